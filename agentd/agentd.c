@@ -1,0 +1,82 @@
+/*
+ * agentd: the helper that runs inside each agent's environment. Today it
+ * relays fleetd's control channel (a virtio-serial port) to the guest's
+ * sshd; later issues give it run, health and memory. It links against libc
+ * only, so the guest image needs nothing else for it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay.h"
+
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: agentd COMMAND [OPTION]...\n"
+		"The in-environment helper of fleet; fleetd starts and talks to it.\n"
+		"\n"
+		"Commands:\n"
+		"  relay [--port NAME] [--to HOST:PORT]\n"
+		"        relay the virtio-serial port NAME (default " RELAY_DEFAULT_PORT_NAME ") to the\n"
+		"        TCP service at HOST:PORT (default 127.0.0.1:22), reconnecting for each\n"
+		"        new host connection; runs until killed\n"
+		"\n"
+		"  --help     show this help\n"
+		"  --version  show the version\n");
+}
+
+static int cmd_relay(int argc, char **argv)
+{
+	const char *port_name = RELAY_DEFAULT_PORT_NAME;
+	char host[256] = "127.0.0.1";
+	long port = 22;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
+			port_name = argv[++i];
+		} else if (strcmp(argv[i], "--to") == 0 && i + 1 < argc) {
+			const char *to = argv[++i], *colon = strrchr(to, ':');
+			char *end;
+
+			if (!colon || (size_t)(colon - to) >= sizeof(host) || colon == to) {
+				fprintf(stderr, "agentd: --to needs HOST:PORT, not '%s'\n", to);
+				return 2;
+			}
+			memcpy(host, to, (size_t)(colon - to));
+			host[colon - to] = '\0';
+			port = strtol(colon + 1, &end, 10);
+			if (*end || port < 1 || port > 65535) {
+				fprintf(stderr, "agentd: invalid port in '%s'\n", to);
+				return 2;
+			}
+		} else {
+			fprintf(stderr, "agentd: relay: unexpected argument '%s'\n", argv[i]);
+			return 2;
+		}
+	}
+	if (relay_run(port_name, host, (int)port) < 0)
+		return 1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "--version") == 0) {
+		printf("agentd %s\n", PACKAGE_VERSION);
+		return 0;
+	}
+	if (strcmp(argv[1], "relay") == 0)
+		return cmd_relay(argc - 1, argv + 1);
+	fprintf(stderr, "agentd: unknown command '%s'\nTry 'agentd --help'.\n", argv[1]);
+	return 2;
+}

@@ -1,0 +1,376 @@
+/*
+ * relay: owns the guest end of fleetd's control channel. fleetd reaches the
+ * guest's sshd not over the network but over a virtio-serial port (host end:
+ * a Unix socket made by libvirt). This file finds that port by name, keeps it
+ * open for the life of the process, and for every host connection opens one
+ * TCP connection to the local sshd and copies bytes both ways.
+ *
+ * Kernel behaviour this relies on (drivers/char/virtio_console.c):
+ *  - the port can be opened only once (a second open is EBUSY), so it stays
+ *    open across host connections;
+ *  - while no host is connected, poll() reports POLLHUP at once and read()
+ *    returns 0, so neither can be used to sleep until a host connects; the
+ *    port does send SIGIO (with O_ASYNC) when the host connection state
+ *    changes, so we block SIGIO and sleep in sigtimedwait() instead;
+ *  - POLLOUT is set only while a host is connected.
+ * sshd is connected only after the host's first bytes arrive: an SSH server
+ * talks first, and a banner written before anyone listens would be lost.
+ */
+#include "relay.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SYSFS_PORTS "/sys/class/virtio-ports"
+#define FIND_WAIT_MS 10000    /* the port may appear shortly after boot */
+#define CONNECT_WAIT_MS 10000 /* sshd may be (re)starting */
+#define HANGUP_WAIT_MS 10000  /* after sshd closed, wait this long for the host */
+#define SIGIO_NAP_MS 2000     /* safety net: recheck the port even without SIGIO */
+#define BUF_SIZE 65536
+
+enum session_end { HOST_CLOSED, TCP_CLOSED };
+
+struct buf {
+    char data[BUF_SIZE];
+    size_t off, len;
+};
+
+__attribute__((format(printf, 1, 2))) static void relay_log(const char *fmt, ...)
+{
+    va_list ap;
+    int saved = errno;
+
+    fputs("agentd relay: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    errno = saved;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* /dev/<vportNpM> whose sysfs "name" is name; no udev, so no symlinks. */
+static int find_port(const char *name, char *dev, size_t devlen)
+{
+    DIR *d = opendir(SYSFS_PORTS);
+    struct dirent *de;
+    int r = -ENOENT;
+
+    if (!d)
+        return -errno;
+    while ((de = readdir(d))) {
+        char path[PATH_MAX], got[256];
+        ssize_t n;
+        int fd;
+
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), SYSFS_PORTS "/%s/name", de->d_name);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        n = read(fd, got, sizeof(got) - 1);
+        close(fd);
+        if (n <= 0)
+            continue;
+        got[n] = '\0';
+        got[strcspn(got, "\n")] = '\0';
+        if (strcmp(got, name) == 0) {
+            if ((size_t)snprintf(dev, devlen, "/dev/%s", de->d_name) >= devlen)
+                r = -ENAMETOOLONG;
+            else
+                r = 0;
+            break;
+        }
+    }
+    closedir(d);
+    return r;
+}
+
+static int open_port(const char *name)
+{
+    int64_t deadline = now_ms() + FIND_WAIT_MS;
+    char dev[PATH_MAX];
+    int r;
+
+    for (;;) {
+        r = find_port(name, dev, sizeof(dev));
+        if (r == 0) {
+            int fd = open(dev, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+            if (fd >= 0)
+                return fd;
+            r = -errno;
+            if (r == -EBUSY) {
+                relay_log("%s (%s) is already open elsewhere", dev, name);
+                return r;
+            }
+        }
+        if (now_ms() >= deadline) {
+            relay_log("no usable virtio-serial port named %s: %s", name, strerror(-r));
+            return r;
+        }
+        sleep_ms(100);
+    }
+}
+
+/* Throw away bytes a host left behind when it went away. */
+static void discard_pending(int fd)
+{
+    char scratch[4096];
+
+    while (read(fd, scratch, sizeof(scratch)) > 0)
+        ;
+}
+
+/* Sleep until a host connects and sends its first bytes. */
+static int wait_host_data(int fd, const sigset_t *sigio)
+{
+    for (;;) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        int n = poll(&p, 1, -1);
+
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (p.revents & POLLNVAL)
+            return -EBADF;
+        if (p.revents & POLLERR)
+            return -EIO; /* the port was unplugged */
+        if (p.revents & POLLHUP) {
+            /* No host: poll cannot sleep here, SIGIO tells us of a connect. */
+            struct timespec nap = { SIGIO_NAP_MS / 1000, 0 };
+            discard_pending(fd);
+            if (sigtimedwait(sigio, NULL, &nap) < 0 && errno != EAGAIN && errno != EINTR)
+                return -errno;
+            continue;
+        }
+        if (p.revents & POLLIN)
+            return 0;
+    }
+}
+
+/* After sshd closed: wait (bounded) for the host to go away too, keeping any
+ * bytes it sends meanwhile, which may already belong to its next connection. */
+static void wait_host_hangup(int fd)
+{
+    int64_t deadline = now_ms() + HANGUP_WAIT_MS;
+
+    for (;;) {
+        /* events=0: only POLLHUP/POLLERR wake us, data does not. */
+        struct pollfd p = { .fd = fd, .events = 0 };
+        int64_t left = deadline - now_ms();
+        int n;
+
+        if (left <= 0) {
+            relay_log("host kept the channel open after sshd closed");
+            return;
+        }
+        n = poll(&p, 1, (int)left);
+        if (n < 0 && errno != EINTR)
+            return;
+        if (n > 0) {
+            discard_pending(fd);
+            return;
+        }
+    }
+}
+
+static int connect_tcp(const char *host, int port)
+{
+    int64_t deadline = now_ms() + CONNECT_WAIT_MS;
+    struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+    char service[16];
+    int last = -ECONNREFUSED;
+
+    snprintf(service, sizeof(service), "%d", port);
+    for (;;) {
+        struct addrinfo *res, *ai;
+        int r = getaddrinfo(host, service, &hints, &res);
+
+        if (r != 0) {
+            relay_log("cannot resolve %s: %s", host, gai_strerror(r));
+            return -EHOSTUNREACH;
+        }
+        for (ai = res; ai; ai = ai->ai_next) {
+            int one = 1;
+            int s = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+
+            if (s < 0) {
+                last = -errno;
+                continue;
+            }
+            if (connect(s, ai->ai_addr, ai->ai_addrlen) == 0) {
+                freeaddrinfo(res);
+                setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+                fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK);
+                return s;
+            }
+            last = -errno;
+            close(s);
+        }
+        freeaddrinfo(res);
+        if (now_ms() >= deadline) {
+            relay_log("cannot connect to %s:%d: %s", host, port, strerror(-last));
+            return last;
+        }
+        sleep_ms(200);
+    }
+}
+
+/* Write what we can from b to fd; -1 when fd is gone. */
+static int flush_some(int fd, struct buf *b)
+{
+    ssize_t n = write(fd, b->data + b->off, b->len - b->off);
+
+    if (n < 0)
+        return (errno == EAGAIN || errno == EINTR) ? 0 : -1;
+    b->off += (size_t)n;
+    if (b->off == b->len)
+        b->off = b->len = 0;
+    return 0;
+}
+
+/* Copy bytes both ways until one side closes. Buffered, so a slow reader on
+ * one side never blocks the other direction. */
+static enum session_end relay_session(int port_fd, int tcp)
+{
+    static struct buf to_tcp, to_port;
+    int tcp_eof = 0, tcp_dead = 0;
+
+    to_tcp.off = to_tcp.len = to_port.off = to_port.len = 0;
+    for (;;) {
+        struct pollfd p[2];
+        int want_tcp_read = !tcp_eof && to_port.len == 0;
+
+        if (tcp_eof && to_port.len == 0)
+            return TCP_CLOSED;
+        if (tcp_dead)
+            to_tcp.off = to_tcp.len = 0; /* nobody left to read it */
+
+        p[0].fd = port_fd;
+        p[0].events = (to_tcp.len == 0 ? POLLIN : 0) | (to_port.len ? POLLOUT : 0);
+        /* A dead socket reports POLLHUP forever: poll it only to read its tail. */
+        p[1].fd = (tcp_dead && !want_tcp_read) ? -1 : tcp;
+        p[1].events = (want_tcp_read ? POLLIN : 0) | (to_tcp.len ? POLLOUT : 0);
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            relay_log("poll: %s", strerror(errno));
+            return HOST_CLOSED;
+        }
+
+        if ((p[1].revents & POLLOUT) && flush_some(tcp, &to_tcp) < 0)
+            tcp_dead = 1;
+        if ((p[0].revents & POLLOUT) && flush_some(port_fd, &to_port) < 0)
+            return HOST_CLOSED;
+
+        if (p[0].revents & POLLIN) {
+            ssize_t n = read(port_fd, to_tcp.data, sizeof(to_tcp.data));
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+                return HOST_CLOSED;
+            if (n > 0)
+                to_tcp.len = (size_t)n;
+        } else if (p[0].revents & (POLLHUP | POLLERR)) {
+            return HOST_CLOSED;
+        }
+
+        if (p[1].revents & POLLIN) {
+            ssize_t n = read(tcp, to_port.data, sizeof(to_port.data));
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+                tcp_eof = 1;
+            else if (n > 0)
+                to_port.len = (size_t)n;
+        } else if (p[1].revents & (POLLHUP | POLLERR)) {
+            tcp_dead = 1;
+        }
+    }
+}
+
+int relay_run(const char *port_name, const char *host, int port)
+{
+    sigset_t sigio, old;
+    int fd, r;
+
+    if (!port_name || !*port_name || !host || !*host || port <= 0 || port > 65535)
+        return -EINVAL;
+
+    fd = open_port(port_name);
+    if (fd < 0)
+        return fd;
+
+    /* SIGIO's default action kills us: block it and collect it synchronously. */
+    sigemptyset(&sigio);
+    sigaddset(&sigio, SIGIO);
+    sigprocmask(SIG_BLOCK, &sigio, &old);
+    if (fcntl(fd, F_SETOWN, getpid()) < 0 ||
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC | O_NONBLOCK) < 0) {
+        r = -errno;
+        relay_log("cannot enable SIGIO on the port: %s", strerror(-r));
+        goto out;
+    }
+
+    for (;;) {
+        int tcp;
+
+        r = wait_host_data(fd, &sigio);
+        if (r < 0) {
+            relay_log("waiting for the host: %s", strerror(-r));
+            break;
+        }
+        tcp = connect_tcp(host, port);
+        if (tcp < 0) {
+            /* Nothing to relay to; let the host see silence, then hang up. */
+            wait_host_hangup(fd);
+            continue;
+        }
+        if (relay_session(fd, tcp) == TCP_CLOSED) {
+            close(tcp);
+            wait_host_hangup(fd);
+        } else {
+            close(tcp);
+            discard_pending(fd);
+        }
+    }
+
+out:
+    close(fd);
+    {
+        /* Drop a SIGIO still pending before unblocking it. */
+        struct timespec zero = { 0, 0 };
+        while (sigtimedwait(&sigio, NULL, &zero) > 0)
+            ;
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return r;
+}

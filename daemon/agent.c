@@ -1,0 +1,66 @@
+/* agent: see agent.h. */
+#include "agent.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+static const char *const backend_names[BACKEND__COUNT] = {
+	[BACKEND_VM] = "vm", [BACKEND_USER] = "user",
+};
+static const char *const state_names[AGENT_STATE__COUNT] = {
+	[AGENT_DEFINED] = "defined", [AGENT_PROVISIONING] = "provisioning",
+	[AGENT_STOPPED] = "stopped", [AGENT_RUNNING] = "running", [AGENT_BAD] = "bad",
+};
+static const char *const network_names[NETWORK__COUNT] = {
+	[NETWORK_NONE] = "none", [NETWORK_NAT] = "nat",
+};
+
+static int lookup(const char *const *names, int n, const char *s)
+{
+	for (int i = 0; i < n; i++)
+		if (s && strcmp(names[i], s) == 0)
+			return i;
+	return -EINVAL;
+}
+
+void agent_free(struct agent *a)
+{
+	if (!a)
+		return;
+	free(a->name);
+	free(a->command);
+	free(a);
+}
+
+const char *backend_kind_to_string(enum backend_kind k)
+{
+	return (unsigned)k < BACKEND__COUNT ? backend_names[k] : "unknown";
+}
+
+int backend_kind_from_string(const char *s)
+{
+	return lookup(backend_names, BACKEND__COUNT, s);
+}
+
+const char *agent_state_to_string(enum agent_state s)
+{
+	return (unsigned)s < AGENT_STATE__COUNT ? state_names[s] : "unknown";
+}
+
+int agent_state_from_string(const char *s)
+{
+	return lookup(state_names, AGENT_STATE__COUNT, s);
+}
+
+const char *network_kind_to_string(enum network_kind k)
+{
+	return (unsigned)k < NETWORK__COUNT ? network_names[k] : "unknown";
+}
+
+int network_kind_from_string(const char *s)
+{
+	return lookup(network_names, NETWORK__COUNT, s);
+}

@@ -1,0 +1,61 @@
+/*
+ * agent: the in-memory shape of an agent record and the name tables of its
+ * enums. Plain data; no I/O.
+ */
+#ifndef FLEET_AGENT_H
+#define FLEET_AGENT_H
+
+#include <stdint.h>
+
+enum backend_kind { BACKEND_VM, BACKEND_USER, BACKEND__COUNT };
+
+/*
+ * defined: recorded, environment not provisioned (no backend could do it).
+ * stopped/running: provisioned environment, as its backend reports it.
+ * bad: health checks failed and no rollback brought it back.
+ */
+enum agent_state {
+	AGENT_DEFINED,
+	AGENT_PROVISIONING,
+	AGENT_STOPPED,
+	AGENT_RUNNING,
+	AGENT_BAD,
+	AGENT_STATE__COUNT,
+};
+
+enum network_kind { NETWORK_NONE, NETWORK_NAT, NETWORK__COUNT };
+
+struct agent {
+	int64_t id;
+	char *name;
+	enum backend_kind backend;
+	enum agent_state state;
+	int memory_mib;
+	int vcpus;
+	int disk_gib;
+	enum network_kind network;
+	char *command;		/* what `agentd run` starts; may be NULL */
+	int64_t created_at;	/* unix seconds */
+	int64_t updated_at;
+};
+
+/* Limits shared by the API and fleetctl's help text. */
+#define AGENT_MEMORY_MIN 64
+#define AGENT_MEMORY_MAX 65536
+#define AGENT_MEMORY_DEFAULT 256
+#define AGENT_VCPUS_MAX 64
+#define AGENT_DISK_MAX 1024
+#define AGENT_DISK_DEFAULT 2
+#define AGENT_COMMAND_MAX 4096
+
+void agent_free(struct agent *a);
+static inline void agent_freep(struct agent **a) { agent_free(*a); }
+
+const char *backend_kind_to_string(enum backend_kind k);
+int backend_kind_from_string(const char *s);	/* -EINVAL if unknown */
+const char *agent_state_to_string(enum agent_state s);
+int agent_state_from_string(const char *s);
+const char *network_kind_to_string(enum network_kind k);
+int network_kind_from_string(const char *s);
+
+#endif

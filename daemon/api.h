@@ -1,0 +1,67 @@
+/*
+ * api: the control API, HTTP/1.1 with JSON bodies on a Unix socket (evhttp).
+ * api.c owns the socket, the caller's identity (SO_PEERCRED), routing, body
+ * limits, JSON parsing and the one error shape {"error": ..., "code": ...}.
+ * Handlers live in api_*.c files and see only struct api_call.
+ */
+#ifndef FLEET_API_H
+#define FLEET_API_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "util.h"
+
+struct fleetd;
+struct api;
+struct evhttp_request;
+
+struct api_call {
+	struct fleetd *fleetd;
+	struct evhttp_request *req;
+	uid_t uid;		/* from SO_PEERCRED, never from the payload */
+	pid_t pid;
+	const char *param;	/* the ":name" path segment, decoded, or NULL */
+	const char *action;	/* audit action of this route, or NULL when read-only */
+	const char *target;	/* what the audit record names; defaults to param */
+	bool replied;
+};
+
+/* Create the socket and start serving on fleetd->base; -errno. */
+int api_start(struct fleetd *fleetd, struct api **ret);
+void api_stop(struct api *api);
+/* Apply reloadable settings (socket group, body cap). */
+void api_reload(struct api *api);
+
+/*
+ * Reply with a JSON document (stolen). For a route that changes state this
+ * also writes the audit record: uid, action, target, outcome and, for an
+ * error, its message.
+ */
+void api_reply(struct api_call *c, int status, json_t *body);
+/* Reply with {"error": message, "code": code}. */
+void api_error(struct api_call *c, int status, const char *code, const char *fmt, ...) _printf_(4, 5);
+/* Reply with an error derived from a negative errno. */
+void api_error_errno(struct api_call *c, int r, const char *fmt, ...) _printf_(3, 4);
+
+/* Copy query parameter key into buf; false when absent or longer than len - 1. */
+bool api_query(struct api_call *c, const char *key, char *buf, size_t len);
+
+/*
+ * Parse the request body as a JSON object whose fields must all appear in
+ * spec (NULL-terminated "name:type" strings, type one of s, i, b). Replies
+ * with 400/415 and returns NULL on any problem.
+ */
+json_t *api_body_object(struct api_call *c, const char *const *spec);
+
+
+/* Handlers (api_system.c, api_agents.c). */
+void api_status_get(struct api_call *c);
+void api_audit_get(struct api_call *c);
+void api_agents_list(struct api_call *c);
+void api_agents_create(struct api_call *c);
+void api_agent_get(struct api_call *c);
+void api_agent_delete(struct api_call *c);
+
+#endif

@@ -1,0 +1,446 @@
+/*
+ * db: see db.h. Durability: WAL with synchronous=FULL, so a row is on disk
+ * when its statement returns and survives kill -9 (and power loss).
+ */
+#include "db.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "log.h"
+#include "util.h"
+
+struct db {
+	sqlite3 *h;
+};
+
+/*
+ * Migrations in order; entry i brings the schema to version i + 1. Never
+ * edit a released entry: append a new one. Tables for later features
+ * (snapshots, runs, events, secrets) are shaped now so their issues only
+ * add columns.
+ */
+static const char *const migrations[] = {
+	/* 1: the foundation */
+	"CREATE TABLE agents ("
+	"  id INTEGER PRIMARY KEY,"
+	"  name TEXT NOT NULL UNIQUE CHECK (length(name) BETWEEN 1 AND 32),"
+	"  backend TEXT NOT NULL CHECK (backend IN ('vm', 'user')),"
+	"  state TEXT NOT NULL,"
+	"  memory_mib INTEGER NOT NULL,"
+	"  vcpus INTEGER NOT NULL,"
+	"  disk_gib INTEGER NOT NULL,"
+	"  network TEXT NOT NULL DEFAULT 'none' CHECK (network IN ('none', 'nat')),"
+	"  command TEXT,"
+	"  created_at INTEGER NOT NULL,"
+	"  updated_at INTEGER NOT NULL"
+	");"
+	"CREATE TABLE snapshots ("
+	"  id INTEGER PRIMARY KEY,"
+	"  agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,"
+	"  name TEXT NOT NULL,"
+	"  kind TEXT NOT NULL,"			/* full (RAM+disk), disk, dir */
+	"  state TEXT NOT NULL DEFAULT 'creating'," /* creating, ready, deleting: for recovery */
+	"  created_at INTEGER NOT NULL,"
+	"  size_bytes INTEGER,"
+	"  good INTEGER,"			/* NULL unknown, 1 good, 0 bad */
+	"  pinned INTEGER NOT NULL DEFAULT 0,"
+	"  note TEXT,"
+	"  UNIQUE (agent_id, name)"
+	");"
+	"CREATE TABLE events ("
+	"  id INTEGER PRIMARY KEY,"
+	"  source TEXT NOT NULL,"		/* github, slack, datadog, twilio, hmac, cron, manual */
+	"  route TEXT,"
+	"  delivery_id TEXT,"
+	"  received_at INTEGER NOT NULL,"
+	"  headers TEXT,"
+	"  body BLOB,"
+	"  UNIQUE (source, delivery_id)"
+	");"
+	"CREATE TABLE runs ("
+	"  id INTEGER PRIMARY KEY,"
+	"  agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,"
+	"  event_id INTEGER REFERENCES events(id) ON DELETE SET NULL,"
+	"  trigger TEXT NOT NULL,"
+	"  state TEXT NOT NULL DEFAULT 'queued',"
+	"  queued_at INTEGER NOT NULL,"
+	"  started_at INTEGER,"
+	"  finished_at INTEGER,"
+	"  exit_code INTEGER,"
+	"  log_path TEXT"
+	");"
+	"CREATE INDEX runs_by_agent_state ON runs (agent_id, state);"
+	"CREATE TABLE secrets ("
+	"  id INTEGER PRIMARY KEY,"
+	"  agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,"
+	"  name TEXT NOT NULL,"
+	"  ciphertext BLOB NOT NULL,"
+	"  nonce BLOB NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  updated_at INTEGER NOT NULL,"
+	"  UNIQUE (agent_id, name)"
+	");"
+	"CREATE TABLE audit ("
+	"  id INTEGER PRIMARY KEY,"
+	"  at_ms INTEGER NOT NULL,"
+	"  uid INTEGER NOT NULL,"
+	"  action TEXT NOT NULL,"
+	"  target TEXT,"
+	"  outcome TEXT NOT NULL,"
+	"  detail TEXT"
+	");",
+};
+
+static inline void stmt_finalizep(sqlite3_stmt **st)
+{
+	sqlite3_finalize(*st);
+}
+#define _cleanup_stmt_ _cleanup_(stmt_finalizep)
+
+/* Map a SQLite result code to an errno, logging SQLite's words at debug. */
+static int db_err(struct db *db, int rc, const char *what)
+{
+	log_debug("sqlite: %s: %s (%d)", what, sqlite3_errmsg(db->h), rc);
+	switch (rc & 0xff) {
+	case SQLITE_CONSTRAINT:
+		return (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY) ? -EEXIST : -EINVAL;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_READONLY:
+	case SQLITE_PERM:
+	case SQLITE_AUTH:
+		return -EACCES;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	default:
+		return -EIO;
+	}
+}
+
+static int db_prepare(struct db *db, sqlite3_stmt **st, const char *sql)
+{
+	int rc = sqlite3_prepare_v2(db->h, sql, -1, st, NULL);
+	return rc == SQLITE_OK ? 0 : db_err(db, rc, sql);
+}
+
+/* 1: a row, 0: done, <0: error. */
+static int db_step(struct db *db, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc == SQLITE_DONE)
+		return 0;
+	return db_err(db, sqlite3_extended_errcode(db->h), sqlite3_sql(st));
+}
+
+static int db_exec(struct db *db, const char *sql)
+{
+	int rc = sqlite3_exec(db->h, sql, NULL, NULL, NULL);
+	return rc == SQLITE_OK ? 0 : db_err(db, sqlite3_extended_errcode(db->h), sql);
+}
+
+static char *col_strdup(sqlite3_stmt *st, int col)
+{
+	const unsigned char *s = sqlite3_column_text(st, col);
+	return s ? xstrdup((const char *)s) : NULL;
+}
+
+static int64_t unix_now(void)
+{
+	return (int64_t)time(NULL);
+}
+
+static int db_migrate(struct db *db)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int version, r;
+
+	if ((r = db_prepare(db, &st, "PRAGMA user_version")) < 0)
+		return r;
+	if ((r = db_step(db, st)) <= 0)
+		return r < 0 ? r : -EIO;
+	version = sqlite3_column_int(st, 0);
+	if (version > (int)ARRAY_SIZE(migrations)) {
+		log_error("database schema version %d is newer than this fleetd understands (%zu)",
+			  version, ARRAY_SIZE(migrations));
+		return -EPROTO;
+	}
+	for (int v = version; v < (int)ARRAY_SIZE(migrations); v++) {
+		_cleanup_free_ char *bump = xasprintf("PRAGMA user_version = %d", v + 1);
+
+		if ((r = db_exec(db, "BEGIN IMMEDIATE")) < 0)
+			return r;
+		if ((r = db_exec(db, migrations[v])) < 0 || (r = db_exec(db, bump)) < 0) {
+			(void)db_exec(db, "ROLLBACK");
+			log_error("database migration to version %d failed", v + 1);
+			return r;
+		}
+		if ((r = db_exec(db, "COMMIT")) < 0)
+			return r;
+		log_info("database migrated to schema version %d", v + 1);
+	}
+	return 0;
+}
+
+int db_schema_version(void)
+{
+	return (int)ARRAY_SIZE(migrations);
+}
+
+int db_open(const char *path, struct db **ret)
+{
+	_cleanup_(db_closep) struct db *db = xcalloc(1, sizeof(*db));
+	int rc, r;
+
+	/* Create the file 0600 ourselves: SQLite would honour the umask. */
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+
+	rc = sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, NULL);
+	if (rc != SQLITE_OK)
+		return db->h ? db_err(db, rc, path) : -ENOMEM;
+	sqlite3_extended_result_codes(db->h, 1);
+	sqlite3_busy_timeout(db->h, 5000);
+	if ((r = db_exec(db, "PRAGMA journal_mode = WAL")) < 0 ||
+	    (r = db_exec(db, "PRAGMA synchronous = FULL")) < 0 ||
+	    (r = db_exec(db, "PRAGMA foreign_keys = ON")) < 0)
+		return r;
+	if ((r = db_migrate(db)) < 0)
+		return r;
+	*ret = TAKE_PTR(db);
+	return 0;
+}
+
+void db_close(struct db *db)
+{
+	if (!db)
+		return;
+	sqlite3_close_v2(db->h);
+	free(db);
+}
+
+int db_agent_insert(struct db *db, struct agent *a)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int64_t now = unix_now();
+	int r;
+
+	if ((r = db_prepare(db, &st,
+			    "INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib,"
+			    " network, command, created_at, updated_at)"
+			    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, backend_kind_to_string(a->backend), -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, agent_state_to_string(a->state), -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 4, a->memory_mib);
+	sqlite3_bind_int(st, 5, a->vcpus);
+	sqlite3_bind_int(st, 6, a->disk_gib);
+	sqlite3_bind_text(st, 7, network_kind_to_string(a->network), -1, SQLITE_STATIC);
+	if (a->command)
+		sqlite3_bind_text(st, 8, a->command, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, 8);
+	sqlite3_bind_int64(st, 9, now);
+	sqlite3_bind_int64(st, 10, now);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	a->id = sqlite3_last_insert_rowid(db->h);
+	a->created_at = a->updated_at = now;
+	return 0;
+}
+
+#define AGENT_COLUMNS "id, name, backend, state, memory_mib, vcpus, disk_gib, network, command, created_at, updated_at"
+
+/* Copy one row of AGENT_COLUMNS; never keeps a pointer into the statement. */
+static struct agent *agent_from_row(sqlite3_stmt *st)
+{
+	struct agent *a = xcalloc(1, sizeof(*a));
+	int k;
+
+	a->id = sqlite3_column_int64(st, 0);
+	a->name = col_strdup(st, 1);
+	k = backend_kind_from_string((const char *)sqlite3_column_text(st, 2));
+	a->backend = k < 0 ? BACKEND_VM : (enum backend_kind)k;
+	k = agent_state_from_string((const char *)sqlite3_column_text(st, 3));
+	a->state = k < 0 ? AGENT_BAD : (enum agent_state)k;
+	a->memory_mib = sqlite3_column_int(st, 4);
+	a->vcpus = sqlite3_column_int(st, 5);
+	a->disk_gib = sqlite3_column_int(st, 6);
+	k = network_kind_from_string((const char *)sqlite3_column_text(st, 7));
+	a->network = k < 0 ? NETWORK_NONE : (enum network_kind)k;
+	a->command = col_strdup(st, 8);
+	a->created_at = sqlite3_column_int64(st, 9);
+	a->updated_at = sqlite3_column_int64(st, 10);
+	return a;
+}
+
+int db_agent_get(struct db *db, const char *name, struct agent **ret)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "SELECT " AGENT_COLUMNS " FROM agents WHERE name = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) <= 0)
+		return r == 0 ? -ENOENT : r;
+	*ret = agent_from_row(st);
+	return 0;
+}
+
+void agent_list_free(struct agent **list)
+{
+	if (!list)
+		return;
+	for (struct agent **p = list; *p; p++)
+		agent_free(*p);
+	free(list);
+}
+
+int db_agent_list(struct db *db, struct agent ***ret, size_t *n)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	struct agent **list = NULL;
+	size_t count = 0, cap = 0;
+	int r;
+
+	if ((r = db_prepare(db, &st, "SELECT " AGENT_COLUMNS " FROM agents ORDER BY name")) < 0)
+		return r;
+	while ((r = db_step(db, st)) > 0) {
+		if (count + 1 >= cap) {
+			cap = cap ? cap * 2 : 16;
+			list = xrealloc(list, cap * sizeof(*list));
+		}
+		list[count++] = agent_from_row(st);
+		list[count] = NULL;
+	}
+	if (r < 0) {
+		agent_list_free(list);
+		return r;
+	}
+	if (!list)
+		list = xcalloc(1, sizeof(*list));
+	*ret = list;
+	*n = count;
+	return 0;
+}
+
+int db_agent_count(struct db *db, long *ret)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "SELECT count(*) FROM agents")) < 0)
+		return r;
+	if ((r = db_step(db, st)) <= 0)
+		return r < 0 ? r : -EIO;
+	*ret = (long)sqlite3_column_int64(st, 0);
+	return 0;
+}
+
+int db_agent_set_state(struct db *db, const char *name, enum agent_state state)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "UPDATE agents SET state = ?, updated_at = ? WHERE name = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, agent_state_to_string(state), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, unix_now());
+	sqlite3_bind_text(st, 3, name, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
+}
+
+int db_agent_delete(struct db *db, const char *name)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "DELETE FROM agents WHERE name = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
+}
+
+int db_audit_add(struct db *db, long uid, const char *action, const char *target,
+		 const char *outcome, const char *detail)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	struct timespec ts;
+	int r;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if ((r = db_prepare(db, &st,
+			    "INSERT INTO audit (at_ms, uid, action, target, outcome, detail)"
+			    " VALUES (?, ?, ?, ?, ?, ?)")) < 0)
+		return r;
+	sqlite3_bind_int64(st, 1, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+	sqlite3_bind_int64(st, 2, uid);
+	sqlite3_bind_text(st, 3, action, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, target, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, outcome, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 6, detail, -1, SQLITE_STATIC);
+	return db_step(db, st) < 0 ? -EIO : 0;
+}
+
+void audit_entries_free(struct audit_entry *e, size_t n)
+{
+	for (size_t i = 0; e && i < n; i++) {
+		free(e[i].action);
+		free(e[i].target);
+		free(e[i].outcome);
+		free(e[i].detail);
+	}
+	free(e);
+}
+
+int db_audit_list(struct db *db, int limit, struct audit_entry **ret, size_t *n)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	struct audit_entry *e;
+	size_t count = 0;
+	int r;
+
+	if (limit <= 0)
+		limit = 1;
+	if ((r = db_prepare(db, &st,
+			    "SELECT id, at_ms, uid, action, target, outcome, detail FROM"
+			    " (SELECT * FROM audit ORDER BY id DESC LIMIT ?) ORDER BY id")) < 0)
+		return r;
+	sqlite3_bind_int(st, 1, limit);
+	e = xcalloc((size_t)limit, sizeof(*e));
+	while ((r = db_step(db, st)) > 0 && count < (size_t)limit) {
+		e[count].id = sqlite3_column_int64(st, 0);
+		e[count].at_ms = sqlite3_column_int64(st, 1);
+		e[count].uid = (long)sqlite3_column_int64(st, 2);
+		e[count].action = col_strdup(st, 3);
+		e[count].target = col_strdup(st, 4);
+		e[count].outcome = col_strdup(st, 5);
+		e[count].detail = col_strdup(st, 6);
+		count++;
+	}
+	if (r < 0) {
+		audit_entries_free(e, count);
+		return r;
+	}
+	*ret = e;
+	*n = count;
+	return 0;
+}

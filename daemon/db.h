@@ -1,0 +1,54 @@
+/*
+ * db: fleetd's SQLite state. The only file that includes <sqlite3.h>.
+ * Owns the schema, its migrations (keyed on PRAGMA user_version) and every
+ * query; every query is parameterized. Returns negative errno codes and logs
+ * SQLite's own words at debug level; callers decide what to tell the user.
+ */
+#ifndef FLEET_DB_H
+#define FLEET_DB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent.h"
+
+struct db;
+
+struct audit_entry {
+	int64_t id;
+	int64_t at_ms;		/* unix milliseconds */
+	long uid;
+	char *action;
+	char *target;
+	char *outcome;
+	char *detail;
+};
+
+/* Open (creating and migrating) the database at path; -errno. */
+int db_open(const char *path, struct db **ret);
+void db_close(struct db *db);
+static inline void db_closep(struct db **db) { db_close(*db); }
+
+/* The schema version this build writes. */
+int db_schema_version(void);
+
+/* Insert a new agent; fills a->id. -EEXIST if the name is taken. */
+int db_agent_insert(struct db *db, struct agent *a);
+/* -ENOENT if there is no such agent. */
+int db_agent_get(struct db *db, const char *name, struct agent **ret);
+/* All agents ordered by name; *ret is a NULL-terminated array the caller frees with agent_list_free. */
+int db_agent_list(struct db *db, struct agent ***ret, size_t *n);
+void agent_list_free(struct agent **list);
+int db_agent_count(struct db *db, long *ret);
+int db_agent_set_state(struct db *db, const char *name, enum agent_state state);
+/* Delete the agent and (by foreign keys) its snapshots, runs and secrets; -ENOENT. */
+int db_agent_delete(struct db *db, const char *name);
+
+/* Append one audit record. */
+int db_audit_add(struct db *db, long uid, const char *action, const char *target,
+		 const char *outcome, const char *detail);
+/* The newest `limit` records, oldest first. */
+int db_audit_list(struct db *db, int limit, struct audit_entry **ret, size_t *n);
+void audit_entries_free(struct audit_entry *e, size_t n);
+
+#endif

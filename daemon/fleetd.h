@@ -1,0 +1,29 @@
+/*
+ * fleetd: the daemon's shared context. One instance lives in main(); every
+ * module reaches the database, the config and the event loop through it.
+ */
+#ifndef FLEET_FLEETD_H
+#define FLEET_FLEETD_H
+
+#include <stdbool.h>
+#include <time.h>
+
+#include "config.h"
+
+struct event_base;
+struct db;
+struct api;
+
+struct fleetd {
+	struct event_base *base;
+	struct config cfg;		/* effective settings */
+	struct config cmdline;		/* what the command line set; wins over the file on reload */
+	const char *config_path;
+	bool config_must_exist;		/* --config given: the file must be there */
+	struct db *db;
+	struct api *api;
+	int lock_fd;
+	time_t started_at;
+};
+
+#endif

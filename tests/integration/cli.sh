@@ -1,0 +1,93 @@
+#!/bin/bash
+# fleetctl as an operator uses it: every command, its output, its exit codes.
+. "$FLEET_SRCDIR/tests/lib/common.sh"
+
+start_fleetd cli || { ok 1 "fleetd starts"; done_testing; }
+
+out=$("$FLEETCTL" status); ok $? "status exits 0"
+like "$out" "^fleetd [0-9.]+ \(pid $FLEETD_PID\)" "status names version and pid"
+like "$out" "agents: +0" "status counts no agents"
+
+out=$("$FLEETCTL" create triage --backend user --memory 512 --command 'triage --once'); ok $? "create with options exits 0"
+like "$out" "agent 'triage' created \(backend user, state defined\)" "create says what it did"
+like "$out" "not provisioned" "create says plainly the environment is not provisioned"
+out=$("$FLEETCTL" create review); ok $? "create with defaults"
+like "$out" "backend vm" "default backend is vm"
+
+out=$("$FLEETCTL" list)
+like "$out" "^NAME +BACKEND +STATE" "list prints a table header"
+like "$out" "review +vm +defined +256MiB" "list shows review"
+like "$out" "triage +user +defined +512MiB" "list shows triage with its memory"
+
+out=$("$FLEETCTL" --json list)
+is "$(printf '%s' "$out" | jq -r '.[].name' | tr '\n' ' ')" "review triage " "--json list is JSON with both agents"
+
+out=$("$FLEETCTL" show triage)
+like "$out" "command: +triage --once" "show prints the command"
+like "$out" "state: +defined" "show prints the state"
+like "$out" "note: +environment not provisioned" "show says plainly nothing is provisioned"
+is "$("$FLEETCTL" --json show triage | jq -r .memory_mib)" "512" "--json show"
+
+err=$("$FLEETCTL" create triage 2>&1); rc=$?
+is "$rc" 1 "creating an existing agent exits 1"
+is "$err" "fleetctl: agent 'triage': already exists" "and names the agent"
+
+err=$("$FLEETCTL" show ghost 2>&1); rc=$?
+is "$rc" 1 "show of an unknown agent exits 1"
+is "$err" "fleetctl: agent 'ghost': no such agent" "and says so"
+err=$("$FLEETCTL" rm ghost 2>&1); is "$?" 1 "rm of an unknown agent exits 1"
+
+# Invalid names are refused before anything is sent (exit 2), for every command.
+for name in 'Bad' '../etc' 'a/b' 'a.b' '-x' '' 'abcdefghijklmnopqrstuvwxyz0123456' 'bot_1' 'x y'; do
+	err=$("$FLEETCTL" create "$name" 2>&1); rc=$?
+	is "$rc" 2 "create '$name' is a usage error"
+	like "$err" "invalid agent name|needs an agent NAME|unknown option" "create '$name' explains why"
+done
+err=$("$FLEETCTL" show 'UPPER' 2>&1); is "$?" 2 "show with an invalid name exits 2"
+err=$("$FLEETCTL" rm 'a/../b' 2>&1); is "$?" 2 "rm with an invalid name exits 2"
+
+# Usage errors exit 2 and point at help.
+err=$("$FLEETCTL" frobnicate 2>&1); is "$?" 2 "unknown command exits 2"
+like "$err" "unknown command 'frobnicate'" "and names it"
+err=$("$FLEETCTL" create x --memory lots 2>&1); is "$?" 2 "non-numeric --memory exits 2"
+err=$("$FLEETCTL" create x --backend docker 2>&1); is "$?" 2 "unknown backend exits 2"
+like "$err" "--backend must be 'vm' or 'user'" "and lists the choices"
+err=$("$FLEETCTL" create x --bogus 2>&1); is "$?" 2 "unknown option exits 2"
+err=$("$FLEETCTL" show 2>&1); is "$?" 2 "show without a name exits 2"
+err=$("$FLEETCTL" 2>&1); is "$?" 2 "no command exits 2"
+
+# Range checks happen in fleetd: exit 1 with its message.
+err=$("$FLEETCTL" create big --memory 999999 2>&1); is "$?" 1 "absurd memory refused by fleetd"
+like "$err" "memory_mib must be from 64 to 65536" "with the range"
+err=$("$FLEETCTL" create cpu --vcpus 0 2>&1); is "$?" 1 "zero vcpus refused"
+err=$("$FLEETCTL" create net --backend user --network nat 2>&1); is "$?" 1 "network for a user agent refused"
+is "$("$FLEETCTL" --json list | jq length)" 2 "refused creates left nothing behind"
+
+# Help comes from the command table.
+out=$("$FLEETCTL" help); ok $? "help exits 0"
+for c in status create list show rm audit; do like "$out" "^  $c " "help lists $c"; done
+out=$("$FLEETCTL" help create)
+like "$out" "Usage: fleetctl .*create NAME \[--backend vm\|user\]" "help create shows usage"
+like "$out" "--memory MIB" "help create lists --memory"
+out=$("$FLEETCTL" rm --help); like "$out" "--force" "rm --help lists --force"
+err=$("$FLEETCTL" help nope 2>&1); is "$?" 2 "help for an unknown command exits 2"
+like "$("$FLEETCTL" --version)" "^fleetctl [0-9]" "--version"
+
+# rm, then audit shows who did what.
+out=$("$FLEETCTL" rm review); ok $? "rm exits 0"
+is "$out" "agent 'review' removed" "rm says what it removed"
+out=$("$FLEETCTL" rm triage --force); ok $? "rm --force after the name works"
+out=$("$FLEETCTL" list); is "$out" "no agents" "list says so when empty"
+out=$("$FLEETCTL" audit)
+like "$out" "agent.create +triage +ok" "audit shows the create"
+like "$out" "agent.remove +review +ok" "audit shows the remove"
+like "$out" "agent.create +triage +refused +agent 'triage': already exists" "audit shows the refused create"
+like "$out" "^[0-9T:.-]+Z +0 " "audit shows time and uid 0"
+is "$("$FLEETCTL" --json audit --limit 2 | jq length)" 2 "audit --limit"
+
+# The socket comes from -s, else FLEET_SOCKET, else the default.
+out=$(FLEET_SOCKET=/nonexistent "$FLEETCTL" -s "$SOCK" status); ok $? "-s wins over FLEET_SOCKET"
+err=$(FLEET_SOCKET=$TEST_TMP/nothing.sock "$FLEETCTL" status 2>&1); is "$?" 1 "FLEET_SOCKET is used (missing socket exits 1)"
+like "$err" "cannot connect to fleetd at $TEST_TMP/nothing.sock: No such file or directory \(is fleetd running\?\)" "and says where it looked"
+
+done_testing

@@ -1,0 +1,38 @@
+#!/bin/bash
+# Acknowledged writes survive kill -9 of fleetd.
+. "$FLEET_SRCDIR/tests/lib/common.sh"
+
+start_fleetd dur || { ok 1 "fleetd starts"; done_testing; }
+"$FLEETCTL" create survivor --backend user >/dev/null
+ok $? "create acknowledged"
+stop_fleetd KILL
+ok $? "fleetd killed with SIGKILL right after the create"
+start_fleetd dur
+ok $? "fleetd restarts on the same state dir after kill -9 (stale lock and socket are fine)"
+is "$("$FLEETCTL" --json show survivor | jq -r .name)" survivor "the agent is there after the restart"
+
+# Many acknowledged creates, then kill -9 at once: every acknowledged one survives.
+acked=0
+for i in $(seq 1 25); do
+	"$FLEETCTL" create "bulk-$i" >/dev/null 2>&1 && acked=$((acked + 1))
+done
+stop_fleetd KILL
+start_fleetd dur
+is "$("$FLEETCTL" --json list | jq '[.[] | select(.name | startswith("bulk-"))] | length')" "$acked" \
+	"all $acked acknowledged creates survive kill -9"
+"$FLEETCTL" rm bulk-1 >/dev/null
+stop_fleetd KILL
+start_fleetd dur
+check "an acknowledged remove survives kill -9 too" -- bash -c "! '$FLEETCTL' show bulk-1"
+like "$("$FLEETCTL" audit --limit 1000)" "agent.remove +bulk-1 +ok" "the audit record survives kill -9"
+
+is "$(stat -c %a "$STATE")" 700 "state dir is 0700"
+is "$(stat -c %a "$STATE/fleet.db")" 600 "database file is 0600"
+is "$(sqlite3 "$STATE/fleet.db" 'PRAGMA journal_mode')" wal "database is in WAL mode"
+is "$(sqlite3 "$STATE/fleet.db" 'PRAGMA user_version')" 1 "schema version is recorded"
+tables=$(sqlite3 "$STATE/fleet.db" "SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name)")
+is "$tables" "agents audit events runs secrets snapshots" "tables for agents, snapshots, runs, events, secrets and audit"
+is "$(sqlite3 "$STATE/fleet.db" 'PRAGMA foreign_key_list(snapshots)' | cut -d'|' -f3,7 | head -1)" "agents|CASCADE" \
+	"snapshots belong to agents (foreign key, cascade)"
+
+done_testing

@@ -1,0 +1,20 @@
+#!/bin/bash
+# make install puts fleetd, fleetctl, agentd and the systemd unit in place.
+. "$FLEET_SRCDIR/tests/lib/common.sh"
+
+dest=$TEST_TMP/root
+make -C "$FLEET_BUILDDIR" install DESTDIR="$dest" >"$TEST_TMP/install.log" 2>&1
+ok $? "make install DESTDIR=... succeeds"
+prefix=$(sed -n 's/^prefix = //p' "$FLEET_BUILDDIR/Makefile")
+for f in sbin/fleetd bin/fleetctl bin/agentd lib/systemd/system/fleetd.service; do
+	check "installs $f" -- test -e "$dest$prefix/$f"
+done
+unit=$dest$prefix/lib/systemd/system/fleetd.service
+like "$(cat "$unit")" "ExecStart=$prefix/sbin/fleetd --foreground" "the unit starts the installed fleetd in the foreground"
+like "$(cat "$unit")" "Type=notify" "the unit waits for fleetd's readiness"
+like "$(cat "$unit")" "KillMode=process" "stopping the service leaves guests alone"
+for d in NoNewPrivileges=yes ProtectSystem=true PrivateTmp=yes ProtectKernelModules=yes UMask=0077; do
+	like "$(cat "$unit")" "^$d$" "the unit hardens with $d"
+done
+like "$("$dest$prefix/sbin/fleetd" --version)" "^fleetd " "the installed fleetd runs"
+done_testing

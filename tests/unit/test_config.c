@@ -1,0 +1,117 @@
+/* fleetd.conf parsing: good files, every kind of bad line, precedence. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "util.h"
+#include "../tap.h"
+
+static char dir[] = "/tmp/fleet-test-config-XXXXXX";
+
+static char *write_conf(const char *name, const char *text)
+{
+	char *path = xasprintf("%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+int main(void)
+{
+	struct config c, cmd;
+	char *errors = NULL, *path;
+	const char *why;
+	int n;
+
+	if (!mkdtemp(dir))
+		return 1;
+
+	/* Defaults when the default file is missing. */
+	n = config_load(&c, "/nonexistent/fleetd.conf", false, NULL, &errors);
+	is_int(n, 0, "a missing default config file is fine");
+	is_str(config_get(&c, CFG_STATE_DIR), "/var/lib/fleet", "default state_dir");
+	is_str(config_get(&c, CFG_SOCKET), "/run/fleet/fleetd.sock", "default socket");
+	config_free(&c);
+
+	n = config_load(&c, "/nonexistent/fleetd.conf", true, NULL, &errors);
+	is_int(n, 1, "a missing --config file is an error");
+	ok(errors && strstr(errors, "/nonexistent/fleetd.conf: cannot open"), "error names the file: %s", errors);
+	config_free(&c);
+	free(errors);
+	errors = NULL;
+
+	/* A good file with comments and blank lines. */
+	path = write_conf("good.conf", "# fleet\n\nstate_dir = /srv/fleet\n  log_level=debug  \nsocket = /tmp/f.sock\n");
+	n = config_load(&c, path, true, NULL, &errors);
+	is_int(n, 0, "good file parses");
+	is_str(config_get(&c, CFG_STATE_DIR), "/srv/fleet", "state_dir from file");
+	is_str(config_get(&c, CFG_LOG_LEVEL), "debug", "whitespace around key and value is trimmed");
+	is_int(c.source[CFG_STATE_DIR], CFG_FROM_FILE, "source recorded as file");
+	is_int(c.line[CFG_LOG_LEVEL], 4, "line recorded");
+
+	/* The command line wins over the file. */
+	config_init(&cmd);
+	ok(config_set(&cmd, CFG_STATE_DIR, "/opt/fleet", CFG_FROM_CMDLINE, 0, &why) == 0, "cmdline set");
+	config_free(&c);
+	n = config_load(&c, path, true, &cmd, &errors);
+	is_str(config_get(&c, CFG_STATE_DIR), "/opt/fleet", "command line overrides the file");
+	is_str(config_get(&c, CFG_SOCKET), "/tmp/f.sock", "file still applies to other keys");
+	config_free(&c);
+	ok(config_set(&cmd, CFG_STATE_DIR, "relative/dir", CFG_FROM_CMDLINE, 0, &why) == -EINVAL,
+	   "relative state dir refused: %s", why);
+	ok(config_set(&cmd, CFG_LOG_LEVEL, "loud", CFG_FROM_CMDLINE, 0, &why) == -EINVAL,
+	   "bad log level refused: %s", why);
+	config_free(&cmd);
+	free(path);
+
+	/* Every error is reported with FILE:LINE, and all of them at once. */
+	path = write_conf("bad.conf",
+			  "sokcet = /x\n"		/* 1: unknown key */
+			  "just words\n"		/* 2: no '=' */
+			  "log_level = loud\n"		/* 3: bad value */
+			  "state_dir = rel\n"		/* 4: relative */
+			  "max_body_bytes = 12\n"	/* 5: too small */
+			  "socket = /a\n"
+			  "socket = /b\n");		/* 7: duplicate */
+	n = config_load(&c, path, true, NULL, &errors);
+	is_int(n, 6, "six errors found");
+	{
+		char *l1 = xasprintf("%s:1: unknown key 'sokcet'", path);
+		char *l2 = xasprintf("%s:2: expected 'key = value'", path);
+		char *l3 = xasprintf("%s:3: log_level 'loud'", path);
+		char *l4 = xasprintf("%s:4: state_dir 'rel' must be an absolute path", path);
+		char *l5 = xasprintf("%s:5: max_body_bytes '12'", path);
+		char *l7 = xasprintf("%s:7: 'socket' is set twice (first on line 6)", path);
+		ok(errors && strstr(errors, l1), "unknown key reported as FILE:LINE");
+		ok(errors && strstr(errors, l2), "line without '=' reported");
+		ok(errors && strstr(errors, l3), "bad log level reported");
+		ok(errors && strstr(errors, l4), "relative path reported");
+		ok(errors && strstr(errors, l5), "bad number reported");
+		ok(errors && strstr(errors, l7), "duplicate key reported");
+		free(l1); free(l2); free(l3); free(l4); free(l5); free(l7);
+	}
+	printf("# errors were:\n# %s", errors);
+	is_str(config_get(&c, CFG_LOG_LEVEL), "info", "a bad value leaves the default in place");
+	config_free(&c);
+	free(errors);
+	errors = NULL;
+	free(path);
+
+	path = write_conf("group.conf", "socket_group = no-such-group-fleet\n");
+	n = config_load(&c, path, true, NULL, &errors);
+	is_int(n, 1, "an explicit socket group that does not exist is an error");
+	ok(errors && strstr(errors, ":1: socket_group 'no-such-group-fleet': no such group"), "and says so");
+	config_free(&c);
+	free(errors);
+	free(path);
+
+	path = xasprintf("rm -rf %s", dir);
+	if (system(path) != 0)
+		return 1;
+	free(path);
+	return tap_done();
+}

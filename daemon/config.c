@@ -66,6 +66,18 @@ static int check_body(const char *v, const char **why)
 	return 0;
 }
 
+static int check_uid(const char *v, const char **why)
+{
+	long n;
+
+	/* Above the ranges Debian gives to regular and system users, below nobody (65534) is not required. */
+	if (parse_long(v, 1000, 4000000000L, &n) < 0) {
+		*why = "must be a uid from 1000 to 4000000000";
+		return -EINVAL;
+	}
+	return 0;
+}
+
 const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_STATE_DIR] = { "state_dir", "state-dir", "DIR", "/var/lib/fleet", false,
 		"directory for the database, keys, disks and snapshots", check_abs_path },
@@ -80,6 +92,10 @@ const struct config_def config_defs[CFG__COUNT] = {
 		"log file when not in the foreground (default <state_dir>/fleetd.log)", check_log_file },
 	[CFG_MAX_BODY] = { "max_body_bytes", "max-body-bytes", "N", "65536", true,
 		"largest request body the control API accepts", check_body },
+	[CFG_USER_UID_MIN] = { "user_uid_min", "user-uid-min", "UID", "200000", false,
+		"lowest uid (and gid) given to a user agent's account", check_uid },
+	[CFG_USER_UID_MAX] = { "user_uid_max", "user-uid-max", "UID", "209999", false,
+		"highest uid (and gid) given to a user agent's account", check_uid },
 };
 
 void config_init(struct config *c)
@@ -247,6 +263,12 @@ int config_load(struct config *out, const char *path, bool must_exist,
 			add_error(errors, "--socket-group", 0, "no such group '%s'", out->value[CFG_SOCKET_GROUP]);
 		nerr++;
 	}
+	if (config_get_long(out, CFG_USER_UID_MIN) > config_get_long(out, CFG_USER_UID_MAX)) {
+		add_error(errors, out->path ? out->path : "command line", 0,
+			  "user_uid_min (%s) is above user_uid_max (%s)", out->value[CFG_USER_UID_MIN],
+			  out->value[CFG_USER_UID_MAX]);
+		nerr++;
+	}
 	return nerr;
 }
 
@@ -259,7 +281,7 @@ long config_get_long(const struct config *c, enum config_key key)
 {
 	long v = 0;
 
-	(void)parse_long(c->value[key], 0, 1L << 40, &v);
+	(void)parse_long(c->value[key], 0, 1L << 40, &v);	/* validated when set */
 	return v;
 }
 

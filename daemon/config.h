@@ -17,6 +17,8 @@ enum config_key {
 	CFG_LOG_LEVEL,
 	CFG_LOG_FILE,
 	CFG_MAX_BODY,
+	CFG_USER_UID_MIN,
+	CFG_USER_UID_MAX,
 	CFG__COUNT,
 };
 

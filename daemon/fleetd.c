@@ -253,8 +253,13 @@ int main(int argc, char **argv)
 	log_set_max_priority(log_level_from_string(config_get(&f.cfg, CFG_LOG_LEVEL)));
 
 	state_dir = config_get(&f.cfg, CFG_STATE_DIR);
-	if ((r = mkdir_p(state_dir, 0700)) < 0) {
-		log_error("cannot create state directory %s: %s", state_dir, strerror(-r));
+	/*
+	 * 0711: others may not list the state dir, but a user agent must be able
+	 * to traverse it to reach its own home below it. Everything sensitive
+	 * inside (database, keys, log, snapshots) is 0600/0700 root.
+	 */
+	if ((r = mkdir_p(state_dir, 0711)) < 0 || chmod(state_dir, 0711) < 0) {
+		log_error("cannot create state directory %s: %s", state_dir, strerror(r < 0 ? -r : errno));
 		return 1;
 	}
 	if (!foreground) {

@@ -15,7 +15,7 @@ like "$out" "state_dir = $TEST_TMP/from-file	# file" "prints the effective state
 like "$out" "socket = /run/fleet/fleetd.sock	# default" "prints defaults too"
 out=$("$FLEETD" --config "$conf" --check-config --log-level debug); ok $? "options combine with the file"
 like "$out" "log_level = debug	# command line" "the command line wins over the file"
-for key in state_dir socket socket_group log_level log_file max_body_bytes; do
+for key in state_dir socket socket_group log_level log_file max_body_bytes user_uid_min user_uid_max; do
 	like "$out" "^$key = " "--check-config prints $key"
 done
 
@@ -33,6 +33,9 @@ err=$("$FLEETD" --config "$TEST_TMP/bad.conf" --state-dir "$TEST_TMP/never" 2>&1
 check "and created nothing" -- test ! -e "$TEST_TMP/never"
 err=$("$FLEETD" --config "$TEST_TMP/missing.conf" --check-config 2>&1); is "$?" 1 "a missing --config file is an error"
 like "$err" "missing.conf: cannot open: No such file or directory" "and says so"
+err=$("$FLEETD" --user-uid-min 300000 --user-uid-max 200000 --check-config --config "$TEST_TMP/none.conf" 2>&1)
+is "$?" 1 "an empty uid range is an error"
+like "$err" "user_uid_min \(300000\) is above user_uid_max \(200000\)" "and says so"
 err=$("$FLEETD" --socket-group no-such-group-x --check-config --config "$TEST_TMP/none.conf" 2>&1)
 is "$?" 1 "a socket group that does not exist is an error"
 

@@ -26,7 +26,9 @@ start_fleetd dur
 check "an acknowledged remove survives kill -9 too" -- bash -c "! '$FLEETCTL' show bulk-1"
 like "$("$FLEETCTL" audit --limit 1000)" "agent.remove +bulk-1 +ok" "the audit record survives kill -9"
 
-is "$(stat -c %a "$STATE")" 700 "state dir is 0700"
+is "$(stat -c %a "$STATE")" 711 "state dir is 0711 (traversable for user agents' homes, not listable)"
+is "$(stat -c %a "$STATE/fleetd.log")" 600 "log file is 0600"
+is "$(stat -c %a "$STATE/fleetd.lock")" 600 "lock file is 0600"
 is "$(stat -c %a "$STATE/fleet.db")" 600 "database file is 0600"
 is "$(sqlite3 "$STATE/fleet.db" 'PRAGMA journal_mode')" wal "database is in WAL mode"
 is "$(sqlite3 "$STATE/fleet.db" 'PRAGMA user_version')" 1 "schema version is recorded"

@@ -1,0 +1,86 @@
+/*
+ * backend: the seam between fleetd and an isolation backend. Everything above
+ * it (API, run queue, scheduler) calls these verbs and never asks which
+ * backend it holds; everything below it (libvirt + SSH, Unix users) is
+ * reached only through them.
+ *
+ * Conventions for every implementation:
+ * - Functions that can fail return 0 or a negative errno. Where a user
+ *   needs to know why, *why gets a malloc'd message that names no secret
+ *   (the caller frees it and prefixes "agent 'NAME': ").
+ * - Nothing half-done: a failed provision removes what it created.
+ * - Slow work (booting a VM, running a command) does not block the event
+ *   loop: exec is asynchronous and reports through callbacks on
+ *   fleetd->base. Short synchronous steps (useradd, defining a domain) are
+ *   acceptable in provision/destroy/start/stop.
+ */
+#ifndef FLEET_BACKEND_H
+#define FLEET_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "agent.h"
+
+struct fleetd;
+
+/* One command to run in an agent's environment. */
+struct exec_request {
+	const char *const *argv;	/* argv[0] is looked up in the environment's PATH */
+	const char *const *env;		/* extra NAME=VALUE pairs (FLEET_*, the agent's secrets); NULL-terminated or NULL */
+	const char *stdin_data;		/* whole stdin, may be NULL */
+	size_t stdin_len;
+	bool root;			/* run as the environment's root (vm only); else as the agent user */
+	int timeout_s;			/* 0: none; on expiry every process of the exec is killed */
+};
+
+enum exec_stream { EXEC_STDOUT = 1, EXEC_STDERR = 2 };
+
+/* Result of a finished exec. */
+struct exec_result {
+	int exit_code;		/* >= 0 when the command exited */
+	int signal;		/* > 0 when it was killed by a signal */
+	bool timed_out;
+	int error;		/* < 0 (negative errno) when it could not be run at all; then why says so */
+	const char *why;
+};
+
+struct exec_callbacks {
+	/* Output as it comes; data is only valid during the call. */
+	void (*output)(void *userdata, enum exec_stream stream, const char *data, size_t len);
+	/* Called exactly once, after the last output; the exec handle is freed after it returns. */
+	void (*done)(void *userdata, const struct exec_result *result);
+	void *userdata;
+};
+
+struct exec_handle;
+
+struct backend_ops {
+	const char *name;	/* "vm", "user" */
+
+	/* Check the host can serve this backend; -errno and *why when not. */
+	int (*init)(struct fleetd *f, char **why);
+	void (*shutdown)(struct fleetd *f);
+
+	/* Create the environment of a new agent (a->state is AGENT_PROVISIONING). */
+	int (*provision)(struct fleetd *f, const struct agent *a, char **why);
+	/* Remove the environment and everything it owns; force: even while running. */
+	int (*destroy)(struct fleetd *f, const struct agent *a, bool force, char **why);
+
+	int (*start)(struct fleetd *f, const struct agent *a, char **why);
+	/* Clean stop within timeout_s, then forced. */
+	int (*stop)(struct fleetd *f, const struct agent *a, int timeout_s, char **why);
+	/* What the environment is now: AGENT_STOPPED or AGENT_RUNNING (or -ENOENT if gone). */
+	int (*state)(struct fleetd *f, const struct agent *a, enum agent_state *ret);
+
+	/*
+	 * Start req in a's environment; output and completion arrive through
+	 * cb on the event loop. *ret lets the caller cancel (client went away).
+	 */
+	int (*exec)(struct fleetd *f, const struct agent *a, const struct exec_request *req,
+		    const struct exec_callbacks *cb, struct exec_handle **ret, char **why);
+	/* Kill everything the exec started; done() is still called once, later. */
+	void (*exec_cancel)(struct exec_handle *h);
+};
+
+#endif

@@ -299,6 +299,16 @@ mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
 mount -o remount,rw / 2>/dev/null
 
+# put_key SRC SSHDIR OWNER: install SRC as SSHDIR/authorized_keys (empty if
+# SRC is missing). busybox has no install(1).
+put_key() {
+    mkdir -p "$2"
+    if [ -f "$1" ]; then cp "$1" "$2/authorized_keys"; else : > "$2/authorized_keys"; fi
+    chown "$3" "$2" "$2/authorized_keys"
+    chmod 0700 "$2"
+    chmod 0600 "$2/authorized_keys"
+}
+
 # Per-agent identity from the seed disk, copied in at every boot.
 SEED=/run/seed
 mkdir -p $SEED
@@ -310,12 +320,8 @@ if [ -b /dev/vdb ] && mount -o ro /dev/vdb $SEED; then
         cp $SEED/dropbear_ed25519_host_key /etc/dropbear/dropbear_ed25519_host_key
         chmod 0600 /etc/dropbear/dropbear_ed25519_host_key
     fi
-    install -d -m 0700 -o 1000 -g 1000 /home/agent/.ssh
-    install -m 0600 -o 1000 -g 1000 ${SEED}/authorized_keys_agent /home/agent/.ssh/authorized_keys 2>/dev/null ||
-        : > /home/agent/.ssh/authorized_keys
-    install -d -m 0700 /root/.ssh
-    install -m 0600 ${SEED}/authorized_keys_root /root/.ssh/authorized_keys 2>/dev/null ||
-        : > /root/.ssh/authorized_keys
+    put_key $SEED/authorized_keys_agent /home/agent/.ssh 1000:1000
+    put_key $SEED/authorized_keys_root /root/.ssh 0:0
     umount $SEED
 else
     log "no seed disk on /dev/vdb: no host key or authorized keys installed"

@@ -1,0 +1,38 @@
+#!/bin/bash
+# Install every Debian package fleet needs to build, test and run its demo.
+# One list, used by the README's commands and by .ci/run.
+set -euo pipefail
+
+PACKAGES=(
+	# build
+	autoconf automake make gcc pkg-config
+	libvirt-dev libssh2-1-dev libevent-dev libsqlite3-dev libssl-dev libjansson-dev
+	# run: libvirt + QEMU for VM agents, the guest image's ingredients
+	libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils
+	linux-image-amd64 busybox-static dropbear-bin e2fsprogs cpio dnsmasq-base iptables
+	# user agents
+	passwd util-linux
+	# tests and demo
+	curl jq socat sqlite3 openssh-client iproute2 procps valgrind
+)
+
+if [ "${1:-}" = --list ]; then
+	printf '%s\n' "${PACKAGES[@]}"
+	exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+	echo "scripts/deps.sh: run as root (it installs packages with apt-get)" >&2
+	exit 1
+fi
+missing=()
+for p in "${PACKAGES[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ] && [ "${FLEET_FORCE_APT:-}" != 1 ]; then
+	echo "deps: all ${#PACKAGES[@]} packages are installed"
+	exit 0
+fi
+echo "deps: installing ${missing[*]:-(forced)}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q "${PACKAGES[@]}"

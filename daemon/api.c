@@ -24,6 +24,7 @@
 #include "db.h"
 #include "fleetd.h"
 #include "log.h"
+#include "names.h"
 
 struct api {
 	struct fleetd *fleetd;
@@ -33,20 +34,28 @@ struct api {
 	size_t max_body;
 };
 
+/* exec carries the command's stdin in its body. */
+#define EXEC_MAX_BODY (16u << 20)
+
 struct route {
 	const char *method;
 	const char *pattern;	/* ":name" matches one path segment */
 	void (*handler)(struct api_call *c);
 	const char *action;	/* audit action for calls that change state */
+	size_t max_body;	/* 0: the configured max_body_bytes */
 };
 
 static const struct route routes[] = {
-	{ "GET", "/v1/status", api_status_get, NULL },
-	{ "GET", "/v1/audit", api_audit_get, NULL },
-	{ "GET", "/v1/agents", api_agents_list, NULL },
-	{ "POST", "/v1/agents", api_agents_create, "agent.create" },
-	{ "GET", "/v1/agents/:name", api_agent_get, NULL },
-	{ "DELETE", "/v1/agents/:name", api_agent_delete, "agent.remove" },
+	{ "GET", "/v1/status", api_status_get, NULL, 0 },
+	{ "GET", "/v1/audit", api_audit_get, NULL, 0 },
+	{ "GET", "/v1/agents", api_agents_list, NULL, 0 },
+	{ "POST", "/v1/agents", api_agents_create, "agent.create", 0 },
+	{ "GET", "/v1/agents/:name", api_agent_get, NULL, 0 },
+	{ "DELETE", "/v1/agents/:name", api_agent_delete, "agent.remove", 0 },
+	{ "POST", "/v1/agents/:name/start", api_agent_start, "agent.start", 0 },
+	{ "POST", "/v1/agents/:name/stop", api_agent_stop, "agent.stop", 0 },
+	{ "POST", "/v1/agents/:name/restart", api_agent_restart, "agent.restart", 0 },
+	{ "POST", "/v1/agents/:name/exec", api_agent_exec, "agent.exec", EXEC_MAX_BODY },
 };
 
 static const char *method_name(enum evhttp_cmd_type t)
@@ -74,9 +83,9 @@ static char *sanitize(const char *s)
 	return out;
 }
 
-static void api_audit(struct api_call *c, const char *target, const char *outcome, const char *detail)
+void api_audit(struct api_call *c, const char *outcome, const char *detail)
 {
-	_cleanup_free_ char *clean = sanitize(target);
+	_cleanup_free_ char *clean = sanitize(c->target ? c->target : c->param);
 	int r;
 
 	if (!c->action)
@@ -100,7 +109,7 @@ void api_reply(struct api_call *c, int status, json_t *body)
 		json_t *err = status >= 300 ? json_object_get(body, "error") : NULL;
 		const char *outcome = status < 300 ? "ok" : status < 500 ? "refused" : "failed";
 
-		api_audit(c, c->target ? c->target : c->param, outcome, err ? json_string_value(err) : NULL);
+		api_audit(c, outcome, err ? json_string_value(err) : NULL);
 	}
 	evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type", "application/json");
 	evhttp_send_reply(c->req, status, reason, buf);
@@ -172,6 +181,7 @@ json_t *api_body_object(struct api_call *c, const char *const *spec)
 	struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
 	const char *ctype = evhttp_find_header(evhttp_request_get_input_headers(c->req), "Content-Type");
 	size_t len = evbuffer_get_length(in);
+	size_t cap = c->max_body ? c->max_body : c->fleetd->api->max_body;
 	json_error_t jerr;
 	const char *key;
 	json_t *obj, *val;
@@ -180,8 +190,8 @@ json_t *api_body_object(struct api_call *c, const char *const *spec)
 		api_error(c, 415, "unsupported_media_type", "request body must be application/json, not '%.64s'", ctype);
 		return NULL;
 	}
-	if (len > c->fleetd->api->max_body) {
-		api_error(c, 413, "too_large", "request body is %zu bytes; the limit is %zu", len, c->fleetd->api->max_body);
+	if (len > cap) {
+		api_error(c, 413, "too_large", "request body is %zu bytes; the limit is %zu", len, cap);
 		return NULL;
 	}
 	if (len == 0) {
@@ -214,14 +224,27 @@ json_t *api_body_object(struct api_call *c, const char *const *spec)
 			return NULL;
 		}
 		if ((type == 's' && !json_is_string(val)) || (type == 'i' && !json_is_integer(val)) ||
-		    (type == 'b' && !json_is_boolean(val))) {
+		    (type == 'b' && !json_is_boolean(val)) || (type == 'a' && !json_is_array(val)) ||
+		    (type == 'o' && !json_is_object(val))) {
 			api_error(c, 400, "wrong_type", "field '%s' must be %s", key,
-				  type == 's' ? "a string" : type == 'i' ? "an integer" : "true or false");
+				  type == 's' ? "a string" : type == 'i' ? "an integer" : type == 'b' ? "true or false" :
+				  type == 'a' ? "an array" : "an object");
 			json_decref(obj);
 			return NULL;
 		}
 	}
 	return obj;
+}
+
+bool api_check_name_param(struct api_call *c)
+{
+	const char *why;
+
+	if (agent_name_check(c->param, &why) < 0) {
+		api_error(c, 400, "invalid_name", "invalid agent name: %s", why);
+		return false;
+	}
+	return true;
 }
 
 /* Defence in depth beside the socket's mode: root, our own uid, or a member of the socket group. */
@@ -243,33 +266,40 @@ static bool peer_allowed(struct api *api, uid_t uid)
 	return false;
 }
 
-/* Match path against pattern; on success *param points into buf (decoded). */
+/*
+ * Match path against pattern, where ":name" stands for one path segment and
+ * may be followed by more literal path ("/v1/agents/:name/start"). On a
+ * match *param points into buf, percent-decoded; a segment that decodes to
+ * something containing NUL or too long becomes "\x01", which no name check
+ * accepts.
+ */
 static bool route_match(const char *pattern, const char *path, char *buf, size_t bufsz, const char **param)
 {
-	const char *colon = strchr(pattern, ':');
-	size_t prefix;
-	char *decoded;
-	size_t dlen = 0;
+	const char *colon = strchr(pattern, ':'), *suffix, *seg_end;
+	size_t prefix, dlen = 0;
+	char *decoded, *raw;
 
 	if (!colon)
 		return strcmp(pattern, path) == 0;
 	prefix = (size_t)(colon - pattern);
 	if (strncmp(pattern, path, prefix) != 0)
 		return false;
+	suffix = strchr(colon, '/');	/* literal rest of the pattern, or NULL */
 	path += prefix;
-	if (!*path || strchr(path, '/'))
+	seg_end = strchr(path, '/');
+	if (!seg_end)
+		seg_end = path + strlen(path);
+	if (seg_end == path || strcmp(seg_end, suffix ? suffix : "") != 0)
 		return false;
-	decoded = evhttp_uridecode(path, 0, &dlen);
+	raw = xstrndup(path, (size_t)(seg_end - path));
+	decoded = evhttp_uridecode(raw, 0, &dlen);
+	free(raw);
 	if (!decoded)
 		return false;
-	/* A NUL inside the segment would hide the rest of it from every check. */
-	if (dlen != strlen(decoded) || dlen >= bufsz) {
-		free(decoded);
+	if (dlen != strlen(decoded) || dlen >= bufsz)
 		snprintf(buf, bufsz, "%s", "\x01");
-		*param = buf;
-		return true;
-	}
-	memcpy(buf, decoded, dlen + 1);
+	else
+		memcpy(buf, decoded, dlen + 1);
 	free(decoded);
 	*param = buf;
 	return true;
@@ -315,6 +345,7 @@ static void api_dispatch(struct evhttp_request *req, void *arg)
 			continue;
 		c.param = p;
 		c.action = routes[i].action;
+		c.max_body = routes[i].max_body;
 		log_debug("api: uid %ld %s %s", (long)c.uid, method, path);
 		routes[i].handler(&c);
 		if (!c.replied) {
@@ -375,11 +406,11 @@ void api_reload(struct api *api)
 	api->group = resolve_group(cfg);
 	api->max_body = (size_t)config_get_long(cfg, CFG_MAX_BODY);
 	/*
-	 * Bodies up to 4x the cap (at least 1 MiB) reach api_body_object, which
+	 * Bodies up to 4x the cap (at least the exec cap, 16 MiB) reach api_body_object, which
 	 * answers 413 in our JSON shape; libevent cuts larger ones off itself
 	 * (a plain 413) before buffering them.
 	 */
-	evhttp_set_max_body_size(api->http, (ev_ssize_t)(api->max_body * 4 > (1u << 20) ? api->max_body * 4 : (1u << 20)));
+	evhttp_set_max_body_size(api->http, (ev_ssize_t)(api->max_body * 4 > EXEC_MAX_BODY ? api->max_body * 4 : EXEC_MAX_BODY + 4096));
 	if ((r = socket_set_owner(api)) < 0)
 		log_error("api: cannot set owner of %s: %s", api->socket_path, strerror(-r));
 }

@@ -25,7 +25,8 @@ struct api_call {
 	const char *param;	/* the ":name" path segment, decoded, or NULL */
 	const char *action;	/* audit action of this route, or NULL when read-only */
 	const char *target;	/* what the audit record names; defaults to param */
-	bool replied;
+	size_t max_body;	/* body cap of this route */
+	bool replied;		/* set by api_reply, or by a handler that streams its answer */
 };
 
 /* Create the socket and start serving on fleetd->base; -errno. */
@@ -33,6 +34,12 @@ int api_start(struct fleetd *fleetd, struct api **ret);
 void api_stop(struct api *api);
 /* Apply reloadable settings (socket group, body cap). */
 void api_reload(struct api *api);
+
+/* Check the ":name" path segment is a valid agent name; replies 400 and returns false if not. */
+bool api_check_name_param(struct api_call *c);
+
+/* Write this call's audit record now (a streaming handler does, as it starts). */
+void api_audit(struct api_call *c, const char *outcome, const char *detail);
 
 /*
  * Reply with a JSON document (stolen). For a route that changes state this
@@ -50,7 +57,8 @@ bool api_query(struct api_call *c, const char *key, char *buf, size_t len);
 
 /*
  * Parse the request body as a JSON object whose fields must all appear in
- * spec (NULL-terminated "name:type" strings, type one of s, i, b). Replies
+ * spec (NULL-terminated "name:type" strings, type one of s (string),
+ * i (integer), b (boolean), a (array), o (object)). Replies
  * with 400/415 and returns NULL on any problem.
  */
 json_t *api_body_object(struct api_call *c, const char *const *spec);
@@ -63,5 +71,9 @@ void api_agents_list(struct api_call *c);
 void api_agents_create(struct api_call *c);
 void api_agent_get(struct api_call *c);
 void api_agent_delete(struct api_call *c);
+void api_agent_start(struct api_call *c);
+void api_agent_stop(struct api_call *c);
+void api_agent_restart(struct api_call *c);
+void api_agent_exec(struct api_call *c);
 
 #endif

@@ -4,10 +4,13 @@
  * log.
  */
 #include <errno.h>
+#include <event2/buffer.h>
+#include <event2/http.h>
 #include <string.h>
 
 #include "agent.h"
 #include "api.h"
+#include "backends.h"
 #include "db.h"
 #include "fleetd.h"
 #include "log.h"
@@ -30,21 +33,9 @@ static json_t *agent_to_json(const struct agent *a)
 
 	if (a->state == AGENT_DEFINED)
 		json_object_set_new(j, "note", json_sprintf(
-			"environment not provisioned: this fleetd has no %s backend yet",
+			"environment not provisioned: this fleetd has no %s backend built in",
 			backend_kind_to_string(a->backend)));
 	return j;
-}
-
-/* Check the :name segment; replies 400 and returns false when invalid. */
-static bool check_name_param(struct api_call *c)
-{
-	const char *why;
-
-	if (agent_name_check(c->param, &why) < 0) {
-		api_error(c, 400, "invalid_name", "invalid agent name: %s", why);
-		return false;
-	}
-	return true;
 }
 
 void api_agents_list(struct api_call *c)
@@ -79,6 +70,108 @@ static bool int_field(struct api_call *c, json_t *body, const char *key, int min
 	}
 	*out = (int)json_integer_value(v);
 	return true;
+}
+
+/* Reply with the failure of a backend verb, mapping its errno to a status. */
+static void backend_error(struct api_call *c, const struct agent *a, const char *verb, int r, const char *why)
+{
+	log_error("agent '%s': %s failed: %s", a->name, verb, why ? why : strerror(-r));
+	if (r == -ENOSPC)
+		api_error(c, 507, "no_space", "agent '%s': %s failed: %s", a->name, verb, why ? why : strerror(-r));
+	else if (r == -EEXIST || r == -EBUSY)
+		api_error(c, 409, r == -EEXIST ? "exists" : "busy", "agent '%s': %s failed: %s", a->name, verb,
+			  why ? why : strerror(-r));
+	else if (r == -EINVAL)
+		api_error(c, 400, "invalid", "agent '%s': %s failed: %s", a->name, verb, why ? why : strerror(-r));
+	else
+		api_error(c, 500, "backend", "agent '%s': %s failed: %s", a->name, verb, why ? why : strerror(-r));
+}
+
+/*
+ * Record the agent and provision its environment. The row is written first
+ * in state 'provisioning' (so a kill -9 in between leaves a trace that
+ * backends_reconcile() cleans up) and becomes 'stopped' only once the
+ * environment exists; a failed provision removes the row again.
+ * Replies on failure; returns 0 on success.
+ */
+static int create_agent(struct api_call *c, struct agent *a)
+{
+	struct fleetd *f = c->fleetd;
+	const struct backend_ops *ops = NULL;
+	_cleanup_free_ char *msg = NULL;
+	const char *why = NULL;
+	int r;
+
+	if (backend_built_in(a->backend)) {
+		ops = backend_get(f, a->backend, &why);
+		if (!ops) {
+			api_error(c, 503, "unavailable", "agent '%s': the %s backend is unavailable: %s", a->name,
+				  backend_kind_to_string(a->backend), why);
+			return -EAGAIN;
+		}
+		a->state = AGENT_PROVISIONING;
+	}
+	r = db_agent_insert(f->db, a);
+	if (r == -EEXIST) {
+		api_error(c, 409, "exists", "agent '%s': already exists", a->name);
+		return r;
+	}
+	if (r < 0) {
+		log_error("agent '%s': create failed: %s", a->name, strerror(-r));
+		api_error_errno(c, r, "agent '%s': create failed: %s", a->name, strerror(-r));
+		return r;
+	}
+	if (ops) {
+		r = ops->provision(f, a, &msg);
+		if (r < 0) {
+			int r2 = db_agent_delete(f->db, a->name);
+			if (r2 < 0)
+				log_error("agent '%s': cannot remove the record of the failed create: %s", a->name,
+					  strerror(-r2));
+			backend_error(c, a, "provision", r, msg);
+			return r;
+		}
+		a->state = AGENT_STOPPED;
+		if ((r = db_agent_set_state(f->db, a->name, a->state)) < 0) {
+			log_error("agent '%s': cannot record state: %s", a->name, strerror(-r));
+			api_error_errno(c, r, "agent '%s': cannot record state: %s", a->name, strerror(-r));
+			return r;
+		}
+	}
+	log_info("agent '%s': created (backend %s, state %s) by uid %ld", a->name,
+		 backend_kind_to_string(a->backend), agent_state_to_string(a->state), (long)c->uid);
+	return 0;
+}
+
+/*
+ * Load the agent named by the path and, when its backend runs, refresh its
+ * state from the backend (the backend is the truth, the row a cache).
+ * Replies on failure; returns NULL then.
+ */
+static struct agent *load_agent(struct api_call *c, const struct backend_ops **ret_ops)
+{
+	struct agent *a = NULL;
+	const struct backend_ops *ops;
+	enum agent_state st;
+	const char *why;
+	int r;
+
+	if (!api_check_name_param(c))
+		return NULL;
+	r = db_agent_get(c->fleetd->db, c->param, &a);
+	if (r < 0) {
+		api_error_errno(c, r, "agent '%s': %s", c->param, r == -ENOENT ? "no such agent" : strerror(-r));
+		return NULL;
+	}
+	ops = backend_get(c->fleetd, a->backend, &why);
+	if (ops && a->state != AGENT_DEFINED && a->state != AGENT_PROVISIONING &&
+	    ops->state(c->fleetd, a, &st) == 0 && st != a->state && a->state != AGENT_BAD) {
+		if (db_agent_set_state(c->fleetd->db, a->name, st) == 0)
+			a->state = st;
+	}
+	if (ret_ops)
+		*ret_ops = ops;
+	return a;
 }
 
 void api_agents_create(struct api_call *c)
@@ -147,55 +240,50 @@ void api_agents_create(struct api_call *c)
 		a->command = xstrdup(cmd);
 	}
 
-	r = db_agent_insert(c->fleetd->db, a);
-	if (r == -EEXIST) {
-		api_error(c, 409, "exists", "agent '%s': already exists", a->name);
-		goto out;
-	}
-	if (r < 0) {
-		log_error("agent '%s': create failed: %s", a->name, strerror(-r));
-		api_error_errno(c, r, "agent '%s': create failed: %s", a->name, strerror(-r));
-		goto out;
-	}
-	log_info("agent '%s': created (backend %s, state %s) by uid %ld", a->name,
-		 backend_kind_to_string(a->backend), agent_state_to_string(a->state), (long)c->uid);
-	api_reply(c, 201, agent_to_json(a));
+	r = create_agent(c, a);
+	if (r == 0)
+		api_reply(c, 201, agent_to_json(a));
 out:
 	json_decref(body);
 }
 
 void api_agent_get(struct api_call *c)
 {
-	_cleanup_(agent_freep) struct agent *a = NULL;
-	int r;
+	_cleanup_(agent_freep) struct agent *a = load_agent(c, NULL);
 
-	if (!check_name_param(c))
-		return;
-	r = db_agent_get(c->fleetd->db, c->param, &a);
-	if (r < 0) {
-		api_error_errno(c, r, "agent '%s': %s", c->param, r == -ENOENT ? "no such agent" : strerror(-r));
-		return;
-	}
-	api_reply(c, 200, agent_to_json(a));
+	if (a)
+		api_reply(c, 200, agent_to_json(a));
 }
 
 void api_agent_delete(struct api_call *c)
 {
-	_cleanup_(agent_freep) struct agent *a = NULL;
-	char force[8] = "";
+	const struct backend_ops *ops = NULL;
+	_cleanup_(agent_freep) struct agent *a = load_agent(c, &ops);
+	_cleanup_free_ char *msg = NULL;
+	char force_arg[8] = "";
+	bool force;
 	int r;
 
-	if (!check_name_param(c))
+	if (!a)
 		return;
-	(void)api_query(c, "force", force, sizeof(force));
-	r = db_agent_get(c->fleetd->db, c->param, &a);
-	if (r < 0) {
-		api_error_errno(c, r, "agent '%s': %s", c->param, r == -ENOENT ? "no such agent" : strerror(-r));
-		return;
-	}
-	if (a->state == AGENT_RUNNING && strcmp(force, "1") != 0 && strcmp(force, "true") != 0) {
+	(void)api_query(c, "force", force_arg, sizeof(force_arg));
+	force = strcmp(force_arg, "1") == 0 || strcmp(force_arg, "true") == 0;
+	if (a->state == AGENT_RUNNING && !force) {
 		api_error(c, 409, "busy", "agent '%s': is running; stop it first or use --force", a->name);
 		return;
+	}
+	if (a->state != AGENT_DEFINED) {
+		const char *why;
+		if (!ops && !(ops = backend_get(c->fleetd, a->backend, &why))) {
+			api_error(c, 503, "unavailable", "agent '%s': the %s backend is unavailable: %s", a->name,
+				  backend_kind_to_string(a->backend), why);
+			return;
+		}
+		r = ops->destroy(c->fleetd, a, force, &msg);
+		if (r < 0 && r != -ENOENT) {
+			backend_error(c, a, "remove", r, msg);
+			return;
+		}
 	}
 	if ((r = db_agent_delete(c->fleetd->db, a->name)) < 0) {
 		log_error("agent '%s': remove failed: %s", a->name, strerror(-r));
@@ -204,4 +292,76 @@ void api_agent_delete(struct api_call *c)
 	}
 	log_info("agent '%s': removed by uid %ld", a->name, (long)c->uid);
 	api_reply(c, 200, json_pack("{s:s}", "removed", a->name));
+}
+
+/* start, stop and restart share one shape: check, call the backend, record the state. */
+static void lifecycle(struct api_call *c, bool do_stop, bool do_start)
+{
+	static const char *const spec[] = { "timeout_s:i", NULL };
+	const struct backend_ops *ops = NULL;
+	_cleanup_(agent_freep) struct agent *a = load_agent(c, &ops);
+	_cleanup_free_ char *msg = NULL;
+	json_t *body = NULL;
+	int timeout_s = 30, r;
+	const char *why;
+
+	if (!a)
+		return;
+	if (evbuffer_get_length(evhttp_request_get_input_buffer(c->req)) > 0) {
+		if (!(body = api_body_object(c, spec)))
+			return;
+		if (json_object_get(body, "timeout_s")) {
+			json_int_t t = json_integer_value(json_object_get(body, "timeout_s"));
+			json_decref(body);
+			if (t < 0 || t > 3600) {
+				api_error(c, 400, "out_of_range", "timeout_s must be from 0 to 3600");
+				return;
+			}
+			timeout_s = (int)t;
+		} else {
+			json_decref(body);
+		}
+	}
+	if (a->state == AGENT_DEFINED || !(ops || (ops = backend_get(c->fleetd, a->backend, &why)))) {
+		api_error(c, 409, "not_provisioned", "agent '%s': its environment is not provisioned", a->name);
+		return;
+	}
+	if (a->state == AGENT_PROVISIONING) {
+		api_error(c, 409, "busy", "agent '%s': is still being provisioned", a->name);
+		return;
+	}
+	if (do_stop && a->state == AGENT_RUNNING) {
+		if ((r = ops->stop(c->fleetd, a, timeout_s, &msg)) < 0) {
+			backend_error(c, a, "stop", r, msg);
+			return;
+		}
+		a->state = AGENT_STOPPED;
+		(void)db_agent_set_state(c->fleetd->db, a->name, a->state);
+		log_info("agent '%s': stopped by uid %ld", a->name, (long)c->uid);
+	}
+	if (do_start && a->state != AGENT_RUNNING) {
+		if ((r = ops->start(c->fleetd, a, &msg)) < 0) {
+			backend_error(c, a, "start", r, msg);
+			return;
+		}
+		a->state = AGENT_RUNNING;
+		(void)db_agent_set_state(c->fleetd->db, a->name, a->state);
+		log_info("agent '%s': started by uid %ld", a->name, (long)c->uid);
+	}
+	api_reply(c, 200, agent_to_json(a));
+}
+
+void api_agent_start(struct api_call *c)
+{
+	lifecycle(c, false, true);
+}
+
+void api_agent_stop(struct api_call *c)
+{
+	lifecycle(c, true, false);
+}
+
+void api_agent_restart(struct api_call *c)
+{
+	lifecycle(c, true, true);
 }

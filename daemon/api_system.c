@@ -1,9 +1,11 @@
 /* api_system: GET /v1/status and GET /v1/audit. Read-only. */
 #include <errno.h>
 #include <string.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "api.h"
+#include "backends.h"
 #include "config.h"
 #include "db.h"
 #include "fleetd.h"
@@ -11,6 +13,7 @@
 void api_status_get(struct api_call *c)
 {
 	struct fleetd *f = c->fleetd;
+	json_t *backends;
 	char started[32];
 	long agents = 0;
 	int r;
@@ -19,7 +22,13 @@ void api_status_get(struct api_call *c)
 		api_error_errno(c, r, "cannot count agents: %s", strerror(-r));
 		return;
 	}
-	api_reply(c, 200, json_pack("{s:s, s:i, s:s, s:I, s:i, s:s, s:s, s:i, s:{s:s, s:s}}",
+	backends = json_object();
+	for (int k = 0; k < BACKEND__COUNT; k++) {
+		char *status = backend_status(f, (enum backend_kind)k);
+		json_object_set_new(backends, backend_kind_to_string((enum backend_kind)k), json_string(status));
+		free(status);
+	}
+	api_reply(c, 200, json_pack("{s:s, s:i, s:s, s:I, s:i, s:s, s:s, s:i, s:o}",
 		"version", PACKAGE_VERSION,
 		"pid", (int)getpid(),
 		"started_at", format_utc(f->started_at, started, sizeof(started)),
@@ -28,9 +37,7 @@ void api_status_get(struct api_call *c)
 		"state_dir", config_get(&f->cfg, CFG_STATE_DIR),
 		"socket", config_get(&f->cfg, CFG_SOCKET),
 		"schema_version", db_schema_version(),
-		"backends",
-		/* Said plainly until the backend issues land: nothing pretends to provision. */
-		"vm", "unavailable", "user", "unavailable"));
+		"backends", backends));
 }
 
 void api_audit_get(struct api_call *c)

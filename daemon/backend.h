@@ -75,7 +75,9 @@ struct backend_ops {
 
 	/*
 	 * Start req in a's environment; output and completion arrive through
-	 * cb on the event loop. *ret lets the caller cancel (client went away).
+	 * cb on the event loop, never before exec() has returned. req, a and
+	 * their strings are only valid during the call: copy what you keep.
+	 * *ret lets the caller cancel (client went away).
 	 */
 	int (*exec)(struct fleetd *f, const struct agent *a, const struct exec_request *req,
 		    const struct exec_callbacks *cb, struct exec_handle **ret, char **why);

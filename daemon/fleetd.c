@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 
 #include "api.h"
+#include "backends.h"
 #include "db.h"
 #include "log.h"
 #include "util.h"
@@ -295,6 +296,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	f.started_at = time(NULL);
+	backends_init(&f);
+	backends_reconcile(&f);
 	if (api_start(&f, &f.api) < 0)
 		return 1;
 	ev_term = evsignal_new(f.base, SIGTERM, on_stop_signal, &f);
@@ -321,6 +324,7 @@ int main(int argc, char **argv)
 	event_base_dispatch(f.base);
 
 	api_stop(f.api);
+	backends_shutdown(&f);
 	event_free(ev_term);
 	event_free(ev_int);
 	event_free(ev_hup);

@@ -8,11 +8,13 @@
 #include <stdbool.h>
 #include <time.h>
 
+#include "agent.h"
 #include "config.h"
 
 struct event_base;
 struct db;
 struct api;
+struct backend_ops;
 
 struct fleetd {
 	struct event_base *base;
@@ -24,6 +26,9 @@ struct fleetd {
 	struct api *api;
 	int lock_fd;
 	time_t started_at;
+	/* Backends that passed init(); NULL where not built in or unavailable (see backends.c). */
+	const struct backend_ops *backends[BACKEND__COUNT];
+	char *backend_why[BACKEND__COUNT];	/* why a built-in backend is unavailable */
 };
 
 #endif

@@ -24,6 +24,18 @@ void http_response_free(struct http_response *r);
 int http_request(const char *socket_path, const char *method, const char *path,
 		 const char *json_body, struct http_response *out);
 
+/*
+ * Send a request whose answer streams as chunked lines (exec): on_line is
+ * called for each '\n'-terminated line of the body as it arrives (a negative
+ * return stops reading). Returns the HTTP status (200 after a complete
+ * stream; for any other status the whole answer is parsed into *err_out),
+ * or -errno: -ECONNRESET if the stream ended before its last chunk.
+ */
+int http_request_lines(const char *socket_path, const char *method, const char *path,
+		       const char *json_body, size_t body_len,
+		       int (*on_line)(void *ud, const char *line, size_t len), void *ud,
+		       struct http_response *err_out);
+
 /* Decode a response buffer (status line, headers, body); -EPROTO if malformed. Exposed for tests. */
 int http_parse_response(const char *buf, size_t len, struct http_response *out);
 

@@ -54,6 +54,17 @@ err_case "unknown agent delete" 404 not_found DELETE /v1/agents/ghost
 err_case "unknown path" 404 not_found GET /v1/nothing
 err_case "wrong method" 405 method_not_allowed PUT /v1/agents '{}'
 err_case "bad audit limit" 400 invalid GET '/v1/audit?limit=0'
+err_case "exec without argv" 400 missing_field POST /v1/agents/alpha/exec '{}'
+err_case "exec with empty argv" 400 invalid POST /v1/agents/alpha/exec '{"argv":[]}'
+err_case "exec with a number in argv" 400 invalid POST /v1/agents/alpha/exec '{"argv":["ls",3]}'
+err_case "exec with bad stdin" 400 invalid POST /v1/agents/alpha/exec '{"argv":["cat"],"stdin":"not base64!"}'
+err_case "exec with a bad env name" 400 invalid POST /v1/agents/alpha/exec '{"argv":["env"],"env":{"a b":"x"}}'
+err_case "exec with absurd timeout" 400 out_of_range POST /v1/agents/alpha/exec '{"argv":["true"],"timeout_s":-1}'
+err_case "exec with an unknown field" 400 unknown_field POST /v1/agents/alpha/exec '{"argv":["true"],"tty":true}'
+err_case "start with a bad body" 400 wrong_type POST /v1/agents/alpha/start '{"timeout_s":"x"}'
+err_case "stop of an unknown agent" 404 not_found POST /v1/agents/ghost/stop
+err_case "unknown verb" 404 not_found POST /v1/agents/alpha/explode
+err_case "GET on a verb" 405 method_not_allowed GET /v1/agents/alpha/start
 
 out=$(curl -sS --unix-socket "$SOCK" -H 'Content-Type: text/plain' -d '{"name":"b"}' -w ' %{http_code}' http://fleet/v1/agents)
 is "${out##* }" 415 "a non-JSON content type is refused (415)"
@@ -77,7 +88,7 @@ is "$(printf '%s' "${out% *}" | jq -r '.agents[0].memory_mib')" 128 "and changed
 # Every state-changing call is audited, with uid and outcome, refused ones too.
 out=$(api GET '/v1/audit?limit=1000'); body=${out% *}
 is "$(printf '%s' "$body" | jq '[.entries[] | select(.action == "agent.create" and .outcome == "ok")] | length')" 1 "one successful create audited"
-like "$(printf '%s' "$body" | jq '[.entries[] | select(.outcome == "refused")] | length')" '^(2[0-9]|1[0-9])$' "refused calls audited"
+is "$(printf '%s' "$body" | jq '[.entries[] | select(.outcome == "refused")] | length >= 30')" true "refused calls are audited"
 is "$(printf '%s' "$body" | jq -r '[.entries[] | select(.target == "alpha")][0].uid')" 0 "audit records uid 0 for root"
 is "$(printf '%s' "$body" | jq -r '[.entries[] | select(.target == "../../etc/passwd")][0].detail')" \
 	"invalid agent name: name must start with a lower-case letter (a-z)" "audit records why a call was refused"

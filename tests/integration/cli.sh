@@ -63,9 +63,24 @@ err=$("$FLEETCTL" create cpu --vcpus 0 2>&1); is "$?" 1 "zero vcpus refused"
 err=$("$FLEETCTL" create net --backend user --network nat 2>&1); is "$?" 1 "network for a user agent refused"
 is "$("$FLEETCTL" --json list | jq length)" 2 "refused creates left nothing behind"
 
+# Verbs that need an environment say plainly when there is none.
+for verb in start stop restart; do
+	err=$("$FLEETCTL" $verb triage 2>&1); is "$?" 1 "$verb of a defined agent exits 1"
+	is "$err" "fleetctl: agent 'triage': its environment is not provisioned" "$verb says why"
+done
+err=$("$FLEETCTL" exec triage -- true 2>&1); is "$?" 1 "exec in a defined agent exits 1"
+is "$err" "fleetctl: agent 'triage': its environment is not provisioned" "exec says why"
+err=$("$FLEETCTL" exec triage true 2>&1); is "$?" 2 "exec without -- is a usage error"
+like "$err" "exec needs '--' before the command" "and says so"
+err=$("$FLEETCTL" exec -- true 2>&1); is "$?" 2 "exec without a name is a usage error"
+err=$("$FLEETCTL" exec triage -- 2>&1); is "$?" 2 "exec without a command is a usage error"
+err=$("$FLEETCTL" exec ghost -- true 2>&1); is "$?" 1 "exec in an unknown agent exits 1"
+is "$err" "fleetctl: agent 'ghost': no such agent" "and says so"
+err=$("$FLEETCTL" stop triage --timeout soon 2>&1); is "$?" 2 "a non-numeric --timeout is a usage error"
+
 # Help comes from the command table.
 out=$("$FLEETCTL" help); ok $? "help exits 0"
-for c in status create list show rm audit; do like "$out" "^  $c " "help lists $c"; done
+for c in status create list show rm start stop restart exec audit; do like "$out" "^  $c " "help lists $c"; done
 out=$("$FLEETCTL" help create)
 like "$out" "Usage: fleetctl .*create NAME \[--backend vm\|user\]" "help create shows usage"
 like "$out" "--memory MIB" "help create lists --memory"

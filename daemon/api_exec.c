@@ -1,0 +1,236 @@
+/*
+ * api_exec: POST /v1/agents/NAME/exec runs one command in the agent's
+ * environment and streams its output back as chunked JSON lines:
+ *
+ *   {"stream": "stdout", "data": "<base64>"}
+ *   {"stream": "stderr", "data": "<base64>"}
+ *   {"exit_code": 0}  |  {"signal": 9}  |  {"timed_out": true, ...}  |  {"error": "..."}
+ *
+ * The last line always says how it ended. When the client goes away the
+ * exec is cancelled; the backend still calls done() once, and only then is
+ * the stream's state freed.
+ */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <string.h>
+
+#include "api.h"
+#include "backend.h"
+#include "backends.h"
+#include "base64.h"
+#include "db.h"
+#include "fleetd.h"
+#include "log.h"
+
+#define EXEC_MAX_ARGS 4096
+#define EXEC_MAX_TIMEOUT 86400
+
+struct exec_reply {
+	struct evhttp_request *req;	/* NULL once the client has gone */
+	struct evhttp_connection *conn;
+	const struct backend_ops *ops;
+	struct exec_handle *handle;
+	char *agent;
+};
+
+static void stream_line(struct exec_reply *s, json_t *line)
+{
+	struct evbuffer *buf;
+	char *text;
+
+	if (s->req) {
+		text = json_dumps(line, JSON_COMPACT);
+		buf = evbuffer_new();
+		if (!text || !buf)
+			abort();
+		evbuffer_add_printf(buf, "%s\n", text);
+		evhttp_send_reply_chunk(s->req, buf);
+		evbuffer_free(buf);
+		free(text);
+	}
+	json_decref(line);
+}
+
+static void on_output(void *userdata, enum exec_stream stream, const char *data, size_t len)
+{
+	struct exec_reply *s = userdata;
+	char *b64;
+
+	if (!s->req)
+		return;
+	b64 = base64_encode(data, len);
+	stream_line(s, json_pack("{s:s, s:s}", "stream", stream == EXEC_STDERR ? "stderr" : "stdout", "data", b64));
+	free(b64);
+}
+
+static void on_done(void *userdata, const struct exec_result *res)
+{
+	struct exec_reply *s = userdata;
+
+	if (res->error < 0)
+		stream_line(s, json_pack("{s:s}", "error", res->why ? res->why : strerror(-res->error)));
+	else if (res->timed_out)
+		stream_line(s, json_pack("{s:b, s:s}", "timed_out", 1, "error", "the command timed out and was killed"));
+	else if (res->signal > 0)
+		stream_line(s, json_pack("{s:i}", "signal", res->signal));
+	else
+		stream_line(s, json_pack("{s:i}", "exit_code", res->exit_code));
+	if (s->req) {
+		evhttp_connection_set_closecb(s->conn, NULL, NULL);
+		evhttp_send_reply_end(s->req);
+	} else {
+		log_info("agent '%s': exec finished after its client went away", s->agent);
+	}
+	free(s->agent);
+	free(s);
+}
+
+static void on_client_gone(struct evhttp_connection *conn, void *userdata)
+{
+	struct exec_reply *s = userdata;
+
+	log_info("agent '%s': exec client went away; cancelling the command", s->agent);
+	s->req = NULL;
+	s->ops->exec_cancel(s->handle);
+}
+
+/* Build a NULL-terminated string vector from a JSON array of strings; replies 400 on error. */
+static char **argv_from_json(struct api_call *c, json_t *arr)
+{
+	size_t n = json_array_size(arr), i;
+	char **argv;
+	json_t *v;
+
+	if (n == 0 || n > EXEC_MAX_ARGS) {
+		api_error(c, 400, "invalid", "argv must hold 1 to %d strings", EXEC_MAX_ARGS);
+		return NULL;
+	}
+	argv = xcalloc(n + 1, sizeof(*argv));
+	json_array_foreach(arr, i, v) {
+		if (!json_is_string(v) || (i == 0 && json_string_length(v) == 0)) {
+			api_error(c, 400, "invalid", "argv[%zu] must be a%s string", i, i == 0 ? " non-empty" : "");
+			for (size_t k = 0; k < i; k++)
+				free(argv[k]);
+			free(argv);
+			return NULL;
+		}
+		argv[i] = xstrdup(json_string_value(v));
+	}
+	return argv;
+}
+
+static bool env_name_ok(const char *k)
+{
+	if (!*k || (*k >= '0' && *k <= '9'))
+		return false;
+	for (; *k; k++)
+		if (!((*k >= 'A' && *k <= 'Z') || (*k >= '0' && *k <= '9') || *k == '_'))
+			return false;
+	return true;
+}
+
+static void strv_free(char **v)
+{
+	for (char **p = v; p && *p; p++)
+		free(*p);
+	free(v);
+}
+
+void api_agent_exec(struct api_call *c)
+{
+	static const char *const spec[] = { "argv:a", "stdin:s", "root:b", "timeout_s:i", "env:o", NULL };
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	_cleanup_free_ unsigned char *stdin_data = NULL;
+	_cleanup_free_ char *why_owned = NULL, *detail = NULL;
+	struct exec_request req = { 0 };
+	struct exec_callbacks cb = { on_output, on_done, NULL };
+	const struct backend_ops *ops;
+	struct exec_reply *s;
+	char **argv = NULL, **env = NULL;
+	size_t stdin_len = 0, n = 0;
+	const char *why, *key;
+	json_t *body, *v;
+	int r;
+
+	if (!(body = api_body_object(c, spec)))
+		return;
+	if (!api_check_name_param(c))
+		goto out;
+	r = db_agent_get(c->fleetd->db, c->param, &a);
+	if (r < 0) {
+		api_error_errno(c, r, "agent '%s': %s", c->param, r == -ENOENT ? "no such agent" : strerror(-r));
+		goto out;
+	}
+	if (!(v = json_object_get(body, "argv"))) {
+		api_error(c, 400, "missing_field", "field 'argv' is required");
+		goto out;
+	}
+	if (!(argv = argv_from_json(c, v)))
+		goto out;
+	if ((v = json_object_get(body, "stdin")) &&
+	    base64_decode(json_string_value(v), json_string_length(v), &stdin_data, &stdin_len) < 0) {
+		api_error(c, 400, "invalid", "stdin must be base64");
+		goto out;
+	}
+	if ((v = json_object_get(body, "timeout_s"))) {
+		if (json_integer_value(v) < 0 || json_integer_value(v) > EXEC_MAX_TIMEOUT) {
+			api_error(c, 400, "out_of_range", "timeout_s must be from 0 to %d", EXEC_MAX_TIMEOUT);
+			goto out;
+		}
+		req.timeout_s = (int)json_integer_value(v);
+	}
+	req.root = json_is_true(json_object_get(body, "root"));
+	if ((v = json_object_get(body, "env"))) {
+		json_t *val;
+
+		env = xcalloc(json_object_size(v) + 1, sizeof(*env));
+		json_object_foreach(v, key, val) {
+			if (!env_name_ok(key) || !json_is_string(val)) {
+				api_error(c, 400, "invalid", "env: '%.64s' must be an upper-case NAME with a string value", key);
+				goto out;
+			}
+			env[n++] = xasprintf("%s=%s", key, json_string_value(val));
+		}
+	}
+	if (a->state == AGENT_DEFINED) {
+		api_error(c, 409, "not_provisioned", "agent '%s': its environment is not provisioned", a->name);
+		goto out;
+	}
+	if (!(ops = backend_get(c->fleetd, a->backend, &why))) {
+		api_error(c, 503, "unavailable", "agent '%s': the %s backend is unavailable: %s", a->name,
+			  backend_kind_to_string(a->backend), why);
+		goto out;
+	}
+
+	req.argv = (const char *const *)argv;
+	req.env = (const char *const *)env;
+	req.stdin_data = (const char *)stdin_data;
+	req.stdin_len = stdin_len;
+	s = xcalloc(1, sizeof(*s));
+	s->req = c->req;
+	s->conn = evhttp_request_get_connection(c->req);
+	s->ops = ops;
+	s->agent = xstrdup(a->name);
+	cb.userdata = s;
+	r = ops->exec(c->fleetd, a, &req, &cb, &s->handle, &why_owned);
+	if (r < 0) {
+		free(s->agent);
+		free(s);
+		api_error(c, r == -EINVAL ? 400 : 409, r == -EINVAL ? "invalid" : "exec_failed", "agent '%s': exec failed: %s",
+			  a->name, why_owned ? why_owned : strerror(-r));
+		goto out;
+	}
+	/* The backend holds what it needs now; from here the answer streams. */
+	detail = xasprintf("%s%s", req.root ? "(root) " : "", argv[0]);
+	api_audit(c, "ok", detail);
+	c->replied = true;
+	evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type", "application/x-ndjson");
+	evhttp_send_reply_start(c->req, 200, "OK");
+	evhttp_connection_set_closecb(s->conn, on_client_gone, s);
+	log_info("agent '%s': exec %s%s by uid %ld", a->name, req.root ? "(root) " : "", argv[0], (long)c->uid);
+out:
+	strv_free(argv);
+	strv_free(env);
+	json_decref(body);
+}

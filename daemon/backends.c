@@ -1,0 +1,116 @@
+/* backends: see backends.h. */
+#include "backends.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db.h"
+#include "fleetd.h"
+#include "log.h"
+#include "util.h"
+
+/* The backends compiled into this fleetd; NULL where that issue has not landed. */
+static const struct backend_ops *const built_in[BACKEND__COUNT] = {
+	[BACKEND_VM] = NULL,
+	[BACKEND_USER] = NULL,
+};
+
+bool backend_built_in(enum backend_kind kind)
+{
+	return (unsigned)kind < BACKEND__COUNT && built_in[kind];
+}
+
+void backends_init(struct fleetd *f)
+{
+	for (int k = 0; k < BACKEND__COUNT; k++) {
+		char *why = NULL;
+		int r;
+
+		if (!built_in[k])
+			continue;
+		r = built_in[k]->init(f, &why);
+		if (r < 0) {
+			f->backend_why[k] = why ? why : xstrdup(strerror(-r));
+			log_warning("%s backend unavailable: %s", built_in[k]->name, f->backend_why[k]);
+			continue;
+		}
+		free(why);
+		f->backends[k] = built_in[k];
+		log_info("%s backend ready", built_in[k]->name);
+	}
+}
+
+void backends_shutdown(struct fleetd *f)
+{
+	for (int k = 0; k < BACKEND__COUNT; k++) {
+		if (f->backends[k] && f->backends[k]->shutdown)
+			f->backends[k]->shutdown(f);
+		f->backends[k] = NULL;
+		free(f->backend_why[k]);
+		f->backend_why[k] = NULL;
+	}
+}
+
+const struct backend_ops *backend_get(struct fleetd *f, enum backend_kind kind, const char **why)
+{
+	if ((unsigned)kind >= BACKEND__COUNT || !built_in[kind]) {
+		*why = "this fleetd has no such backend built in";
+		return NULL;
+	}
+	if (!f->backends[kind]) {
+		*why = f->backend_why[kind] ? f->backend_why[kind] : "backend unavailable";
+		return NULL;
+	}
+	return f->backends[kind];
+}
+
+char *backend_status(struct fleetd *f, enum backend_kind kind)
+{
+	if (!backend_built_in(kind))
+		return xstrdup("not built in");
+	if (!f->backends[kind])
+		return xasprintf("unavailable: %s", f->backend_why[kind] ? f->backend_why[kind] : "unknown");
+	return xstrdup("available");
+}
+
+void backends_reconcile(struct fleetd *f)
+{
+	struct agent **list = NULL;
+	size_t n = 0;
+	int r;
+
+	if ((r = db_agent_list(f->db, &list, &n)) < 0) {
+		log_error("reconcile: cannot list agents: %s", strerror(-r));
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct agent *a = list[i];
+		const struct backend_ops *ops;
+		const char *why;
+		char *msg = NULL;
+
+		if (a->state != AGENT_PROVISIONING)
+			continue;
+		ops = backend_get(f, a->backend, &why);
+		if (!ops) {
+			log_error("agent '%s': provisioning was interrupted and the %s backend is unavailable (%s); "
+				  "left in state provisioning", a->name, backend_kind_to_string(a->backend), why);
+			continue;
+		}
+		r = ops->destroy(f, a, true, &msg);
+		if (r < 0 && r != -ENOENT) {
+			log_error("agent '%s': provisioning was interrupted; cleanup failed: %s", a->name,
+				  msg ? msg : strerror(-r));
+			free(msg);
+			continue;
+		}
+		free(msg);
+		if ((r = db_agent_delete(f->db, a->name)) < 0)
+			log_error("agent '%s': cannot remove the unfinished record: %s", a->name, strerror(-r));
+		else
+			log_warning("agent '%s': provisioning was interrupted (fleetd stopped); removed what was "
+				    "created, the create was never acknowledged", a->name);
+	}
+	agent_list_free(list);
+}

@@ -1,0 +1,35 @@
+/*
+ * backends: which isolation backends this fleetd has and whether the host
+ * can serve them. The only file that names concrete backends; everything
+ * else asks backend_get() for a struct backend_ops.
+ */
+#ifndef FLEET_BACKENDS_H
+#define FLEET_BACKENDS_H
+
+#include <stdbool.h>
+
+#include "agent.h"
+#include "backend.h"
+
+struct fleetd;
+
+/* Run each built-in backend's init(); a failure makes that backend unavailable, not fleetd. */
+void backends_init(struct fleetd *f);
+void backends_shutdown(struct fleetd *f);
+
+/* Is a backend of this kind compiled into fleetd at all? */
+bool backend_built_in(enum backend_kind kind);
+
+/* The backend for kind, or NULL with *why (static or owned by f) saying why not. */
+const struct backend_ops *backend_get(struct fleetd *f, enum backend_kind kind, const char **why);
+
+/* "available", "unavailable: WHY" or "not built in" for /v1/status; caller frees. */
+char *backend_status(struct fleetd *f, enum backend_kind kind);
+
+/*
+ * Finish or undo what a kill -9 interrupted: agents left in 'provisioning'
+ * are destroyed and removed (they were never acknowledged). Logs each one.
+ */
+void backends_reconcile(struct fleetd *f);
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * cgroup: one control group per user agent, on whatever the host offers:
+ * the unified (v2) hierarchy, the v1 controller hierarchies, or both (the
+ * "hybrid" layout). It limits memory, pids and CPU, tells whether any
+ * process of the agent is alive and kills them all. It never decides
+ * anything about agents and never starts a process.
+ *
+ * Layout: for each hierarchy used, <mount><fleetd's own cgroup>/fleet/<name>.
+ * A limit goes to v2 when the unified hierarchy has that controller, else to
+ * the v1 hierarchy of that controller, else it is not enforced (and
+ * cgroup_describe says so). Membership and killing use the v2 group when
+ * there is one (cgroup.kill), else the v1 freezer (freeze, kill, thaw).
+ */
+#ifndef FLEET_CGROUP_H
+#define FLEET_CGROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct cgroup_host;
+
+struct cgroup_limits {
+	uint64_t memory_bytes;	/* 0: no limit */
+	long pids_max;		/* 0: no limit */
+	int cpus;		/* 0: no limit; else quota of this many CPUs */
+};
+
+/* Find the cgroup hierarchies and fleetd's place in them. Never fails: no cgroups is a valid answer. */
+void cgroup_host_detect(struct cgroup_host **ret);
+void cgroup_host_free(struct cgroup_host *h);
+
+/* True when a group can be created and killed as a whole (some hierarchy is usable). */
+bool cgroup_host_usable(const struct cgroup_host *h);
+/* True when this limit is enforced: "memory", "pids", "cpu". */
+bool cgroup_host_has(const struct cgroup_host *h, const char *controller);
+/* A malloc'd one-line summary, e.g. "v1 memory pids cpu freezer, v2 (tracking only)". */
+char *cgroup_host_describe(const struct cgroup_host *h);
+
+/* Create the group name with limits; -EEXIST if it exists; nothing left on failure. */
+int cgroup_create(const struct cgroup_host *h, const char *name, const struct cgroup_limits *l, char **why);
+/* Remove the (empty) group; 0 if it was not there; -EBUSY while it has processes. */
+int cgroup_remove(const struct cgroup_host *h, const char *name);
+/* True when the group exists in the tracking hierarchy. */
+bool cgroup_exists(const struct cgroup_host *h, const char *name);
+
+/*
+ * Open the cgroup.procs file of every hierarchy of the group, O_WRONLY |
+ * O_CLOEXEC, for a child to join by writing "0". Returns the count (at
+ * most max); the caller closes them.
+ */
+int cgroup_open_join_fds(const struct cgroup_host *h, const char *name, int *fds, size_t max);
+
+/* Number of processes in the group (0 if it does not exist); -errno. */
+int cgroup_count(const struct cgroup_host *h, const char *name);
+/* Kill every process of the group and wait (up to timeout_ms) until it is empty; -ETIMEDOUT. */
+int cgroup_kill(const struct cgroup_host *h, const char *name, int timeout_ms);
+
+#endif

@@ -16,9 +16,11 @@ OUT=
 KVER=
 
 # Modules the initramfs loads, in this order after dependency expansion.
-# button+evdev let busybox acpid see the ACPI power button (virsh shutdown).
+# button+evdev let busybox acpid see the ACPI power button (virsh shutdown);
+# virtio_rng feeds the kernel's RNG from the host, when the domain has an
+# <rng model='virtio'> device, so dropbear need not wait for entropy.
 MODULES="virtio_ring virtio virtio_pci virtio_blk virtio_console virtio_net
-crc32c_generic libcrc32c crc16 mbcache jbd2 ext4 button evdev"
+crc32c_generic libcrc32c crc16 mbcache jbd2 ext4 button evdev virtio_rng"
 
 die() { echo "$PROG: error: $*" >&2; exit 1; }
 step() { echo "[$1/$STEPS] $2"; }

@@ -171,10 +171,12 @@ EOF
         diag "net-create failed"
     NIC="<interface type='network'><source network='$NET'/><model type='virtio'/><port isolated='yes'/></interface>"
 fi
-CPU=
-[ "$VIRT" = kvm ] && CPU="<cpu mode='host-passthrough'/>"
-cat > "$T/dom.xml" <<EOF
-<domain type='$VIRT'>
+# dom_xml TYPE: the domain definition for virt type TYPE (kvm|qemu).
+dom_xml() {
+    local cpu=
+    [ "$1" = kvm ] && cpu="<cpu mode='host-passthrough'/>"
+    cat <<EOF
+<domain type='$1'>
   <name>$DOM</name>
   <memory unit='MiB'>256</memory>
   <vcpu>1</vcpu>
@@ -185,7 +187,7 @@ cat > "$T/dom.xml" <<EOF
     <cmdline>console=ttyS0 root=/dev/vda rw</cmdline>
   </os>
   <features><acpi/></features>
-  $CPU
+  $cpu
   <on_poweroff>destroy</on_poweroff>
   <on_reboot>restart</on_reboot>
   <on_crash>destroy</on_crash>
@@ -211,14 +213,45 @@ cat > "$T/dom.xml" <<EOF
       <target type='virtio' name='org.fleet.ctl'/>
     </channel>
     $NIC
+    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>
     <memballoon model='none'/>
   </devices>
 </domain>
 EOF
+}
 
 console_tail() { [ -r "$CONSOLE" ] && tail -n "${1:-25}" "$CONSOLE" | tr -d '\r' | sed 's/^/# console: /'; }
 
-if vmns_virsh define "$T/dom.xml" >/dev/null && T_START=$(now) && vmns_virsh start "$DOM" >/dev/null; then
+start_guest() {
+    dom_xml "$VIRT" > "$T/dom.xml"
+    vmns_virsh define "$T/dom.xml" >/dev/null || return 1
+    T_START=$(now)
+    vmns_virsh start "$DOM" >/dev/null
+}
+# kernel_runs SECONDS: did the kernel reach /init (seen on the console)?
+kernel_runs() {
+    local deadline=$((SECONDS + $1))
+    while [ $SECONDS -lt $deadline ]; do
+        grep -q 'Run /init' "$CONSOLE" 2>/dev/null && return 0
+        sleep 0.2
+    done
+    return 1
+}
+started=0
+if start_guest; then
+    started=1
+    # /dev/kvm can open and answer and still run guests unusably slowly
+    # (nested virtualization): unless KVM was asked for, fall back to TCG.
+    if [ "$VIRT" = kvm ] && [ -z "${FLEET_VIRT_TYPE:-}" ] && ! kernel_runs 20; then
+        diag "KVM guest did not reach /init within 20 s; falling back to TCG"
+        vmns_virsh destroy "$DOM" >/dev/null 2>&1
+        vmns_virsh undefine "$DOM" >/dev/null 2>&1
+        : > "$CONSOLE"
+        VIRT=qemu
+        start_guest || started=0
+    fi
+fi
+if [ $started = 1 ]; then
     ok "domain $DOM defined and started (type $VIRT, network $NETWORK)"
 else
     not_ok "domain $DOM defined and started (type $VIRT, network $NETWORK)"
@@ -237,7 +270,7 @@ gssh() {
     timeout 60 ssh -F /dev/null -i "$T/id_ed25519" -o IdentitiesOnly=yes -o BatchMode=yes \
         -o "ProxyCommand=socat - UNIX-CONNECT:$SOCK" \
         -o StrictHostKeyChecking=yes -o "UserKnownHostsFile=$known" -o GlobalKnownHostsFile=/dev/null \
-        -o ConnectTimeout=5 -o ServerAliveInterval=5 -o ServerAliveCountMax=3 -o LogLevel=ERROR \
+        -o ConnectTimeout="${GSSH_TIMEOUT:-10}" -o ServerAliveInterval=5 -o ServerAliveCountMax=3 -o LogLevel=ERROR \
         "$user@guest" "$@"
 }
 
@@ -246,7 +279,9 @@ gssh() {
 wait_ssh() {
     local limit=$1 not=${2:-} t0=$SECONDS next=10 id
     while [ $((SECONDS - t0)) -lt "$limit" ]; do
-        id=$(gssh agent cat /proc/sys/kernel/random/boot_id 2>/dev/null </dev/null)
+        # A long banner timeout: bytes sent before the guest is up wait in
+        # the socket, so one attempt can span the whole boot.
+        id=$(GSSH_TIMEOUT=30 gssh agent cat /proc/sys/kernel/random/boot_id 2>/dev/null </dev/null)
         if [ -n "$id" ] && [ "$id" != "$not" ]; then
             echo "$id"
             return 0

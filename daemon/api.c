@@ -117,6 +117,27 @@ void api_reply(struct api_call *c, int status, json_t *body)
 	free(text);
 	json_decref(body);
 	c->replied = true;
+	if (c->deferred)
+		free(c);
+}
+
+struct api_call *api_defer(struct api_call *c)
+{
+	struct api_call *d = xmalloc(sizeof(*d));
+
+	*d = *c;
+	d->deferred = true;
+	d->replied = false;
+	if (c->param) {
+		snprintf(d->param_buf, sizeof(d->param_buf), "%s", c->param);
+		d->param = d->param_buf;
+	}
+	if (c->target) {
+		snprintf(d->target_buf, sizeof(d->target_buf), "%s", c->target);
+		d->target = d->target_buf;
+	}
+	c->replied = true;	/* the answer is the deferred copy's to give */
+	return d;
 }
 
 static void api_verror(struct api_call *c, int status, const char *code, const char *fmt, va_list ap)

@@ -27,6 +27,9 @@ struct api_call {
 	const char *target;	/* what the audit record names; defaults to param */
 	size_t max_body;	/* body cap of this route */
 	bool replied;		/* set by api_reply, or by a handler that streams its answer */
+	bool deferred;		/* heap copy from api_defer(); api_reply frees it */
+	char param_buf[64];	/* owns param (and target) once deferred */
+	char target_buf[64];
 };
 
 /* Create the socket and start serving on fleetd->base; -errno. */
@@ -37,6 +40,14 @@ void api_reload(struct api *api);
 
 /* Check the ":name" path segment is a valid agent name; replies 400 and returns false if not. */
 bool api_check_name_param(struct api_call *c);
+
+/*
+ * Keep the call for a reply after the handler returns (asynchronous
+ * backend work). The returned copy owns its strings; api_reply() on it
+ * sends the answer, audits, and frees it. libevent keeps the request alive
+ * until it is answered, even if the client has gone.
+ */
+struct api_call *api_defer(struct api_call *c);
 
 /* Write this call's audit record now (a streaming handler does, as it starts). */
 void api_audit(struct api_call *c, const char *outcome, const char *detail);

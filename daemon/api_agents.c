@@ -294,61 +294,122 @@ void api_agent_delete(struct api_call *c)
 	api_reply(c, 200, json_pack("{s:s}", "removed", a->name));
 }
 
-/* start, stop and restart share one shape: check, call the backend, record the state. */
-static void lifecycle(struct api_call *c, bool do_stop, bool do_start)
+/*
+ * start, stop and restart share one shape: check, then the asynchronous
+ * backend verbs in turn (stop before start), recording each new state, and
+ * answer with the agent once the last one is done.
+ */
+struct lifecycle_op {
+	struct api_call *call;		/* deferred */
+	const struct backend_ops *ops;
+	struct agent *agent;
+	bool want_start;
+	int timeout_s;
+};
+
+static void lifecycle_finish(struct lifecycle_op *op, int r, const char *verb, const char *why)
+{
+	if (r < 0)
+		backend_error(op->call, op->agent, verb, r, why);
+	else
+		api_reply(op->call, 200, agent_to_json(op->agent));
+	agent_free(op->agent);
+	free(op);
+}
+
+static void lifecycle_started(void *userdata, int r, const char *why)
+{
+	struct lifecycle_op *op = userdata;
+
+	if (r == 0) {
+		op->agent->state = AGENT_RUNNING;
+		(void)db_agent_set_state(op->call->fleetd->db, op->agent->name, AGENT_RUNNING);
+		log_info("agent '%s': started by uid %ld", op->agent->name, (long)op->call->uid);
+	}
+	lifecycle_finish(op, r, "start", why);
+}
+
+static void lifecycle_start(struct lifecycle_op *op)
+{
+	_cleanup_free_ char *why = NULL;
+	int r;
+
+	if (!op->want_start || op->agent->state == AGENT_RUNNING) {
+		lifecycle_finish(op, 0, "start", NULL);
+		return;
+	}
+	r = op->ops->start(op->call->fleetd, op->agent, lifecycle_started, op, &why);
+	if (r < 0)
+		lifecycle_finish(op, r, "start", why);
+}
+
+static void lifecycle_stopped(void *userdata, int r, const char *why)
+{
+	struct lifecycle_op *op = userdata;
+
+	if (r < 0) {
+		lifecycle_finish(op, r, "stop", why);
+		return;
+	}
+	op->agent->state = AGENT_STOPPED;
+	(void)db_agent_set_state(op->call->fleetd->db, op->agent->name, AGENT_STOPPED);
+	log_info("agent '%s': stopped by uid %ld", op->agent->name, (long)op->call->uid);
+	lifecycle_start(op);
+}
+
+static void lifecycle(struct api_call *c, bool want_stop, bool want_start)
 {
 	static const char *const spec[] = { "timeout_s:i", NULL };
 	const struct backend_ops *ops = NULL;
 	_cleanup_(agent_freep) struct agent *a = load_agent(c, &ops);
-	_cleanup_free_ char *msg = NULL;
-	json_t *body = NULL;
+	_cleanup_free_ char *why = NULL;
+	struct lifecycle_op *op;
+	json_t *body = NULL, *t;
 	int timeout_s = 30, r;
-	const char *why;
 
 	if (!a)
 		return;
 	if (evbuffer_get_length(evhttp_request_get_input_buffer(c->req)) > 0) {
 		if (!(body = api_body_object(c, spec)))
 			return;
-		if (json_object_get(body, "timeout_s")) {
-			json_int_t t = json_integer_value(json_object_get(body, "timeout_s"));
+		t = json_object_get(body, "timeout_s");
+		if (t && (json_integer_value(t) < 0 || json_integer_value(t) > 3600)) {
 			json_decref(body);
-			if (t < 0 || t > 3600) {
-				api_error(c, 400, "out_of_range", "timeout_s must be from 0 to 3600");
-				return;
-			}
-			timeout_s = (int)t;
-		} else {
-			json_decref(body);
+			api_error(c, 400, "out_of_range", "timeout_s must be from 0 to 3600");
+			return;
 		}
+		if (t)
+			timeout_s = (int)json_integer_value(t);
+		json_decref(body);
 	}
-	if (a->state == AGENT_DEFINED || !(ops || (ops = backend_get(c->fleetd, a->backend, &why)))) {
+	if (a->state == AGENT_DEFINED) {
 		api_error(c, 409, "not_provisioned", "agent '%s': its environment is not provisioned", a->name);
+		return;
+	}
+	if (!ops) {
+		const char *reason;
+		(void)backend_get(c->fleetd, a->backend, &reason);
+		api_error(c, 503, "unavailable", "agent '%s': the %s backend is unavailable: %s", a->name,
+			  backend_kind_to_string(a->backend), reason);
 		return;
 	}
 	if (a->state == AGENT_PROVISIONING) {
 		api_error(c, 409, "busy", "agent '%s': is still being provisioned", a->name);
 		return;
 	}
-	if (do_stop && a->state == AGENT_RUNNING) {
-		if ((r = ops->stop(c->fleetd, a, timeout_s, &msg)) < 0) {
-			backend_error(c, a, "stop", r, msg);
-			return;
-		}
-		a->state = AGENT_STOPPED;
-		(void)db_agent_set_state(c->fleetd->db, a->name, a->state);
-		log_info("agent '%s': stopped by uid %ld", a->name, (long)c->uid);
+	op = xcalloc(1, sizeof(*op));
+	op->ops = ops;
+	op->agent = TAKE_PTR(a);
+	op->want_start = want_start;
+	op->timeout_s = timeout_s;
+	op->call = api_defer(c);
+	if (want_stop && op->agent->state == AGENT_RUNNING) {
+		r = ops->stop(c->fleetd, op->agent, timeout_s, lifecycle_stopped, op, &why);
+		if (r < 0)
+			lifecycle_finish(op, r, "stop", why);
+		return;
 	}
-	if (do_start && a->state != AGENT_RUNNING) {
-		if ((r = ops->start(c->fleetd, a, &msg)) < 0) {
-			backend_error(c, a, "start", r, msg);
-			return;
-		}
-		a->state = AGENT_RUNNING;
-		(void)db_agent_set_state(c->fleetd->db, a->name, a->state);
-		log_info("agent '%s': started by uid %ld", a->name, (long)c->uid);
-	}
-	api_reply(c, 200, agent_to_json(a));
+	lifecycle_start(op);
 }
 
 void api_agent_start(struct api_call *c)

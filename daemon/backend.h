@@ -9,10 +9,12 @@
  *   needs to know why, *why gets a malloc'd message that names no secret
  *   (the caller frees it and prefixes "agent 'NAME': ").
  * - Nothing half-done: a failed provision removes what it created.
- * - Slow work (booting a VM, running a command) does not block the event
- *   loop: exec is asynchronous and reports through callbacks on
- *   fleetd->base. Short synchronous steps (useradd, defining a domain) are
- *   acceptable in provision/destroy/start/stop.
+ * - Slow work (booting a VM, a clean shutdown, running a command) does not
+ *   block the event loop: start, stop and exec are asynchronous and report
+ *   through callbacks on fleetd->base, never before they have returned (a
+ *   backend whose work is instant defers the callback, e.g. with
+ *   event_base_once and a zero timeout). Short synchronous steps (useradd,
+ *   defining a domain, creating an overlay) are fine in provision/destroy.
  */
 #ifndef FLEET_BACKEND_H
 #define FLEET_BACKEND_H
@@ -55,6 +57,12 @@ struct exec_callbacks {
 
 struct exec_handle;
 
+/*
+ * Completion of an asynchronous start or stop: r is 0 or a negative errno,
+ * why a message (or NULL) valid only during the call. Called exactly once.
+ */
+typedef void (*backend_done_fn)(void *userdata, int r, const char *why);
+
 struct backend_ops {
 	const char *name;	/* "vm", "user" */
 
@@ -67,9 +75,15 @@ struct backend_ops {
 	/* Remove the environment and everything it owns; force: even while running. */
 	int (*destroy)(struct fleetd *f, const struct agent *a, bool force, char **why);
 
-	int (*start)(struct fleetd *f, const struct agent *a, char **why);
-	/* Clean stop within timeout_s, then forced. */
-	int (*stop)(struct fleetd *f, const struct agent *a, int timeout_s, char **why);
+	/*
+	 * Start the environment; done() reports when it is running (a VM: booted
+	 * and reachable over its control channel). A negative return means it
+	 * failed at once (*why set) and done() is not called.
+	 */
+	int (*start)(struct fleetd *f, const struct agent *a, backend_done_fn done, void *userdata, char **why);
+	/* Clean stop within timeout_s, then forced; every process of the agent is gone when done() runs. */
+	int (*stop)(struct fleetd *f, const struct agent *a, int timeout_s, backend_done_fn done, void *userdata,
+		    char **why);
 	/* What the environment is now: AGENT_STOPPED or AGENT_RUNNING (or -ENOENT if gone). */
 	int (*state)(struct fleetd *f, const struct agent *a, enum agent_state *ret);
 

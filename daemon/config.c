@@ -78,6 +78,22 @@ static int check_uid(const char *v, const char **why)
 	return 0;
 }
 
+static int check_uri(const char *v, const char **why)
+{
+	if (!strstr(v, ":///") && !strstr(v, "://")) {
+		*why = "must be a libvirt URI such as qemu:///system";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_image_dir(const char *v, const char **why)
+{
+	if (*v == '\0')
+		return 0;	/* empty: <state_dir>/images */
+	return check_abs_path(v, why);
+}
+
 const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_STATE_DIR] = { "state_dir", "state-dir", "DIR", "/var/lib/fleet", false,
 		"directory for the database, keys, disks and snapshots", check_abs_path },
@@ -96,6 +112,11 @@ const struct config_def config_defs[CFG__COUNT] = {
 		"lowest uid (and gid) given to a user agent's account", check_uid },
 	[CFG_USER_UID_MAX] = { "user_uid_max", "user-uid-max", "UID", "209999", false,
 		"highest uid (and gid) given to a user agent's account", check_uid },
+	[CFG_LIBVIRT_URI] = { "libvirt_uri", "libvirt-uri", "URI", "qemu:///system", false,
+		"libvirt connection for VM agents", check_uri },
+	[CFG_IMAGE_DIR] = { "image_dir", "image-dir", "DIR", "", false,
+		"guest image (vmlinuz, initramfs.img, base.qcow2) for VM agents (default <state_dir>/images)",
+		check_image_dir },
 };
 
 void config_init(struct config *c)

@@ -19,6 +19,8 @@ enum config_key {
 	CFG_MAX_BODY,
 	CFG_USER_UID_MIN,
 	CFG_USER_UID_MAX,
+	CFG_LIBVIRT_URI,
+	CFG_IMAGE_DIR,
 	CFG__COUNT,
 };
 

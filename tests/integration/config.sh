@@ -15,7 +15,7 @@ like "$out" "state_dir = $TEST_TMP/from-file	# file" "prints the effective state
 like "$out" "socket = /run/fleet/fleetd.sock	# default" "prints defaults too"
 out=$("$FLEETD" --config "$conf" --check-config --log-level debug); ok $? "options combine with the file"
 like "$out" "log_level = debug	# command line" "the command line wins over the file"
-for key in state_dir socket socket_group log_level log_file max_body_bytes user_uid_min user_uid_max; do
+for key in state_dir socket socket_group log_level log_file max_body_bytes user_uid_min user_uid_max libvirt_uri image_dir; do
 	like "$out" "^$key = " "--check-config prints $key"
 done
 

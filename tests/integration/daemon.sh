@@ -42,7 +42,7 @@ stop_fleetd
 
 # Help, version, usage errors.
 help=$("$FLEETD" --help); ok $? "--help exits 0"
-for opt in --foreground --config --check-config --state-dir --socket --socket-group --log-level --log-file --max-body-bytes --user-uid-min --user-uid-max; do
+for opt in --foreground --config --check-config --state-dir --socket --socket-group --log-level --log-file --max-body-bytes --user-uid-min --user-uid-max --libvirt-uri --image-dir; do
 	like "$help" "  $opt( |$)" "--help documents $opt"
 done
 like "$("$FLEETD" --version)" "^fleetd [0-9]+\.[0-9]+\.[0-9]+$" "--version"

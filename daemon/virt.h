@@ -1,0 +1,62 @@
+/*
+ * virt: fleetd's adapter to libvirt, the only file that includes
+ * <libvirt/libvirt.h>. It owns the connection (reconnecting after a libvirtd
+ * restart), runs libvirt's event loop on its own thread and hands domain
+ * lifecycle events to fleetd's event loop. It knows nothing about agents:
+ * callers speak in domain names and XML.
+ */
+#ifndef FLEET_VIRT_H
+#define FLEET_VIRT_H
+
+#include <stdbool.h>
+
+struct event_base;
+struct virt;
+
+enum virt_state { VIRT_OFF, VIRT_RUNNING, VIRT_PAUSED, VIRT_SHUTTING_DOWN, VIRT_CRASHED, VIRT_OTHER };
+
+enum virt_event_kind {
+	VIRT_EV_STARTED,
+	VIRT_EV_STOPPED_SHUTDOWN,	/* the guest shut itself down */
+	VIRT_EV_STOPPED_DESTROYED,	/* fleet or an operator destroyed it */
+	VIRT_EV_STOPPED_CRASHED,	/* QEMU died or the guest crashed */
+	VIRT_EV_STOPPED_OTHER,
+	VIRT_EV_UNDEFINED,
+	VIRT_EV_OTHER,
+	VIRT_EV_RECONNECTED,		/* domain is NULL: libvirtd came back */
+};
+
+/* Called on fleetd's event loop thread. */
+typedef void (*virt_event_fn)(void *userdata, const char *domain, enum virt_event_kind kind);
+
+/*
+ * Connect to uri and deliver lifecycle events through fn on base. A failed
+ * first connection is not fatal: -errno and *why are returned, and the
+ * caller may retry with virt_connect().
+ */
+int virt_open(struct event_base *base, const char *uri, virt_event_fn fn, void *userdata,
+	      struct virt **ret, char **why);
+void virt_close(struct virt *v);
+/* (Re)connect now if not connected; 0 when connected. */
+int virt_connect(struct virt *v, char **why);
+bool virt_is_connected(struct virt *v);
+
+/* Each returns 0 or -errno with *why; -ENOENT: no such domain. */
+int virt_domain_define(struct virt *v, const char *xml, char **why);
+int virt_domain_start(struct virt *v, const char *name, char **why);
+int virt_domain_shutdown(struct virt *v, const char *name, char **why);
+int virt_domain_destroy(struct virt *v, const char *name, char **why);
+/* Undefine, removing snapshot metadata with it (the disk files are the caller's). */
+int virt_domain_undefine(struct virt *v, const char *name, char **why);
+int virt_domain_state(struct virt *v, const char *name, enum virt_state *ret);
+/* The live XML of a domain (caller frees). */
+int virt_domain_xml(struct virt *v, const char *name, char **ret_xml);
+/* Names of all defined domains starting with prefix; NULL-terminated, caller frees each and the array. */
+int virt_domain_list(struct virt *v, const char *prefix, char ***ret);
+
+/* Define and start the network from xml unless one of that name is active. */
+int virt_network_ensure(struct virt *v, const char *name, const char *xml, char **why);
+
+const char *virt_state_to_string(enum virt_state s);
+
+#endif

@@ -4,9 +4,13 @@
  * sshd; later issues give it run, health and memory. It links against libc
  * only, so the guest image needs nothing else for it.
  */
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "relay.h"
 
@@ -22,6 +26,10 @@ static void usage(FILE *out)
 		"        relay the virtio-serial port NAME (default " RELAY_DEFAULT_PORT_NAME ") to the\n"
 		"        TCP service at HOST:PORT (default 127.0.0.1:22), reconnecting for each\n"
 		"        new host connection; runs until killed\n"
+		"\n"
+		"  run-as USER -- CMD [ARG]...\n"
+		"        run CMD as USER (no supplementary groups, HOME and USER set, in HOME);\n"
+		"        fleetd's exec uses it to drop from root to the agent user\n"
 		"\n"
 		"  --help     show this help\n"
 		"  --version  show the version\n");
@@ -61,6 +69,38 @@ static int cmd_relay(int argc, char **argv)
 	return 0;
 }
 
+/* Become user and exec argv; returns only on failure. */
+static int cmd_run_as(int argc, char **argv)
+{
+	struct passwd *pw;
+
+	if (argc < 4 || strcmp(argv[2], "--") != 0) {
+		fprintf(stderr, "agentd: usage: agentd run-as USER -- CMD [ARG]...\n");
+		return 2;
+	}
+	pw = getpwnam(argv[1]);
+	if (!pw) {
+		fprintf(stderr, "agentd: run-as: no user '%s'\n", argv[1]);
+		return 126;
+	}
+	if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0) {
+		fprintf(stderr, "agentd: run-as %s: cannot drop privileges: %s\n", argv[1], strerror(errno));
+		return 126;
+	}
+	if (setuid(0) == 0 && pw->pw_uid != 0) {
+		fprintf(stderr, "agentd: run-as %s: privileges could be regained; refusing\n", argv[1]);
+		return 126;
+	}
+	if (chdir(pw->pw_dir) < 0 && chdir("/") < 0)
+		return 126;
+	setenv("HOME", pw->pw_dir, 1);
+	setenv("USER", pw->pw_name, 1);
+	setenv("LOGNAME", pw->pw_name, 1);
+	execvp(argv[3], argv + 3);
+	fprintf(stderr, "agentd: %s: %s\n", argv[3], strerror(errno));
+	return errno == ENOENT ? 127 : 126;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -77,6 +117,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "relay") == 0)
 		return cmd_relay(argc - 1, argv + 1);
+	if (strcmp(argv[1], "run-as") == 0)
+		return cmd_run_as(argc - 1, argv + 1);
 	fprintf(stderr, "agentd: unknown command '%s'\nTry 'agentd --help'.\n", argv[1]);
 	return 2;
 }

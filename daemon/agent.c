@@ -18,6 +18,10 @@ static const char *const network_names[NETWORK__COUNT] = {
 	[NETWORK_NONE] = "none", [NETWORK_NAT] = "nat",
 };
 
+static const char *const restart_names[RESTART__COUNT] = {
+	[RESTART_ON_FAILURE] = "on-failure", [RESTART_ALWAYS] = "always", [RESTART_NEVER] = "never",
+};
+
 static int lookup(const char *const *names, int n, const char *s)
 {
 	for (int i = 0; i < n; i++)
@@ -63,4 +67,14 @@ const char *network_kind_to_string(enum network_kind k)
 int network_kind_from_string(const char *s)
 {
 	return lookup(network_names, NETWORK__COUNT, s);
+}
+
+const char *restart_policy_to_string(enum restart_policy p)
+{
+	return (unsigned)p < RESTART__COUNT ? restart_names[p] : "unknown";
+}
+
+int restart_policy_from_string(const char *s)
+{
+	return lookup(restart_names, RESTART__COUNT, s);
 }

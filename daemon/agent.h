@@ -25,6 +25,9 @@ enum agent_state {
 
 enum network_kind { NETWORK_NONE, NETWORK_NAT, NETWORK__COUNT };
 
+/* What fleet does when an environment stops without being asked to. */
+enum restart_policy { RESTART_ON_FAILURE, RESTART_ALWAYS, RESTART_NEVER, RESTART__COUNT };
+
 struct agent {
 	int64_t id;
 	char *name;
@@ -34,6 +37,7 @@ struct agent {
 	int vcpus;
 	int disk_gib;
 	enum network_kind network;
+	enum restart_policy restart;
 	char *command;		/* what `agentd run` starts; may be NULL */
 	int64_t created_at;	/* unix seconds */
 	int64_t updated_at;
@@ -57,5 +61,7 @@ const char *agent_state_to_string(enum agent_state s);
 int agent_state_from_string(const char *s);
 const char *network_kind_to_string(enum network_kind k);
 int network_kind_from_string(const char *s);
+const char *restart_policy_to_string(enum restart_policy p);
+int restart_policy_from_string(const char *s);
 
 #endif

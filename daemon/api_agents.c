@@ -19,7 +19,7 @@
 static json_t *agent_to_json(const struct agent *a)
 {
 	char created[32], updated[32];
-	json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s?, s:s, s:s}",
+	json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:s?, s:s, s:s}",
 		"name", a->name,
 		"backend", backend_kind_to_string(a->backend),
 		"state", agent_state_to_string(a->state),
@@ -27,6 +27,7 @@ static json_t *agent_to_json(const struct agent *a)
 		"vcpus", a->vcpus,
 		"disk_gib", a->disk_gib,
 		"network", network_kind_to_string(a->network),
+		"restart", restart_policy_to_string(a->restart),
 		"command", a->command,
 		"created_at", format_utc(a->created_at, created, sizeof(created)),
 		"updated_at", format_utc(a->updated_at, updated, sizeof(updated)));
@@ -177,7 +178,7 @@ static struct agent *load_agent(struct api_call *c, const struct backend_ops **r
 void api_agents_create(struct api_call *c)
 {
 	static const char *const spec[] = {
-		"name:s", "backend:s", "memory_mib:i", "vcpus:i", "disk_gib:i", "command:s", "network:s", NULL,
+		"name:s", "backend:s", "memory_mib:i", "vcpus:i", "disk_gib:i", "command:s", "network:s", "restart:s", NULL,
 	};
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	json_t *body, *v;
@@ -228,6 +229,13 @@ void api_agents_create(struct api_call *c)
 			api_error(c, 400, "invalid", "network applies to vm agents only");
 			goto out;
 		}
+	}
+	if ((v = json_object_get(body, "restart"))) {
+		if ((k = restart_policy_from_string(json_string_value(v))) < 0) {
+			api_error(c, 400, "invalid", "restart must be 'on-failure', 'always' or 'never'");
+			goto out;
+		}
+		a->restart = (enum restart_policy)k;
 	}
 	if ((v = json_object_get(body, "command"))) {
 		const char *cmd = json_string_value(v);

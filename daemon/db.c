@@ -94,6 +94,9 @@ static const char *const migrations[] = {
 	"  outcome TEXT NOT NULL,"
 	"  detail TEXT"
 	");",
+	/* 2: what to do when an environment stops on its own */
+	"ALTER TABLE agents ADD COLUMN restart_policy TEXT NOT NULL DEFAULT 'on-failure'"
+	"  CHECK (restart_policy IN ('on-failure', 'always', 'never'));",
 };
 
 static inline void stmt_finalizep(sqlite3_stmt **st)
@@ -239,8 +242,8 @@ int db_agent_insert(struct db *db, struct agent *a)
 
 	if ((r = db_prepare(db, &st,
 			    "INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib,"
-			    " network, command, created_at, updated_at)"
-			    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")) < 0)
+			    " network, command, created_at, updated_at, restart_policy)"
+			    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, backend_kind_to_string(a->backend), -1, SQLITE_STATIC);
@@ -255,6 +258,7 @@ int db_agent_insert(struct db *db, struct agent *a)
 		sqlite3_bind_null(st, 8);
 	sqlite3_bind_int64(st, 9, now);
 	sqlite3_bind_int64(st, 10, now);
+	sqlite3_bind_text(st, 11, restart_policy_to_string(a->restart), -1, SQLITE_STATIC);
 	if ((r = db_step(db, st)) < 0)
 		return r;
 	a->id = sqlite3_last_insert_rowid(db->h);
@@ -262,7 +266,7 @@ int db_agent_insert(struct db *db, struct agent *a)
 	return 0;
 }
 
-#define AGENT_COLUMNS "id, name, backend, state, memory_mib, vcpus, disk_gib, network, command, created_at, updated_at"
+#define AGENT_COLUMNS "id, name, backend, state, memory_mib, vcpus, disk_gib, network, command, created_at, updated_at, restart_policy"
 
 /* Copy one row of AGENT_COLUMNS; never keeps a pointer into the statement. */
 static struct agent *agent_from_row(sqlite3_stmt *st)
@@ -284,6 +288,8 @@ static struct agent *agent_from_row(sqlite3_stmt *st)
 	a->command = col_strdup(st, 8);
 	a->created_at = sqlite3_column_int64(st, 9);
 	a->updated_at = sqlite3_column_int64(st, 10);
+	k = restart_policy_from_string((const char *)sqlite3_column_text(st, 11));
+	a->restart = k < 0 ? RESTART_ON_FAILURE : (enum restart_policy)k;
 	return a;
 }
 

@@ -206,9 +206,9 @@ static int cmd_status(struct ctl *ctl, const struct command *cmd, int argc, char
 static void print_agent_details(json_t *a)
 {
 	printf("name:       %s\nbackend:    %s\nstate:      %s\nmemory:     %lld MiB\nvcpus:      %lld\n"
-	       "disk:       %lld GiB\nnetwork:    %s\ncommand:    %s\ncreated:    %s\nupdated:    %s\n",
+	       "disk:       %lld GiB\nnetwork:    %s\nrestart:    %s\ncommand:    %s\ncreated:    %s\nupdated:    %s\n",
 	       str(a, "name"), str(a, "backend"), str(a, "state"), num(a, "memory_mib"), num(a, "vcpus"),
-	       num(a, "disk_gib"), str(a, "network"), str(a, "command"), str(a, "created_at"),
+	       num(a, "disk_gib"), str(a, "network"), str(a, "restart"), str(a, "command"), str(a, "created_at"),
 	       str(a, "updated_at"));
 	if (json_object_get(a, "note"))
 		printf("note:       %s\n", str(a, "note"));
@@ -242,6 +242,13 @@ static int create_opt(int c, const char *arg, void *data)
 	case 'c':
 		json_object_set_new(o->body, "command", json_string(arg));
 		return 0;
+	case 'R':
+		if (restart_policy_from_string(arg) < 0) {
+			usage_error(o->cmd, "--restart must be 'on-failure', 'always' or 'never', not '%s'", arg);
+			return -1;
+		}
+		json_object_set_new(o->body, "restart", json_string(arg));
+		return 0;
 	case 'm':
 	case 'v':
 	case 'd': {
@@ -265,6 +272,7 @@ static int cmd_create(struct ctl *ctl, const struct command *cmd, int argc, char
 		{ "backend", required_argument, NULL, 'b' }, { "memory", required_argument, NULL, 'm' },
 		{ "vcpus", required_argument, NULL, 'v' }, { "disk", required_argument, NULL, 'd' },
 		{ "network", required_argument, NULL, 'n' }, { "command", required_argument, NULL, 'c' },
+		{ "restart", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' }, { 0 },
 	};
 	struct create_opts o = { cmd, json_object() };
@@ -674,7 +682,8 @@ static int cmd_help(struct ctl *ctl, const struct command *cmd, int argc, char *
 
 static const struct command commands[] = {
 	{ "status", "", "Show whether fleetd runs, its version, uptime and agent count.", NULL, cmd_status },
-	{ "create", "NAME [--backend vm|user] [--memory MIB] [--vcpus N] [--disk GIB] [--network none|nat] [--command CMD]",
+	{ "create", "NAME [--backend vm|user] [--memory MIB] [--vcpus N] [--disk GIB] [--network none|nat]\n"
+	  "                [--restart on-failure|always|never] [--command CMD]",
 	  "Create an agent and its isolated environment.",
 	  "NAME is 1 to 32 characters: a lower-case letter, then lower-case letters, digits or '-'.\n"
 	  "  --backend vm|user   a libvirt VM (default) or a Unix user on the host\n"
@@ -682,6 +691,8 @@ static const struct command commands[] = {
 	  "  --vcpus N           guest CPUs, 1 to 64 (default 1; vm only)\n"
 	  "  --disk GIB          guest disk size, 1 to 1024 (default 2; vm only)\n"
 	  "  --network none|nat  no network (default) or an isolated NAT network (vm only)\n"
+	  "  --restart POLICY    when the environment stops without being asked: restart it\n"
+	  "                      on-failure (default: crashed or killed), always, or never\n"
 	  "  --command CMD       what the agent runs when triggered\n",
 	  cmd_create },
 	{ "list", "", "List agents with their backend and state.", NULL, cmd_list },

@@ -29,6 +29,7 @@ struct fleetd {
 	/* Backends that passed init(); NULL where not built in or unavailable (see backends.c). */
 	const struct backend_ops *backends[BACKEND__COUNT];
 	char *backend_why[BACKEND__COUNT];	/* why a built-in backend is unavailable */
+	void *backend_state[BACKEND__COUNT];	/* each backend's own runtime state */
 };
 
 #endif

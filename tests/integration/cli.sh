@@ -25,6 +25,7 @@ is "$(printf '%s' "$out" | jq -r '.[].name' | tr '\n' ' ')" "review triage " "--
 out=$("$FLEETCTL" show triage)
 like "$out" "command: +triage --once" "show prints the command"
 like "$out" "state: +defined" "show prints the state"
+like "$out" "restart: +on-failure" "show prints the restart policy (default on-failure)"
 like "$out" "note: +environment not provisioned" "show says plainly nothing is provisioned"
 is "$("$FLEETCTL" --json show triage | jq -r .memory_mib)" "512" "--json show"
 
@@ -61,6 +62,7 @@ err=$("$FLEETCTL" create big --memory 999999 2>&1); is "$?" 1 "absurd memory ref
 like "$err" "memory_mib must be from 64 to 65536" "with the range"
 err=$("$FLEETCTL" create cpu --vcpus 0 2>&1); is "$?" 1 "zero vcpus refused"
 err=$("$FLEETCTL" create net --backend user --network nat 2>&1); is "$?" 1 "network for a user agent refused"
+err=$("$FLEETCTL" create pol --restart sometimes 2>&1); is "$?" 2 "an unknown --restart policy is a usage error"
 is "$("$FLEETCTL" --json list | jq length)" 2 "refused creates left nothing behind"
 
 # Verbs that need an environment say plainly when there is none.

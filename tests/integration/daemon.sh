@@ -55,5 +55,10 @@ like "$err" "--state-dir 'relative' must be an absolute path" "and says why"
 like "$("$AGENTD" --version)" "^agentd [0-9]" "agentd --version"
 like "$("$AGENTD" --help)" "relay \[--port NAME\]" "agentd --help lists its commands"
 "$AGENTD" frob >/dev/null 2>&1; is "$?" 2 "agentd with an unknown command exits 2"
+is "$("$AGENTD" run-as nobody -- id -un)" nobody "agentd run-as drops to the user"
+is "$("$AGENTD" run-as nobody -- id -G)" "$(id -g nobody)" "with no supplementary groups"
+is "$("$AGENTD" run-as nobody -- sh -c 'echo $HOME $USER')" "$(getent passwd nobody | cut -d: -f6) nobody" "and its HOME and USER"
+"$AGENTD" run-as no-such-user -- true 2>/dev/null; is "$?" 126 "run-as an unknown user exits 126"
+"$AGENTD" run-as nobody -- /no/such/program 2>/dev/null; is "$?" 127 "run-as a missing program exits 127"
 
 done_testing

@@ -1,0 +1,969 @@
+/*
+ * backend_vm: agents as libvirt VMs. Each agent gets a persistent domain
+ * "fleet-NAME" booted straight into the shared guest kernel, with a qcow2
+ * overlay on the shared base image, a small seed disk carrying its SSH keys,
+ * and a virtio-serial control channel whose host end is a Unix socket.
+ * fleetd reaches the guest only through that channel: one SSH session per
+ * running guest (ssh.c), one channel per exec. State comes from libvirt
+ * (virt.c), never from guesses. This file never includes libvirt or libssh2.
+ *
+ * Files per agent:
+ *   <state_dir>/vms/NAME/   disk.qcow2, seed.img, console.log, ctl.sock (qemu's)
+ *   <state_dir>/keys/NAME/  client (OpenSSH), host (dropbear), host.fingerprint; 0700 root
+ */
+#include "backend_vm.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <linux/kvm.h>
+#include <pwd.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "db.h"
+#include "fleetd.h"
+#include "log.h"
+#include "spawn.h"
+#include "ssh.h"
+#include "util.h"
+#include "virt.h"
+
+#define DOMAIN_PREFIX "fleet-"
+#define CHANNEL_NAME "org.fleet.ctl"
+#define NETWORK_NAME "fleet-nat"
+#define BOOT_TIMEOUT_S 180		/* TCG boots in ~10 s; leave room for a loaded host */
+#define CONNECT_RETRY_MS 500
+#define RESTART_LIMIT 5			/* automatic restarts ... */
+#define RESTART_WINDOW_S 600		/* ... per this many seconds, then the agent is 'bad' */
+#define AGENTD_IN_GUEST "/usr/bin/agentd"
+
+struct vm;
+
+struct waiter {
+	backend_done_fn done;
+	void *userdata;
+};
+
+struct vm {
+	char *name;			/* agent name */
+	struct vm_backend *b;
+	struct ssh_session *ssh;
+	bool ready;
+	/* start: waiting for the control channel */
+	struct waiter *waiters;
+	size_t nwaiters;
+	struct event *connect_timer;
+	long long boot_deadline;
+	/* stop: waiting for the guest to power off */
+	bool stopping;			/* fleet asked it to stop: not a crash */
+	struct waiter stop_waiter;
+	struct event *stop_timer;
+	long long stop_deadline;
+	/* automatic restarts */
+	time_t restart_times[RESTART_LIMIT];
+	int nrestarts;
+	struct vm *next;
+};
+
+struct vm_backend {
+	struct fleetd *f;
+	struct virt *virt;
+	char *state_dir;
+	char *image_dir;
+	const char *domain_type;	/* "kvm" or "qemu" */
+	struct vm *vms;
+};
+
+static struct vm_backend *backend(struct fleetd *f)
+{
+	return f->backend_state[BACKEND_VM];
+}
+
+static char *domain_name(const char *agent)
+{
+	return xasprintf(DOMAIN_PREFIX "%s", agent);
+}
+
+static char *vm_path(struct vm_backend *b, const char *agent, const char *file)
+{
+	return file ? xasprintf("%s/vms/%s/%s", b->state_dir, agent, file) : xasprintf("%s/vms/%s", b->state_dir, agent);
+}
+
+static char *key_path(struct vm_backend *b, const char *agent, const char *file)
+{
+	return file ? xasprintf("%s/keys/%s/%s", b->state_dir, agent, file) : xasprintf("%s/keys/%s", b->state_dir, agent);
+}
+
+static char *image_path(struct vm_backend *b, const char *file)
+{
+	return xasprintf("%s/%s", b->image_dir, file);
+}
+
+static struct vm *vm_find(struct vm_backend *b, const char *name)
+{
+	for (struct vm *v = b->vms; v; v = v->next)
+		if (strcmp(v->name, name) == 0)
+			return v;
+	return NULL;
+}
+
+static struct vm *vm_get(struct vm_backend *b, const char *name)
+{
+	struct vm *v = vm_find(b, name);
+
+	if (v)
+		return v;
+	v = xcalloc(1, sizeof(*v));
+	v->name = xstrdup(name);
+	v->b = b;
+	v->next = b->vms;
+	b->vms = v;
+	return v;
+}
+
+static void vm_drop_session(struct vm *v)
+{
+	struct ssh_session *s = TAKE_PTR(v->ssh);
+
+	v->ready = false;
+	ssh_session_free(s);
+}
+
+static void waiters_finish(struct vm *v, int r, const char *why)
+{
+	struct waiter *w = TAKE_PTR(v->waiters);
+	size_t n = v->nwaiters;
+
+	v->nwaiters = 0;
+	if (v->connect_timer)
+		evtimer_del(v->connect_timer);
+	for (size_t i = 0; i < n; i++)
+		w[i].done(w[i].userdata, r, why);
+	free(w);
+}
+
+static void vm_free(struct vm *v)
+{
+	struct vm **pp;
+
+	for (pp = &v->b->vms; *pp && *pp != v; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = v->next;
+	vm_drop_session(v);
+	waiters_finish(v, -ECANCELED, "the environment went away (removed, or fleetd is stopping)");
+	if (v->stop_waiter.done)
+		v->stop_waiter.done(v->stop_waiter.userdata, -ECANCELED, "the environment went away (removed, or fleetd is stopping)");
+	if (v->connect_timer)
+		event_free(v->connect_timer);
+	if (v->stop_timer)
+		event_free(v->stop_timer);
+	free(v->name);
+	free(v);
+}
+
+/* --- the control channel ----------------------------------------------------- */
+
+static int read_file(const char *path, char **ret)
+{
+	_cleanup_fclose_ FILE *f = fopen(path, "re");
+	char buf[512];
+
+	if (!f)
+		return -errno;
+	if (!fgets(buf, sizeof(buf), f))
+		return -EIO;
+	buf[strcspn(buf, "\n")] = '\0';
+	*ret = xstrdup(buf);
+	return 0;
+}
+
+static void session_ready(void *userdata)
+{
+	struct vm *v = userdata;
+
+	v->ready = true;
+	log_info("agent '%s': control channel ready", v->name);
+	waiters_finish(v, 0, NULL);
+}
+
+static void schedule_connect(struct vm *v);
+
+static void session_failed(void *userdata, int error, const char *why)
+{
+	struct vm *v = userdata;
+	bool mismatch = why && strstr(why, "host key");
+
+	log_debug("agent '%s': control channel: %s", v->name, why ? why : strerror(-error));
+	vm_drop_session(v);
+	/* A wrong host key is never retried: that guest is not who it claims to be. */
+	if (mismatch) {
+		log_error("agent '%s': refusing the guest: %s", v->name, why);
+		waiters_finish(v, -EPERM, why);
+		return;
+	}
+	if (v->nwaiters > 0)
+		schedule_connect(v);
+}
+
+/* Connect the control socket and start an SSH session on it; -errno. */
+static int session_start(struct vm *v, int timeout_s, char **why)
+{
+	struct vm_backend *b = v->b;
+	_cleanup_free_ char *sock = vm_path(b, v->name, "ctl.sock");
+	_cleanup_free_ char *key = key_path(b, v->name, "client");
+	_cleanup_free_ char *fp_path = key_path(b, v->name, "host.fingerprint");
+	_cleanup_free_ char *fp = NULL;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct ssh_session_config cfg = { .user = "root", .key_path = key, .connect_timeout_s = timeout_s,
+					  .keepalive_s = 15 };
+	struct ssh_session_callbacks cb = { session_ready, session_failed, v };
+	int fd, r;
+
+	if ((r = read_file(fp_path, &fp)) < 0) {
+		*why = xasprintf("cannot read the pinned host key fingerprint %s: %s", fp_path, strerror(-r));
+		return r;
+	}
+	cfg.host_fingerprint = fp;
+	if (strlen(sock) >= sizeof(sa.sun_path)) {
+		*why = xasprintf("control socket path too long: %s", sock);
+		return -ENAMETOOLONG;
+	}
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS) {
+		r = -errno;
+		close(fd);
+		*why = xasprintf("cannot connect to the control channel %s: %s", sock, strerror(-r));
+		return r;
+	}
+	return ssh_session_new(b->f->base, fd, &cfg, &cb, &v->ssh, why);
+}
+
+static void on_connect_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct vm *v = arg;
+	_cleanup_free_ char *why = NULL;
+
+	if (v->ready) {
+		waiters_finish(v, 0, NULL);
+		return;
+	}
+	if (v->ssh)
+		return;		/* a handshake is under way; session_ready or _failed acts */
+	if (now_usec() > v->boot_deadline) {
+		_cleanup_free_ char *msg = xasprintf("the guest did not answer on its control channel within %d s "
+						     "(see 'fleetctl console %s')", BOOT_TIMEOUT_S, v->name);
+		waiters_finish(v, -ETIMEDOUT, msg);
+		return;
+	}
+	/* Short handshake timeout while booting: an early banner may be lost. */
+	if (session_start(v, 8, &why) < 0) {
+		log_debug("agent '%s': %s", v->name, why ? why : "control channel not there yet");
+		schedule_connect(v);
+	}
+}
+
+static void schedule_connect(struct vm *v)
+{
+	struct timeval tv = { 0, CONNECT_RETRY_MS * 1000 };
+
+	if (!v->connect_timer)
+		v->connect_timer = evtimer_new(v->b->f->base, on_connect_timer, v);
+	evtimer_add(v->connect_timer, &tv);
+}
+
+/* Call done once the guest's control channel is up (now, if it is). */
+static void wait_ready(struct vm *v, backend_done_fn done, void *userdata)
+{
+	v->waiters = xrealloc(v->waiters, (v->nwaiters + 1) * sizeof(*v->waiters));
+	v->waiters[v->nwaiters++] = (struct waiter){ done, userdata };
+	if (v->ready) {
+		/* Defer: done() must not run inside the caller. */
+		struct timeval zero = { 0, 0 };
+		if (!v->connect_timer)
+			v->connect_timer = evtimer_new(v->b->f->base, on_connect_timer, v);
+		v->boot_deadline = now_usec() + BOOT_TIMEOUT_S * 1000000LL;
+		evtimer_add(v->connect_timer, &zero);
+		return;
+	}
+	if (!v->ssh) {
+		v->boot_deadline = now_usec() + BOOT_TIMEOUT_S * 1000000LL;
+		schedule_connect(v);
+	}
+}
+
+/* --- provisioning ------------------------------------------------------------- */
+
+/* The guest's kernel, initramfs and base disk; -ENOENT with *why naming what is missing. */
+static int check_image(struct vm_backend *b, char **why)
+{
+	static const char *const files[] = { "vmlinuz", "initramfs.img", "base.qcow2" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		_cleanup_free_ char *p = image_path(b, files[i]);
+		if (access(p, R_OK) < 0) {
+			*why = xasprintf("guest image missing: %s (build it with images/build-image.sh --out %s)",
+					 p, b->image_dir);
+			return -ENOENT;
+		}
+	}
+	return 0;
+}
+
+static int run_tool(const char *const argv[], const char *what, char **why)
+{
+	_cleanup_free_ char *out = NULL;
+	int r = spawn_run(argv, &out);
+
+	if (r == 0)
+		return 0;
+	out[strcspn(out, "\n")] = '\0';
+	*why = xasprintf("%s failed: %s", what, r == 127 ? "tool not installed" : *out ? out : "no message");
+	return r < 0 ? r : -EIO;
+}
+
+static int write_text(const char *path, const char *text, mode_t mode)
+{
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+
+	if (fd < 0)
+		return -errno;
+	return write_all(fd, text, strlen(text));
+}
+
+/* The seed disk: the guest copies these into place at every boot (see images/README.md). */
+static int make_seed(struct vm_backend *b, const struct agent *a, const char *client_pub, char **why)
+{
+	_cleanup_free_ char *stage = key_path(b, a->name, "seed");
+	_cleanup_free_ char *host = key_path(b, a->name, "host");
+	_cleanup_free_ char *seed = vm_path(b, a->name, "seed.img");
+	_cleanup_free_ char *tmp = xasprintf("%s.tmp", seed);
+	_cleanup_free_ char *f_host = xasprintf("%s/dropbear_ed25519_host_key", stage);
+	_cleanup_free_ char *f_root = xasprintf("%s/authorized_keys_root", stage);
+	_cleanup_free_ char *f_agent = xasprintf("%s/authorized_keys_agent", stage);
+	_cleanup_free_ char *f_name = xasprintf("%s/hostname", stage);
+	_cleanup_free_ char *line = xasprintf("%s\n", client_pub);
+	_cleanup_free_ char *hostname = xasprintf("%s\n", a->name);
+	const char *cp[] = { "cp", "--", host, f_host, NULL };
+	const char *mk[] = { "mke2fs", "-q", "-F", "-t", "ext2", "-L", "fleet-seed", "-m", "0", "-E", "root_owner=0:0",
+			     "-d", stage, tmp, "2M", NULL };
+	const char *rm[] = { "rm", "-rf", "--", stage, NULL };
+	int r;
+
+	if (mkdir(stage, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	if ((r = run_tool(cp, "copying the host key", why)) < 0 ||
+	    (r = write_text(f_root, line, 0600)) < 0 || (r = write_text(f_agent, line, 0600)) < 0 ||
+	    (r = write_text(f_name, hostname, 0644)) < 0 || (r = run_tool(mk, "mke2fs for the seed disk", why)) < 0) {
+		if (r < 0 && !*why)
+			*why = xasprintf("cannot write the seed disk: %s", strerror(-r));
+		(void)spawn_run(rm, NULL);
+		unlink(tmp);
+		return r;
+	}
+	(void)spawn_run(rm, NULL);
+	if (rename(tmp, seed) < 0)
+		return -errno;
+	return 0;
+}
+
+static char *domain_xml(struct vm_backend *b, const struct agent *a)
+{
+	_cleanup_free_ char *dom = domain_name(a->name);
+	_cleanup_free_ char *kernel = image_path(b, "vmlinuz"), *initrd = image_path(b, "initramfs.img");
+	_cleanup_free_ char *disk = vm_path(b, a->name, "disk.qcow2"), *seed = vm_path(b, a->name, "seed.img");
+	_cleanup_free_ char *console = vm_path(b, a->name, "console.log");
+	_cleanup_free_ char *sock = vm_path(b, a->name, "ctl.sock");
+	_cleanup_free_ char *nic = NULL;
+
+	if (a->network == NETWORK_NAT)
+		nic = xasprintf("    <interface type='network'>\n"
+				"      <source network='" NETWORK_NAME "'/>\n"
+				"      <model type='virtio'/>\n"
+				"      <port isolated='yes'/>\n"
+				"    </interface>\n");
+	/* Agent names are [a-z][a-z0-9-]*, paths are ours: nothing here needs XML escaping. */
+	return xasprintf(
+		"<domain type='%s'>\n"
+		"  <name>%s</name>\n"
+		"  <title>fleet agent %s</title>\n"
+		"  <metadata>\n"
+		"    <fleet:agent xmlns:fleet='https://fleet.invalid/xmlns/agent/1'>\n"
+		"      <fleet:name>%s</fleet:name>\n"
+		"      <fleet:owner>fleetd</fleet:owner>\n"
+		"    </fleet:agent>\n"
+		"  </metadata>\n"
+		"  <memory unit='MiB'>%d</memory>\n"
+		"  <vcpu>%d</vcpu>\n"
+		"  <os>\n"
+		"    <type arch='x86_64' machine='pc'>hvm</type>\n"
+		"    <kernel>%s</kernel>\n"
+		"    <initrd>%s</initrd>\n"
+		"    <cmdline>console=ttyS0 root=/dev/vda rw quiet</cmdline>\n"
+		"  </os>\n"
+		"  <features><acpi/></features>\n"
+		"  <on_poweroff>destroy</on_poweroff>\n"
+		"  <on_reboot>restart</on_reboot>\n"
+		"  <on_crash>destroy</on_crash>\n"
+		"  <devices>\n"
+		"    <disk type='file' device='disk'>\n"
+		"      <driver name='qemu' type='qcow2'/>\n"
+		"      <source file='%s'/>\n"
+		"      <target dev='vda' bus='virtio'/>\n"
+		"    </disk>\n"
+		"    <disk type='file' device='disk'>\n"
+		"      <driver name='qemu' type='raw'/>\n"
+		"      <source file='%s'/>\n"
+		"      <target dev='vdb' bus='virtio'/>\n"
+		"      <readonly/>\n"
+		"    </disk>\n"
+		"    <serial type='file'>\n"
+		"      <source path='%s' append='on'/>\n"
+		"      <target port='0'/>\n"
+		"    </serial>\n"
+		"    <console type='file'>\n"
+		"      <source path='%s' append='on'/>\n"
+		"      <target type='serial' port='0'/>\n"
+		"    </console>\n"
+		"    <channel type='unix'>\n"
+		"      <source mode='bind' path='%s'/>\n"
+		"      <target type='virtio' name='" CHANNEL_NAME "'/>\n"
+		"    </channel>\n"
+		"%s"
+		"    <memballoon model='none'/>\n"
+		"  </devices>\n"
+		"</domain>\n",
+		b->domain_type, dom, a->name, a->name, a->memory_mib, a->vcpus, kernel, initrd, disk, seed,
+		console, console, sock, nic ? nic : "");
+}
+
+static char *network_xml(void)
+{
+	/* Guests reach the outside through NAT but never each other (isolated ports). */
+	return xasprintf("<network>\n"
+			 "  <name>" NETWORK_NAME "</name>\n"
+			 "  <forward mode='nat'/>\n"
+			 "  <bridge name='fleetbr0' stp='off'/>\n"
+			 "  <port isolated='yes'/>\n"
+			 "  <ip address='192.168.223.1' netmask='255.255.255.0'>\n"
+			 "    <dhcp><range start='192.168.223.10' end='192.168.223.250'/></dhcp>\n"
+			 "  </ip>\n"
+			 "</network>\n");
+}
+
+static void remove_tree(const char *path)
+{
+	const char *rm[] = { "rm", "-rf", "--", path, NULL };
+	(void)spawn_run(rm, NULL);
+}
+
+static int vm_provision(struct fleetd *f, const struct agent *a, char **why)
+{
+	struct vm_backend *b = backend(f);
+	_cleanup_free_ char *dom = domain_name(a->name);
+	_cleanup_free_ char *dir = vm_path(b, a->name, NULL), *keys = key_path(b, a->name, NULL);
+	_cleanup_free_ char *client = key_path(b, a->name, "client"), *host = key_path(b, a->name, "host");
+	_cleanup_free_ char *fp_file = key_path(b, a->name, "host.fingerprint");
+	_cleanup_free_ char *disk = vm_path(b, a->name, "disk.qcow2"), *base = image_path(b, "base.qcow2");
+	_cleanup_free_ char *size = xasprintf("%dG", a->disk_gib);
+	_cleanup_free_ char *client_pub = NULL, *host_fp = NULL, *fp_line = NULL, *xml = NULL;
+	const char *img[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base, disk, size, NULL };
+	enum virt_state st;
+	int r;
+
+	if ((r = check_image(b, why)) < 0)
+		return r;
+	if ((r = virt_connect(b->virt, why)) < 0) {
+		char *inner = *why;
+		*why = xasprintf("cannot reach libvirt (is libvirtd running?): %s", inner ? inner : "");
+		free(inner);
+		return -EHOSTDOWN;
+	}
+	if (virt_domain_state(b->virt, dom, &st) == 0) {
+		*why = xasprintf("a libvirt domain named %s already exists; fleet will not take it over", dom);
+		return -EEXIST;
+	}
+	if (access(dir, F_OK) == 0 || access(keys, F_OK) == 0) {
+		*why = xasprintf("%s or %s already exists (left by an earlier fleetd?); remove it first", dir, keys);
+		return -EEXIST;
+	}
+	if ((r = mkdir_p(dir, 0711)) < 0 || (r = mkdir_p(keys, 0700)) < 0) {
+		*why = xasprintf("cannot create %s: %s", dir, strerror(-r));
+		goto fail;
+	}
+	/* QEMU (libvirt-qemu) creates the control socket and the console log in dir. */
+	{
+		struct passwd *pw = getpwnam("libvirt-qemu");
+		if (pw && chown(dir, pw->pw_uid, pw->pw_gid) < 0)
+			log_debug("agent '%s': chown %s: %s", a->name, dir, strerror(errno));
+	}
+	if ((r = ssh_keygen(client, SSH_KEY_OPENSSH, "fleetd", &client_pub, NULL)) < 0 ||
+	    (r = ssh_keygen(host, SSH_KEY_DROPBEAR, a->name, NULL, &host_fp)) < 0) {
+		*why = xasprintf("cannot generate SSH keys: %s", strerror(-r));
+		goto fail;
+	}
+	fp_line = xasprintf("%s\n", host_fp);
+	if ((r = write_text(fp_file, fp_line, 0600)) < 0) {
+		*why = xasprintf("cannot write %s: %s", fp_file, strerror(-r));
+		goto fail;
+	}
+	if ((r = run_tool(img, "qemu-img create", why)) < 0 || (r = make_seed(b, a, client_pub, why)) < 0)
+		goto fail;
+	if (a->network == NETWORK_NAT) {
+		_cleanup_free_ char *net = network_xml();
+		if ((r = virt_network_ensure(b->virt, NETWORK_NAME, net, why)) < 0)
+			goto fail;
+	}
+	xml = domain_xml(b, a);
+	if ((r = virt_domain_define(b->virt, xml, why)) < 0)
+		goto fail;
+	log_info("agent '%s': provisioned domain %s (%s, %d MiB, %d vcpus, %d GiB disk, network %s)", a->name, dom,
+		 b->domain_type, a->memory_mib, a->vcpus, a->disk_gib, network_kind_to_string(a->network));
+	return 0;
+fail:
+	/* Nothing half-created: no orphan overlay, keys or domain. */
+	remove_tree(dir);
+	remove_tree(keys);
+	return r < 0 ? r : -EIO;
+}
+
+static int vm_destroy(struct fleetd *f, const struct agent *a, bool force, char **why)
+{
+	struct vm_backend *b = backend(f);
+	_cleanup_free_ char *dom = domain_name(a->name);
+	_cleanup_free_ char *dir = vm_path(b, a->name, NULL), *keys = key_path(b, a->name, NULL);
+	struct vm *v = vm_find(b, a->name);
+	enum virt_state st;
+	int r;
+
+	r = virt_domain_state(b->virt, dom, &st);
+	if (r == 0 && st != VIRT_OFF) {
+		if (!force) {
+			*why = xasprintf("domain %s is %s; stop it first or use --force", dom, virt_state_to_string(st));
+			return -EBUSY;
+		}
+		if (v)
+			v->stopping = true;
+		if ((r = virt_domain_destroy(b->virt, dom, why)) < 0 && r != -EINVAL)
+			return r;
+	}
+	if (r == 0 || r == -EINVAL) {
+		if ((r = virt_domain_undefine(b->virt, dom, why)) < 0 && r != -ENOENT)
+			return r;
+	} else if (r != -ENOENT) {
+		*why = xasprintf("cannot reach libvirt to remove domain %s", dom);
+		return r;
+	}
+	if (v)
+		vm_free(v);
+	remove_tree(dir);
+	remove_tree(keys);
+	log_info("agent '%s': removed domain %s, its disk and its keys", a->name, dom);
+	return 0;
+}
+
+/* --- lifecycle ------------------------------------------------------------------ */
+
+static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn done, void *userdata, char **why)
+{
+	struct vm_backend *b = backend(f);
+	_cleanup_free_ char *dom = domain_name(a->name);
+	struct vm *v = vm_get(b, a->name);
+	enum virt_state st;
+	int r;
+
+	if ((r = virt_domain_state(b->virt, dom, &st)) < 0) {
+		*why = r == -ENOENT ? xasprintf("its domain %s is gone from libvirt", dom)
+				    : xstrdup("cannot reach libvirt (is libvirtd running?)");
+		return r;
+	}
+	if (st != VIRT_RUNNING) {
+		/* A fresh boot: any old session is dead, and a crashed domain needs destroying first. */
+		vm_drop_session(v);
+		if (st != VIRT_OFF)
+			(void)virt_domain_destroy(b->virt, dom, NULL);
+		if ((r = virt_domain_start(b->virt, dom, why)) < 0)
+			return r;
+		log_info("agent '%s': domain %s started; waiting for its control channel", a->name, dom);
+	}
+	v->stopping = false;
+	wait_ready(v, done, userdata);
+	return 0;
+}
+
+static void stop_finish(struct vm *v, int r, const char *why)
+{
+	struct waiter w = v->stop_waiter;
+
+	v->stop_waiter = (struct waiter){ 0 };
+	if (v->stop_timer)
+		evtimer_del(v->stop_timer);
+	if (w.done)
+		w.done(w.userdata, r, why);
+}
+
+static void on_stop_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct vm *v = arg;
+	_cleanup_free_ char *dom = domain_name(v->name), *why = NULL;
+	struct timeval tv = { 0, 250000 };
+	enum virt_state st;
+	int r;
+
+	r = virt_domain_state(v->b->virt, dom, &st);
+	if (r == -ENOENT || (r == 0 && st == VIRT_OFF)) {
+		stop_finish(v, 0, NULL);
+		return;
+	}
+	if (now_usec() >= v->stop_deadline) {
+		log_notice("agent '%s': no clean shutdown in time; destroying domain %s", v->name, dom);
+		r = virt_domain_destroy(v->b->virt, dom, &why);
+		stop_finish(v, r == -EINVAL ? 0 : r, why);
+		return;
+	}
+	evtimer_add(v->stop_timer, &tv);
+}
+
+static int vm_stop(struct fleetd *f, const struct agent *a, int timeout_s, backend_done_fn done, void *userdata,
+		   char **why)
+{
+	struct vm_backend *b = backend(f);
+	_cleanup_free_ char *dom = domain_name(a->name);
+	struct vm *v = vm_get(b, a->name);
+	struct timeval zero = { 0, 0 };
+	int r;
+
+	if (v->stop_waiter.done) {
+		*why = xstrdup("a stop is already under way");
+		return -EBUSY;
+	}
+	v->stopping = true;
+	vm_drop_session(v);
+	waiters_finish(v, -ECANCELED, "the agent is being stopped");
+	r = virt_domain_shutdown(b->virt, dom, NULL);	/* an off domain refuses: fine, the timer sees it */
+	if (r == -ENOTCONN) {
+		*why = xstrdup("cannot reach libvirt (is libvirtd running?)");
+		return r;
+	}
+	v->stop_waiter = (struct waiter){ done, userdata };
+	v->stop_deadline = now_usec() + (long long)timeout_s * 1000000LL;
+	if (!v->stop_timer)
+		v->stop_timer = evtimer_new(b->f->base, on_stop_timer, v);
+	evtimer_add(v->stop_timer, &zero);
+	return 0;
+}
+
+static int vm_state(struct fleetd *f, const struct agent *a, enum agent_state *ret)
+{
+	_cleanup_free_ char *dom = domain_name(a->name);
+	enum virt_state st;
+	int r;
+
+	if ((r = virt_domain_state(backend(f)->virt, dom, &st)) < 0)
+		return r;
+	*ret = (st == VIRT_OFF || st == VIRT_CRASHED) ? AGENT_STOPPED : AGENT_RUNNING;
+	return 0;
+}
+
+/* --- exec ----------------------------------------------------------------------- */
+
+/* Wraps the caller's callbacks so the handle is freed with the exec's single done(). */
+struct exec_handle {
+	struct ssh_exec *ssh;
+	struct exec_callbacks user;
+};
+
+static void exec_output(void *userdata, enum exec_stream stream, const char *data, size_t len)
+{
+	struct exec_handle *h = userdata;
+
+	h->user.output(h->user.userdata, stream, data, len);
+}
+
+static void exec_done(void *userdata, const struct exec_result *res)
+{
+	struct exec_handle *h = userdata;
+	struct exec_callbacks user = h->user;
+
+	free(h);
+	user.done(user.userdata, res);
+}
+
+static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_request *req,
+		   const struct exec_callbacks *cb, struct exec_handle **ret, char **why)
+{
+	struct vm_backend *b = backend(f);
+	_cleanup_free_ char *dom = domain_name(a->name);
+	struct vm *v = vm_get(b, a->name);
+	struct exec_request wrapped = *req;
+	const char **argv = NULL;
+	struct exec_handle *h;
+	enum virt_state st;
+	size_t n = 0;
+	int r;
+
+	if ((r = virt_domain_state(b->virt, dom, &st)) < 0 || st != VIRT_RUNNING) {
+		*why = xasprintf("it is not running (fleetctl start %s)", a->name);
+		return -EINVAL;
+	}
+	/* After a fleetd restart the guest runs but we hold no session yet: make one; execs wait for it. */
+	if (!v->ssh && (r = session_start(v, 20, why)) < 0)
+		return r;
+	if (!req->root) {
+		/* The session is root's; agentd drops to the agent user inside the guest. */
+		while (req->argv[n])
+			n++;
+		argv = xcalloc(n + 5, sizeof(*argv));
+		argv[0] = AGENTD_IN_GUEST;
+		argv[1] = "run-as";
+		argv[2] = "agent";
+		argv[3] = "--";
+		memcpy(argv + 4, req->argv, n * sizeof(*argv));
+		wrapped.argv = argv;
+	}
+	h = xcalloc(1, sizeof(*h));
+	h->user = *cb;
+	r = ssh_exec(v->ssh, &wrapped, &(struct exec_callbacks){ exec_output, exec_done, h }, &h->ssh, why);
+	free(argv);
+	if (r < 0) {
+		free(h);
+		return r;
+	}
+	*ret = h;
+	return 0;
+}
+
+static void vm_exec_cancel(struct exec_handle *h)
+{
+	ssh_exec_cancel(h->ssh);
+}
+
+/* --- what libvirt tells us -------------------------------------------------------- */
+
+static void restarted(void *userdata, int r, const char *why)
+{
+	char *name = userdata;
+
+	if (r < 0)
+		log_error("agent '%s': automatic restart failed: %s", name, why ? why : strerror(-r));
+	else
+		log_notice("agent '%s': restarted and reachable again", name);
+	free(name);
+}
+
+/* Restart a guest that stopped without fleet asking, within the rate limit. */
+static void restart_after_failure(struct vm_backend *b, const struct agent *a, struct vm *v)
+{
+	time_t now = time(NULL);
+	_cleanup_free_ char *why = NULL;
+	int recent = 0;
+
+	for (int i = 0; i < v->nrestarts; i++)
+		if (now - v->restart_times[i] < RESTART_WINDOW_S)
+			v->restart_times[recent++] = v->restart_times[i];
+	v->nrestarts = recent;
+	if (recent >= RESTART_LIMIT) {
+		log_error("agent '%s': stopped %d times in %d s; not restarting it again (state bad)", a->name,
+			  recent, RESTART_WINDOW_S);
+		(void)db_agent_set_state(b->f->db, a->name, AGENT_BAD);
+		return;
+	}
+	v->restart_times[v->nrestarts++] = now;
+	log_warning("agent '%s': restarting its guest (restart %d of at most %d in %d s)", a->name, v->nrestarts,
+		    RESTART_LIMIT, RESTART_WINDOW_S);
+	char *name = xstrdup(a->name);
+	if (vm_start(b->f, a, restarted, name, &why) < 0) {
+		log_error("agent '%s': automatic restart failed: %s", a->name, why ? why : "unknown error");
+		free(name);
+	}
+}
+
+static void sync_states(struct vm_backend *b);
+
+static void on_virt_event(void *userdata, const char *domain, enum virt_event_kind kind)
+{
+	struct vm_backend *b = userdata;
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	const char *name;
+	struct vm *v;
+
+	if (kind == VIRT_EV_RECONNECTED) {
+		sync_states(b);
+		return;
+	}
+	if (strncmp(domain, DOMAIN_PREFIX, strlen(DOMAIN_PREFIX)) != 0)
+		return;
+	name = domain + strlen(DOMAIN_PREFIX);
+	if (db_agent_get(b->f->db, name, &a) < 0 || a->backend != BACKEND_VM || a->state == AGENT_PROVISIONING)
+		return;
+	v = vm_get(b, name);
+	switch (kind) {
+	case VIRT_EV_STARTED:
+		if (a->state != AGENT_BAD)
+			(void)db_agent_set_state(b->f->db, name, AGENT_RUNNING);
+		break;
+	case VIRT_EV_STOPPED_SHUTDOWN:
+	case VIRT_EV_STOPPED_DESTROYED:
+	case VIRT_EV_STOPPED_CRASHED:
+	case VIRT_EV_STOPPED_OTHER:
+		vm_drop_session(v);
+		if (a->state != AGENT_BAD)
+			(void)db_agent_set_state(b->f->db, name, AGENT_STOPPED);
+		if (v->stopping)
+			break;
+		log_warning("agent '%s': its guest stopped without fleet asking (%s)", name,
+			    kind == VIRT_EV_STOPPED_SHUTDOWN ? "it shut itself down" :
+			    kind == VIRT_EV_STOPPED_DESTROYED ? "destroyed outside fleet" :
+			    kind == VIRT_EV_STOPPED_CRASHED ? "QEMU died or the guest crashed" : "other reason");
+		if (a->restart == RESTART_ALWAYS ||
+		    (a->restart == RESTART_ON_FAILURE && kind != VIRT_EV_STOPPED_SHUTDOWN))
+			restart_after_failure(b, a, v);
+		break;
+	case VIRT_EV_UNDEFINED:
+		log_error("agent '%s': its domain %s was undefined outside fleet (state bad)", name, domain);
+		(void)db_agent_set_state(b->f->db, name, AGENT_BAD);
+		break;
+	default:
+		break;
+	}
+}
+
+/*
+ * Make the database agree with libvirt and report drift both ways. Never
+ * touches a running guest.
+ */
+static void sync_states(struct vm_backend *b)
+{
+	struct agent **list = NULL;
+	char **domains = NULL;
+	size_t n = 0;
+
+	if (db_agent_list(b->f->db, &list, &n) < 0)
+		return;
+	if (virt_domain_list(b->virt, DOMAIN_PREFIX, &domains) < 0) {
+		agent_list_free(list);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct agent *a = list[i];
+		_cleanup_free_ char *dom = NULL;
+		enum agent_state st;
+		int r;
+
+		if (a->backend != BACKEND_VM || a->state == AGENT_DEFINED || a->state == AGENT_PROVISIONING)
+			continue;
+		dom = domain_name(a->name);
+		for (char **d = domains; *d; d++)
+			if (strcmp(*d, dom) == 0) {
+				free(*d);
+				*d = xstrdup("");	/* accounted for */
+			}
+		r = vm_state(b->f, a, &st);
+		if (r == -ENOENT) {
+			log_error("drift: agent '%s': its domain %s is gone from libvirt (state bad)", a->name, dom);
+			(void)db_agent_set_state(b->f->db, a->name, AGENT_BAD);
+		} else if (r == 0 && st != a->state && a->state != AGENT_BAD) {
+			log_info("agent '%s': libvirt says %s (fleetd had %s)", a->name, agent_state_to_string(st),
+				 agent_state_to_string(a->state));
+			(void)db_agent_set_state(b->f->db, a->name, st);
+		}
+	}
+	for (char **d = domains; *d; d++) {
+		if (**d)
+			log_warning("drift: libvirt domain %s belongs to no fleet agent; left alone", *d);
+		free(*d);
+	}
+	free(domains);
+	agent_list_free(list);
+}
+
+/* --- setup ------------------------------------------------------------------------ */
+
+/* KVM when /dev/kvm works (not merely exists), else TCG. */
+static const char *pick_domain_type(void)
+{
+	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	int version = fd >= 0 ? ioctl(fd, KVM_GET_API_VERSION, 0) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	return version == KVM_API_VERSION ? "kvm" : "qemu";
+}
+
+static int vm_init(struct fleetd *f, char **why)
+{
+	struct vm_backend *b = xcalloc(1, sizeof(*b));
+	const char *image_dir = config_get(&f->cfg, CFG_IMAGE_DIR);
+	_cleanup_free_ char *vms = NULL, *keys = NULL;
+	int r;
+
+	b->f = f;
+	b->state_dir = xstrdup(config_get(&f->cfg, CFG_STATE_DIR));
+	b->image_dir = *image_dir ? xstrdup(image_dir) : xasprintf("%s/images", b->state_dir);
+	b->domain_type = pick_domain_type();
+	vms = xasprintf("%s/vms", b->state_dir);
+	keys = xasprintf("%s/keys", b->state_dir);
+	if ((r = mkdir_p(vms, 0711)) < 0 || (r = mkdir_p(keys, 0700)) < 0) {
+		*why = xasprintf("cannot create %s: %s", vms, strerror(-r));
+		goto fail;
+	}
+	f->backend_state[BACKEND_VM] = b;
+	r = virt_open(f->base, config_get(&f->cfg, CFG_LIBVIRT_URI), on_virt_event, b, &b->virt, why);
+	if (r == -ENOTCONN) {
+		/* libvirtd may come later: stay available and keep trying. */
+		log_warning("vm backend: libvirt not reachable yet (%s); retrying in the background", *why ? *why : "");
+		free(*why);
+		*why = NULL;
+	} else if (r < 0) {
+		f->backend_state[BACKEND_VM] = NULL;
+		goto fail;
+	} else {
+		sync_states(b);
+	}
+	log_info("vm backend: domain type %s, image %s", b->domain_type, b->image_dir);
+	return 0;
+fail:
+	if (b->virt)
+		virt_close(b->virt);
+	free(b->state_dir);
+	free(b->image_dir);
+	free(b);
+	return r;
+}
+
+static void vm_shutdown(struct fleetd *f)
+{
+	struct vm_backend *b = backend(f);
+
+	if (!b)
+		return;
+	/* Guests keep running: fleetd's restart never touches them. */
+	while (b->vms)
+		vm_free(b->vms);
+	virt_close(b->virt);
+	free(b->state_dir);
+	free(b->image_dir);
+	free(b);
+	f->backend_state[BACKEND_VM] = NULL;
+}
+
+const struct backend_ops backend_vm_ops = {
+	.name = "vm",
+	.init = vm_init,
+	.shutdown = vm_shutdown,
+	.provision = vm_provision,
+	.destroy = vm_destroy,
+	.start = vm_start,
+	.stop = vm_stop,
+	.state = vm_state,
+	.exec = vm_exec,
+	.exec_cancel = vm_exec_cancel,
+};

@@ -56,6 +56,7 @@ static const struct route routes[] = {
 	{ "POST", "/v1/agents/:name/stop", api_agent_stop, "agent.stop", 0 },
 	{ "POST", "/v1/agents/:name/restart", api_agent_restart, "agent.restart", 0 },
 	{ "POST", "/v1/agents/:name/exec", api_agent_exec, "agent.exec", EXEC_MAX_BODY },
+	{ "GET", "/v1/agents/:name/console", api_agent_console, NULL, 0 },
 };
 
 static const char *method_name(enum evhttp_cmd_type t)

@@ -86,5 +86,6 @@ void api_agent_start(struct api_call *c);
 void api_agent_stop(struct api_call *c);
 void api_agent_restart(struct api_call *c);
 void api_agent_exec(struct api_call *c);
+void api_agent_console(struct api_call *c);
 
 #endif

@@ -234,3 +234,37 @@ out:
 	strv_free(env);
 	json_decref(body);
 }
+
+/* GET /v1/agents/NAME/console[?bytes=N]: the tail of the console log, base64 (it need not be UTF-8). */
+void api_agent_console(struct api_call *c)
+{
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	_cleanup_free_ char *text = NULL, *b64 = NULL;
+	const struct backend_ops *ops;
+	char arg[32];
+	long max = 65536;
+	size_t len = 0;
+	const char *why;
+	int r;
+
+	if (!api_check_name_param(c))
+		return;
+	if (api_query(c, "bytes", arg, sizeof(arg)) && parse_long(arg, 1, 16L << 20, &max) < 0) {
+		api_error(c, 400, "invalid", "bytes must be a number from 1 to 16777216");
+		return;
+	}
+	if ((r = db_agent_get(c->fleetd->db, c->param, &a)) < 0) {
+		api_error_errno(c, r, "agent '%s': %s", c->param, r == -ENOENT ? "no such agent" : strerror(-r));
+		return;
+	}
+	if (a->state == AGENT_DEFINED || !(ops = backend_get(c->fleetd, a->backend, &why)) || !ops->console) {
+		api_error(c, 409, "no_console", "agent '%s': has no console (only provisioned vm agents do)", a->name);
+		return;
+	}
+	if ((r = ops->console(c->fleetd, a, (size_t)max, &text, &len)) < 0) {
+		api_error_errno(c, r, "agent '%s': cannot read its console: %s", a->name, strerror(-r));
+		return;
+	}
+	b64 = base64_encode(text, len);
+	api_reply(c, 200, json_pack("{s:s, s:I}", "data", b64, "bytes", (json_int_t)len));
+}

@@ -95,6 +95,9 @@ struct backend_ops {
 	 */
 	int (*exec)(struct fleetd *f, const struct agent *a, const struct exec_request *req,
 		    const struct exec_callbacks *cb, struct exec_handle **ret, char **why);
+	/* The environment's console output, at most max bytes from its end (optional; NULL if none). */
+	int (*console)(struct fleetd *f, const struct agent *a, size_t max, char **ret, size_t *ret_len);
+
 	/* Kill everything the exec started; done() is still called once, later. */
 	void (*exec_cancel)(struct exec_handle *h);
 };

@@ -746,6 +746,32 @@ static void vm_exec_cancel(struct exec_handle *h)
 	ssh_exec_cancel(h->ssh);
 }
 
+static int vm_console(struct fleetd *f, const struct agent *a, size_t max, char **ret, size_t *ret_len)
+{
+	_cleanup_free_ char *path = vm_path(backend(f), a->name, "console.log");
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	off_t from;
+	char *buf;
+	ssize_t n;
+
+	if (fd < 0)
+		return errno == ENOENT ? (*ret = xstrdup(""), *ret_len = 0, 0) : -errno;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	from = st.st_size > (off_t)max ? st.st_size - (off_t)max : 0;
+	buf = xmalloc((size_t)(st.st_size - from) + 1);
+	n = pread(fd, buf, (size_t)(st.st_size - from), from);
+	if (n < 0) {
+		free(buf);
+		return -errno;
+	}
+	buf[n] = '\0';
+	*ret = buf;
+	*ret_len = (size_t)n;
+	return 0;
+}
+
 /* --- what libvirt tells us -------------------------------------------------------- */
 
 static void restarted(void *userdata, int r, const char *why)
@@ -965,5 +991,6 @@ const struct backend_ops backend_vm_ops = {
 	.stop = vm_stop,
 	.state = vm_state,
 	.exec = vm_exec,
+	.console = vm_console,
 	.exec_cancel = vm_exec_cancel,
 };

@@ -678,6 +678,52 @@ static int cmd_exec(struct ctl *ctl, const struct command *cmd, int argc, char *
 	return out.exit_code;
 }
 
+static int bytes_opt(int c, const char *arg, void *data)
+{
+	long v;
+
+	if (parse_long(arg, 1, 16L << 20, &v) < 0) {
+		fprintf(stderr, "fleetctl: --bytes must be a number from 1 to 16777216\n");
+		return -1;
+	}
+	*(long *)data = v;
+	return 0;
+}
+
+static int cmd_console(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "bytes", required_argument, NULL, 'b' }, { "help", no_argument, NULL, 'h' }, { 0 },
+	};
+	_cleanup_free_ char *path = NULL;
+	_cleanup_(json_decrefp) json_t *j = NULL;
+	unsigned char *text;
+	long bytes = 65536;
+	size_t n;
+	int r;
+
+	if ((r = parse_opts(cmd, argc, argv, opts, bytes_opt, &bytes)) != 0)
+		return r < 0 ? EXIT_USAGE : 0;
+	if (argc - optind != 1)
+		return usage_error(cmd, "console needs exactly one agent NAME");
+	if (!name_ok(cmd, argv[optind]))
+		return EXIT_USAGE;
+	path = xasprintf("/v1/agents/%s/console?bytes=%ld", argv[optind], bytes);
+	if (call(ctl, "GET", path, NULL, &j))
+		return 1;
+	if (ctl->json) {
+		print_json(j);
+		return 0;
+	}
+	if (base64_decode(str(j, "data"), strlen(str(j, "data")), &text, &n) < 0) {
+		fprintf(stderr, "fleetctl: fleetd sent a console that is not base64\n");
+		return 1;
+	}
+	(void)write_all(STDOUT_FILENO, text, n);
+	free(text);
+	return 0;
+}
+
 static int cmd_help(struct ctl *ctl, const struct command *cmd, int argc, char **argv);
 
 static const struct command commands[] = {
@@ -714,6 +760,8 @@ static const struct command commands[] = {
 	  "  --env N=V       set an environment variable (repeatable)\n"
 	  "  --no-stdin      do not read stdin\n",
 	  cmd_exec },
+	{ "console", "NAME [--bytes N]", "Show the end of a VM agent's console log.",
+	  "  --bytes N   how much of the end to show (default 65536)\n", cmd_console },
 	{ "audit", "[--limit N]", "Show the audit log: who changed what, when, and the outcome.",
 	  "  --limit N   show the newest N records (default 50, at most 10000)\n", cmd_audit },
 	{ "help", "[COMMAND]", "Show help for fleetctl or one command.", NULL, cmd_help },

@@ -83,6 +83,31 @@ int main(void)
 	agent_free(got);
 	db_close(db);
 
+	/* A version-1 database (before restart policies) migrates and keeps its rows. */
+	{
+		char *v1 = xasprintf("%s/v1.db", dir);
+		char *mk;
+		struct db *old = NULL;
+		struct agent *o = NULL;
+
+		/* The real v1 schema: every table of migration 1, then the upgrade. */
+		unlink(v1);
+		is_int(db_open(v1, &old), 0, "a fresh database migrates to the newest schema");
+		db_close(old);
+		mk = xasprintf("sqlite3 %s \"ALTER TABLE agents DROP COLUMN restart_policy; PRAGMA user_version = 1;"
+			       " INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
+			       " VALUES ('old', 'vm', 'stopped', 256, 1, 2, 1, 1);\"", v1);
+		ok(system(mk) == 0, "turned it back into a version-1 database with a row");
+		free(mk);
+		old = NULL;
+		is_int(db_open(v1, &old), 0, "version 1 migrates to version %d", db_schema_version());
+		is_int(db_agent_get(old, "old", &o), 0, "its agent survives the migration");
+		is_int(o->restart, RESTART_ON_FAILURE, "and gets the default restart policy");
+		agent_free(o);
+		db_close(old);
+		free(v1);
+	}
+
 	/* A database from a newer fleetd is refused rather than damaged. */
 	cmd = xasprintf("sqlite3 %s 'PRAGMA user_version = 999'", path);
 	if (system(cmd) == 0) {

@@ -1,6 +1,8 @@
 /* backends: see backends.h. */
 #include "backends.h"
 
+#include "backend_user.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +15,7 @@
 /* The backends compiled into this fleetd; NULL where that issue has not landed. */
 static const struct backend_ops *const built_in[BACKEND__COUNT] = {
 	[BACKEND_VM] = NULL,
-	[BACKEND_USER] = NULL,
+	[BACKEND_USER] = &backend_user_ops,
 };
 
 bool backend_built_in(enum backend_kind kind)

@@ -8,30 +8,27 @@ out=$("$FLEETCTL" status); ok $? "status exits 0"
 like "$out" "^fleetd [0-9.]+ \(pid $FLEETD_PID\)" "status names version and pid"
 like "$out" "agents: +0" "status counts no agents"
 
-out=$("$FLEETCTL" create triage --backend user --memory 512 --command 'triage --once'); ok $? "create with options exits 0"
-like "$out" "agent 'triage' created \(backend user, state defined\)" "create says what it did"
-like "$out" "not provisioned" "create says plainly the environment is not provisioned"
-out=$("$FLEETCTL" create review); ok $? "create with defaults"
-like "$out" "backend vm" "default backend is vm"
+out=$("$FLEETCTL" create cli-triage --backend user --memory 512 --command 'triage --once'); ok $? "create with options exits 0"
+like "$out" "agent 'cli-triage' created \(backend user, state stopped\)" "create says what it did"
+out=$("$FLEETCTL" create --backend user cli-review); ok $? "options may come before the name"
 
 out=$("$FLEETCTL" list)
 like "$out" "^NAME +BACKEND +STATE" "list prints a table header"
-like "$out" "review +vm +defined +256MiB" "list shows review"
-like "$out" "triage +user +defined +512MiB" "list shows triage with its memory"
+like "$out" "cli-review +user +stopped +256MiB" "list shows cli-review with the default memory"
+like "$out" "cli-triage +user +stopped +512MiB" "list shows cli-triage with its memory"
 
 out=$("$FLEETCTL" --json list)
-is "$(printf '%s' "$out" | jq -r '.[].name' | tr '\n' ' ')" "review triage " "--json list is JSON with both agents"
+is "$(printf '%s' "$out" | jq -r '.[].name' | tr '\n' ' ')" "cli-review cli-triage " "--json list is JSON with both agents"
 
-out=$("$FLEETCTL" show triage)
+out=$("$FLEETCTL" show cli-triage)
 like "$out" "command: +triage --once" "show prints the command"
-like "$out" "state: +defined" "show prints the state"
+like "$out" "state: +stopped" "show prints the state"
 like "$out" "restart: +on-failure" "show prints the restart policy (default on-failure)"
-like "$out" "note: +environment not provisioned" "show says plainly nothing is provisioned"
-is "$("$FLEETCTL" --json show triage | jq -r .memory_mib)" "512" "--json show"
+is "$("$FLEETCTL" --json show cli-triage | jq -r .memory_mib)" "512" "--json show"
 
-err=$("$FLEETCTL" create triage 2>&1); rc=$?
+err=$("$FLEETCTL" create cli-triage 2>&1); rc=$?
 is "$rc" 1 "creating an existing agent exits 1"
-is "$err" "fleetctl: agent 'triage': already exists" "and names the agent"
+is "$err" "fleetctl: agent 'cli-triage': already exists" "and names the agent"
 
 err=$("$FLEETCTL" show ghost 2>&1); rc=$?
 is "$rc" 1 "show of an unknown agent exits 1"
@@ -58,27 +55,39 @@ err=$("$FLEETCTL" show 2>&1); is "$?" 2 "show without a name exits 2"
 err=$("$FLEETCTL" 2>&1); is "$?" 2 "no command exits 2"
 
 # Range checks happen in fleetd: exit 1 with its message.
-err=$("$FLEETCTL" create big --memory 999999 2>&1); is "$?" 1 "absurd memory refused by fleetd"
+err=$("$FLEETCTL" create big --backend user --memory 999999 2>&1); is "$?" 1 "absurd memory refused by fleetd"
 like "$err" "memory_mib must be from 64 to 65536" "with the range"
-err=$("$FLEETCTL" create cpu --vcpus 0 2>&1); is "$?" 1 "zero vcpus refused"
+err=$("$FLEETCTL" create cpu --backend user --vcpus 0 2>&1); is "$?" 1 "zero vcpus refused"
 err=$("$FLEETCTL" create net --backend user --network nat 2>&1); is "$?" 1 "network for a user agent refused"
 err=$("$FLEETCTL" create pol --restart sometimes 2>&1); is "$?" 2 "an unknown --restart policy is a usage error"
 is "$("$FLEETCTL" --json list | jq length)" 2 "refused creates left nothing behind"
 
-# Verbs that need an environment say plainly when there is none.
-for verb in start stop restart; do
-	err=$("$FLEETCTL" $verb triage 2>&1); is "$?" 1 "$verb of a defined agent exits 1"
-	is "$err" "fleetctl: agent 'triage': its environment is not provisioned" "$verb says why"
-done
-err=$("$FLEETCTL" exec triage -- true 2>&1); is "$?" 1 "exec in a defined agent exits 1"
-is "$err" "fleetctl: agent 'triage': its environment is not provisioned" "exec says why"
-err=$("$FLEETCTL" exec triage true 2>&1); is "$?" 2 "exec without -- is a usage error"
+# start, exec, stop as an operator uses them (a user agent: cheap and real).
+out=$("$FLEETCTL" start cli-triage); ok $? "start exits 0"
+is "$out" "agent 'cli-triage' started (state running)" "start says what it did"
+is "$("$FLEETCTL" exec cli-triage -- id -un)" "fleet-cli-triage" "exec runs as the agent's own user"
+out=$("$FLEETCTL" exec cli-triage -- sh -c 'echo out; echo err >&2; exit 5' 2>"$TEST_TMP/err"); rc=$?
+is "$rc" 5 "exec exits with the command's exit code"
+is "$out|$(cat "$TEST_TMP/err")" "out|err" "stdout and stderr stay apart"
+is "$(printf 'a\nb\nc\n' | "$FLEETCTL" exec cli-triage -- wc -l)" 3 "stdin reaches the command"
+is "$("$FLEETCTL" exec cli-triage --env GREETING=hi -- sh -c 'echo $GREETING')" hi "--env sets a variable"
+"$FLEETCTL" exec cli-triage --timeout 1 -- sleep 30 2>/dev/null; is "$?" 124 "--timeout kills the command (exit 124)"
+"$FLEETCTL" exec cli-triage -- sh -c 'kill -TERM $$' 2>/dev/null; is "$?" 143 "death by signal N exits 128+N"
+err=$("$FLEETCTL" exec cli-triage -- /no/such/program 2>&1); rc=$?
+ok $([ $rc -ne 0 ] && echo 0 || echo 1) "a missing program fails"
+like "$err" "No such file or directory" "and says so"
+out=$("$FLEETCTL" stop cli-triage --timeout 5); ok $? "stop exits 0"
+is "$out" "agent 'cli-triage' stopped (state stopped)" "stop says what it did"
+out=$("$FLEETCTL" restart cli-triage); ok $? "restart exits 0"
+like "$out" "restarted \(state running\)" "restart leaves it running"
+"$FLEETCTL" stop cli-triage >/dev/null
+err=$("$FLEETCTL" exec cli-triage true 2>&1); is "$?" 2 "exec without -- is a usage error"
 like "$err" "exec needs '--' before the command" "and says so"
 err=$("$FLEETCTL" exec -- true 2>&1); is "$?" 2 "exec without a name is a usage error"
-err=$("$FLEETCTL" exec triage -- 2>&1); is "$?" 2 "exec without a command is a usage error"
+err=$("$FLEETCTL" exec cli-triage -- 2>&1); is "$?" 2 "exec without a command is a usage error"
 err=$("$FLEETCTL" exec ghost -- true 2>&1); is "$?" 1 "exec in an unknown agent exits 1"
 is "$err" "fleetctl: agent 'ghost': no such agent" "and says so"
-err=$("$FLEETCTL" stop triage --timeout soon 2>&1); is "$?" 2 "a non-numeric --timeout is a usage error"
+err=$("$FLEETCTL" stop cli-triage --timeout soon 2>&1); is "$?" 2 "a non-numeric --timeout is a usage error"
 
 # Help comes from the command table.
 out=$("$FLEETCTL" help); ok $? "help exits 0"
@@ -91,14 +100,15 @@ err=$("$FLEETCTL" help nope 2>&1); is "$?" 2 "help for an unknown command exits 
 like "$("$FLEETCTL" --version)" "^fleetctl [0-9]" "--version"
 
 # rm, then audit shows who did what.
-out=$("$FLEETCTL" rm review); ok $? "rm exits 0"
-is "$out" "agent 'review' removed" "rm says what it removed"
-out=$("$FLEETCTL" rm triage --force); ok $? "rm --force after the name works"
+out=$("$FLEETCTL" rm cli-review); ok $? "rm exits 0"
+is "$out" "agent 'cli-review' removed" "rm says what it removed"
+out=$("$FLEETCTL" rm cli-triage --force); ok $? "rm --force after the name works"
+check "rm removed the agent's user" -- bash -c "! getent passwd fleet-cli-triage"
 out=$("$FLEETCTL" list); is "$out" "no agents" "list says so when empty"
 out=$("$FLEETCTL" audit)
-like "$out" "agent.create +triage +ok" "audit shows the create"
-like "$out" "agent.remove +review +ok" "audit shows the remove"
-like "$out" "agent.create +triage +refused +agent 'triage': already exists" "audit shows the refused create"
+like "$out" "agent.create +cli-triage +ok" "audit shows the create"
+like "$out" "agent.remove +cli-review +ok" "audit shows the remove"
+like "$out" "agent.create +cli-triage +refused +agent 'cli-triage': already exists" "audit shows the refused create"
 like "$out" "^[0-9T:.-]+Z +0 " "audit shows time and uid 0"
 is "$("$FLEETCTL" --json audit --limit 2 | jq length)" 2 "audit --limit"
 

@@ -3,28 +3,28 @@
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 start_fleetd dur || { ok 1 "fleetd starts"; done_testing; }
-"$FLEETCTL" create survivor --backend user >/dev/null
+"$FLEETCTL" create dur-survivor --backend user >/dev/null
 ok $? "create acknowledged"
 stop_fleetd KILL
 ok $? "fleetd killed with SIGKILL right after the create"
 start_fleetd dur
 ok $? "fleetd restarts on the same state dir after kill -9 (stale lock and socket are fine)"
-is "$("$FLEETCTL" --json show survivor | jq -r .name)" survivor "the agent is there after the restart"
+is "$("$FLEETCTL" --json show dur-survivor | jq -r .name)" dur-survivor "the agent is there after the restart"
 
 # Many acknowledged creates, then kill -9 at once: every acknowledged one survives.
 acked=0
 for i in $(seq 1 25); do
-	"$FLEETCTL" create "bulk-$i" >/dev/null 2>&1 && acked=$((acked + 1))
+	"$FLEETCTL" create "dur-bulk-$i" --backend user >/dev/null 2>&1 && acked=$((acked + 1))
 done
 stop_fleetd KILL
 start_fleetd dur
-is "$("$FLEETCTL" --json list | jq '[.[] | select(.name | startswith("bulk-"))] | length')" "$acked" \
+is "$("$FLEETCTL" --json list | jq '[.[] | select(.name | startswith("dur-bulk-"))] | length')" "$acked" \
 	"all $acked acknowledged creates survive kill -9"
-"$FLEETCTL" rm bulk-1 >/dev/null
+"$FLEETCTL" rm dur-bulk-1 >/dev/null
 stop_fleetd KILL
 start_fleetd dur
-check "an acknowledged remove survives kill -9 too" -- bash -c "! '$FLEETCTL' show bulk-1"
-like "$("$FLEETCTL" audit --limit 1000)" "agent.remove +bulk-1 +ok" "the audit record survives kill -9"
+check "an acknowledged remove survives kill -9 too" -- bash -c "! '$FLEETCTL' show dur-bulk-1"
+like "$("$FLEETCTL" audit --limit 1000)" "agent.remove +dur-bulk-1 +ok" "the audit record survives kill -9"
 
 is "$(stat -c %a "$STATE")" 711 "state dir is 0711 (traversable for user agents' homes, not listable)"
 is "$(stat -c %a "$STATE/fleetd.log")" 600 "log file is 0600"

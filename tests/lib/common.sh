@@ -68,6 +68,21 @@ done_testing() {
 	exit $?
 }
 
+# User agents are real Unix users and test files run in parallel: each file
+# gets its own uid range, and every agent a test's fleetd still has at exit
+# is removed (rm --force) before fleetd is killed.
+_uid_base=$(( 3000000 + ($(printf '%s' "$0" | cksum | cut -d' ' -f1) % 900) * 1000 ))
+_agents_cleanup_registered=
+_remove_agents() {
+	local sock a
+	for sock in "${_sockets[@]}"; do
+		for a in $("$FLEETCTL" -s "$sock" --json list 2>/dev/null | jq -r '.[].name' 2>/dev/null); do
+			"$FLEETCTL" -s "$sock" rm --force "$a" >/dev/null 2>&1
+		done
+	done
+}
+_sockets=()
+
 # start_fleetd NAME [ARGS...]: start a detached fleetd with state in
 # $TEST_TMP/NAME and socket $TEST_TMP/NAME.sock. fleetd returns only once its
 # socket is ready, so no sleeping. Sets SOCK, STATE and FLEETD_PID.
@@ -75,7 +90,15 @@ start_fleetd() {
 	local name=$1; shift
 	STATE=$TEST_TMP/$name
 	SOCK=$TEST_TMP/$name.sock
-	"$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" "$@" 2>"$TEST_TMP/$name.start.err" || {
+	local uids=(--user-uid-min "$_uid_base" --user-uid-max "$((_uid_base + 999))")
+	case " $* " in *" --user-uid-min "*) uids=() ;; esac
+	if [ -z "$_agents_cleanup_registered" ]; then
+		on_exit _remove_agents
+		_agents_cleanup_registered=1
+	fi
+	_sockets+=("$SOCK")
+	"$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" "${uids[@]}" "$@" \
+		2>"$TEST_TMP/$name.start.err" || {
 		diag "fleetd failed to start:"; sed 's/^/#   /' "$TEST_TMP/$name.start.err"; return 1; }
 	FLEETD_PID=$(head -1 "$STATE/fleetd.lock")
 	_pids+=("$FLEETD_PID")

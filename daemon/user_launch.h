@@ -1,0 +1,102 @@
+/*
+ * user_launch: the one way a process of a user agent comes to life. Given a
+ * launch spec it starts a sandbox: a new PID, mount and IPC namespace whose
+ * init ("fleet-init", root, does nothing but reap) joins the agent's
+ * cgroups, mounts a fresh /proc and private /tmp, /var/tmp and /dev/shm,
+ * and starts the payload with no groups, the agent's uid/gid,
+ * PR_SET_NO_NEW_PRIVS, umask 077, rlimits, exactly the given environment
+ * and no inherited fd but stdin/stdout/stderr. When the payload exits the
+ * init exits, and the kernel kills whatever the payload left behind in the
+ * namespace (double forks included); SIGKILL to the init does the same.
+ *
+ * It is a pure function of the spec: it reads no config, no database and
+ * no global state, so tests drive it directly. Everything the child needs
+ * is prepared before the clone; the child only makes system calls (fleetd
+ * may have threads, so the child may not malloc or take libc locks).
+ */
+#ifndef FLEET_USER_LAUNCH_H
+#define FLEET_USER_LAUNCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The only search path an agent gets. */
+#define USER_LAUNCH_PATH "/usr/local/bin:/usr/bin:/bin"
+
+struct user_launch_spec {
+	uid_t uid;
+	gid_t gid;
+	const char *home;		/* working directory of the payload */
+	const char *const *argv;	/* argv[0] searched in USER_LAUNCH_PATH; NULL: no payload, the init idles until SIGTERM */
+	const char *const *envp;	/* the whole environment (see user_launch_env) */
+	int stdin_fd;			/* -1: /dev/null */
+	int stdout_fd;			/* -1: /dev/null */
+	int stderr_fd;			/* -1: /dev/null */
+	const int *cgroup_fds;		/* cgroup.procs files to join (write "0") */
+	size_t n_cgroup_fds;
+	long rlimit_nproc;		/* 0: leave as is */
+	long rlimit_nofile;		/* 0: leave as is */
+	long tmp_size_mib;		/* size of each private tmpfs; 0: 64 */
+	bool die_with_parent;		/* SIGKILL the sandbox when the launching thread dies */
+};
+
+/* A launched sandbox; the caller owns both fds. */
+struct user_launch_proc {
+	pid_t pid;	/* the init, in the caller's PID namespace */
+	int pidfd;	/* readable once the init exited; it is a clone child: wait with __WALL */
+	int report_fd;	/* read end: struct user_launch_report records, EOF once the init is gone */
+};
+
+enum user_launch_stage {
+	LAUNCH_STAGE_CGROUP, LAUNCH_STAGE_MOUNT, LAUNCH_STAGE_PROC, LAUNCH_STAGE_TMP,
+	LAUNCH_STAGE_RLIMIT, LAUNCH_STAGE_FORK, LAUNCH_STAGE_FDS, LAUNCH_STAGE_GROUPS,
+	LAUNCH_STAGE_GID, LAUNCH_STAGE_UID, LAUNCH_STAGE_NO_NEW_PRIVS, LAUNCH_STAGE_CHDIR,
+	LAUNCH_STAGE_EXEC, LAUNCH_STAGE__COUNT,
+};
+
+/* READY: the sandbox is set up (the payload, if any, is forked); FAILED: it could not be; EXITED: the payload ended. */
+enum user_launch_report_kind { LAUNCH_REPORT_FAILED = 1, LAUNCH_REPORT_EXITED = 2, LAUNCH_REPORT_READY = 3 };
+
+/* What the sandbox tells its launcher, one fixed-size record per write. */
+struct user_launch_report {
+	int32_t kind;	/* enum user_launch_report_kind */
+	int32_t stage;	/* FAILED: enum user_launch_stage */
+	int32_t value;	/* FAILED: errno; EXITED: the payload's wait status */
+};
+
+const char *user_launch_stage_to_string(enum user_launch_stage s);
+
+/*
+ * Build the environment of an agent process: extra (NAME=VALUE entries with
+ * a valid NAME; others are refused with -EINVAL), then HOME, USER, PATH and
+ * FLEET_AGENT, which extra cannot override. NULL-terminated; free with
+ * user_launch_env_free.
+ */
+int user_launch_env(const char *agent, const char *user, const char *home,
+		    const char *const *extra, char ***ret);
+void user_launch_env_free(char **env);
+
+/* Start the sandbox described by spec; -errno if it could not be created. */
+int user_launch(const struct user_launch_spec *spec, struct user_launch_proc *ret);
+
+/*
+ * Fork a bare child as a clone child (no SIGCHLD, so nobody's waitpid(-1)
+ * can steal it) and return its pid, with a pidfd in *pidfd. In the child it
+ * returns 0; the child may only make system calls and must _exit.
+ */
+pid_t user_launch_fork(int *pidfd);
+/* Wait for such a child through its pidfd (blocking unless nohang); 0 and *status, -EAGAIN, -errno. */
+int user_launch_wait(int pidfd, bool nohang, int *status);
+
+/* True when a live (non-zombie) process has uid as its real, effective, saved or fs uid. */
+bool user_launch_uid_alive(uid_t uid);
+/*
+ * Kill every process of uid: a helper with that uid runs kill(-1, SIGKILL),
+ * repeated until /proc shows none. Returns the passes taken (1: there was
+ * nothing to kill), -ETIMEDOUT or -errno.
+ */
+int user_launch_kill_uid(uid_t uid, int timeout_ms);
+
+#endif

@@ -1,0 +1,339 @@
+/*
+ * The launcher on its own, as root: identity, environment, fds, rlimits,
+ * namespaces, private /tmp, cgroup limits, and that killing the sandbox's
+ * init (or its payload exiting) ends every process it started.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "user_launch.h"
+#include "util.h"
+#include "../tap.h"
+
+static uid_t test_uid;
+static char home[64];
+
+struct run {
+	char out[65536], err[8192];
+	struct user_launch_report fail;
+	bool failed, ready;
+	int status;	/* payload's wait status (EXITED), or the init's */
+};
+
+static void skip_all(const char *why)
+{
+	if (getenv("CI") && strcmp(getenv("CI"), "true") == 0) {
+		printf("not ok 1 - prerequisite missing under CI: %s\n1..1\n", why);
+		exit(1);
+	}
+	printf("1..0 # SKIP %s\n", why);
+	exit(0);
+}
+
+static void drain(int *fd, char *buf, size_t cap, size_t *len)
+{
+	ssize_t n = read(*fd, buf + *len, cap - 1 - *len);
+
+	if (n <= 0) {
+		close(*fd);
+		*fd = -1;
+		return;
+	}
+	*len += (size_t)n;
+	buf[*len] = '\0';
+	if (*len >= cap - 1)
+		*len = 0;
+}
+
+/* Collect output and reports until the sandbox is gone. kill_after_ready: SIGKILL the init once READY. */
+static int collect(struct user_launch_proc *p, int out, int err, struct run *res, int sig_after_ready)
+{
+	size_t lo = 0, le = 0, lr = 0;
+	char rbuf[sizeof(struct user_launch_report)];
+	int status = 0;
+	bool exited = false;
+
+	res->out[0] = res->err[0] = '\0';
+	while (out >= 0 || err >= 0 || p->report_fd >= 0) {
+		struct pollfd pf[3] = { { out, POLLIN, 0 }, { err, POLLIN, 0 }, { p->report_fd, POLLIN, 0 } };
+
+		if (poll(pf, 3, 20000) <= 0)
+			return -ETIMEDOUT;
+		if (pf[0].revents)
+			drain(&out, res->out, sizeof(res->out), &lo);
+		if (pf[1].revents)
+			drain(&err, res->err, sizeof(res->err), &le);
+		if (pf[2].revents) {
+			ssize_t n = read(p->report_fd, rbuf + lr, sizeof(rbuf) - lr);
+			if (n <= 0) {
+				close(p->report_fd);
+				p->report_fd = -1;
+			} else if ((lr += (size_t)n) == sizeof(rbuf)) {
+				struct user_launch_report r;
+				memcpy(&r, rbuf, sizeof(r));
+				lr = 0;
+				if (r.kind == LAUNCH_REPORT_READY) {
+					res->ready = true;
+					if (sig_after_ready)
+						syscall(SYS_pidfd_send_signal, p->pidfd, sig_after_ready, NULL, 0);
+				} else if (r.kind == LAUNCH_REPORT_FAILED) {
+					res->failed = true;
+					res->fail = r;
+				} else {
+					exited = true;
+					res->status = r.value;
+				}
+			}
+		}
+	}
+	if (user_launch_wait(p->pidfd, false, &status) < 0)
+		return -ECHILD;
+	close(p->pidfd);
+	if (!exited)
+		res->status = status;
+	return 0;
+}
+
+/* Run argv in a sandbox for test_uid with optional stdin and cgroup; fills res. */
+static int run_(const char *const *argv, const char *const *extra_env, const char *in,
+	       const int *cg_fds, size_t n_cg, struct run *res)
+{
+	char **env = NULL;
+	int o[2], e[2], i[2] = { -1, -1 }, r;
+	struct user_launch_proc p;
+	struct user_launch_spec s = {
+		.uid = test_uid, .gid = test_uid, .home = home, .argv = argv,
+		.rlimit_nproc = 64, .rlimit_nofile = 256, .tmp_size_mib = 16,
+		.cgroup_fds = cg_fds, .n_cgroup_fds = n_cg, .die_with_parent = true,
+	};
+
+	memset(res, 0, sizeof(*res));
+	if ((r = user_launch_env("tester", "fleet-tester", home, extra_env, &env)) < 0)
+		return r;
+	if (pipe2(o, O_CLOEXEC) < 0 || pipe2(e, O_CLOEXEC) < 0 || (in && pipe2(i, O_CLOEXEC) < 0))
+		return -errno;
+	s.envp = (const char *const *)env;
+	s.stdout_fd = o[1];
+	s.stderr_fd = e[1];
+	s.stdin_fd = i[0];
+	r = user_launch(&s, &p);
+	user_launch_env_free(env);
+	close(o[1]);
+	close(e[1]);
+	if (in) {
+		close(i[0]);
+		(void)!write(i[1], in, strlen(in));
+		close(i[1]);
+	}
+	if (r < 0)
+		return r;
+	return collect(&p, o[0], e[0], res, 0);
+}
+
+static int run(const char *const *argv, const char *const *extra_env, const char *in,
+	       const int *cg_fds, size_t n_cg, struct run *res)
+{
+	int r = run_(argv, extra_env, in, cg_fds, n_cg, res);
+
+	if (getenv("TEST_DEBUG"))
+		printf("# r=%d failed=%d stage=%d errno=%d status=%#x err='%s'\n", r, res->failed, res->fail.stage,
+		       res->fail.value, res->status, res->err);
+	return r;
+}
+
+#define SH(...) ((const char *const[]){ "sh", "-c", __VA_ARGS__, NULL })
+
+static bool uid_alive(uid_t uid)
+{
+	return user_launch_uid_alive(uid);
+}
+
+int main(void)
+{
+	const char *extra[] = { "FLEET_RUN=42", "SECRET_TOKEN=s3cr3t", "PATH=/evil", NULL };
+	const char *bad_env[] = { "NOEQUALS", NULL };
+	struct run res;
+	char **env = NULL;
+	char *want;
+
+	signal(SIGPIPE, SIG_IGN);
+	if (geteuid() != 0)
+		skip_all("needs root (setuid, namespaces, cgroups)");
+	for (test_uid = 3999000 + (uid_t)(getpid() % 900); getpwuid(test_uid); test_uid++)
+		;
+	strcpy(home, "/tmp/fleet-launch-XXXXXX");
+	if (!mkdtemp(home) || chown(home, test_uid, test_uid) < 0 || chmod(home, 0700) < 0)
+		skip_all("cannot create a temp home");
+	chmod("/tmp", 01777);
+
+	/* environment building */
+	is_int(user_launch_env("a", "fleet-a", "/h", bad_env, &env), -EINVAL, "env entry without '=' is refused");
+
+	/* identity */
+	is_int(run(SH("id -u; id -g; id -G"), NULL, NULL, NULL, 0, &res), 0, "id runs");
+	want = xasprintf("%u\n%u\n%u\n", test_uid, test_uid, test_uid);
+	is_str(res.out, want, "uid, gid and the only group are the agent's");
+	free(want);
+	ok(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "exit status 0 reported");
+
+	/* environment: exactly the extra entries plus the four fixed ones, which extra cannot override */
+	is_int(run((const char *const[]){ "env", NULL }, extra, NULL, NULL, 0, &res), 0, "env runs");
+	want = xasprintf("FLEET_RUN=42\nSECRET_TOKEN=s3cr3t\nHOME=%s\nUSER=fleet-tester\nPATH=%s\nFLEET_AGENT=tester\n",
+			 home, USER_LAUNCH_PATH);
+	is_str(res.out, want, "clean environment; PATH cannot be overridden");
+	free(want);
+
+	/* process attributes */
+	run(SH("umask; grep NoNewPrivs /proc/self/status; "
+	       "grep -E '^Max (core file size|open files|processes) ' /proc/self/limits | awk '{print $(NF-2)}'; pwd"),
+	    NULL, NULL, NULL, 0, &res);
+	want = xasprintf("0077\nNoNewPrivs:\t1\n0\n64\n256\n%s\n", home);
+	is_str(res.out, want, "umask 077, no_new_privs, core 0, nofile, nproc, cwd = home");
+	free(want);
+
+	{
+		int leak = open("/etc/hostname", O_RDONLY);	/* not CLOEXEC: would leak without the close */
+		run(SH("ls /proc/$$/fd | tr '\\n' ' '; true"), NULL, NULL, NULL, 0, &res);
+		is_str(res.out, "0 1 2 ", "only stdin, stdout and stderr are open");
+		close(leak);
+	}
+
+	/* namespaces */
+	run(SH("echo $$; ls -d /proc/[0-9]* | wc -l"), NULL, NULL, NULL, 0, &res);
+	is_str(res.out, "2\n3\n", "own PID namespace: the payload is pid 2, /proc shows only sh, ls and wc (init hidden)");
+	run(SH("for d in /tmp /var/tmp /dev/shm; do echo $(stat -c '%u %a' $d) $(stat -f -c %T $d); done; "
+	       "ls -A /tmp /var/tmp /dev/shm | tr '\\n' ' '; echo x > /tmp/mark-$$ && echo wrote"),
+	    NULL, NULL, NULL, 0, &res);
+	want = xasprintf("%u 700 tmpfs\n%u 700 tmpfs\n%u 700 tmpfs\n/dev/shm:  /tmp: %s  /var/tmp: wrote\n",
+			 test_uid, test_uid, test_uid, home + 5);
+	is_str(res.out, want, "private, empty /tmp, /var/tmp and /dev/shm owned by the agent");
+	free(want);
+	ok(access("/tmp/mark-2", F_OK) < 0, "a file in the private /tmp is not on the host's /tmp");
+
+	/* stdin */
+	run((const char *const[]){ "cat", NULL }, NULL, "hello\nworld\n", NULL, 0, &res);
+	is_str(res.out, "hello\nworld\n", "stdin reaches the command");
+
+	/* failures are reported, not guessed */
+	run((const char *const[]){ "no-such-command-xyz", NULL }, NULL, NULL, NULL, 0, &res);
+	ok(res.failed && res.fail.stage == LAUNCH_STAGE_EXEC && res.fail.value == ENOENT,
+	   "a missing command is reported as execute: ENOENT");
+	{
+		_cleanup_free_ char *noexec = xasprintf("%s/noexec", home);
+		int fd = open(noexec, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		close(fd);
+		run((const char *const[]){ noexec, NULL }, NULL, NULL, NULL, 0, &res);
+		unlink(noexec);
+	}
+	ok(res.failed && res.fail.value == EACCES, "a non-executable file is reported as EACCES");
+	run(SH("exit 7"), NULL, NULL, NULL, 0, &res);
+	ok(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 7, "exit code 7 is reported");
+	run(SH("kill -SEGV $$"), NULL, NULL, NULL, 0, &res);
+	ok(WIFSIGNALED(res.status) && WTERMSIG(res.status) == SIGSEGV, "death by signal is reported");
+
+	/* everything dies with the sandbox */
+	run(SH("(setsid sleep 1000 &); (sleep 1000 &); echo started"), NULL, NULL, NULL, 0, &res);
+	is_str(res.out, "started\n", "double-forking command returned");
+	ok(!uid_alive(test_uid), "its double-forked children died with it");
+
+	{
+		int o[2], st;
+		char **e2 = NULL;
+		struct user_launch_proc p;
+		struct user_launch_spec s = { .uid = test_uid, .gid = test_uid, .home = home,
+			.argv = SH("(sleep 1000 &); sleep 1000 & sleep 1000"), .stdin_fd = -1, .stderr_fd = -1 };
+
+		user_launch_env("tester", "fleet-tester", home, NULL, &e2);
+		s.envp = (const char *const *)e2;
+		(void)!pipe2(o, O_CLOEXEC);
+		s.stdout_fd = o[1];
+		is_int(user_launch(&s, &p), 0, "launch a long-running tree");
+		close(o[1]);
+		user_launch_env_free(e2);
+		collect(&p, o[0], -1, &res, SIGKILL);
+		ok(res.ready && WIFSIGNALED(res.status) && WTERMSIG(res.status) == SIGKILL, "SIGKILL to the init ends it");
+		ok(!uid_alive(test_uid), "and every process of the tree, double forks included");
+		(void)st;
+	}
+	{
+		int o[2];
+		char **e2 = NULL;
+		struct user_launch_proc p;
+		struct user_launch_spec s = { .uid = test_uid, .gid = test_uid, .home = home,
+			.argv = SH("trap 'echo got-term; exit 3' TERM; echo up; while :; do sleep 0.05; done"),
+			.stdin_fd = -1, .stderr_fd = -1 };
+
+		user_launch_env("tester", "fleet-tester", home, NULL, &e2);
+		s.envp = (const char *const *)e2;
+		(void)!pipe2(o, O_CLOEXEC);
+		s.stdout_fd = o[1];
+		user_launch(&s, &p);
+		close(o[1]);
+		user_launch_env_free(e2);
+		usleep(200000);
+		collect(&p, o[0], -1, &res, SIGTERM);
+		ok(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 3, "SIGTERM to the init reaches the command");
+		ok(strstr(res.out, "got-term") != NULL, "the command's trap ran");
+	}
+	{
+		char **e2 = NULL;
+		struct user_launch_proc p;
+		struct user_launch_spec s = { .uid = test_uid, .gid = test_uid, .home = home,
+			.stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1 };
+
+		user_launch_env("tester", "fleet-tester", home, NULL, &e2);
+		s.envp = (const char *const *)e2;
+		is_int(user_launch(&s, &p), 0, "launch an idle sandbox (no payload)");
+		user_launch_env_free(e2);
+		collect(&p, -1, -1, &res, SIGTERM);
+		ok(res.ready && WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "it reports READY and ends cleanly on SIGTERM");
+	}
+
+	/* cgroup limits */
+	{
+		struct cgroup_host *h = NULL;
+		struct cgroup_limits lim = { .memory_bytes = 64ull << 20, .pids_max = 20, .cpus = 1 };
+		_cleanup_free_ char *cgname = xasprintf("launchtest-%d", (int)getpid()), *why = NULL;
+		int fds[8], n;
+
+		cgroup_host_detect(&h);
+		if (!cgroup_host_usable(h) || !cgroup_host_has(h, "memory") || !cgroup_host_has(h, "pids")) {
+			ok(getenv("CI") == NULL || strcmp(getenv("CI"), "true") != 0, "cgroups with memory and pids present # SKIP not on this host");
+		} else {
+			_cleanup_free_ char *desc = cgroup_host_describe(h);
+			printf("# cgroups: %s\n", desc);
+			is_int(cgroup_create(h, cgname, &lim, &why), 0, "create a cgroup with limits");
+			is_int(cgroup_create(h, cgname, &lim, &why), -EEXIST, "creating it twice is -EEXIST");
+			n = cgroup_open_join_fds(h, cgname, fds, 8);
+			ok(n > 0, "open its cgroup.procs files");
+			run(SH("grep -c /fleet/launchtest /proc/self/cgroup"), NULL, NULL, fds, (size_t)n, &res);
+			ok(atoi(res.out) >= 1, "the payload is in the agent's cgroup");
+			run((const char *const[]){ "perl", "-e", "my $n = 0; for (1..40) { my $p = fork; last unless defined $p; "
+				"if (!$p) { sleep 5; exit } $n++ } print qq($n\\n)", NULL }, NULL, NULL, fds, (size_t)n, &res);
+			ok(atoi(res.out) > 0 && atoi(res.out) < 20, "pids.max 20 caps a fork loop (%d forks succeeded)", atoi(res.out));
+			run((const char *const[]){ "tail", "/dev/zero", NULL }, NULL, NULL, fds, (size_t)n, &res);
+			ok(WIFSIGNALED(res.status) && WTERMSIG(res.status) == SIGKILL, "a memory hog is OOM-killed at the limit");
+			run(SH("sleep 1000 & sleep 1000 & echo bg"), NULL, NULL, NULL, 0, &res);
+			is_int(cgroup_count(h, cgname), 0, "nothing left in the cgroup");
+			for (int i = 0; i < n; i++)
+				close(fds[i]);
+			is_int(cgroup_remove(h, cgname), 0, "remove the cgroup");
+			ok(!cgroup_exists(h, cgname), "it is gone");
+		}
+		cgroup_host_free(h);
+	}
+
+	(void)user_launch_kill_uid(test_uid, 2000);
+	rmdir(home);
+	return tap_done();
+}

@@ -12,7 +12,14 @@
  *    returns 0, so neither can be used to sleep until a host connects; the
  *    port does send SIGIO (with O_ASYNC) when the host connection state
  *    changes, so we block SIGIO and sleep in sigtimedwait() instead;
- *  - POLLOUT is set only while a host is connected.
+ *  - POLLOUT is set only while a host is connected;
+ *  - a host's data and the notice that it connected travel on different
+ *    virtqueues, so the first bytes of a connection can be readable while
+ *    the port still says POLLHUP, and the notice that the previous host left
+ *    can arrive after the next host's first bytes. Readable data therefore
+ *    always wins over POLLHUP, and bytes are never thrown away: discarding
+ *    "stale" bytes threw away the next client's banner and hung its
+ *    handshake (seen as reconnects that failed for 20-90 s).
  * sshd is connected only after the host's first bytes arrive: an SSH server
  * talks first, and a banner written before anyone listens would be lost.
  */
@@ -40,6 +47,7 @@
 #define CONNECT_WAIT_MS 10000 /* sshd may be (re)starting */
 #define HANGUP_WAIT_MS 10000  /* after sshd closed, wait this long for the host */
 #define SIGIO_NAP_MS 2000     /* safety net: recheck the port even without SIGIO */
+#define OPEN_GRACE_MS 5000    /* data came, but the host's "connected" notice lags */
 #define BUF_SIZE 65536
 
 enum session_end { HOST_CLOSED, TCP_CLOSED };
@@ -142,13 +150,12 @@ static int open_port(const char *name)
     }
 }
 
-/* Throw away bytes a host left behind when it went away. */
-static void discard_pending(int fd)
+/* Sleep up to ms for SIGIO (a change of the host's connection state). */
+static void nap_for_sigio(const sigset_t *sigio, int ms)
 {
-    char scratch[4096];
+    struct timespec nap = { ms / 1000, (long)(ms % 1000) * 1000000L };
 
-    while (read(fd, scratch, sizeof(scratch)) > 0)
-        ;
+    (void)sigtimedwait(sigio, NULL, &nap);
 }
 
 /* Sleep until a host connects and sends its first bytes. */
@@ -167,16 +174,13 @@ static int wait_host_data(int fd, const sigset_t *sigio)
             return -EBADF;
         if (p.revents & POLLERR)
             return -EIO; /* the port was unplugged */
+        if (p.revents & POLLIN)
+            return 0;    /* a host's bytes, even if its "connected" notice lags */
         if (p.revents & POLLHUP) {
             /* No host: poll cannot sleep here, SIGIO tells us of a connect. */
-            struct timespec nap = { SIGIO_NAP_MS / 1000, 0 };
-            discard_pending(fd);
-            if (sigtimedwait(sigio, NULL, &nap) < 0 && errno != EAGAIN && errno != EINTR)
-                return -errno;
+            nap_for_sigio(sigio, SIGIO_NAP_MS);
             continue;
         }
-        if (p.revents & POLLIN)
-            return 0;
     }
 }
 
@@ -199,10 +203,8 @@ static void wait_host_hangup(int fd)
         n = poll(&p, 1, (int)left);
         if (n < 0 && errno != EINTR)
             return;
-        if (n > 0) {
-            discard_pending(fd);
+        if (n > 0)
             return;
-        }
     }
 }
 
@@ -263,10 +265,11 @@ static int flush_some(int fd, struct buf *b)
 
 /* Copy bytes both ways until one side closes. Buffered, so a slow reader on
  * one side never blocks the other direction. */
-static enum session_end relay_session(int port_fd, int tcp)
+static enum session_end relay_session(int port_fd, int tcp, const sigset_t *sigio)
 {
     static struct buf to_tcp, to_port;
-    int tcp_eof = 0, tcp_dead = 0;
+    int tcp_eof = 0, tcp_dead = 0, seen_connected = 0;
+    int64_t hup_since = 0;
 
     to_tcp.off = to_tcp.len = to_port.off = to_port.len = 0;
     for (;;) {
@@ -290,6 +293,10 @@ static enum session_end relay_session(int port_fd, int tcp)
             return HOST_CLOSED;
         }
 
+        if (!(p[0].revents & POLLHUP)) {
+            seen_connected = 1;
+            hup_since = 0;
+        }
         if ((p[1].revents & POLLOUT) && flush_some(tcp, &to_tcp) < 0)
             tcp_dead = 1;
         if ((p[0].revents & POLLOUT) && flush_some(port_fd, &to_port) < 0)
@@ -301,8 +308,19 @@ static enum session_end relay_session(int port_fd, int tcp)
                 return HOST_CLOSED;
             if (n > 0)
                 to_tcp.len = (size_t)n;
-        } else if (p[0].revents & (POLLHUP | POLLERR)) {
+        } else if (p[0].revents & POLLERR) {
             return HOST_CLOSED;
+        } else if (p[0].revents & POLLHUP) {
+            /* Before the host's "connected" notice, POLLHUP is the lag, not a hang-up. */
+            int64_t now = now_ms();
+            if (seen_connected)
+                return HOST_CLOSED;
+            if (!hup_since)
+                hup_since = now;
+            if (now - hup_since > OPEN_GRACE_MS)
+                return HOST_CLOSED;
+            if (!(p[1].revents & (POLLIN | POLLOUT)))
+                nap_for_sigio(sigio, 20); /* POLLHUP makes poll return at once */
         }
 
         if (p[1].revents & POLLIN) {
@@ -354,13 +372,9 @@ int relay_run(const char *port_name, const char *host, int port)
             wait_host_hangup(fd);
             continue;
         }
-        if (relay_session(fd, tcp) == TCP_CLOSED) {
-            close(tcp);
+        if (relay_session(fd, tcp, &sigio) == TCP_CLOSED)
             wait_host_hangup(fd);
-        } else {
-            close(tcp);
-            discard_pending(fd);
-        }
+        close(tcp);
     }
 
 out:

@@ -39,6 +39,16 @@ void agent_free(struct agent *a)
 	free(a);
 }
 
+struct agent *agent_copy(const struct agent *a)
+{
+	struct agent *c = xmalloc(sizeof(*c));
+
+	*c = *a;
+	c->name = a->name ? xstrdup(a->name) : NULL;
+	c->command = a->command ? xstrdup(a->command) : NULL;
+	return c;
+}
+
 const char *backend_kind_to_string(enum backend_kind k)
 {
 	return (unsigned)k < BACKEND__COUNT ? backend_names[k] : "unknown";

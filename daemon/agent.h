@@ -53,6 +53,8 @@ struct agent {
 #define AGENT_COMMAND_MAX 4096
 
 void agent_free(struct agent *a);
+/* A deep copy. */
+struct agent *agent_copy(const struct agent *a);
 static inline void agent_freep(struct agent **a) { agent_free(*a); }
 
 const char *backend_kind_to_string(enum backend_kind k);

@@ -41,6 +41,7 @@
 #define RESTART_LIMIT 5			/* automatic restarts ... */
 #define RESTART_WINDOW_S 600		/* ... per this many seconds, then the agent is 'bad' */
 #define AGENTD_IN_GUEST "/usr/bin/agentd"
+#define KVM_WATCHDOG_S 20		/* a KVM guest that prints no kernel line by then: KVM does not work here */
 
 struct vm;
 
@@ -59,6 +60,8 @@ struct vm {
 	size_t nwaiters;
 	struct event *connect_timer;
 	long long boot_deadline;
+	long long started_at;		/* when we last started the domain (0: not by us) */
+	struct agent *boot_agent;	/* copy, to redefine the domain if KVM turns out not to work */
 	/* stop: waiting for the guest to power off */
 	bool stopping;			/* fleet asked it to stop: not a crash */
 	struct waiter stop_waiter;
@@ -76,6 +79,7 @@ struct vm_backend {
 	char *state_dir;
 	char *image_dir;
 	const char *domain_type;	/* "kvm" or "qemu" */
+	bool kvm_proven;		/* a KVM guest printed its kernel banner */
 	struct vm *vms;
 };
 
@@ -163,6 +167,7 @@ static void vm_free(struct vm *v)
 		event_free(v->connect_timer);
 	if (v->stop_timer)
 		event_free(v->stop_timer);
+	agent_free(v->boot_agent);
 	free(v->name);
 	free(v);
 }
@@ -188,6 +193,8 @@ static void session_ready(void *userdata)
 	struct vm *v = userdata;
 
 	v->ready = true;
+	if (strcmp(v->b->domain_type, "kvm") == 0)
+		v->b->kvm_proven = true;
 	log_info("agent '%s': control channel ready", v->name);
 	waiters_finish(v, 0, NULL);
 }
@@ -247,10 +254,15 @@ static int session_start(struct vm *v, int timeout_s, char **why)
 	return ssh_session_new(b->f->base, fd, &cfg, &cb, &v->ssh, why);
 }
 
+static bool kvm_watchdog(struct vm *v);
+
 static void on_connect_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct vm *v = arg;
 	_cleanup_free_ char *why = NULL;
+
+	if (kvm_watchdog(v))
+		return;
 
 	if (v->ready) {
 		waiters_finish(v, 0, NULL);
@@ -407,7 +419,7 @@ static char *domain_xml(struct vm_backend *b, const struct agent *a)
 		"    <type arch='x86_64' machine='pc'>hvm</type>\n"
 		"    <kernel>%s</kernel>\n"
 		"    <initrd>%s</initrd>\n"
-		"    <cmdline>console=ttyS0 root=/dev/vda rw quiet</cmdline>\n"
+		"    <cmdline>console=ttyS0 root=/dev/vda rw</cmdline>\n"
 		"  </os>\n"
 		"  <features><acpi/></features>\n"
 		"  <on_poweroff>destroy</on_poweroff>\n"
@@ -570,6 +582,77 @@ static int vm_destroy(struct fleetd *f, const struct agent *a, bool force, char 
 	return 0;
 }
 
+/* --- KVM that exists but does not run guests ---------------------------------------- */
+
+static char *virt_type_file(struct vm_backend *b)
+{
+	return xasprintf("%s/vms/virt-type", b->state_dir);
+}
+
+static bool console_has_kernel_banner(struct vm_backend *b, const char *agent)
+{
+	_cleanup_free_ char *path = vm_path(b, agent, "console.log");
+	_cleanup_fclose_ FILE *f = fopen(path, "re");
+	char line[512];
+
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, "Linux version"))
+			return true;
+	return false;
+}
+
+/*
+ * /dev/kvm can answer its ioctls and still not run a guest (seen with nested
+ * virtualization: the kernel never leaves its decompressor). When the first
+ * KVM guest prints no kernel banner within KVM_WATCHDOG_S, switch this host
+ * to TCG for good (remembered in vms/virt-type), redefine the domain and
+ * boot it again. Returns true when it took over the boot.
+ */
+static bool kvm_watchdog(struct vm *v)
+{
+	struct vm_backend *b = v->b;
+	_cleanup_free_ char *dom = domain_name(v->name), *why = NULL, *xml = NULL, *file = NULL;
+
+	if (strcmp(b->domain_type, "kvm") != 0 || b->kvm_proven || !v->started_at || !v->boot_agent ||
+	    now_usec() - v->started_at < KVM_WATCHDOG_S * 1000000LL)
+		return false;
+	if (console_has_kernel_banner(b, v->name)) {
+		b->kvm_proven = true;
+		return false;
+	}
+	log_warning("vm backend: agent '%s' printed no kernel line %d s after a KVM start: KVM does not run "
+		    "guests on this host; switching to TCG (domain type qemu)", v->name, KVM_WATCHDOG_S);
+	b->domain_type = "qemu";
+	file = virt_type_file(b);
+	if (write_text(file, "qemu\n", 0644) < 0)
+		log_warning("vm backend: cannot remember the switch in %s", file);
+	vm_drop_session(v);
+	(void)virt_domain_destroy(b->virt, dom, NULL);
+	xml = domain_xml(b, v->boot_agent);
+	if (virt_domain_define(b->virt, xml, &why) < 0 || virt_domain_start(b->virt, dom, &why) < 0) {
+		waiters_finish(v, -EIO, why ? why : "cannot boot the guest under TCG");
+		return true;
+	}
+	v->started_at = now_usec();
+	v->boot_deadline = now_usec() + BOOT_TIMEOUT_S * 1000000LL;
+	schedule_connect(v);
+	return true;
+}
+
+/* A domain defined as kvm before the host was switched to TCG is redefined before it boots. */
+static int ensure_domain_type(struct vm_backend *b, const struct agent *a, char **why)
+{
+	_cleanup_free_ char *dom = domain_name(a->name), *cur = NULL, *xml = NULL, *want = NULL;
+
+	if (strcmp(b->domain_type, "qemu") != 0 || virt_domain_xml(b->virt, dom, &cur) < 0)
+		return 0;
+	if (!strstr(cur, "<domain type='kvm'"))
+		return 0;
+	xml = domain_xml(b, a);
+	log_info("agent '%s': redefining domain %s for TCG", a->name, dom);
+	return virt_domain_define(b->virt, xml, why);
+}
+
 /* --- lifecycle ------------------------------------------------------------------ */
 
 static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn done, void *userdata, char **why)
@@ -590,8 +673,11 @@ static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn don
 		vm_drop_session(v);
 		if (st != VIRT_OFF)
 			(void)virt_domain_destroy(b->virt, dom, NULL);
-		if ((r = virt_domain_start(b->virt, dom, why)) < 0)
+		if ((r = ensure_domain_type(b, a, why)) < 0 || (r = virt_domain_start(b->virt, dom, why)) < 0)
 			return r;
+		v->started_at = now_usec();
+		agent_free(v->boot_agent);
+		v->boot_agent = agent_copy(a);
 		log_info("agent '%s': domain %s started; waiting for its control channel", a->name, dom);
 	}
 	v->stopping = false;
@@ -935,6 +1021,11 @@ static int vm_init(struct fleetd *f, char **why)
 	b->state_dir = xstrdup(config_get(&f->cfg, CFG_STATE_DIR));
 	b->image_dir = *image_dir ? xstrdup(image_dir) : xasprintf("%s/images", b->state_dir);
 	b->domain_type = pick_domain_type();
+	{
+		_cleanup_free_ char *file = virt_type_file(b), *remembered = NULL;
+		if (read_file(file, &remembered) == 0 && strcmp(remembered, "qemu") == 0)
+			b->domain_type = "qemu";	/* an earlier run found KVM unusable */
+	}
 	vms = xasprintf("%s/vms", b->state_dir);
 	keys = xasprintf("%s/keys", b->state_dir);
 	if ((r = mkdir_p(vms, 0711)) < 0 || (r = mkdir_p(keys, 0700)) < 0) {

@@ -365,7 +365,7 @@ busy() {
     for p in /proc/[0-9]*; do
         [ "${p#/proc/}" = 1 ] && continue
         x=
-        read -r x < "$p/cmdline" 2>/dev/null
+        { read -r x < "$p/cmdline"; } 2>/dev/null   # it may just have exited
         [ -n "$x" ] && return 0
     done
     return 1

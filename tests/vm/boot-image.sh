@@ -262,15 +262,35 @@ diag "channel socket: $(stat -c '%A %U:%G' "$SOCK" 2>/dev/null || echo missing),
 
 # ---------------------------------------------------------------- SSH helpers
 # gssh [-k KNOWN] USER CMD...: SSH into the guest over the channel socket.
+# A connection whose banner never comes is retried (up to 3 tries, counted in
+# RETRIES): right after a previous connection closed, the guest sometimes keeps
+# seeing the host as disconnected (see images/README.md, "Pitfalls").
+RETRIES=0
 gssh() {
-    local known=$T/known_hosts
+    local known=$T/known_hosts try rc
     if [ "$1" = -k ]; then known=$2; shift 2; fi
     local user=$1
     shift
+    for try in 1 2 3; do
+        _gssh "$known" "$user" "$@" 2>"$T/ssh.err"
+        rc=$?
+        if [ $rc = 255 ] && grep -q 'banner exchange' "$T/ssh.err" && [ -z "${GSSH_NORETRY:-}" ]; then
+            RETRIES=$((RETRIES + 1))
+            continue
+        fi
+        cat "$T/ssh.err" >&2
+        return $rc
+    done
+    cat "$T/ssh.err" >&2
+    return $rc
+}
+_gssh() {
+    local known=$1 user=$2
+    shift 2
     timeout 60 ssh -F /dev/null -i "$T/id_ed25519" -o IdentitiesOnly=yes -o BatchMode=yes \
         -o "ProxyCommand=socat - UNIX-CONNECT:$SOCK" \
         -o StrictHostKeyChecking=yes -o "UserKnownHostsFile=$known" -o GlobalKnownHostsFile=/dev/null \
-        -o ConnectTimeout="${GSSH_TIMEOUT:-10}" -o ServerAliveInterval=5 -o ServerAliveCountMax=3 -o LogLevel=ERROR \
+        -o ConnectTimeout="${GSSH_TIMEOUT:-6}" -o ServerAliveInterval=5 -o ServerAliveCountMax=3 -o LogLevel=ERROR \
         "$user@guest" "$@"
 }
 
@@ -281,7 +301,7 @@ wait_ssh() {
     while [ $((SECONDS - t0)) -lt "$limit" ]; do
         # A long banner timeout: bytes sent before the guest is up wait in
         # the socket, so one attempt can span the whole boot.
-        id=$(GSSH_TIMEOUT=30 gssh agent cat /proc/sys/kernel/random/boot_id 2>/dev/null </dev/null)
+        id=$(GSSH_NORETRY=1 GSSH_TIMEOUT=30 gssh agent cat /proc/sys/kernel/random/boot_id 2>/dev/null </dev/null)
         if [ -n "$id" ] && [ "$id" != "$not" ]; then
             echo "$id"
             return 0
@@ -386,5 +406,6 @@ check "files under /home/agent survive shutdown and destroy+start" destroy_start
 gssh root poweroff </dev/null >/dev/null 2>&1
 check "root's poweroff inside the guest shuts the domain off" wait_state "shut off" 60
 
+diag "SSH connections retried after a lost banner: $RETRIES"
 [ $FAILED -eq 0 ] || console_tail 15
 exit $((FAILED > 0))

@@ -1,0 +1,1074 @@
+/*
+ * ssh against a real dropbear: one `dropbear -i` (inetd mode) per
+ * connection, started on the accepted end of a Unix socket the test
+ * connects to the way fleetd connects a guest's virtio-serial socket. Like
+ * the guest's relay, it starts only once the client sent its first bytes.
+ *
+ * dropbear runs as root in a private mount namespace where a copy of
+ * /etc/passwd with one extra user (a free uid, home in the temp dir) is
+ * bind-mounted, so nothing outside the temp dir is touched. Commands run
+ * as that user; cleanup kills, by pid, every dropbear this test started
+ * and every process left with the test's uid, and removes the temp dir.
+ * Needs root and dropbear; skips without them (fails under CI=true).
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <sys/ioctl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "ssh.h"
+#include "util.h"
+#include "../tap.h"
+
+#define DROPBEAR "/usr/sbin/dropbear"
+#define USER "fleet-ssh-test"
+
+static char tmpdir[] = "/tmp/fleet-ssh-test.XXXXXX";
+static bool have_tmpdir;
+static uid_t test_uid;
+static pid_t guests[64];
+static int n_guests;
+static struct event_base *base;
+static char *client_key, *client_pub, *host_key, *host_fp, *other_fp, *stranger_key, *passwd_copy;
+static const char *const dev_nodes[] = { "null", "zero", "full", "random", "urandom" };
+static int log_sock = -1;
+static char *log_buf;
+static size_t log_len;
+
+/* --- cleanup ------------------------------------------------------------------ */
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+/* Kill, by pid, every live process owned by the test uid (only this test uses it). */
+static int kill_test_uid(bool dry_run, const char *comm_want)
+{
+	DIR *d;
+	struct dirent *de;
+	int n = 0;
+
+	if (!test_uid || !(d = opendir("/proc")))
+		return 0;
+	while ((de = readdir(d))) {
+		char path[300], line[256], comm[64] = "";
+		unsigned uid = (unsigned)-1;
+		char state = '?';
+		FILE *f;
+		pid_t pid = (pid_t)atoi(de->d_name);
+
+		if (pid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+		if (!(f = fopen(path, "r")))
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			if (strncmp(line, "Name:", 5) == 0)
+				sscanf(line + 5, "%63s", comm);
+			else if (strncmp(line, "State:", 6) == 0)
+				sscanf(line + 6, " %c", &state);
+			else if (strncmp(line, "Uid:", 4) == 0)
+				sscanf(line + 4, "%u", &uid);
+		}
+		fclose(f);
+		if (uid != test_uid || state == 'Z' || (comm_want && strcmp(comm, comm_want) != 0))
+			continue;
+		n++;
+		if (!dry_run)
+			kill(pid, SIGKILL);
+	}
+	closedir(d);
+	return n;
+}
+
+static void cleanup(void)
+{
+	for (int i = 0; i < n_guests; i++) {
+		kill(guests[i], SIGKILL);
+		waitpid(guests[i], NULL, 0);
+	}
+	n_guests = 0;
+	/* SIGKILL is not instant: wait (up to 2 s) until they are gone */
+	for (int i = 0; i < 200 && kill_test_uid(false, NULL) > 0; i++)
+		usleep(10000);
+	if (have_tmpdir)
+		nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	have_tmpdir = false;
+}
+
+static void dump_log(void);
+
+static void on_signal(int sig)
+{
+	printf("# killed by signal %d (watchdog?)\n", sig);
+	dump_log();
+	cleanup();
+	_exit(1);
+}
+
+static _noreturn_ void skip_all(const char *why)
+{
+	const char *ci = getenv("CI");
+
+	if (ci && strcmp(ci, "true") == 0) {
+		printf("not ok 1 - prerequisite missing under CI: %s\n1..1\n", why);
+		exit(1);
+	}
+	printf("1..0 # SKIP %s\n", why);
+	exit(0);
+}
+
+/* --- setup ---------------------------------------------------------------------- */
+
+static char *tmp_path(const char *name)
+{
+	return xasprintf("%s/%s", tmpdir, name);
+}
+
+static int write_text(const char *path, const char *text, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	r = write_all(fd, text, strlen(text));
+	close(fd);
+	return r;
+}
+
+/* Output of a command (first 4 KiB), or NULL. */
+static char *capture(const char *cmd)
+{
+	FILE *p = popen(cmd, "r");
+	char *buf = xcalloc(1, 4096);
+
+	if (!p) {
+		free(buf);
+		return NULL;
+	}
+	fread(buf, 1, 4095, p);
+	if (pclose(p) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static bool can_unshare_mount(void)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid == 0)
+		_exit(unshare(CLONE_NEWNS | CLONE_NEWNET) == 0 ? 0 : 1);
+	return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static void setup(void)
+{
+	_cleanup_free_ char *passwd = NULL, *home = NULL, *sshdir = NULL, *auth = NULL, *line = NULL;
+	_cleanup_free_ char *other = NULL, *stranger_pub = NULL, *auth_text = NULL;
+	FILE *f;
+	char buf[4096];
+	size_t n, len = 0;
+
+	if (geteuid() != 0)
+		skip_all("needs root (dropbear must switch to the test user)");
+	if (access(DROPBEAR, X_OK) != 0)
+		skip_all("dropbear not installed (apt-get install dropbear-bin)");
+	if (getpwnam(USER))
+		skip_all("a user named " USER " already exists");
+	if (!can_unshare_mount())
+		skip_all("cannot create mount and network namespaces");
+	for (uid_t u = 60500; u < 61000 && !test_uid; u++)
+		if (!getpwuid(u) && !getgrgid(u))
+			test_uid = u;
+	if (!test_uid)
+		skip_all("no free uid in 60500..60999");
+
+	if (!mkdtemp(tmpdir))
+		skip_all("mkdtemp failed");
+	have_tmpdir = true;
+	chmod(tmpdir, 0755);	/* the test user must reach its home inside */
+
+	client_key = tmp_path("client_key");
+	host_key = tmp_path("host_key");
+	stranger_key = tmp_path("stranger_key");
+	other = tmp_path("other_host_key");
+	if (ssh_keygen(client_key, SSH_KEY_OPENSSH, "fleetd@test", &client_pub, NULL) < 0 ||
+	    ssh_keygen(host_key, SSH_KEY_DROPBEAR, "", NULL, &host_fp) < 0 ||
+	    ssh_keygen(other, SSH_KEY_DROPBEAR, "", NULL, &other_fp) < 0 ||
+	    ssh_keygen(stranger_key, SSH_KEY_OPENSSH, "", &stranger_pub, NULL) < 0) {
+		cleanup();
+		skip_all("ssh_keygen failed");
+	}
+
+	/* /etc/passwd plus the test user, for dropbear's mount namespace only */
+	f = fopen("/etc/passwd", "r");
+	if (!f) {
+		cleanup();
+		skip_all("cannot read /etc/passwd");
+	}
+	passwd = xstrdup("");
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+		passwd = xrealloc(passwd, len + n + 1);
+		memcpy(passwd + len, buf, n);
+		len += n;
+		passwd[len] = '\0';
+	}
+	fclose(f);
+	home = tmp_path("home");
+	line = xasprintf("%s%s" USER ":x:%u:%u::%s:/bin/sh\n", passwd, len && passwd[len - 1] != '\n' ? "\n" : "",
+			 (unsigned)test_uid, (unsigned)test_uid, home);
+	passwd_copy = tmp_path("passwd");
+	sshdir = xasprintf("%s/.ssh", home);
+	auth_text = xasprintf("%s\n", client_pub);
+	auth = xasprintf("%s/authorized_keys", sshdir);
+	{
+		_cleanup_free_ char *devdir = tmp_path("dev"), *logpath = tmp_path("dev/log");
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+		mkdir(devdir, 0755);
+		for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
+			_cleanup_free_ char *p = xasprintf("%s/%s", devdir, dev_nodes[i]);
+			write_text(p, "", 0644);
+		}
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", logpath);
+		log_sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (log_sock < 0 || bind(log_sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			cleanup();
+			skip_all("cannot make a syslog socket");
+		}
+		chmod(logpath, 0666);
+	}
+	if (write_text(passwd_copy, line, 0644) < 0 || mkdir(home, 0700) < 0 || mkdir(sshdir, 0700) < 0 ||
+	    write_text(auth, auth_text, 0600) < 0 || chown(home, test_uid, test_uid) < 0 || chown(sshdir, test_uid, test_uid) < 0 ||
+	    chown(auth, test_uid, test_uid) < 0) {
+		cleanup();
+		skip_all("cannot prepare the test user's home");
+	}
+}
+
+/* Bring up lo in the test's own network namespace. */
+static int lo_up(void)
+{
+	struct ifreq ifr = { 0 };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int r = -1;
+
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (fd >= 0 && ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
+		ifr.ifr_flags |= IFF_UP;
+		r = ioctl(fd, SIOCSIFFLAGS, &ifr);
+	}
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+struct pipe_buf {
+	char data[65536];
+	size_t off, len;
+};
+
+/* Copy both ways, buffered per direction like agentd's relay, until either side closes. */
+static void relay(int a, int b)
+{
+	static struct pipe_buf ab, ba;
+	bool a_eof = false, b_eof = false;
+
+	fcntl(a, F_SETFL, O_NONBLOCK);
+	fcntl(b, F_SETFL, O_NONBLOCK);
+	while (!(a_eof && ab.len == 0) && !(b_eof && ba.len == 0)) {
+		struct pollfd p[2] = {
+			{ a, (short)((!a_eof && ab.len == 0 ? POLLIN : 0) | (ba.len ? POLLOUT : 0)), 0 },
+			{ b, (short)((!b_eof && ba.len == 0 ? POLLIN : 0) | (ab.len ? POLLOUT : 0)), 0 },
+		};
+		struct { int from, to; struct pipe_buf *buf; bool *eof; short rev_from, rev_to; } d[2] = {
+			{ a, b, &ab, &a_eof, 0, 0 }, { b, a, &ba, &b_eof, 0, 0 },
+		};
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		d[0].rev_from = p[0].revents, d[0].rev_to = p[1].revents;
+		d[1].rev_from = p[1].revents, d[1].rev_to = p[0].revents;
+		for (int i = 0; i < 2; i++) {
+			if (d[i].buf->len && (d[i].rev_to & (POLLOUT | POLLERR | POLLHUP))) {
+				ssize_t n = write(d[i].to, d[i].buf->data + d[i].buf->off, d[i].buf->len - d[i].buf->off);
+				if (n < 0 && errno != EAGAIN && errno != EINTR)
+					return;
+				if (n > 0 && (d[i].buf->off += (size_t)n) == d[i].buf->len)
+					d[i].buf->off = d[i].buf->len = 0;
+			}
+			if (!*d[i].eof && d[i].buf->len == 0 && (d[i].rev_from & (POLLIN | POLLHUP | POLLERR))) {
+				ssize_t n = read(d[i].from, d[i].buf->data, sizeof(d[i].buf->data));
+				if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+					*d[i].eof = true;
+				else if (n > 0)
+					d[i].buf->len = (size_t)n;
+			}
+		}
+	}
+}
+
+/*
+ * A stand-in guest on the far end of a Unix socket the test connects to, as
+ * fleetd connects to QEMU's end of the virtio-serial channel: in its own
+ * mount and network namespaces, a relay (like agentd's) that, once the
+ * host's first bytes came, connects to a `dropbear -i` on the namespace's
+ * 127.0.0.1:22 (dropbear cannot run a command on a Unix socket: it needs an
+ * IP peer for SSH_CONNECTION). Returns the client fd; *pid_ret is the relay.
+ */
+static int start_guest(pid_t *pid_ret)
+{
+	_cleanup_free_ char *sock = tmp_path("guest.sock"), *devdir = tmp_path("dev");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int lfd, cfd, afd;
+	pid_t pid;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	unlink(sock);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 1) < 0)
+		return -1;
+	cfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (cfd < 0 || connect(cfd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return -1;
+	afd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	close(lfd);
+	unlink(sock);
+	if (afd < 0)
+		return -1;
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = htons(22),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		struct pollfd p = { .fd = afd, .events = POLLIN };
+		int tl, tc, ts, one = 1;
+		pid_t db;
+
+		close(cfd);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (unshare(CLONE_NEWNS | CLONE_NEWNET) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+		    mount(passwd_copy, "/etc/passwd", NULL, MS_BIND, NULL) < 0)
+			_exit(120);
+		/* a /dev of the usual nodes plus our syslog socket, for dropbear's log */
+		for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
+			char host[64], mine[PATH_MAX];
+
+			snprintf(host, sizeof(host), "/dev/%s", dev_nodes[i]);
+			snprintf(mine, sizeof(mine), "%s/dev/%s", tmpdir, dev_nodes[i]);
+			if (mount(host, mine, NULL, MS_BIND, NULL) < 0)
+				_exit(122);
+		}
+		if (mount(devdir, "/dev", NULL, MS_BIND | MS_REC, NULL) < 0 || lo_up() < 0)
+			_exit(123);
+		tl = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		setsockopt(tl, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (tl < 0 || bind(tl, (struct sockaddr *)&in, sizeof(in)) < 0 || listen(tl, 1) < 0)
+			_exit(124);
+		/* the guest relay reaches sshd only after the host's first bytes */
+		if (poll(&p, 1, 30000) != 1)
+			_exit(121);
+		tc = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (tc < 0 || connect(tc, (struct sockaddr *)&in, sizeof(in)) < 0)
+			_exit(125);
+		setsockopt(tc, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		ts = accept4(tl, NULL, NULL, 0);
+		close(tl);
+		if (ts < 0)
+			_exit(126);
+		setsockopt(ts, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));	/* as dropbear does when it listens itself */
+		db = fork();
+		if (db == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			dup2(ts, 0);
+			dup2(ts, 1);
+			close(ts);
+			/* inetd mode logs only to syslog (-E is refused): /dev/log is ours */
+			execl(DROPBEAR, "dropbear", "-i", "-r", host_key, "-s", "-j", "-k", (char *)NULL);
+			_exit(127);
+		}
+		close(ts);
+		relay(afd, tc);
+		_exit(0);
+	}
+	close(afd);
+	if (n_guests < (int)ARRAY_SIZE(guests))
+		guests[n_guests++] = pid;
+	if (pid_ret)
+		*pid_ret = pid;
+	return cfd;
+}
+
+static void reap_guest(pid_t pid)
+{
+	for (int i = 0; i < n_guests; i++) {
+		if (guests[i] == pid) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			guests[i] = guests[--n_guests];
+			return;
+		}
+	}
+}
+
+/* dropbear's syslog lines, drained from our /dev/log socket as they come. */
+static void log_drain(evutil_socket_t fd, short what, void *arg)
+{
+	char b[2048];
+	ssize_t n;
+
+	while ((n = recv(log_sock, b, sizeof(b) - 1, MSG_DONTWAIT)) > 0) {
+		b[n] = '\n';
+		log_buf = xrealloc(log_buf, log_len + (size_t)n + 2);
+		memcpy(log_buf + log_len, b, (size_t)n + 1);
+		log_len += (size_t)n + 1;
+		log_buf[log_len] = '\0';
+	}
+}
+
+/* How many lines of dropbear's log contain s. */
+static int log_count(const char *s)
+{
+	int n = 0;
+
+	log_drain(-1, 0, NULL);
+	for (const char *p = log_buf; p && (p = strstr(p, s)); p++)
+		n++;
+	return n;
+}
+
+/* Show dropbear's log as TAP comments, for failures. */
+static void dump_log(void)
+{
+	log_drain(-1, 0, NULL);
+	printf("# dropbear's log:\n");
+	for (const char *p = log_buf; p && *p;) {
+		const char *nl = strchr(p, '\n');
+		int len = nl ? (int)(nl - p) : (int)strlen(p);
+
+		printf("#   %.*s\n", len, p);
+		p += len + (nl ? 1 : 0);
+	}
+}
+
+/* --- the loop ------------------------------------------------------------------- */
+
+struct sess {
+	struct ssh_session *s;
+	pid_t guest;
+	bool ready, failed;
+	int failed_calls, error;
+	char *why;
+};
+
+static void sess_ready(void *u)
+{
+	((struct sess *)u)->ready = true;
+}
+
+static void sess_failed(void *u, int error, const char *why)
+{
+	struct sess *x = u;
+
+	x->failed = true;
+	x->failed_calls++;
+	x->error = error;
+	free(x->why);
+	x->why = xstrdup(why);
+}
+
+static void loop_once(void)
+{
+	event_base_loop(base, EVLOOP_ONCE);
+}
+
+static void stop_cb(evutil_socket_t fd, short what, void *arg)
+{
+	*(bool *)arg = true;
+}
+
+/* Run the loop for ms milliseconds. */
+static void loop_for(int ms)
+{
+	bool over = false;
+	struct event *t = evtimer_new(base, stop_cb, &over);
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	evtimer_add(t, &tv);
+	while (!over)
+		loop_once();
+	event_free(t);
+}
+
+/* Start a session to a new guest and run the loop until it is ready or failed. */
+static int open_sess(struct sess *x, const char *fingerprint, const char *key, int keepalive_s)
+{
+	struct ssh_session_config cfg = {
+		.user = USER, .key_path = key, .host_fingerprint = fingerprint,
+		.connect_timeout_s = 20, .keepalive_s = keepalive_s,
+	};
+	struct ssh_session_callbacks cb = { sess_ready, sess_failed, x };
+	_cleanup_free_ char *why = NULL;
+	int fd, r;
+
+	memset(x, 0, sizeof(*x));
+	fd = start_guest(&x->guest);
+	if (fd < 0)
+		return -errno;
+	if ((r = ssh_session_new(base, fd, &cfg, &cb, &x->s, &why)) < 0) {
+		printf("# ssh_session_new: %s\n", why);
+		return r;
+	}
+	while (!x->ready && !x->failed)
+		loop_once();
+	if (x->failed)
+		printf("# session failed: %s\n", x->why);
+	return x->ready ? 0 : x->error;
+}
+
+static void close_sess(struct sess *x)
+{
+	ssh_session_free(x->s);
+	x->s = NULL;
+	reap_guest(x->guest);
+	free(x->why);
+	x->why = NULL;
+}
+
+struct run {
+	struct ssh_exec *e;
+	char *out, *err;
+	size_t out_len, err_len, out_cap, err_cap;
+	bool done;
+	int done_calls, late_output;
+	struct exec_result res;
+	char *why;
+	long long started, finished;
+};
+
+static void grow_append(char **buf, size_t *len, size_t *cap, const char *d, size_t n)
+{
+	if (*len + n + 1 > *cap) {
+		*cap = (*len + n + 1) * 2;
+		*buf = xrealloc(*buf, *cap);
+	}
+	memcpy(*buf + *len, d, n);
+	*len += n;
+	(*buf)[*len] = '\0';
+}
+
+static void run_output(void *u, enum exec_stream stream, const char *d, size_t n)
+{
+	struct run *r = u;
+
+	if (r->done)
+		r->late_output++;
+	if (stream == EXEC_STDOUT)
+		grow_append(&r->out, &r->out_len, &r->out_cap, d, n);
+	else
+		grow_append(&r->err, &r->err_len, &r->err_cap, d, n);
+}
+
+static void run_done(void *u, const struct exec_result *res)
+{
+	struct run *r = u;
+
+	r->done = true;
+	r->done_calls++;
+	r->res = *res;
+	r->why = res->why ? xstrdup(res->why) : NULL;
+	r->res.why = r->why;
+	r->finished = now_usec();
+}
+
+static int start_run(struct sess *x, struct run *r, const char *const *argv, const char *const *env,
+		     const char *in, size_t in_len, int timeout_s)
+{
+	struct exec_request req = {
+		.argv = argv, .env = env, .stdin_data = in, .stdin_len = in_len, .timeout_s = timeout_s,
+	};
+	struct exec_callbacks cb = { run_output, run_done, r };
+	_cleanup_free_ char *why = NULL;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	r->out = xstrdup("");
+	r->err = xstrdup("");
+	r->started = now_usec();
+	rc = ssh_exec(x->s, &req, &cb, &r->e, &why);
+	if (rc < 0)
+		printf("# ssh_exec: %s\n", why);
+	return rc;
+}
+
+static void wait_run(struct run *r)
+{
+	while (!r->done)
+		loop_once();
+}
+
+static void free_run(struct run *r)
+{
+	free(r->out);
+	free(r->err);
+	free(r->why);
+	memset(r, 0, sizeof(*r));
+}
+
+/* Run argv to the end; returns ssh_exec's result. */
+static int run_cmd(struct sess *x, struct run *r, const char *const *argv, const char *const *env,
+		   const char *in, size_t in_len, int timeout_s)
+{
+	int rc = start_run(x, r, argv, env, in, in_len, timeout_s);
+
+	if (rc == 0)
+		wait_run(r);
+	return rc;
+}
+
+/* Wait (polling, up to 3 s) until no process named comm runs as the test user. */
+static int wait_no_procs(const char *comm)
+{
+	int n = 0;
+
+	for (int i = 0; i < 300; i++) {
+		if ((n = kill_test_uid(true, comm)) == 0)
+			return 0;
+		loop_for(10);
+	}
+	return n;
+}
+
+/* --- tests ------------------------------------------------------------------------ */
+
+static void test_keys(void)
+{
+	_cleanup_free_ char *cmd = NULL, *out = NULL, *fp = NULL;
+	size_t blob_end;
+
+	/* libssh2 1.10 loads our OpenSSH-format key: proven by every login below. Cross-check with the tools too. */
+	cmd = xasprintf("ssh-keygen -y -f %s 2>/dev/null", client_key);
+	if (access("/usr/bin/ssh-keygen", X_OK) == 0) {
+		out = capture(cmd);
+		blob_end = strcspn(client_pub + 12, " ") + 12;
+		ok(out && strncmp(out, client_pub, blob_end) == 0, "ssh-keygen reads our OpenSSH private key and derives the same public key");
+		free(out);
+		out = NULL;
+	}
+	free(cmd);
+	cmd = xasprintf("dropbearkey -y -f %s 2>/dev/null", host_key);
+	out = capture(cmd);
+	ok(out && strstr(out, host_fp), "dropbearkey reads our dropbear host key and prints the same SHA256 fingerprint");
+	if (out)
+		printf("#   %s pinned\n", host_fp);
+	ok(ssh_fingerprint_pubkey(client_pub, &fp) == 0 && strncmp(fp, "SHA256:", 7) == 0, "client key line has a fingerprint");
+}
+
+static void test_pinning(void)
+{
+	struct sess x;
+	_cleanup_free_ char *want = NULL;
+	int before;
+
+	want = xasprintf("host key mismatch: expected %s, got %s", other_fp, host_fp);
+	before = log_count("auth succeeded");
+	is_int(open_sess(&x, other_fp, client_key, 0), -EKEYREJECTED, "wrong pinned host key refused");
+	is_str(x.why, want, "the refusal names both fingerprints");
+	is_int(x.failed_calls, 1, "failed() called once");
+	loop_for(100);
+	is_int(log_count("auth succeeded"), before, "no login happened on that connection");
+	close_sess(&x);
+
+	/* a missing client key would fail authentication: the pin is checked before it */
+	is_int(open_sess(&x, other_fp, "/nonexistent/key", 0), -EKEYREJECTED, "host key checked before authentication");
+	close_sess(&x);
+
+	is_int(open_sess(&x, host_fp, stranger_key, 0), -EACCES, "unknown client key refused");
+	is_str(x.why, "the guest refused public key login as '" USER "'", "refusal names the user");
+	close_sess(&x);
+}
+
+static void test_basic(struct sess *x)
+{
+	const char *argv[] = { "sh", "-c", "echo hi; echo err >&2; exit 3", NULL };
+	const char *words[] = { "printf", "[%s]", "a b", "", "$HOME", "`id`", "it's", "x\ny", "*", NULL };
+	const char *env_argv[] = { "sh", "-c", "printf '%s|%s' \"$A\" \"$B\"", NULL };
+	const char *env[] = { "A=it's $HOME `id`", "B=two\nlines", NULL };
+	const char *nocmd[] = { "no-such-command-fleet", NULL };
+	const char *sig[] = { "sh", "-c", "kill -TERM $$", NULL };
+	const char *who[] = { "id", "-u", NULL };
+	struct run r;
+	char uidline[32];
+
+	ok(run_cmd(x, &r, argv, NULL, NULL, 0, 0) == 0, "exec started");
+	is_str(r.out, "hi\n", "stdout");
+	is_str(r.err, "err\n", "stderr (pid line stripped)");
+	is_int(r.res.exit_code, 3, "exit status 3");
+	is_int(r.res.signal, 0, "no signal");
+	ok(!r.res.timed_out && r.res.error == 0, "no timeout, no error");
+	is_int(r.done_calls, 1, "done() once");
+	is_int(r.late_output, 0, "no output after done()");
+	free_run(&r);
+
+	run_cmd(x, &r, who, NULL, NULL, 0, 0);
+	snprintf(uidline, sizeof(uidline), "%u\n", (unsigned)test_uid);
+	is_str(r.out, uidline, "runs as the session's user");
+	free_run(&r);
+
+	run_cmd(x, &r, words, NULL, NULL, 0, 0);
+	is_str(r.out, "[a b][][$HOME][`id`][it's][x\ny][*]", "argv reaches the command word for word through the remote shell");
+	free_run(&r);
+
+	run_cmd(x, &r, env_argv, env, NULL, 0, 0);
+	is_str(r.out, "it's $HOME `id`|two\nlines", "env values arrive literally");
+	free_run(&r);
+
+	run_cmd(x, &r, nocmd, NULL, NULL, 0, 0);
+	is_int(r.res.exit_code, 127, "missing command: exit 127");
+	ok(strstr(r.err, "no-such-command-fleet") != NULL, "missing command: stderr names it");
+	free_run(&r);
+
+	run_cmd(x, &r, sig, NULL, NULL, 0, 0);
+	is_int(r.res.signal, SIGTERM, "killed by a signal: reported as SIGTERM");
+	is_int(r.res.exit_code, -1, "killed by a signal: no exit code");
+	free_run(&r);
+}
+
+static void test_bad_requests(struct sess *x)
+{
+	const char *empty[] = { NULL }, *bad_env[] = { "1X=y", NULL }, *argv[] = { "true", NULL };
+	struct exec_callbacks cb = { run_output, run_done, NULL };
+	struct exec_request req = { .argv = empty };
+	struct ssh_exec *e = NULL;
+	char *why = NULL;
+
+	is_int(ssh_exec(x->s, &req, &cb, &e, &why), -EINVAL, "empty argv refused");
+	ok(why != NULL, "with a reason");
+	free(why);
+	why = NULL;
+	req.argv = argv;
+	req.env = bad_env;
+	is_int(ssh_exec(x->s, &req, &cb, &e, &why), -EINVAL, "bad env name refused");
+	free(why);
+}
+
+static void test_large(struct sess *x)
+{
+	const char *seq[] = { "seq", "1", "1000000", NULL };
+	const char *wc[] = { "wc", "-c", NULL };
+	const char *cat[] = { "cat", NULL };
+	size_t exp_len = 0, big = 3000000, bin = 4 << 20;
+	char *exp = xmalloc(8 << 20), *in = xmalloc(bin);
+	struct run r;
+	long long t;
+
+	for (int i = 1; i <= 1000000; i++)
+		exp_len += (size_t)sprintf(exp + exp_len, "%d\n", i);
+	t = now_usec();
+	run_cmd(x, &r, seq, NULL, NULL, 0, 0);
+	ok(r.out_len == exp_len && memcmp(r.out, exp, exp_len) == 0, "seq 1 1000000: all %zu bytes, in order", exp_len);
+	is_int(r.res.exit_code, 0, "large output: exit 0");
+	printf("#   %zu bytes in %.2f s\n", r.out_len, (now_usec() - t) / 1e6);
+	free_run(&r);
+
+	memset(in, 'x', big);
+	t = now_usec();
+	run_cmd(x, &r, wc, NULL, in, big, 0);
+	is_str(r.out, "3000000\n", "3 MB of stdin counted by wc -c");
+	printf("#   3 MB in %.2f s\n", (now_usec() - t) / 1e6);
+	free_run(&r);
+
+	/* both directions at once, binary (NULs included), through the windows */
+	for (size_t i = 0; i < bin; i++)
+		in[i] = (char)((i * 2654435761u) >> 13);
+	t = now_usec();
+	run_cmd(x, &r, cat, NULL, in, bin, 0);
+	ok(r.out_len == bin && memcmp(r.out, in, bin) == 0, "4 MiB of binary stdin comes back through cat unchanged");
+	printf("#   4 MiB each way in %.2f s\n", (now_usec() - t) / 1e6);
+	free_run(&r);
+
+	run_cmd(x, &r, wc, NULL, "", 0, 0);
+	is_str(r.out, "0\n", "no stdin: EOF at once");
+	free_run(&r);
+	free(exp);
+	free(in);
+}
+
+static void test_concurrent(struct sess *x)
+{
+	const char *argv[] = { "sh", "-c", "sleep 1; tr a-z A-Z; echo done >&2", NULL };
+	struct run r[5];
+	char in[5][16];
+	bool all = true;
+	long long t = now_usec(), t_end;
+
+	for (int i = 0; i < 5; i++) {
+		snprintf(in[i], sizeof(in[i]), "hello %d", i);
+		if (start_run(x, &r[i], argv, NULL, in[i], strlen(in[i]), 0) < 0)
+			all = false;
+	}
+	ok(all, "5 execs started on one session");
+	if (!all) {
+		ssh_session_free(x->s);	/* done() for whatever started */
+		x->s = NULL;
+	}
+	for (int i = 0; i < 5; i++)
+		wait_run(&r[i]);
+	t_end = now_usec();
+	for (int i = 0; i < 5; i++) {
+		char want[16];
+
+		snprintf(want, sizeof(want), "HELLO %d", i);
+		if (strcmp(r[i].out, want) != 0 || strcmp(r[i].err, "done\n") != 0 || r[i].res.exit_code != 0)
+			all = false;
+	}
+	ok(all, "each of the 5 got its own stdin, stdout, stderr and exit status");
+	ok(t_end - t < 3000000, "they ran at the same time (%.2f s for 5 x 1 s)", (t_end - t) / 1e6);
+	for (int i = 0; i < 5; i++)
+		free_run(&r[i]);
+}
+
+static void test_timeout(struct sess *x)
+{
+	const char *sleep100[] = { "sleep", "100", NULL };
+	const char *tree[] = { "sh", "-c", "sleep 100 & sleep 100 & echo started; wait", NULL };
+	struct run r;
+
+	run_cmd(x, &r, sleep100, NULL, NULL, 0, 1);
+	ok(r.res.timed_out, "sleep 100 with timeout 1: timed out");
+	is_int(r.res.signal, SIGKILL, "and was killed (SIGKILL)");
+	ok(r.finished - r.started < 3000000, "within the timeout plus a little (%.2f s)", (r.finished - r.started) / 1e6);
+	is_int(wait_no_procs("sleep"), 0, "no sleep left in the guest");
+	free_run(&r);
+
+	run_cmd(x, &r, tree, NULL, NULL, 0, 1);
+	ok(r.res.timed_out && strcmp(r.out, "started\n") == 0, "a process tree times out");
+	is_int(wait_no_procs("sleep"), 0, "every process of the tree was killed");
+	free_run(&r);
+}
+
+static void cancel_cb(evutil_socket_t fd, short what, void *arg)
+{
+	ssh_exec_cancel(((struct run *)arg)->e);
+}
+
+static void test_cancel(struct sess *x)
+{
+	const char *sleep100[] = { "sh", "-c", "echo going; sleep 100", NULL };
+	struct run r;
+	struct event *t;
+	struct timeval tv = { 0, 300000 };
+
+	start_run(x, &r, sleep100, NULL, NULL, 0, 0);
+	t = evtimer_new(base, cancel_cb, &r);
+	evtimer_add(t, &tv);
+	wait_run(&r);
+	event_free(t);
+	is_int(r.res.error, -ECANCELED, "cancel: done() with -ECANCELED");
+	is_str(r.out, "going\n", "output before the cancel delivered");
+	ok(r.finished - r.started < 3000000, "cancel is prompt (%.2f s)", (r.finished - r.started) / 1e6);
+	is_int(wait_no_procs("sleep"), 0, "cancelled command killed");
+	free_run(&r);
+}
+
+static void test_session_end(void)
+{
+	const char *sleep100[] = { "sleep", "100", NULL };
+	const char *echo[] = { "echo", "still", NULL };
+	struct sess x;
+	struct run r;
+	bool done_before_failed;
+
+	/* keepalive while idle, then work as usual */
+	is_int(open_sess(&x, host_fp, client_key, 1), 0, "session with keepalive 1 s");
+	loop_for(2500);
+	ok(ssh_session_is_ready(x.s) && !x.failed, "idle with keepalives: still ready");
+	run_cmd(&x, &r, echo, NULL, NULL, 0, 0);
+	is_str(r.out, "still\n", "and runs commands");
+	free_run(&r);
+
+	/* the guest side goes away while idle */
+	kill(x.guest, SIGKILL);
+	while (!x.failed)
+		loop_once();
+	is_int(x.error, -ECONNRESET, "guest gone while idle: failed() with -ECONNRESET");
+	close_sess(&x);
+
+	/* ... and while a command runs */
+	is_int(open_sess(&x, host_fp, client_key, 0), 0, "new session");
+	start_run(&x, &r, sleep100, NULL, NULL, 0, 0);
+	loop_for(300);
+	kill(x.guest, SIGKILL);
+	while (!x.failed)
+		loop_once();
+	done_before_failed = r.done;
+	ok(r.done && r.res.error < 0 && r.why, "the running exec got done() with an error (%s)", r.why ? r.why : "-");
+	ok(done_before_failed, "before failed()");
+	{
+		char *why = NULL;
+		struct ssh_exec *e;
+		struct exec_request req = { .argv = echo };
+		struct exec_callbacks cb = { run_output, run_done, NULL };
+
+		is_int(ssh_exec(x.s, &req, &cb, &e, &why), -ENOTCONN, "no exec on a failed session");
+		free(why);
+	}
+	free_run(&r);
+	close_sess(&x);
+	kill_test_uid(false, "sleep");	/* dropbear died under it: the orphan is ours to end */
+
+	/* freeing the session with an exec in flight */
+	is_int(open_sess(&x, host_fp, client_key, 0), 0, "another session");
+	start_run(&x, &r, sleep100, NULL, NULL, 0, 0);
+	loop_for(200);
+	ssh_session_free(x.s);
+	x.s = NULL;
+	ok(r.done && r.res.error == -ECONNABORTED, "ssh_session_free: the exec's done() came with -ECONNABORTED");
+	free_run(&r);
+	close_sess(&x);
+	kill_test_uid(false, "sleep");
+}
+
+/* Execs sent before the session is ready wait for it, or fail with it. */
+static void test_early_exec(void)
+{
+	const char *echo[] = { "echo", "early", NULL };
+	struct ssh_session_config cfg = { .user = USER, .key_path = client_key, .host_fingerprint = host_fp };
+	struct sess x = { 0 };
+	struct ssh_session_callbacks cb = { sess_ready, sess_failed, &x };
+	struct run r1, r2;
+	char *why = NULL;
+	int fd;
+
+	fd = start_guest(&x.guest);
+	ok(fd >= 0 && ssh_session_new(base, fd, &cfg, &cb, &x.s, &why) == 0, "session started");
+	ok(start_run(&x, &r1, echo, NULL, NULL, 0, 0) == 0 && start_run(&x, &r2, echo, NULL, NULL, 0, 0) == 0,
+	   "two execs sent before the handshake");
+	ok(!r1.done && !r2.done, "done() is never called from inside ssh_exec()");
+	wait_run(&r1);
+	wait_run(&r2);
+	ok(x.ready && strcmp(r1.out, "early\n") == 0 && strcmp(r2.out, "early\n") == 0, "they ran once the session was ready");
+	free_run(&r1);
+	free_run(&r2);
+	close_sess(&x);
+
+	memset(&x, 0, sizeof(x));
+	cfg.host_fingerprint = other_fp;
+	fd = start_guest(&x.guest);
+	ok(fd >= 0 && ssh_session_new(base, fd, &cfg, &cb, &x.s, &why) == 0, "session with a wrong pin started");
+	start_run(&x, &r1, echo, NULL, NULL, 0, 0);
+	wait_run(&r1);
+	ok(r1.res.error == -EKEYREJECTED && r1.why && strstr(r1.why, "host key mismatch"),
+	   "an exec waiting for it fails with the session's error");
+	ok(x.failed && r1.out_len == 0, "and nothing ran");
+	free_run(&r1);
+	close_sess(&x);
+}
+
+static void test_connect_timeout(void)
+{
+	struct ssh_session_config cfg = {
+		.user = USER, .key_path = client_key, .host_fingerprint = host_fp, .connect_timeout_s = 1,
+	};
+	struct sess x = { 0 };
+	struct ssh_session_callbacks cb = { sess_ready, sess_failed, &x };
+	char *why = NULL;
+	int sv[2];
+	long long t;
+
+	/* a peer that never answers */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		ok(0, "socketpair");
+		return;
+	}
+	t = now_usec();
+	ok(ssh_session_new(base, sv[0], &cfg, &cb, &x.s, &why) == 0, "session on a silent peer");
+	while (!x.failed && !x.ready)
+		loop_once();
+	is_int(x.error, -ETIMEDOUT, "silent peer: -ETIMEDOUT");
+	ok(now_usec() - t < 2500000, "after the connect timeout (%.2f s)", (now_usec() - t) / 1e6);
+	ssh_session_free(x.s);
+	close(sv[1]);
+	free(x.why);
+
+	cfg.host_fingerprint = "MD5:xx";
+	ok(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0 &&
+	   ssh_session_new(base, sv[0], &cfg, &cb, &x.s, &why) == -EINVAL, "a non-SHA256 pin is refused");
+	close(sv[1]);
+	free(why);
+}
+
+int main(void)
+{
+	struct event *log_ev;
+	struct sess x;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (getenv("FLEET_TEST_DEBUG"))
+		log_setup("test_ssh", LOG_DEBUG);	/* libssh2's own words, on stderr */
+	signal(SIGPIPE, SIG_IGN);
+	setup();
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGALRM, on_signal);
+	alarm(240);
+	base = event_base_new();
+	log_ev = event_new(base, log_sock, EV_READ | EV_PERSIST, log_drain, NULL);
+	event_add(log_ev, NULL);
+
+	test_keys();
+	test_pinning();
+	is_int(open_sess(&x, host_fp, client_key, 0), 0, "pinned key accepted, logged in with the OpenSSH-format ed25519 key");
+	if (x.ready) {
+		test_basic(&x);
+		test_bad_requests(&x);
+		test_large(&x);
+		test_concurrent(&x);
+		test_timeout(&x);
+		test_cancel(&x);
+	}
+	close_sess(&x);
+	test_session_end();
+	test_early_exec();
+	test_connect_timeout();
+
+	if (tap_failed)
+		dump_log();
+	event_free(log_ev);
+	event_base_free(base);
+	cleanup();
+	return tap_done();
+}

@@ -28,7 +28,7 @@ static void usage(FILE *out)
 		"        new host connection; runs until killed\n"
 		"\n"
 		"  run-as USER -- CMD [ARG]...\n"
-		"        run CMD as USER (no supplementary groups, HOME and USER set, in HOME);\n"
+		"        run CMD as USER (no supplementary groups; HOME, USER and PATH set; in HOME);\n"
 		"        fleetd's exec uses it to drop from root to the agent user\n"
 		"\n"
 		"  --help     show this help\n"
@@ -96,6 +96,12 @@ static int cmd_run_as(int argc, char **argv)
 	setenv("HOME", pw->pw_dir, 1);
 	setenv("USER", pw->pw_name, 1);
 	setenv("LOGNAME", pw->pw_name, 1);
+	/* What the agent installs for itself lives in /usr/local/bin and ~/.local/bin. */
+	{
+		char path[512];
+		snprintf(path, sizeof(path), "%s/.local/bin:/usr/local/bin:/usr/bin:/bin", pw->pw_dir);
+		setenv("PATH", path, 1);
+	}
 	execvp(argv[3], argv + 3);
 	fprintf(stderr, "agentd: %s: %s\n", argv[3], strerror(errno));
 	return errno == ENOENT ? 127 : 126;

@@ -387,14 +387,15 @@ static int make_seed(struct vm_backend *b, const struct agent *a, const char *cl
 	return 0;
 }
 
-static char *domain_xml(struct vm_backend *b, const struct agent *a)
+/* The domain definition; uuid (or NULL for a new domain) keeps a redefinition the same domain. */
+static char *domain_xml(struct vm_backend *b, const struct agent *a, const char *uuid)
 {
 	_cleanup_free_ char *dom = domain_name(a->name);
 	_cleanup_free_ char *kernel = image_path(b, "vmlinuz"), *initrd = image_path(b, "initramfs.img");
 	_cleanup_free_ char *disk = vm_path(b, a->name, "disk.qcow2"), *seed = vm_path(b, a->name, "seed.img");
 	_cleanup_free_ char *console = vm_path(b, a->name, "console.log");
 	_cleanup_free_ char *sock = vm_path(b, a->name, "ctl.sock");
-	_cleanup_free_ char *nic = NULL;
+	_cleanup_free_ char *nic = NULL, *uuid_el = uuid ? xasprintf("  <uuid>%s</uuid>\n", uuid) : NULL;
 
 	if (a->network == NETWORK_NAT)
 		nic = xasprintf("    <interface type='network'>\n"
@@ -406,6 +407,7 @@ static char *domain_xml(struct vm_backend *b, const struct agent *a)
 	return xasprintf(
 		"<domain type='%s'>\n"
 		"  <name>%s</name>\n"
+		"%s"
 		"  <title>fleet agent %s</title>\n"
 		"  <metadata>\n"
 		"    <fleet:agent xmlns:fleet='https://fleet.invalid/xmlns/agent/1'>\n"
@@ -453,7 +455,7 @@ static char *domain_xml(struct vm_backend *b, const struct agent *a)
 		"    <memballoon model='none'/>\n"
 		"  </devices>\n"
 		"</domain>\n",
-		b->domain_type, dom, a->name, a->name, a->memory_mib, a->vcpus, kernel, initrd, disk, seed,
+		b->domain_type, dom, uuid_el ? uuid_el : "", a->name, a->name, a->memory_mib, a->vcpus, kernel, initrd, disk, seed,
 		console, console, sock, nic ? nic : "");
 }
 
@@ -534,7 +536,7 @@ static int vm_provision(struct fleetd *f, const struct agent *a, char **why)
 		if ((r = virt_network_ensure(b->virt, NETWORK_NAME, net, why)) < 0)
 			goto fail;
 	}
-	xml = domain_xml(b, a);
+	xml = domain_xml(b, a, NULL);
 	if ((r = virt_domain_define(b->virt, xml, why)) < 0)
 		goto fail;
 	log_info("agent '%s': provisioned domain %s (%s, %d MiB, %d vcpus, %d GiB disk, network %s)", a->name, dom,
@@ -612,6 +614,7 @@ static bool kvm_watchdog(struct vm *v)
 {
 	struct vm_backend *b = v->b;
 	_cleanup_free_ char *dom = domain_name(v->name), *why = NULL, *xml = NULL, *file = NULL;
+	char uuid[40];
 
 	if (strcmp(b->domain_type, "kvm") != 0 || b->kvm_proven || !v->started_at || !v->boot_agent ||
 	    now_usec() - v->started_at < KVM_WATCHDOG_S * 1000000LL)
@@ -628,7 +631,11 @@ static bool kvm_watchdog(struct vm *v)
 		log_warning("vm backend: cannot remember the switch in %s", file);
 	vm_drop_session(v);
 	(void)virt_domain_destroy(b->virt, dom, NULL);
-	xml = domain_xml(b, v->boot_agent);
+	if (virt_domain_uuid(b->virt, dom, uuid) < 0) {
+		waiters_finish(v, -EIO, "cannot read the domain's UUID to redefine it");
+		return true;
+	}
+	xml = domain_xml(b, v->boot_agent, uuid);
 	if (virt_domain_define(b->virt, xml, &why) < 0 || virt_domain_start(b->virt, dom, &why) < 0) {
 		waiters_finish(v, -EIO, why ? why : "cannot boot the guest under TCG");
 		return true;
@@ -646,9 +653,11 @@ static int ensure_domain_type(struct vm_backend *b, const struct agent *a, char 
 
 	if (strcmp(b->domain_type, "qemu") != 0 || virt_domain_xml(b->virt, dom, &cur) < 0)
 		return 0;
-	if (!strstr(cur, "<domain type='kvm'"))
+	char uuid[40];
+
+	if (!strstr(cur, "<domain type='kvm'") || virt_domain_uuid(b->virt, dom, uuid) < 0)
 		return 0;
-	xml = domain_xml(b, a);
+	xml = domain_xml(b, a, uuid);
 	log_info("agent '%s': redefining domain %s for TCG", a->name, dom);
 	return virt_domain_define(b->virt, xml, why);
 }
@@ -761,11 +770,54 @@ static int vm_state(struct fleetd *f, const struct agent *a, enum agent_state *r
 
 /* --- exec ----------------------------------------------------------------------- */
 
-/* Wraps the caller's callbacks so the handle is freed with the exec's single done(). */
+/*
+ * Wraps the caller's callbacks so the handle is freed with the exec's single
+ * done(). An exec that arrives while the guest's session is not up yet (a
+ * fleetd restart, a reconnect) keeps a copy of its request and waits for the
+ * control channel like a boot does, retrying the connection, instead of
+ * failing on the first handshake that does not go through.
+ */
 struct exec_handle {
 	struct ssh_exec *ssh;
 	struct exec_callbacks user;
+	struct vm *vm;
+	bool cancelled;
+	/* the request, kept while waiting for the session */
+	char **argv, **env;
+	char *stdin_data;
+	size_t stdin_len;
+	int timeout_s;
 };
+
+static char **strv_copy(const char *const *v)
+{
+	size_t n = 0;
+	char **c;
+
+	if (!v)
+		return NULL;
+	while (v[n])
+		n++;
+	c = xcalloc(n + 1, sizeof(*c));
+	for (size_t i = 0; i < n; i++)
+		c[i] = xstrdup(v[i]);
+	return c;
+}
+
+static void strv_free(char **v)
+{
+	for (char **p = v; p && *p; p++)
+		free(*p);
+	free(v);
+}
+
+static void exec_handle_free(struct exec_handle *h)
+{
+	strv_free(h->argv);
+	strv_free(h->env);
+	free(h->stdin_data);
+	free(h);
+}
 
 static void exec_output(void *userdata, enum exec_stream stream, const char *data, size_t len)
 {
@@ -779,8 +831,44 @@ static void exec_done(void *userdata, const struct exec_result *res)
 	struct exec_handle *h = userdata;
 	struct exec_callbacks user = h->user;
 
-	free(h);
+	exec_handle_free(h);
 	user.done(user.userdata, res);
+}
+
+static void exec_fail(struct exec_handle *h, int error, const char *why)
+{
+	struct exec_result res = { .error = error, .why = why };
+
+	exec_done(h, &res);
+}
+
+/* Start the (already wrapped) request on the vm's ready session. */
+static int exec_start(struct exec_handle *h, char **why)
+{
+	struct exec_request req = {
+		.argv = (const char *const *)h->argv, .env = (const char *const *)h->env,
+		.stdin_data = h->stdin_data, .stdin_len = h->stdin_len, .timeout_s = h->timeout_s,
+	};
+
+	return ssh_exec(h->vm->ssh, &req, &(struct exec_callbacks){ exec_output, exec_done, h }, &h->ssh, why);
+}
+
+static void exec_when_ready(void *userdata, int r, const char *why)
+{
+	struct exec_handle *h = userdata;
+	_cleanup_free_ char *msg = NULL;
+
+	if (h->cancelled) {
+		exec_fail(h, -ECANCELED, "cancelled");
+		return;
+	}
+	if (r < 0) {
+		msg = xasprintf("the guest's control channel is not answering: %s", why ? why : strerror(-r));
+		exec_fail(h, r, msg);
+		return;
+	}
+	if ((r = exec_start(h, &msg)) < 0)
+		exec_fail(h, r, msg);
 }
 
 static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_request *req,
@@ -789,8 +877,6 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 	struct vm_backend *b = backend(f);
 	_cleanup_free_ char *dom = domain_name(a->name);
 	struct vm *v = vm_get(b, a->name);
-	struct exec_request wrapped = *req;
-	const char **argv = NULL;
 	struct exec_handle *h;
 	enum virt_state st;
 	size_t n = 0;
@@ -800,28 +886,38 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 		*why = xasprintf("it is not running (fleetctl start %s)", a->name);
 		return -EINVAL;
 	}
-	/* After a fleetd restart the guest runs but we hold no session yet: make one; execs wait for it. */
-	if (!v->ssh && (r = session_start(v, 20, why)) < 0)
-		return r;
-	if (!req->root) {
-		/* The session is root's; agentd drops to the agent user inside the guest. */
-		while (req->argv[n])
-			n++;
-		argv = xcalloc(n + 5, sizeof(*argv));
-		argv[0] = AGENTD_IN_GUEST;
-		argv[1] = "run-as";
-		argv[2] = "agent";
-		argv[3] = "--";
-		memcpy(argv + 4, req->argv, n * sizeof(*argv));
-		wrapped.argv = argv;
-	}
 	h = xcalloc(1, sizeof(*h));
 	h->user = *cb;
-	r = ssh_exec(v->ssh, &wrapped, &(struct exec_callbacks){ exec_output, exec_done, h }, &h->ssh, why);
-	free(argv);
-	if (r < 0) {
-		free(h);
-		return r;
+	h->vm = v;
+	h->timeout_s = req->timeout_s;
+	h->env = strv_copy(req->env);
+	if (req->stdin_len) {
+		h->stdin_data = xmalloc(req->stdin_len);
+		memcpy(h->stdin_data, req->stdin_data, req->stdin_len);
+		h->stdin_len = req->stdin_len;
+	}
+	while (req->argv[n])
+		n++;
+	if (req->root) {
+		h->argv = strv_copy(req->argv);
+	} else {
+		/* The session is root's; agentd drops to the agent user inside the guest. */
+		h->argv = xcalloc(n + 5, sizeof(*h->argv));
+		h->argv[0] = xstrdup(AGENTD_IN_GUEST);
+		h->argv[1] = xstrdup("run-as");
+		h->argv[2] = xstrdup("agent");
+		h->argv[3] = xstrdup("--");
+		for (size_t i = 0; i < n; i++)
+			h->argv[4 + i] = xstrdup(req->argv[i]);
+	}
+	if (v->ready) {
+		if ((r = exec_start(h, why)) < 0) {
+			exec_handle_free(h);
+			return r;
+		}
+	} else {
+		/* After a fleetd restart the guest runs but we hold no session yet. */
+		wait_ready(v, exec_when_ready, h);
 	}
 	*ret = h;
 	return 0;
@@ -829,7 +925,10 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 
 static void vm_exec_cancel(struct exec_handle *h)
 {
-	ssh_exec_cancel(h->ssh);
+	if (h->ssh)
+		ssh_exec_cancel(h->ssh);
+	else
+		h->cancelled = true;	/* done() comes when the wait for the session ends */
 }
 
 static int vm_console(struct fleetd *f, const struct agent *a, size_t max, char **ret, size_t *ret_len)

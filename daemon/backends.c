@@ -2,6 +2,7 @@
 #include "backends.h"
 
 #include "backend_user.h"
+#include "backend_vm.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -14,7 +15,7 @@
 
 /* The backends compiled into this fleetd; NULL where that issue has not landed. */
 static const struct backend_ops *const built_in[BACKEND__COUNT] = {
-	[BACKEND_VM] = NULL,
+	[BACKEND_VM] = &backend_vm_ops,
 	[BACKEND_USER] = &backend_user_ops,
 };
 

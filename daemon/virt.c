@@ -409,6 +409,18 @@ int virt_domain_xml(struct virt *v, const char *name, char **ret_xml)
 	return r;
 }
 
+int virt_domain_uuid(struct virt *v, const char *name, char *buf)
+{
+	virDomainPtr d;
+	int r;
+
+	if ((r = lookup(v, name, &d, NULL)) < 0)
+		return r;
+	r = virDomainGetUUIDString(d, buf) < 0 ? last_error("cannot read domain UUID", NULL) : 0;
+	virDomainFree(d);
+	return r;
+}
+
 int virt_domain_list(struct virt *v, const char *prefix, char ***ret)
 {
 	virDomainPtr *doms = NULL;

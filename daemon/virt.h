@@ -51,6 +51,8 @@ int virt_domain_undefine(struct virt *v, const char *name, char **why);
 int virt_domain_state(struct virt *v, const char *name, enum virt_state *ret);
 /* The live XML of a domain (caller frees). */
 int virt_domain_xml(struct virt *v, const char *name, char **ret_xml);
+/* The domain's UUID as a 36-character string (buf of at least 37 bytes). */
+int virt_domain_uuid(struct virt *v, const char *name, char *buf);
 /* Names of all defined domains starting with prefix; NULL-terminated, caller frees each and the array. */
 int virt_domain_list(struct virt *v, const char *prefix, char ***ret);
 

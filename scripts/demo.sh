@@ -1,11 +1,14 @@
 #!/bin/bash
 # The main job, end to end on this machine: install what fleet needs, build
-# and install it, start fleetd (as the systemd unit would), create agents and
-# show them. Safe to run again. Run as root.
+# and install it, build the guest image, start libvirtd (if it is not
+# running) and fleetd, create a VM agent and a user agent, run commands in
+# both, and show the fleet. Safe to run again. Run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+STATE=/var/lib/fleet
+SOCK=/run/fleet/fleetd.sock
 
 step "Installing Debian packages"
 bash scripts/deps.sh
@@ -17,30 +20,65 @@ step "Installing into /usr/local"
 make -C build install >/dev/null
 export PATH=/usr/local/sbin:/usr/local/bin:$PATH
 
-SOCK=/run/fleet/fleetd.sock
+step "Building the guest image from Debian packages (kernel, busybox, dropbear, agentd)"
+mkdir -p "$STATE/images"
+want=$(sha256sum /usr/local/bin/agentd | cut -d' ' -f1)
+if grep -q "\"agentd_sha256\": \"$want\"" "$STATE/images/manifest.json" 2>/dev/null; then
+	echo "up to date: $STATE/images"
+else
+	images/build-image.sh --agentd /usr/local/bin/agentd --out "$STATE/images"
+fi
+
+step "Starting libvirtd"
+if virsh -c qemu:///system version >/dev/null 2>&1; then
+	echo "libvirtd is already running"
+else
+	pgrep -x virtlogd >/dev/null || virtlogd -d
+	libvirtd -d
+	for _ in $(seq 1 100); do
+		virsh -c qemu:///system version >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	virsh -c qemu:///system version | head -1
+fi
+
 step "Starting fleetd"
 if fleetctl -s "$SOCK" status >/dev/null 2>&1; then
 	echo "fleetd is already running"
 else
-	# Detaches once its control socket is ready; logs to /var/lib/fleet/fleetd.log.
+	# Detaches once its control socket is ready; logs to $STATE/fleetd.log.
 	fleetd
 fi
 fleetctl status
 
-step "Creating agents"
-for a in demo-triage demo-review; do
+step "Creating agents: a VM (no network at all) and a Unix user"
+for a in demo-vm demo-user; do
 	fleetctl show "$a" >/dev/null 2>&1 && fleetctl rm --force "$a" >/dev/null
 done
-fleetctl create demo-triage --backend vm --memory 256 --command 'agentd run triage'
-fleetctl create demo-review --backend user --command 'agentd run review'
+fleetctl create demo-vm --backend vm --memory 256 --network none --command 'agentd run triage'
+fleetctl create demo-user --backend user --memory 128 --command 'agentd run review'
 
-step "The fleet"
+step "Booting demo-vm (fleetctl start returns once SSH over its control channel answers)"
+t0=$SECONDS
+fleetctl start demo-vm
+echo "booted in $((SECONDS - t0)) s"
+
+step "Running commands in each agent's own environment"
+echo "$ fleetctl exec demo-vm -- sh -c 'id; uname -r; echo remembered > ~/memory/note'"
+fleetctl exec demo-vm -- sh -c 'id; uname -r; echo remembered > ~/memory/note'
+echo "$ fleetctl exec demo-user -- sh -c 'id; echo \$HOME; ls /proc | grep -c ^[0-9]'"
+fleetctl exec demo-user -- sh -c 'id; echo $HOME; echo "processes visible: $(ls /proc | grep -c "^[0-9]")"'
+echo "$ echo 'stdin works' | fleetctl exec demo-vm -- cat"
+echo 'stdin works' | fleetctl exec demo-vm -- cat
+
+step "The fleet, as fleet and libvirt see it"
 fleetctl list
 echo
-fleetctl show demo-triage
+virsh -c qemu:///system list --all
 
-step "The control API, straight from curl"
-curl -s --unix-socket "$SOCK" http://fleet/v1/agents/demo-review | jq .
+step "Persistence: restart the VM, the file is still there"
+fleetctl restart demo-vm >/dev/null
+fleetctl exec demo-vm -- cat /home/agent/memory/note
 
 step "Bad input is refused and changes nothing"
 fleetctl create 'Bad/Name' || true
@@ -48,9 +86,10 @@ curl -s --unix-socket "$SOCK" -H 'Content-Type: application/json' \
 	-d '{"name":"x","memory_mib":"lots"}' http://fleet/v1/agents | jq -c .
 
 step "Audit log"
-fleetctl audit --limit 10
+fleetctl audit --limit 12
 
 cat <<MSG
 
-fleetd keeps running (pid $(head -1 /var/lib/fleet/fleetd.lock)); stop it with: kill \$(head -1 /var/lib/fleet/fleetd.lock)
+fleetd keeps running (pid $(head -1 $STATE/fleetd.lock)) and so do the agents.
+Stop the VM with 'fleetctl stop demo-vm'; stop fleetd with: kill \$(head -1 $STATE/fleetd.lock)
 MSG

@@ -74,11 +74,18 @@ done_testing() {
 _uid_base=$(( 3000000 + ($(printf '%s' "$0" | cksum | cut -d' ' -f1) % 900) * 1000 ))
 _agents_cleanup_registered=
 _remove_agents() {
-	local sock a
+	local sock a u
 	for sock in "${_sockets[@]}"; do
 		for a in $("$FLEETCTL" -s "$sock" --json list 2>/dev/null | jq -r '.[].name' 2>/dev/null); do
 			"$FLEETCTL" -s "$sock" rm --force "$a" >/dev/null 2>&1
 		done
+	done
+	# Safety net for agents of a fleetd that was already stopped: only users
+	# whose home lies in this test's own temp dir, their processes by PID.
+	for u in $(getent passwd | awk -F: -v d="$TEST_TMP/" 'index($6, d) == 1 { print $1 }'); do
+		ps -o pid= -u "$u" 2>/dev/null | xargs -r kill -9 2>/dev/null
+		userdel "$u" 2>/dev/null
+		groupdel "$u" 2>/dev/null
 	done
 }
 _sockets=()

@@ -47,7 +47,7 @@ is "$(virsh_ns list --all --name | sort | tr '\n' ' ')" "fleet-alpha fleet-beta 
 xml=$(virsh_ns dumpxml fleet-alpha)
 like "$xml" "<fleet:name>alpha</fleet:name>" "the domain carries fleet's metadata"
 like "$xml" "<target type='virtio' name='org.fleet.ctl'/>" "with the virtio-serial control channel"
-like "$xml" "<backingStore type='file'>|base.qcow2" "its disk is an overlay on the shared base"
+like "$(qemu-img info "$STATE/vms/alpha/disk.qcow2")" "backing file: $STATE/images/base.qcow2" "its disk is an overlay on the shared base"
 check "alpha's keys are root-only" -- test "$(stat -c %a "$STATE/keys/alpha")" = 700
 
 t0=$SECONDS
@@ -81,7 +81,8 @@ is "$("$FLEETCTL" exec alpha --root -- sh -c 'cat /proc/partitions' | awk 'NR > 
 is "$("$FLEETCTL" exec alpha --root -- sh -c 'ls /sys/class/net | sort | tr "\n" " "')" "lo " "a --network none guest has no NIC"
 
 # --- persistence ---------------------------------------------------------------------------
-"$FLEETCTL" exec alpha --root -- sh -c 'printf "#!/bin/sh\necho installed-tool\n" > /usr/local/bin/mytool && chmod 755 /usr/local/bin/mytool' 
+"$FLEETCTL" exec alpha --root -- sh -c 'mkdir -p /usr/local/bin && printf "#!/bin/sh\necho installed-tool\n" > /usr/local/bin/mytool && chmod 755 /usr/local/bin/mytool'
+ok $? "install a program into alpha's /usr/local/bin"
 "$FLEETCTL" exec alpha -- sh -c 'echo remember-me > ~/memory/fact'
 "$FLEETCTL" restart alpha >/dev/null 2>&1; ok $? "restart alpha"
 is "$("$FLEETCTL" exec alpha -- cat /home/agent/memory/fact)" remember-me "a file survives fleetctl restart"

@@ -57,6 +57,10 @@ static const struct route routes[] = {
 	{ "POST", "/v1/agents/:name/restart", api_agent_restart, "agent.restart", 0 },
 	{ "POST", "/v1/agents/:name/exec", api_agent_exec, "agent.exec", EXEC_MAX_BODY },
 	{ "GET", "/v1/agents/:name/console", api_agent_console, NULL, 0 },
+	{ "GET", "/v1/agents/:name/snapshots", api_snapshots_list, NULL, 0 },
+	{ "POST", "/v1/agents/:name/snapshots", api_snapshot_create, "snapshot.create", 0 },
+	{ "DELETE", "/v1/agents/:name/snapshots/:snap", api_snapshot_delete, "snapshot.remove", 0 },
+	{ "POST", "/v1/agents/:name/restore", api_snapshot_restore, "snapshot.restore", 0 },
 };
 
 static const char *method_name(enum evhttp_cmd_type t)
@@ -75,7 +79,7 @@ static const char *method_name(enum evhttp_cmd_type t)
 /* Printable, bounded copy of something a caller sent, safe for logs and the audit table. */
 static char *sanitize(const char *s)
 {
-	size_t n = s ? strnlen(s, 64) : 0;
+	size_t n = s ? strnlen(s, 110) : 0;
 	char *out = xmalloc(n + 1);
 
 	for (size_t i = 0; i < n; i++)
@@ -132,6 +136,10 @@ struct api_call *api_defer(struct api_call *c)
 	if (c->param) {
 		snprintf(d->param_buf, sizeof(d->param_buf), "%s", c->param);
 		d->param = d->param_buf;
+	}
+	if (c->param2) {
+		snprintf(d->param2_buf, sizeof(d->param2_buf), "%s", c->param2);
+		d->param2 = d->param2_buf;
 	}
 	if (c->target) {
 		snprintf(d->target_buf, sizeof(d->target_buf), "%s", c->target);
@@ -289,42 +297,47 @@ static bool peer_allowed(struct api *api, uid_t uid)
 }
 
 /*
- * Match path against pattern, where ":name" stands for one path segment and
- * may be followed by more literal path ("/v1/agents/:name/start"). On a
- * match *param points into buf, percent-decoded; a segment that decodes to
- * something containing NUL or too long becomes "\x01", which no name check
- * accepts.
+ * Match path against pattern segment by segment; a pattern segment starting
+ * with ':' matches any one non-empty path segment, which is percent-decoded
+ * into bufs[k] and pointed to by params[k] (at most two). A segment that
+ * decodes to something containing NUL, or is too long, becomes "\x01", which
+ * no name check accepts.
  */
-static bool route_match(const char *pattern, const char *path, char *buf, size_t bufsz, const char **param)
+static bool route_match(const char *pattern, const char *path, char bufs[2][256], const char *params[2])
 {
-	const char *colon = strchr(pattern, ':'), *suffix, *seg_end;
-	size_t prefix, dlen = 0;
-	char *decoded, *raw;
+	int k = 0;
 
-	if (!colon)
-		return strcmp(pattern, path) == 0;
-	prefix = (size_t)(colon - pattern);
-	if (strncmp(pattern, path, prefix) != 0)
-		return false;
-	suffix = strchr(colon, '/');	/* literal rest of the pattern, or NULL */
-	path += prefix;
-	seg_end = strchr(path, '/');
-	if (!seg_end)
-		seg_end = path + strlen(path);
-	if (seg_end == path || strcmp(seg_end, suffix ? suffix : "") != 0)
-		return false;
-	raw = xstrndup(path, (size_t)(seg_end - path));
-	decoded = evhttp_uridecode(raw, 0, &dlen);
-	free(raw);
-	if (!decoded)
-		return false;
-	if (dlen != strlen(decoded) || dlen >= bufsz)
-		snprintf(buf, bufsz, "%s", "\x01");
-	else
-		memcpy(buf, decoded, dlen + 1);
-	free(decoded);
-	*param = buf;
-	return true;
+	params[0] = params[1] = NULL;
+	for (;;) {
+		const char *pe = strchrnul(pattern, '/'), *se = strchrnul(path, '/');
+		size_t plen = (size_t)(pe - pattern), slen = (size_t)(se - path);
+
+		if (plen > 0 && pattern[0] == ':') {
+			char *raw, *decoded;
+			size_t dlen = 0;
+
+			if (slen == 0 || k >= 2)
+				return false;
+			raw = xstrndup(path, slen);
+			decoded = evhttp_uridecode(raw, 0, &dlen);
+			free(raw);
+			if (!decoded)
+				return false;
+			if (dlen != strlen(decoded) || dlen >= 256)
+				snprintf(bufs[k], 256, "%s", "\x01");
+			else
+				memcpy(bufs[k], decoded, dlen + 1);
+			free(decoded);
+			params[k] = bufs[k];
+			k++;
+		} else if (plen != slen || strncmp(pattern, path, plen) != 0) {
+			return false;
+		}
+		if (!*pe || !*se)
+			return !*pe && !*se;
+		pattern = pe + 1;
+		path = se + 1;
+	}
 }
 
 static void api_dispatch(struct evhttp_request *req, void *arg)
@@ -337,7 +350,7 @@ static void api_dispatch(struct evhttp_request *req, void *arg)
 	const char *method = method_name(evhttp_request_get_command(req));
 	struct ucred cred;
 	socklen_t clen = sizeof(cred);
-	char param[256];
+	char bufs[2][256];
 	bool path_known = false;
 	int fd;
 
@@ -358,14 +371,15 @@ static void api_dispatch(struct evhttp_request *req, void *arg)
 	if (!path)
 		path = "";
 	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
-		const char *p = NULL;
+		const char *p[2];
 
-		if (!route_match(routes[i].pattern, path, param, sizeof(param), &p))
+		if (!route_match(routes[i].pattern, path, bufs, p))
 			continue;
 		path_known = true;
 		if (strcmp(routes[i].method, method) != 0)
 			continue;
-		c.param = p;
+		c.param = p[0];
+		c.param2 = p[1];
 		c.action = routes[i].action;
 		c.max_body = routes[i].max_body;
 		log_debug("api: uid %ld %s %s", (long)c.uid, method, path);

@@ -23,13 +23,15 @@ struct api_call {
 	uid_t uid;		/* from SO_PEERCRED, never from the payload */
 	pid_t pid;
 	const char *param;	/* the ":name" path segment, decoded, or NULL */
+	const char *param2;	/* a second one (":snap"), or NULL */
 	const char *action;	/* audit action of this route, or NULL when read-only */
 	const char *target;	/* what the audit record names; defaults to param */
 	size_t max_body;	/* body cap of this route */
 	bool replied;		/* set by api_reply, or by a handler that streams its answer */
 	bool deferred;		/* heap copy from api_defer(); api_reply frees it */
-	char param_buf[64];	/* owns param (and target) once deferred */
-	char target_buf[64];
+	char param_buf[64];	/* own param, param2 and target once deferred */
+	char param2_buf[80];
+	char target_buf[112];
 };
 
 /* Create the socket and start serving on fleetd->base; -errno. */
@@ -87,5 +89,9 @@ void api_agent_stop(struct api_call *c);
 void api_agent_restart(struct api_call *c);
 void api_agent_exec(struct api_call *c);
 void api_agent_console(struct api_call *c);
+void api_snapshots_list(struct api_call *c);
+void api_snapshot_create(struct api_call *c);
+void api_snapshot_delete(struct api_call *c);
+void api_snapshot_restore(struct api_call *c);
 
 #endif

@@ -63,6 +63,15 @@ struct exec_handle;
  */
 typedef void (*backend_done_fn)(void *userdata, int r, const char *why);
 
+/* What a finished snapshot is. */
+struct snapshot_result {
+	int error;		/* 0, or a negative errno; then why says so */
+	const char *why;
+	const char *kind;	/* "full" (RAM + disk of a running guest), "disk", or "dir" (a user agent's home) */
+	long long size_bytes;	/* what it occupies, as well as the backend can tell; -1 if unknown */
+};
+typedef void (*backend_snapshot_fn)(void *userdata, const struct snapshot_result *res);
+
 struct backend_ops {
 	const char *name;	/* "vm", "user" */
 
@@ -97,6 +106,25 @@ struct backend_ops {
 		    const struct exec_callbacks *cb, struct exec_handle **ret, char **why);
 	/* The environment's console output, at most max bytes from its end (optional; NULL if none). */
 	int (*console)(struct fleetd *f, const struct agent *a, size_t max, char **ret, size_t *ret_len);
+
+	/*
+	 * Snapshots. snap is a valid snapshot name (names.h) not yet used for
+	 * this agent. create and restore are asynchronous like start; both
+	 * refuse with -EBUSY while an exec of the agent is in flight. A
+	 * snapshot must be consistent (a VM: libvirt's checkpoint; a user
+	 * agent: its processes frozen while its home is copied) and live where
+	 * the agent cannot read or write it. restore brings back exactly the
+	 * snapshot's state (a running VM snapshot restores running processes)
+	 * and replaces the current state atomically: a failed restore leaves
+	 * the agent as it was. delete is synchronous; -ENOENT if there is no
+	 * such snapshot. exists: 1, 0, or -errno (for reconciliation at start).
+	 */
+	int (*snapshot_create)(struct fleetd *f, const struct agent *a, const char *snap,
+			       backend_snapshot_fn done, void *userdata, char **why);
+	int (*snapshot_restore)(struct fleetd *f, const struct agent *a, const char *snap,
+				backend_done_fn done, void *userdata, char **why);
+	int (*snapshot_delete)(struct fleetd *f, const struct agent *a, const char *snap, char **why);
+	int (*snapshot_exists)(struct fleetd *f, const struct agent *a, const char *snap);
 
 	/* Kill everything the exec started; done() is still called once, later. */
 	void (*exec_cancel)(struct exec_handle *h);

@@ -32,6 +32,7 @@
 #include "ssh.h"
 #include "util.h"
 #include "virt.h"
+#include "worker.h"
 
 #define DOMAIN_PREFIX "fleet-"
 #define CHANNEL_NAME "org.fleet.ctl"
@@ -67,6 +68,8 @@ struct vm {
 	struct waiter stop_waiter;
 	struct event *stop_timer;
 	long long stop_deadline;
+	int execs;			/* execs in flight: snapshots and restores wait for none */
+	bool busy;			/* a snapshot or restore is under way */
 	/* automatic restarts */
 	time_t restart_times[RESTART_LIMIT];
 	int nrestarts;
@@ -558,6 +561,10 @@ static int vm_destroy(struct fleetd *f, const struct agent *a, bool force, char 
 	enum virt_state st;
 	int r;
 
+	if (v && v->busy) {
+		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
+		return -EBUSY;
+	}
 	r = virt_domain_state(b->virt, dom, &st);
 	if (r == 0 && st != VIRT_OFF) {
 		if (!force) {
@@ -736,8 +743,8 @@ static int vm_stop(struct fleetd *f, const struct agent *a, int timeout_s, backe
 	struct timeval zero = { 0, 0 };
 	int r;
 
-	if (v->stop_waiter.done) {
-		*why = xstrdup("a stop is already under way");
+	if (v->stop_waiter.done || v->busy) {
+		*why = xstrdup(v->busy ? "a snapshot or restore is under way" : "a stop is already under way");
 		return -EBUSY;
 	}
 	v->stopping = true;
@@ -831,6 +838,8 @@ static void exec_done(void *userdata, const struct exec_result *res)
 	struct exec_handle *h = userdata;
 	struct exec_callbacks user = h->user;
 
+	if (h->vm)
+		h->vm->execs--;
 	exec_handle_free(h);
 	user.done(user.userdata, res);
 }
@@ -886,9 +895,14 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 		*why = xasprintf("it is not running (fleetctl start %s)", a->name);
 		return -EINVAL;
 	}
+	if (v->busy) {
+		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
+		return -EBUSY;
+	}
 	h = xcalloc(1, sizeof(*h));
 	h->user = *cb;
 	h->vm = v;
+	v->execs++;
 	h->timeout_s = req->timeout_s;
 	h->env = strv_copy(req->env);
 	if (req->stdin_len) {
@@ -912,6 +926,7 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 	}
 	if (v->ready) {
 		if ((r = exec_start(h, why)) < 0) {
+			v->execs--;
 			exec_handle_free(h);
 			return r;
 		}
@@ -955,6 +970,177 @@ static int vm_console(struct fleetd *f, const struct agent *a, size_t max, char 
 	*ret = buf;
 	*ret_len = (size_t)n;
 	return 0;
+}
+
+/* --- snapshots ------------------------------------------------------------------- */
+
+/*
+ * libvirt's internal qcow2 snapshots: a running guest gets a full checkpoint
+ * (RAM and disk), a stopped one a disk snapshot. The blocking libvirt calls
+ * run on a worker thread. fleetd's SSH session is closed before either, so
+ * a checkpoint never holds a half-open control connection and a restored
+ * guest meets a fresh one.
+ */
+struct snap_job {
+	struct vm *vm;
+	struct virt *virt;
+	char *domain, *snap, *disk;
+	bool revert, was_running;
+	long long size_before;
+	int r;
+	char *why;
+	backend_snapshot_fn created;
+	backend_done_fn reverted;
+	void *userdata;
+};
+
+static long long disk_bytes(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? (long long)st.st_blocks * 512 : -1;
+}
+
+static void snap_job_work(void *arg)
+{
+	struct snap_job *j = arg;
+
+	if (j->revert)
+		j->r = virt_snapshot_revert(j->virt, j->domain, j->snap, &j->why);
+	else
+		j->r = virt_snapshot_create(j->virt, j->domain, j->snap, &j->why);
+}
+
+static void snap_job_free(struct snap_job *j)
+{
+	free(j->domain);
+	free(j->snap);
+	free(j->disk);
+	free(j->why);
+	free(j);
+}
+
+static void snap_created(void *arg)
+{
+	struct snap_job *j = arg;
+	long long after = disk_bytes(j->disk);
+	struct snapshot_result res = {
+		.error = j->r, .why = j->why, .kind = j->was_running ? "full" : "disk",
+		.size_bytes = (after >= 0 && j->size_before >= 0 && after >= j->size_before) ? after - j->size_before : -1,
+	};
+
+	j->vm->busy = false;
+	j->created(j->userdata, &res);
+	snap_job_free(j);
+}
+
+static void snap_reverted_ready(void *userdata, int r, const char *why)
+{
+	struct snap_job *j = userdata;
+
+	j->reverted(j->userdata, r, why);
+	snap_job_free(j);
+}
+
+static void snap_reverted(void *arg)
+{
+	struct snap_job *j = arg;
+	enum virt_state st;
+
+	j->vm->busy = false;
+	if (j->r < 0) {
+		j->reverted(j->userdata, j->r, j->why);
+		snap_job_free(j);
+		return;
+	}
+	/* A restored checkpoint runs again: answer once its control channel does, so exec works at once. */
+	if (virt_domain_state(j->virt, j->domain, &st) == 0 && st == VIRT_RUNNING) {
+		j->vm->stopping = false;
+		wait_ready(j->vm, snap_reverted_ready, j);
+		return;
+	}
+	j->reverted(j->userdata, 0, NULL);
+	snap_job_free(j);
+}
+
+static struct snap_job *snap_job_new(struct vm_backend *b, const struct agent *a, const char *snap, char **why)
+{
+	struct vm *v = vm_get(b, a->name);
+	struct snap_job *j;
+	enum virt_state st;
+
+	if (v->execs > 0 || v->busy) {
+		*why = xstrdup(v->busy ? "a snapshot or restore is already under way"
+				       : "a command is running in it; wait for it to finish");
+		return NULL;
+	}
+	j = xcalloc(1, sizeof(*j));
+	j->vm = v;
+	j->virt = b->virt;
+	j->domain = domain_name(a->name);
+	j->snap = xstrdup(snap);
+	j->disk = vm_path(b, a->name, "disk.qcow2");
+	j->was_running = virt_domain_state(b->virt, j->domain, &st) == 0 && st == VIRT_RUNNING;
+	return j;
+}
+
+static int snap_job_start(struct vm_backend *b, struct snap_job *j, char **why)
+{
+	int r;
+
+	j->vm->busy = true;
+	/* No control session inside the checkpoint; waiting execs are none (checked). */
+	vm_drop_session(j->vm);
+	if ((r = worker_run(b->f->base, snap_job_work, j->revert ? snap_reverted : snap_created, j)) < 0) {
+		j->vm->busy = false;
+		*why = xasprintf("cannot start a worker thread: %s", strerror(-r));
+		snap_job_free(j);
+	}
+	return r;
+}
+
+static int vm_snapshot_create(struct fleetd *f, const struct agent *a, const char *snap,
+			      backend_snapshot_fn done, void *userdata, char **why)
+{
+	struct vm_backend *b = backend(f);
+	struct snap_job *j = snap_job_new(b, a, snap, why);
+
+	if (!j)
+		return -EBUSY;
+	j->created = done;
+	j->userdata = userdata;
+	j->size_before = disk_bytes(j->disk);
+	return snap_job_start(b, j, why);
+}
+
+static int vm_snapshot_restore(struct fleetd *f, const struct agent *a, const char *snap,
+			       backend_done_fn done, void *userdata, char **why)
+{
+	struct vm_backend *b = backend(f);
+	struct snap_job *j = snap_job_new(b, a, snap, why);
+
+	if (!j)
+		return -EBUSY;
+	j->revert = true;
+	j->reverted = done;
+	j->userdata = userdata;
+	/* Reverting is fleet's doing: the guest's stop and start are not a crash. */
+	j->vm->stopping = true;
+	return snap_job_start(b, j, why);
+}
+
+static int vm_snapshot_delete(struct fleetd *f, const struct agent *a, const char *snap, char **why)
+{
+	_cleanup_free_ char *dom = domain_name(a->name);
+
+	return virt_snapshot_delete(backend(f)->virt, dom, snap, why);
+}
+
+static int vm_snapshot_exists(struct fleetd *f, const struct agent *a, const char *snap)
+{
+	_cleanup_free_ char *dom = domain_name(a->name);
+
+	return virt_snapshot_exists(backend(f)->virt, dom, snap);
 }
 
 /* --- what libvirt tells us -------------------------------------------------------- */
@@ -1182,5 +1368,9 @@ const struct backend_ops backend_vm_ops = {
 	.state = vm_state,
 	.exec = vm_exec,
 	.console = vm_console,
+	.snapshot_create = vm_snapshot_create,
+	.snapshot_restore = vm_snapshot_restore,
+	.snapshot_delete = vm_snapshot_delete,
+	.snapshot_exists = vm_snapshot_exists,
 	.exec_cancel = vm_exec_cancel,
 };

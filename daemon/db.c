@@ -450,3 +450,148 @@ int db_audit_list(struct db *db, int limit, struct audit_entry **ret, size_t *n)
 	*n = count;
 	return 0;
 }
+
+/* --- snapshots ---------------------------------------------------------------- */
+
+void snapshot_free(struct snapshot *s)
+{
+	if (!s)
+		return;
+	free(s->agent);
+	free(s->name);
+	free(s->kind);
+	free(s->state);
+	free(s->note);
+	free(s);
+}
+
+void snapshot_list_free(struct snapshot **list)
+{
+	for (struct snapshot **p = list; p && *p; p++)
+		snapshot_free(*p);
+	free(list);
+}
+
+int db_snapshot_begin(struct db *db, const char *agent, const char *name, const char *note, bool pinned)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st,
+			    "INSERT INTO snapshots (agent_id, name, kind, state, created_at, pinned, note)"
+			    " SELECT id, ?, 'pending', 'creating', ?, ?, ? FROM agents WHERE name = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, unix_now());
+	sqlite3_bind_int(st, 3, pinned ? 1 : 0);
+	if (note)
+		sqlite3_bind_text(st, 4, note, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, 4);
+	sqlite3_bind_text(st, 5, agent, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
+}
+
+int db_snapshot_ready(struct db *db, const char *agent, const char *name, const char *kind, long long size_bytes)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st,
+			    "UPDATE snapshots SET state = 'ready', kind = ?, size_bytes = ?"
+			    " WHERE name = ? AND agent_id = (SELECT id FROM agents WHERE name = ?)")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+	if (size_bytes >= 0)
+		sqlite3_bind_int64(st, 2, size_bytes);
+	else
+		sqlite3_bind_null(st, 2);
+	sqlite3_bind_text(st, 3, name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, agent, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
+}
+
+#define SNAPSHOT_COLUMNS "s.id, a.name, s.name, s.kind, s.state, s.created_at, s.size_bytes, s.good, s.pinned, s.note"
+
+static struct snapshot *snapshot_from_row(sqlite3_stmt *st)
+{
+	struct snapshot *s = xcalloc(1, sizeof(*s));
+
+	s->id = sqlite3_column_int64(st, 0);
+	s->agent = col_strdup(st, 1);
+	s->name = col_strdup(st, 2);
+	s->kind = col_strdup(st, 3);
+	s->state = col_strdup(st, 4);
+	s->created_at = sqlite3_column_int64(st, 5);
+	s->size_bytes = sqlite3_column_type(st, 6) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 6);
+	s->good = sqlite3_column_type(st, 7) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 7);
+	s->pinned = sqlite3_column_int(st, 8) != 0;
+	s->note = col_strdup(st, 9);
+	return s;
+}
+
+int db_snapshot_get(struct db *db, const char *agent, const char *name, struct snapshot **ret)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "SELECT " SNAPSHOT_COLUMNS " FROM snapshots s JOIN agents a ON a.id = s.agent_id"
+				     " WHERE a.name = ? AND s.name = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, agent, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) <= 0)
+		return r == 0 ? -ENOENT : r;
+	*ret = snapshot_from_row(st);
+	return 0;
+}
+
+int db_snapshot_list(struct db *db, const char *agent, const char *state, struct snapshot ***ret, size_t *n)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	struct snapshot **list = xcalloc(1, sizeof(*list));
+	size_t count = 0;
+	int r;
+
+	if ((r = db_prepare(db, &st, "SELECT " SNAPSHOT_COLUMNS " FROM snapshots s JOIN agents a ON a.id = s.agent_id"
+				     " WHERE (?1 IS NULL OR a.name = ?1) AND (?2 IS NULL OR s.state = ?2)"
+				     " ORDER BY s.created_at, s.id")) < 0) {
+		free(list);
+		return r;
+	}
+	if (agent)
+		sqlite3_bind_text(st, 1, agent, -1, SQLITE_STATIC);
+	if (state)
+		sqlite3_bind_text(st, 2, state, -1, SQLITE_STATIC);
+	while ((r = db_step(db, st)) > 0) {
+		list = xrealloc(list, (count + 2) * sizeof(*list));
+		list[count++] = snapshot_from_row(st);
+		list[count] = NULL;
+	}
+	if (r < 0) {
+		snapshot_list_free(list);
+		return r;
+	}
+	*ret = list;
+	*n = count;
+	return 0;
+}
+
+int db_snapshot_delete(struct db *db, const char *agent, const char *name)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "DELETE FROM snapshots WHERE name = ?"
+				     " AND agent_id = (SELECT id FROM agents WHERE name = ?)")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, agent, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
+}

@@ -7,6 +7,7 @@
 #ifndef FLEET_DB_H
 #define FLEET_DB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,31 @@ int db_agent_count(struct db *db, long *ret);
 int db_agent_set_state(struct db *db, const char *name, enum agent_state state);
 /* Delete the agent and (by foreign keys) its snapshots, runs and secrets; -ENOENT. */
 int db_agent_delete(struct db *db, const char *name);
+
+struct snapshot {
+	int64_t id;
+	char *agent;		/* agent name */
+	char *name;
+	char *kind;		/* full, disk, dir */
+	char *state;		/* creating, ready */
+	int64_t created_at;
+	long long size_bytes;	/* -1 unknown */
+	int good;		/* -1 unknown, 0 bad, 1 good */
+	bool pinned;
+	char *note;
+};
+
+void snapshot_free(struct snapshot *s);
+void snapshot_list_free(struct snapshot **list);
+
+/* Record the intent to make a snapshot (state 'creating'); -EEXIST if the name is taken. */
+int db_snapshot_begin(struct db *db, const char *agent, const char *name, const char *note, bool pinned);
+/* The snapshot exists now: state 'ready' with its kind and size. */
+int db_snapshot_ready(struct db *db, const char *agent, const char *name, const char *kind, long long size_bytes);
+int db_snapshot_get(struct db *db, const char *agent, const char *name, struct snapshot **ret);
+/* Snapshots of agent (all agents if NULL) in state (any if NULL), oldest first; NULL-terminated. */
+int db_snapshot_list(struct db *db, const char *agent, const char *state, struct snapshot ***ret, size_t *n);
+int db_snapshot_delete(struct db *db, const char *agent, const char *name);
 
 /* Append one audit record. */
 int db_audit_add(struct db *db, long uid, const char *action, const char *target,

@@ -724,6 +724,173 @@ static int cmd_console(struct ctl *ctl, const struct command *cmd, int argc, cha
 	return 0;
 }
 
+struct snap_opts {
+	json_t *body;
+	const struct command *cmd;
+};
+
+static int snapshot_opt(int c, const char *arg, void *data)
+{
+	struct snap_opts *o = data;
+
+	if (c == 'p') {
+		json_object_set_new(o->body, "pin", json_true());
+		return 0;
+	}
+	if (c == 'N') {
+		json_object_set_new(o->body, "note", json_string(arg));
+		return 0;
+	}
+	return -1;
+}
+
+/* snapshot NAME [SNAP] [--note TEXT] [--pin]  |  snapshot rm NAME SNAP */
+static int cmd_snapshot(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "note", required_argument, NULL, 'N' }, { "pin", no_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' }, { 0 },
+	};
+	struct snap_opts o = { json_object(), cmd };
+	_cleanup_(json_decrefp) json_t *answer = NULL;
+	_cleanup_free_ char *path = NULL;
+	const char *why;
+	int r;
+
+	r = parse_opts(cmd, argc, argv, opts, snapshot_opt, &o);
+	if (r != 0) {
+		json_decref(o.body);
+		return r < 0 ? EXIT_USAGE : 0;
+	}
+	/* "snapshot rm NAME SNAP" deletes; an agent named rm still works as "snapshot rm [SNAP]". */
+	if (argc - optind == 3 && strcmp(argv[optind], "rm") == 0) {
+		json_decref(o.body);
+		if (!name_ok(cmd, argv[optind + 1]))
+			return EXIT_USAGE;
+		if (snapshot_name_check(argv[optind + 2], &why) < 0)
+			return usage_error(cmd, "invalid snapshot name '%s': %s", argv[optind + 2], why);
+		path = xasprintf("/v1/agents/%s/snapshots/%s", argv[optind + 1], argv[optind + 2]);
+		if (call(ctl, "DELETE", path, NULL, &answer))
+			return 1;
+		if (ctl->json)
+			print_json(answer);
+		else
+			printf("agent '%s': snapshot '%s' removed\n", str(answer, "agent"), str(answer, "removed"));
+		return 0;
+	}
+	if (argc - optind < 1 || argc - optind > 2) {
+		json_decref(o.body);
+		return usage_error(cmd, "snapshot needs an agent NAME and optionally a snapshot name");
+	}
+	if (!name_ok(cmd, argv[optind])) {
+		json_decref(o.body);
+		return EXIT_USAGE;
+	}
+	if (argc - optind == 2) {
+		if (snapshot_name_check(argv[optind + 1], &why) < 0) {
+			json_decref(o.body);
+			return usage_error(cmd, "invalid snapshot name '%s': %s", argv[optind + 1], why);
+		}
+		json_object_set_new(o.body, "name", json_string(argv[optind + 1]));
+	}
+	path = xasprintf("/v1/agents/%s/snapshots", argv[optind]);
+	r = call(ctl, "POST", path, o.body, &answer);
+	json_decref(o.body);
+	if (r)
+		return 1;
+	if (ctl->json)
+		print_json(answer);
+	else
+		printf("agent '%s': snapshot '%s' taken (%s)\n", argv[optind], str(answer, "name"), str(answer, "kind"));
+	return 0;
+}
+
+static const char *yes_no_unknown(json_t *v)
+{
+	return json_is_true(v) ? "good" : json_is_false(v) ? "bad" : "-";
+}
+
+static int cmd_snapshots(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+	_cleanup_(json_decrefp) json_t *j = NULL;
+	_cleanup_free_ char *path = NULL;
+	json_t *list, *s;
+	size_t i;
+	int r;
+
+	if ((r = parse_opts(cmd, argc, argv, help_only, no_opts, NULL)) != 0)
+		return r < 0 ? EXIT_USAGE : 0;
+	if (argc - optind != 1)
+		return usage_error(cmd, "snapshots needs exactly one agent NAME");
+	if (!name_ok(cmd, argv[optind]))
+		return EXIT_USAGE;
+	path = xasprintf("/v1/agents/%s/snapshots", argv[optind]);
+	if (call(ctl, "GET", path, NULL, &j))
+		return 1;
+	list = json_object_get(j, "snapshots");
+	if (ctl->json) {
+		print_json(list);
+		return 0;
+	}
+	if (json_array_size(list) == 0) {
+		printf("agent '%s' has no snapshots\n", argv[optind]);
+		return 0;
+	}
+	printf("%-28s %-20s %10s %-5s %-5s %-6s %s\n", "NAME", "TIME", "SIZE", "KIND", "STATE", "PINNED", "NOTE");
+	json_array_foreach(list, i, s) {
+		char size[32] = "-";
+		json_t *sz = json_object_get(s, "size_bytes");
+
+		if (json_is_integer(sz))
+			snprintf(size, sizeof(size), "%.1fMiB", (double)json_integer_value(sz) / (1 << 20));
+		printf("%-28s %-20s %10s %-5s %-5s %-6s %s\n", str(s, "name"), str(s, "created_at"), size, str(s, "kind"),
+		       yes_no_unknown(json_object_get(s, "good")), json_is_true(json_object_get(s, "pinned")) ? "yes" : "no",
+		       json_object_get(s, "note") ? str(s, "note") : "");
+	}
+	return 0;
+}
+
+static int restore_opt(int c, const char *arg, void *data)
+{
+	*(bool *)data = true;
+	return 0;
+}
+
+static int cmd_restore(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "last-good", no_argument, NULL, 'g' }, { "help", no_argument, NULL, 'h' }, { 0 },
+	};
+	_cleanup_(json_decrefp) json_t *answer = NULL, *body = NULL;
+	_cleanup_free_ char *path = NULL;
+	bool last_good = false;
+	const char *why;
+	int r;
+
+	if ((r = parse_opts(cmd, argc, argv, opts, restore_opt, &last_good)) != 0)
+		return r < 0 ? EXIT_USAGE : 0;
+	if (argc - optind != (last_good ? 1 : 2))
+		return usage_error(cmd, "restore needs an agent NAME and either a snapshot name or --last-good");
+	if (!name_ok(cmd, argv[optind]))
+		return EXIT_USAGE;
+	if (last_good) {
+		body = json_pack("{s:b}", "last_good", 1);
+	} else {
+		if (snapshot_name_check(argv[optind + 1], &why) < 0)
+			return usage_error(cmd, "invalid snapshot name '%s': %s", argv[optind + 1], why);
+		body = json_pack("{s:s}", "snapshot", argv[optind + 1]);
+	}
+	path = xasprintf("/v1/agents/%s/restore", argv[optind]);
+	if (call(ctl, "POST", path, body, &answer))
+		return 1;
+	if (ctl->json)
+		print_json(answer);
+	else
+		printf("agent '%s' restored to snapshot '%s' (state %s)\n", str(answer, "agent"), str(answer, "restored"),
+		       str(answer, "state"));
+	return 0;
+}
+
 static int cmd_help(struct ctl *ctl, const struct command *cmd, int argc, char **argv);
 
 static const struct command commands[] = {
@@ -762,6 +929,17 @@ static const struct command commands[] = {
 	  cmd_exec },
 	{ "console", "NAME [--bytes N]", "Show the end of a VM agent's console log.",
 	  "  --bytes N   how much of the end to show (default 65536)\n", cmd_console },
+	{ "snapshot", "NAME [SNAP] [--note TEXT] [--pin]  |  snapshot rm NAME SNAP",
+	  "Take a snapshot of an agent's environment, or delete one.",
+	  "A running VM gets a full checkpoint (memory and disk: processes come back on\n"
+	  "restore); a stopped VM a disk snapshot; a user agent a copy of its home. SNAP\n"
+	  "defaults to snap-YYYYmmdd-HHMMSS.\n"
+	  "  --note TEXT   a note shown by 'fleetctl snapshots'\n"
+	  "  --pin         keep it whatever the retention policy says\n",
+	  cmd_snapshot },
+	{ "snapshots", "NAME", "List an agent's snapshots.", NULL, cmd_snapshots },
+	{ "restore", "NAME SNAP | NAME --last-good", "Roll an agent back to a snapshot.",
+	  "  --last-good   the newest snapshot marked good by a health check\n", cmd_restore },
 	{ "audit", "[--limit N]", "Show the audit log: who changed what, when, and the outcome.",
 	  "  --limit N   show the newest N records (default 50, at most 10000)\n", cmd_audit },
 	{ "help", "[COMMAND]", "Show help for fleetctl or one command.", NULL, cmd_help },

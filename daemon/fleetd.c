@@ -190,6 +190,25 @@ static int open_log_file(const struct config *cfg)
 	return fd;
 }
 
+/* Tear down whatever main() has set up, in reverse order, and exit with code: every exit of main goes here. */
+static int finish(struct fleetd *f, int code)
+{
+	api_stop(f->api);
+	f->api = NULL;
+	backends_shutdown(f);
+	if (f->base)
+		event_base_free(f->base);
+	f->base = NULL;
+	db_close(f->db);
+	f->db = NULL;
+	if (f->lock_fd >= 0)
+		close(f->lock_fd);
+	f->lock_fd = -1;
+	config_free(&f->cfg);
+	config_free(&f->cmdline);
+	return code;
+}
+
 int main(int argc, char **argv)
 {
 	struct fleetd f = { .config_path = DEFAULT_CONFIG_PATH, .lock_fd = -1 };
@@ -219,21 +238,21 @@ int main(int argc, char **argv)
 		case OPT_SETTING:
 			if (config_set(&f.cmdline, (enum config_key)idx, optarg, CFG_FROM_CMDLINE, 0, &why) < 0) {
 				fprintf(stderr, "fleetd: --%s '%s' %s\n", opts[idx].name, optarg, why);
-				return 2;
+				return finish(&f, 2);
 			}
 			break;
 		case OPT_FOREGROUND: foreground = true; break;
 		case OPT_CONFIG: f.config_path = optarg; f.config_must_exist = true; break;
 		case OPT_CHECK: check_only = true; break;
-		case OPT_HELP: usage(stdout); return 0;
-		case OPT_VERSION: printf("fleetd %s\n", PACKAGE_VERSION); return 0;
-		default: usage(stderr); return 2;
+		case OPT_HELP: usage(stdout); return finish(&f, 0);
+		case OPT_VERSION: printf("fleetd %s\n", PACKAGE_VERSION); return finish(&f, 0);
+		default: usage(stderr); return finish(&f, 2);
 		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "fleetd: unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
-		return 2;
+		return finish(&f, 2);
 	}
 
 	nerr = config_load(&f.cfg, f.config_path, f.config_must_exist, &f.cmdline, &errors);
@@ -241,15 +260,15 @@ int main(int argc, char **argv)
 		if (nerr > 0) {
 			fputs(errors, stderr);
 			fprintf(stderr, "fleetd: %d error(s) in the configuration\n", nerr);
-			return 1;
+			return finish(&f, 1);
 		}
 		config_print(&f.cfg, stdout);
-		return 0;
+		return finish(&f, 0);
 	}
 	if (nerr > 0) {
 		fputs(errors, stderr);
 		fprintf(stderr, "fleetd: %d error(s) in the configuration; not starting (try --check-config)\n", nerr);
-		return 1;
+		return finish(&f, 1);
 	}
 	log_set_max_priority(log_level_from_string(config_get(&f.cfg, CFG_LOG_LEVEL)));
 
@@ -261,13 +280,13 @@ int main(int argc, char **argv)
 	 */
 	if ((r = mkdir_p(state_dir, 0711)) < 0 || chmod(state_dir, 0711) < 0) {
 		log_error("cannot create state directory %s: %s", state_dir, strerror(r < 0 ? -r : errno));
-		return 1;
+		return finish(&f, 1);
 	}
 	if (!foreground) {
 		/* Until ready, log lines go to the log file and to the terminal. */
 		log_fd = open_log_file(&f.cfg);
 		if (log_fd < 0)
-			return 1;
+			return finish(&f, 1);
 		daemonize(&ready_fd);
 		log_set_fd(log_fd);
 		log_set_tee_fd(STDERR_FILENO);
@@ -283,30 +302,30 @@ int main(int argc, char **argv)
 	if ((r = state_dir_lock(state_dir, &f.lock_fd)) < 0) {
 		if (r != -EBUSY)
 			log_error("cannot lock state directory %s: %s", state_dir, strerror(-r));
-		return 1;
+		return finish(&f, 1);
 	}
 	db_path = xasprintf("%s/fleet.db", state_dir);
 	if ((r = db_open(db_path, &f.db)) < 0) {
 		log_error("cannot open database %s: %s", db_path, strerror(-r));
-		return 1;
+		return finish(&f, 1);
 	}
 	f.base = event_base_new();
 	if (!f.base) {
 		log_error("cannot create the event loop");
-		return 1;
+		return finish(&f, 1);
 	}
 	f.started_at = time(NULL);
 	backends_init(&f);
 	backends_reconcile(&f);
 	if (api_start(&f, &f.api) < 0)
-		return 1;
+		return finish(&f, 1);
 	ev_term = evsignal_new(f.base, SIGTERM, on_stop_signal, &f);
 	ev_int = evsignal_new(f.base, SIGINT, on_stop_signal, &f);
 	ev_hup = evsignal_new(f.base, SIGHUP, on_reload_signal, &f);
 	if (!ev_term || !ev_int || !ev_hup || evsignal_add(ev_term, NULL) < 0 ||
 	    evsignal_add(ev_int, NULL) < 0 || evsignal_add(ev_hup, NULL) < 0) {
 		log_error("cannot install signal handlers");
-		return 1;
+		return finish(&f, 1);
 	}
 
 	log_notice("fleetd %s ready (pid %ld, state %s)", PACKAGE_VERSION, (long)getpid(), state_dir);
@@ -323,16 +342,10 @@ int main(int argc, char **argv)
 
 	event_base_dispatch(f.base);
 
-	api_stop(f.api);
-	backends_shutdown(&f);
 	event_free(ev_term);
 	event_free(ev_int);
 	event_free(ev_hup);
-	event_base_free(f.base);
-	db_close(f.db);
-	config_free(&f.cfg);
-	config_free(&f.cmdline);
-	close(f.lock_fd);
+	r = finish(&f, 0);
 	log_notice("stopped");
-	return 0;
+	return r;
 }

@@ -468,6 +468,80 @@ int virt_network_ensure(struct virt *v, const char *name, const char *xml, char 
 	return 0;
 }
 
+int virt_snapshot_create(struct virt *v, const char *domain, const char *snap, char **why)
+{
+	_cleanup_free_ char *xml = xasprintf("<domainsnapshot><name>%s</name></domainsnapshot>", snap);
+	virDomainSnapshotPtr s;
+	virDomainPtr d;
+	int r;
+
+	if ((r = lookup(v, domain, &d, why)) < 0)
+		return r;
+	s = virDomainSnapshotCreateXML(d, xml, VIR_DOMAIN_SNAPSHOT_CREATE_ATOMIC);
+	r = s ? 0 : last_error("cannot create snapshot", why);
+	if (s)
+		virDomainSnapshotFree(s);
+	virDomainFree(d);
+	return r;
+}
+
+/* Run op on the named snapshot of domain. */
+static int with_snapshot(struct virt *v, const char *domain, const char *snap,
+			 int (*op)(virDomainSnapshotPtr), const char *what, char **why)
+{
+	virDomainSnapshotPtr s;
+	virDomainPtr d;
+	int r;
+
+	if ((r = lookup(v, domain, &d, why)) < 0)
+		return r;
+	s = virDomainSnapshotLookupByName(d, snap, 0);
+	if (!s) {
+		virErrorPtr e = virGetLastError();
+		r = e && e->code == VIR_ERR_NO_DOMAIN_SNAPSHOT ? -ENOENT : last_error(what, why);
+		if (r == -ENOENT && why)
+			*why = xasprintf("no snapshot %s of %s", snap, domain);
+		virDomainFree(d);
+		return r;
+	}
+	r = op(s) < 0 ? last_error(what, why) : 0;
+	virDomainSnapshotFree(s);
+	virDomainFree(d);
+	return r;
+}
+
+static int revert(virDomainSnapshotPtr s)
+{
+	return virDomainRevertToSnapshot(s, 0);
+}
+
+static int delete_snapshot(virDomainSnapshotPtr s)
+{
+	return virDomainSnapshotDelete(s, 0);
+}
+
+static int noop(virDomainSnapshotPtr s)
+{
+	return 0;
+}
+
+int virt_snapshot_revert(struct virt *v, const char *domain, const char *snap, char **why)
+{
+	return with_snapshot(v, domain, snap, revert, "cannot revert to snapshot", why);
+}
+
+int virt_snapshot_delete(struct virt *v, const char *domain, const char *snap, char **why)
+{
+	return with_snapshot(v, domain, snap, delete_snapshot, "cannot delete snapshot", why);
+}
+
+int virt_snapshot_exists(struct virt *v, const char *domain, const char *snap)
+{
+	int r = with_snapshot(v, domain, snap, noop, "cannot look up snapshot", NULL);
+
+	return r == 0 ? 1 : r == -ENOENT ? 0 : r;
+}
+
 const char *virt_state_to_string(enum virt_state s)
 {
 	static const char *const names[] = { "off", "running", "paused", "shutting down", "crashed", "other" };

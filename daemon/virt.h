@@ -59,6 +59,17 @@ int virt_domain_list(struct virt *v, const char *prefix, char ***ret);
 /* Define and start the network from xml unless one of that name is active. */
 int virt_network_ensure(struct virt *v, const char *name, const char *xml, char **why);
 
+/*
+ * Internal snapshots (qcow2): of a running domain a full checkpoint (RAM and
+ * disk), of a shut-off one its disks. These block for seconds: call them from
+ * a worker thread. 0 or -errno with *why; -ENOENT: no such domain/snapshot.
+ */
+int virt_snapshot_create(struct virt *v, const char *domain, const char *snap, char **why);
+int virt_snapshot_revert(struct virt *v, const char *domain, const char *snap, char **why);
+int virt_snapshot_delete(struct virt *v, const char *domain, const char *snap, char **why);
+/* 1 if it exists, 0 if not, -errno. */
+int virt_snapshot_exists(struct virt *v, const char *domain, const char *snap);
+
 const char *virt_state_to_string(enum virt_state s);
 
 #endif

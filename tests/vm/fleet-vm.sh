@@ -30,6 +30,7 @@ fleetd_ns_start() {
 }
 virsh_ns() { vmns_exec virsh -q -c qemu:///system "$@"; }
 fleetd_log() { cat "$STATE/fleetd.log"; }
+no_domain() { ! vmns_exec virsh -q -c qemu:///system dominfo "$1" >/dev/null 2>&1; }
 # wait_for SECONDS CMD...: poll until CMD succeeds.
 wait_for() {
 	local deadline=$((SECONDS + $1)); shift
@@ -56,6 +57,7 @@ diag "alpha booted to SSH-ready in $((SECONDS - t0)) s"
 like "$out" "state running" "alpha is running"
 "$FLEETCTL" start beta >/dev/null 2>&1; ok $? "start beta"
 is "$(virsh_ns domstate fleet-alpha)" running "virsh agrees alpha runs"
+no_domain fleet-alpha; is "$?" 1 "(no_domain sees a domain that exists)"
 like "$("$FLEETCTL" list)" "alpha +vm +running" "fleetctl list agrees"
 
 # --- exec -----------------------------------------------------------------------------
@@ -133,7 +135,7 @@ err=$("$FLEETCTL" create noimage --backend vm 2>&1); is "$?" 1 "create without a
 like "$err" "guest image missing: .*base.qcow2" "naming the missing file"
 mv "$TEST_TMP/base.away" "$STATE/images/base.qcow2"
 check "no row left for it" -- bash -c "! '$FLEETCTL' show noimage"
-check "no domain left for it" -- bash -c "! vmns_exec virsh -c qemu:///system dominfo fleet-noimage"
+check "no domain left for it" -- no_domain fleet-noimage
 check "no files left for it" -- test ! -e "$STATE/vms/noimage" -a ! -e "$STATE/keys/noimage"
 
 # libvirtd down: a clear error; back up: fleetd reconnects on its own.
@@ -150,7 +152,7 @@ is "$("$FLEETCTL" exec alpha -- cat /home/agent/memory/fact)" remember-me "and a
 err=$("$FLEETCTL" rm beta 2>&1); is "$?" 1 "rm of a running VM agent is refused"
 like "$err" "stop it first or use --force" "and says how"
 "$FLEETCTL" rm --force beta >/dev/null; ok $? "rm --force removes it"
-check "its domain is gone" -- bash -c "! vmns_exec virsh -c qemu:///system dominfo fleet-beta"
+check "its domain is gone" -- no_domain fleet-beta
 check "its overlay and keys are gone" -- test ! -e "$STATE/vms/beta" -a ! -e "$STATE/keys/beta"
 "$FLEETCTL" stop alpha >/dev/null; ok $? "stop alpha cleanly"
 is "$(virsh_ns domstate fleet-alpha)" "shut off" "virsh agrees alpha is off"

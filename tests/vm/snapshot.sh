@@ -1,0 +1,129 @@
+#!/bin/bash
+# Snapshots and restores of a VM agent with a real guest: a full checkpoint
+# of a running guest brings back its files and its running processes, a disk
+# snapshot of a stopped one its files; a badly broken guest comes back;
+# a kill -9 of fleetd in the middle of a snapshot is cleaned up at the next
+# start; bad input is refused.
+. "$FLEET_SRCDIR/tests/lib/common.sh"
+
+[ "$(id -u)" = 0 ] || skip_all "needs root"
+for c in qemu-system-x86_64 qemu-img libvirtd virtlogd virsh mke2fs unshare nsenter; do
+	command -v "$c" >/dev/null || skip_all "$c not installed (scripts/deps.sh installs it)"
+done
+. "$FLEET_SRCDIR/tests/lib/image.sh"
+image_ensure || skip_all "cannot build the guest image"
+. "$FLEET_SRCDIR/tests/lib/vmns.sh"
+vmns_start || skip_all "cannot start a private libvirtd"
+on_exit vmns_stop
+
+STATE=$TEST_TMP/state
+SOCK=$TEST_TMP/fleetd.sock
+export FLEET_SOCKET=$SOCK
+mkdir -p "$STATE/images" "$STATE/vms"
+cp "$IMG/vmlinuz" "$IMG/initramfs.img" "$IMG/base.qcow2" "$STATE/images/"
+echo qemu > "$STATE/vms/virt-type"	# KVM is probed by fleet-vm.sh; here TCG at once
+
+fleetd_ns_start() {
+	vmns_exec "$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" \
+		2>>"$TEST_TMP/fleetd.start" || return 1
+	FLEETD_PID=$(head -1 "$STATE/fleetd.lock")
+	_pids+=("$FLEETD_PID")
+}
+virsh_ns() { vmns_exec virsh -q -c qemu:///system "$@"; }
+wait_for() {
+	local deadline=$((SECONDS + $1)); shift
+	until "$@" >/dev/null 2>&1; do [ $SECONDS -lt $deadline ] || return 1; sleep 0.2; done
+}
+ex() { "$FLEETCTL" exec snap "$@"; }
+job_idle() { vmns_exec virsh -q -c qemu:///system domjobinfo fleet-snap 2>/dev/null | grep -q 'Job type: *None'; }
+no_libvirt_snapshot() { ! vmns_exec virsh -q -c qemu:///system snapshot-list fleet-snap --name | grep -q "$1"; }
+
+fleetd_ns_start; ok $? "fleetd starts inside the namespace"
+"$FLEETCTL" create snap --backend vm >/dev/null && "$FLEETCTL" start snap >/dev/null; ok $? "a VM agent runs"
+
+# --- a full checkpoint of a running guest ------------------------------------------------
+ex -- sh -c 'echo precious > ~/memory/keep'
+ex --root -- sh -c 'sleep 100000 >/dev/null 2>&1 </dev/null & echo $! > /root/bg.pid'
+bgpid=$(ex --root -- cat /root/bg.pid)
+ok $([ -n "$bgpid" ] && echo 0 || echo 1) "a background process runs in the guest (pid $bgpid)"
+t0=$(date +%s.%N)
+out=$("$FLEETCTL" snapshot snap before --note "known good" 2>&1); ok $? "snapshot a running guest"
+diag "snapshot of a running 256 MiB guest: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+is "$out" "agent 'snap': snapshot 'before' taken (full)" "a running guest gets a full checkpoint"
+list=$("$FLEETCTL" --json snapshots snap)
+is "$(printf '%s' "$list" | jq -r '.[0].name + "|" + .[0].kind + "|" + .[0].note')" "before|full|known good" \
+	"snapshots lists it with its kind and note"
+like "$("$FLEETCTL" snapshots snap)" "^NAME +TIME +SIZE +KIND" "snapshots prints a table"
+is "$(virsh_ns snapshot-list fleet-snap --name | tr -d ' ')" "before" "libvirt has exactly that snapshot"
+
+# Break it: files gone, process killed, then the system itself.
+ex -- sh -c 'rm -f ~/memory/keep; echo junk > ~/memory/junk'
+ex --root -- kill "$bgpid"
+ex --root -- sh -c 'rm -rf /usr /sbin /bin' >/dev/null 2>&1
+err=$(ex -- true 2>&1); rc=$?
+ok $([ $rc -ne 0 ] && echo 0 || echo 1) "the broken guest can no longer run commands"
+t0=$(date +%s.%N)
+out=$("$FLEETCTL" restore snap before 2>&1); ok $? "restore the checkpoint"
+diag "restore (revert + control channel ready): $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+is "$out" "agent 'snap' restored to snapshot 'before' (state running)" "restore says what it did"
+is "$(ex -- cat /home/agent/memory/keep)" precious "exec works at once, and the file is back"
+ex -- test -e /home/agent/memory/junk; is "$?" 1 "what was written after the snapshot is gone"
+ex --root -- kill -0 "$bgpid"; ok $? "the background process is running again"
+
+# --- a disk snapshot of a stopped guest -------------------------------------------------------
+"$FLEETCTL" stop snap >/dev/null
+out=$("$FLEETCTL" snapshot snap offline --pin 2>&1); ok $? "snapshot a stopped guest"
+like "$out" "\(disk\)" "a stopped guest gets a disk snapshot"
+is "$("$FLEETCTL" --json snapshots snap | jq -r '.[] | select(.name == "offline") | .pinned')" true "--pin is recorded"
+"$FLEETCTL" start snap >/dev/null
+ex -- sh -c 'echo later > ~/memory/later'
+"$FLEETCTL" stop snap >/dev/null
+"$FLEETCTL" restore snap offline >/dev/null; ok $? "restore the disk snapshot"
+"$FLEETCTL" start snap >/dev/null
+ex -- test -e /home/agent/memory/later; is "$?" 1 "the disk is as it was at the snapshot"
+is "$(ex -- cat /home/agent/memory/keep)" precious "with the files it had then"
+
+# --- delete, and bad input --------------------------------------------------------------------
+"$FLEETCTL" snapshot rm snap offline >/dev/null; ok $? "snapshot rm"
+is "$("$FLEETCTL" --json snapshots snap | jq -r '[.[].name] | join(",")')" before "it is gone from the list"
+is "$(virsh_ns snapshot-list fleet-snap --name | tr -d ' ' | grep -c offline)" 0 "and from libvirt"
+err=$("$FLEETCTL" snapshot snap before 2>&1); is "$?" 1 "a taken snapshot name is refused"
+like "$err" "snapshot 'before' already exists" "and says so"
+err=$("$FLEETCTL" snapshot snap 'bad/name' 2>&1); is "$?" 2 "an invalid snapshot name is a usage error"
+err=$("$FLEETCTL" restore snap nosuch 2>&1); is "$?" 1 "restoring an unknown snapshot fails"
+like "$err" "no snapshot 'nosuch'" "naming it"
+err=$("$FLEETCTL" restore snap --last-good 2>&1); is "$?" 1 "--last-good without a good snapshot fails"
+like "$err" "has no snapshot marked good" "and says why"
+err=$("$FLEETCTL" snapshot rm snap nosuch 2>&1); is "$?" 1 "deleting an unknown snapshot fails"
+err=$("$FLEETCTL" snapshot ghost 2>&1); like "$err" "no such agent" "snapshot of an unknown agent"
+out=$(api POST /v1/agents/snap/snapshots '{"name":"x","colour":"red"}'); is "${out##* }" 400 "unknown fields are refused"
+out=$(api POST /v1/agents/snap/restore '{}'); is "${out##* }" 400 "restore needs a snapshot or last_good"
+
+# A snapshot is refused while a command runs in the guest.
+ex -- sleep 8 >/dev/null 2>&1 &
+bg=$!
+wait_for 10 bash -c "grep -q \"exec sleep\" '$STATE/fleetd.log'"
+err=$("$FLEETCTL" snapshot snap during 2>&1); is "$?" 1 "a snapshot while a command runs is refused"
+like "$err" "a command is running in it" "and says why"
+wait "$bg"
+
+# --- kill -9 of fleetd in the middle of a snapshot -----------------------------------------------
+"$FLEETCTL" snapshot snap interrupted >/dev/null 2>&1 &
+snapbg=$!
+wait_for 10 bash -c "sqlite3 '$STATE/fleet.db' \"SELECT state FROM snapshots WHERE name = 'interrupted'\" | grep -q creating"
+ok $? "the snapshot is under way (its row says creating)"
+kill -9 "$FLEETD_PID"; ok $? "kill -9 fleetd while it takes a snapshot"
+wait "$snapbg" 2>/dev/null
+# Let libvirt finish the job fleetd started, so there is something to clean up.
+wait_for 60 job_idle
+fleetd_ns_start; ok $? "fleetd starts again"
+is "$(sqlite3 "$STATE/fleet.db" "SELECT count(*) FROM snapshots WHERE name = 'interrupted'")" 0 \
+	"the unacknowledged snapshot's row is gone"
+wait_for 30 no_libvirt_snapshot interrupted
+ok $? "and libvirt has no such snapshot left"
+is "$(ex -- cat /home/agent/memory/keep)" precious "the agent works on"
+like "$("$FLEETCTL" audit --limit 100)" "snapshot.restore +snap/before +ok" "restores are audited"
+
+"$FLEETCTL" rm --force snap >/dev/null; ok $? "rm removes the agent with its snapshots"
+is "$(sqlite3 "$STATE/fleet.db" "SELECT count(*) FROM snapshots")" 0 "no snapshot rows are left"
+done_testing

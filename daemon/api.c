@@ -354,6 +354,8 @@ static void api_dispatch(struct evhttp_request *req, void *arg)
 	bool path_known = false;
 	int fd;
 
+	if (api_exec_claim(req))
+		return;		/* libevent reporting a write error on a stream: exec's done() ends it */
 	fd = bufferevent_getfd(evhttp_connection_get_bufferevent(conn));
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
 		log_warning("api: cannot read the caller's credentials: %s", strerror(errno));

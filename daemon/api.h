@@ -89,6 +89,8 @@ void api_agent_stop(struct api_call *c);
 void api_agent_restart(struct api_call *c);
 void api_agent_exec(struct api_call *c);
 void api_agent_console(struct api_call *c);
+/* True if req is an exec stream in flight (libevent calling back after an error); marks it gone. */
+bool api_exec_claim(struct evhttp_request *req);
 void api_snapshots_list(struct api_call *c);
 void api_snapshot_create(struct api_call *c);
 void api_snapshot_delete(struct api_call *c);

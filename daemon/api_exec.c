@@ -26,20 +26,51 @@
 #define EXEC_MAX_ARGS 4096
 #define EXEC_MAX_TIMEOUT 86400
 
+/*
+ * libevent 2.1 and a client that hangs up mid-stream: the request is
+ * detached from its dead connection but not freed (it "is still being used
+ * for sending"); evhttp_send_reply_end() then frees it. So the stream keeps
+ * its request until done() and always ends it. On some write errors libevent
+ * instead calls the request callback again (without a URI); api_dispatch
+ * asks api_exec_claim() first, so that call changes nothing.
+ */
 struct exec_reply {
-	struct evhttp_request *req;	/* NULL once the client has gone */
+	struct evhttp_request *req;
+	bool gone;			/* the client hung up: send nothing more */
 	struct evhttp_connection *conn;
 	const struct backend_ops *ops;
 	struct exec_handle *handle;
 	char *agent;
+	struct exec_reply *next;	/* streams in flight */
 };
+
+static struct exec_reply *streams;
+
+static void stream_unlink(struct exec_reply *s)
+{
+	for (struct exec_reply **pp = &streams; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			return;
+		}
+}
+
+bool api_exec_claim(struct evhttp_request *req)
+{
+	for (struct exec_reply *s = streams; s; s = s->next)
+		if (s->req == req) {
+			s->gone = true;
+			return true;
+		}
+	return false;
+}
 
 static void stream_line(struct exec_reply *s, json_t *line)
 {
 	struct evbuffer *buf;
 	char *text;
 
-	if (s->req) {
+	if (!s->gone) {
 		text = json_dumps(line, JSON_COMPACT);
 		buf = evbuffer_new();
 		if (!text || !buf)
@@ -57,7 +88,7 @@ static void on_output(void *userdata, enum exec_stream stream, const char *data,
 	struct exec_reply *s = userdata;
 	char *b64;
 
-	if (!s->req)
+	if (s->gone)
 		return;
 	b64 = base64_encode(data, len);
 	stream_line(s, json_pack("{s:s, s:s}", "stream", stream == EXEC_STDERR ? "stderr" : "stdout", "data", b64));
@@ -76,12 +107,13 @@ static void on_done(void *userdata, const struct exec_result *res)
 		stream_line(s, json_pack("{s:i}", "signal", res->signal));
 	else
 		stream_line(s, json_pack("{s:i}", "exit_code", res->exit_code));
-	if (s->req) {
+	if (!s->gone)
 		evhttp_connection_set_closecb(s->conn, NULL, NULL);
-		evhttp_send_reply_end(s->req);
-	} else {
+	else
 		log_info("agent '%s': exec finished after its client went away", s->agent);
-	}
+	/* Ends the stream, or frees the request libevent detached from its dead connection. */
+	evhttp_send_reply_end(s->req);
+	stream_unlink(s);
 	free(s->agent);
 	free(s);
 }
@@ -91,7 +123,7 @@ static void on_client_gone(struct evhttp_connection *conn, void *userdata)
 	struct exec_reply *s = userdata;
 
 	log_info("agent '%s': exec client went away; cancelling the command", s->agent);
-	s->req = NULL;
+	s->gone = true;
 	s->ops->exec_cancel(s->handle);
 }
 
@@ -228,6 +260,8 @@ void api_agent_exec(struct api_call *c)
 	evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type", "application/x-ndjson");
 	evhttp_send_reply_start(c->req, 200, "OK");
 	evhttp_connection_set_closecb(s->conn, on_client_gone, s);
+	s->next = streams;
+	streams = s;
 	log_info("agent '%s': exec %s%s by uid %ld", a->name, req.root ? "(root) " : "", argv[0], (long)c->uid);
 out:
 	strv_free(argv);

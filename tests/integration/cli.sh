@@ -76,6 +76,13 @@ is "$("$FLEETCTL" exec cli-triage --env GREETING=hi -- sh -c 'echo $GREETING')" 
 err=$("$FLEETCTL" exec cli-triage -- /no/such/program 2>&1); rc=$?
 ok $([ $rc -ne 0 ] && echo 0 || echo 1) "a missing program fails"
 like "$err" "No such file or directory" "and says so"
+# A client that hangs up mid-stream cancels the command; fleetd carries on.
+timeout 0.5 "$FLEETCTL" exec cli-triage -- sh -c 'while :; do echo spam; done' >/dev/null 2>&1
+timeout 0.5 "$FLEETCTL" exec cli-triage -- sleep 300 >/dev/null 2>&1
+gone() { ! ps -o args= -u fleet-cli-triage 2>/dev/null | grep -qE '^sleep 300|spam'; }
+for _ in $(seq 50); do gone && break; sleep 0.1; done
+check "commands of clients that hung up are killed" -- gone
+is "$("$FLEETCTL" exec cli-triage -- echo alive)" alive "and fleetd still serves execs"
 out=$("$FLEETCTL" stop cli-triage --timeout 5); ok $? "stop exits 0"
 is "$out" "agent 'cli-triage' stopped (state stopped)" "stop says what it did"
 out=$("$FLEETCTL" restart cli-triage); ok $? "restart exits 0"

@@ -4,7 +4,9 @@
  * memory/ and work/, and a cgroup with its limits. Every process of an
  * agent starts through user_launch; this file owns the users, homes and
  * cgroups, the long-lived "keeper" sandbox that makes an agent 'running',
- * and the asynchronous execs on fleetd's event loop.
+ * and the asynchronous execs on fleetd's event loop, and its snapshots:
+ * copies of the home under <state_dir>/snapshots/NAME, made and restored
+ * on worker threads (user_snapshot.c copies) that report through a pipe.
  *
  * It must never touch a user, group or directory it did not create: a
  * fleet-NAME that is not in the uid range or whose home is elsewhere is
@@ -24,6 +26,9 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <time.h>
 
 #include "cgroup.h"
@@ -31,6 +36,7 @@
 #include "fleetd.h"
 #include "log.h"
 #include "user_launch.h"
+#include "user_snapshot.h"
 #include "util.h"
 
 #define USER_PREFIX "fleet-"
@@ -78,13 +84,25 @@ struct pending_op {
 	struct event *ev;
 };
 
+struct snap_job;
+
 static struct user_state {
 	struct fleetd *f;
 	struct cgroup_host *cg;
 	struct keeper *keepers;
 	struct exec_handle *execs;
 	struct pending_op *ops;
+	struct snap_job *jobs;		/* snapshot creates and restores in flight, at most one per agent */
+	struct snap_job *trash_job;	/* the worker emptying the trash, if one runs */
+	bool trash_again;		/* more was trashed while it ran */
+	bool stopping;
 } *us;
+
+static bool job_busy(const char *agent, char **why);
+static void thaw_leftover(const char *agent);
+static void snapshots_sweep(struct fleetd *f);
+static void snapshots_forget(struct fleetd *f, const char *agent);
+static void jobs_shutdown(void);
 
 static const char *const tool_path_dirs[] = { "/usr/sbin", "/sbin", "/usr/bin", "/bin" };
 
@@ -430,6 +448,9 @@ static int user_init(struct fleetd *f, char **why)
 	log_info("user backend: cgroups: %s", cg);
 	if (!cgroup_host_has(us->cg, "memory") || !cgroup_host_has(us->cg, "pids"))
 		log_warning("user backend: no memory or pids cgroup; limits rely on rlimits only");
+	if (!cgroup_host_can_freeze(us->cg))
+		log_warning("user backend: no cgroup freezer; a running user agent cannot be snapshotted");
+	snapshots_sweep(f);
 	return 0;
 }
 
@@ -441,6 +462,8 @@ static void user_shutdown(struct fleetd *f)
 {
 	if (!us)
 		return;
+	/* Snapshot work is cancelled (its worker thaws and cleans up) and reported. */
+	jobs_shutdown();
 	/* Starts and stops in flight complete now; a stop ends forced. */
 	while (us->ops) {
 		if (us->ops->is_stop && us->ops->r == 0)
@@ -575,6 +598,8 @@ static int user_provision(struct fleetd *f, const struct agent *a, char **why)
 		*why = xasprintf("home %s already exists", home);
 		return -EEXIST;
 	}
+	/* Snapshots of an earlier agent of this name (a destroy that did not finish) are not this one's. */
+	snapshots_forget(f, a->name);
 	if (cgroup_host_usable(us->cg) && cgroup_exists(us->cg, a->name)) {
 		/* Left over from a crash: reuse nothing, but an empty one is safe to drop. */
 		if (cgroup_count(us->cg, a->name) > 0 || cgroup_remove(us->cg, a->name) < 0) {
@@ -651,6 +676,8 @@ static int user_destroy(struct fleetd *f, const struct agent *a, bool force, cha
 		*why = xasprintf("cannot look up user %s: %s", user, strerror(-r));
 		return r;
 	}
+	if (job_busy(a->name, why))
+		return -EBUSY;
 	if (r == 0 && agent_busy(a->name, uid) && !force) {
 		*why = xstrdup("is running; stop it first or use --force");
 		return -EBUSY;
@@ -669,6 +696,7 @@ static int user_destroy(struct fleetd *f, const struct agent *a, bool force, cha
 		ret = r;
 	if (uid != 0 && (r = remove_user(user, ret ? NULL : why)) < 0 && ret == 0)
 		ret = r;
+	snapshots_forget(f, a->name);	/* its snapshots and a half-made restore; removed in the background */
 	return ret;
 }
 
@@ -774,14 +802,11 @@ static void op_schedule(struct fleetd *f, const char *agent, uid_t uid, bool is_
 	us->ops = op;
 }
 
+static int keeper_launch(struct fleetd *f, const struct agent *a, uid_t uid, char **why);
+
 static int user_start(struct fleetd *f, const struct agent *a, backend_done_fn done, void *userdata, char **why)
 {
-	struct user_launch_spec spec = { .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1 };
-	struct user_launch_proc proc;
-	struct user_launch_report rep = { 0 };
-	struct keeper *k;
 	uid_t uid;
-	ssize_t n;
 	int r;
 
 	if ((r = ensure_init(f, why)) < 0)
@@ -790,10 +815,29 @@ static int user_start(struct fleetd *f, const struct agent *a, backend_done_fn d
 		*why = xstrdup("has no user environment (not provisioned?)");
 		return r == -EPERM ? -ENOENT : r;
 	}
+	if (job_busy(a->name, why))
+		return -EBUSY;
+	thaw_leftover(a->name);
 	if (keeper_alive(a->name)) {
 		op_schedule(f, a->name, uid, false, 0, done, userdata);
 		return 0;
 	}
+	if ((r = keeper_launch(f, a, uid, why)) < 0)
+		return r;
+	op_schedule(f, a->name, uid, false, 0, done, userdata);
+	return 0;
+}
+
+/* Launch the keeper sandbox of a and wait for its READY (a few ms); it is then tracked in us->keepers. */
+static int keeper_launch(struct fleetd *f, const struct agent *a, uid_t uid, char **why)
+{
+	struct user_launch_spec spec = { .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1 };
+	struct user_launch_proc proc;
+	struct user_launch_report rep = { 0 };
+	struct keeper *k;
+	ssize_t n;
+	int r;
+
 	if ((r = launch(f, a, uid, &spec, NULL, &proc, why)) < 0)
 		return r;
 	/* The keeper reports once its sandbox is set up (READY) or why it failed: a few ms. */
@@ -817,7 +861,6 @@ static int user_start(struct fleetd *f, const struct agent *a, backend_done_fn d
 	event_add(k->ev, NULL);
 	k->next = us->keepers;
 	us->keepers = k;
-	op_schedule(f, a->name, uid, false, 0, done, userdata);
 	return 0;
 }
 
@@ -834,6 +877,9 @@ static int user_stop(struct fleetd *f, const struct agent *a, int timeout_s, bac
 		*why = xstrdup("has no user environment (not provisioned?)");
 		return r == -EPERM ? -ENOENT : r;
 	}
+	if (job_busy(a->name, why))
+		return -EBUSY;
+	thaw_leftover(a->name);	/* a frozen process would not see its SIGTERM */
 	/* Clean: SIGTERM to every sandbox init, which passes it to everything in its namespace. */
 	if ((k = *keeper_find(a->name)))
 		(void)syscall(SYS_pidfd_send_signal, k->pidfd, SIGTERM, NULL, 0);
@@ -1043,6 +1089,10 @@ static int user_exec(struct fleetd *f, const struct agent *a, const struct exec_
 		*why = xstrdup("has no user environment (not provisioned?)");
 		return r == -EPERM ? -ENOENT : r;
 	}
+	/* A command must not change the home while it is copied, nor run in a home about to be swapped. */
+	if (job_busy(a->name, why))
+		return -EBUSY;
+	thaw_leftover(a->name);
 	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
 	    (req->stdin_len > 0 && pipe2(in, O_CLOEXEC) < 0)) {
 		r = -errno;
@@ -1114,6 +1164,743 @@ static void user_exec_cancel(struct exec_handle *h)
 	(void)syscall(SYS_pidfd_send_signal, h->proc.pidfd, SIGKILL, NULL, 0);
 }
 
+/* ---- snapshots ----
+ *
+ * <state_dir>/snapshots            0700 root
+ *   NAME/                          0700 root, one per agent
+ *     SNAP/                        0700 root, a finished snapshot
+ *       home/                      the copy of the home, owners, modes and times kept
+ *     .SNAP.tmp/                   a snapshot being made (a leading dot: never a valid snapshot name)
+ *   .trash/                        what is being removed in the background
+ * <state_dir>/users/NAME.restore   a restored home being built, swapped in whole
+ *
+ * create and restore run their copy on a worker thread; the worker writes
+ * one byte on the job's pipe when it is done and the loop finishes the job
+ * (joins the thread, swaps, calls done()), so done() always comes from the
+ * loop, after create()/restore() returned. Removal is a rename into the
+ * trash (instant) and a worker that empties it.
+ */
+
+enum snap_job_kind { JOB_CREATE, JOB_RESTORE, JOB_TRASH };
+
+struct snap_job {
+	struct snap_job *next;
+	enum snap_job_kind kind;
+	char *agent, *snap;		/* NULL for JOB_TRASH */
+	struct agent *a;		/* restore: to relaunch the keeper */
+	uid_t uid;
+	const struct cgroup_host *cg;
+	bool freeze;
+	char *snaps_dir, *users_dir, *trash_dir;	/* copies: the worker reads nothing of fleetd's */
+	pthread_t thread;
+	bool thread_live;
+	int pipe[2];
+	struct event *ev;
+	atomic_bool cancel;
+	/* written by the worker before it writes the pipe */
+	int r;
+	char *why;
+	struct user_snapshot_stats stats;
+	long long size_bytes, frozen_usec, copy_usec;
+	bool trashed;
+	backend_snapshot_fn snap_done;
+	backend_done_fn done;
+	void *userdata;
+};
+
+static char *snaps_dir(struct fleetd *f)
+{
+	return xasprintf("%s/snapshots", config_get(&f->cfg, CFG_STATE_DIR));
+}
+
+/* A directory of fleet's: made if missing, root's, mode 0700 (set again if someone loosened it). */
+static int ensure_private_dir(const char *dir, char **why)
+{
+	struct stat st;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		int r = -errno;
+		*why = xasprintf("cannot create %s: %s", dir, strerror(-r));
+		return r;
+	}
+	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0) {
+		*why = xasprintf("%s is not a directory owned by root", dir);
+		return -EPERM;
+	}
+	if ((st.st_mode & 07777) != 0700 && chmod(dir, 0700) < 0) {
+		int r = -errno;
+		*why = xasprintf("cannot chmod %s: %s", dir, strerror(-r));
+		return r;
+	}
+	return 0;
+}
+
+/*
+ * Move path out of sight at once: rename it into the trash, which a worker
+ * empties. If it cannot be renamed (another file system), rm -rf it here.
+ * 0 also when there was nothing. Safe on any thread.
+ */
+static int trash_path(const char *trash, const char *path, bool *trashed)
+{
+	static atomic_uint seq;
+	_cleanup_free_ char *to = xasprintf("%s/%lld-%ld-%u", trash, now_usec(), (long)getpid(), atomic_fetch_add(&seq, 1));
+	const char *const argv[] = { "rm", "-rf", "--one-file-system", "--", path, NULL };
+	_cleanup_free_ char *out = NULL;
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (rename(path, to) == 0) {
+		*trashed = true;
+		return 0;
+	}
+	return run_tool(argv, &out) == 0 ? 0 : -EIO;
+}
+
+static void job_free(struct snap_job *j)
+{
+	if (j->ev)
+		event_free(j->ev);
+	for (int i = 0; i < 2; i++)
+		if (j->pipe[i] >= 0)
+			close(j->pipe[i]);
+	agent_free(j->a);
+	free(j->agent);
+	free(j->snap);
+	free(j->snaps_dir);
+	free(j->users_dir);
+	free(j->trash_dir);
+	free(j->why);
+	free(j);
+}
+
+static void worker_done(struct snap_job *j)
+{
+	char c = 1;
+
+	while (write(j->pipe[1], &c, 1) < 0 && errno == EINTR)
+		;
+}
+
+static void *trash_worker(void *arg)
+{
+	struct snap_job *j = arg;
+	DIR *d = opendir(j->trash_dir);
+	struct dirent *de;
+
+	while (d && (de = readdir(d)) && !atomic_load(&j->cancel)) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		_cleanup_free_ char *p = xasprintf("%s/%s", j->trash_dir, de->d_name), *out = NULL;
+		const char *const argv[] = { "rm", "-rf", "--one-file-system", "--", p, NULL };
+		if (run_tool(argv, &out) != 0 && !j->why)
+			j->why = xasprintf("cannot remove %s: %s", p, out && *out ? out : "rm failed");
+	}
+	if (d)
+		closedir(d);
+	worker_done(j);
+	return NULL;
+}
+
+/* A second before t: files modified after it are never trusted to be unchanged (see user_snapshot.h). */
+static struct timespec before(struct timespec t)
+{
+	t.tv_sec -= 1;
+	return t;
+}
+
+/* Copy the home into .SNAP.tmp with the agent frozen, then rename it to SNAP. */
+static void *create_worker(void *arg)
+{
+	struct snap_job *j = arg;
+	_cleanup_free_ char *adir = xasprintf("%s/%s", j->snaps_dir, j->agent), *tmp = xasprintf(".%s.tmp", j->snap);
+	_cleanup_free_ char *tmp_path = xasprintf("%s/%s", adir, tmp), *prev = NULL;
+	_cleanup_close_ int afd = -1, ufd = -1, tfd = -1, pfd = -1, pre_fd = -1;
+	struct user_snapshot_copy c = { .prev_fd = -1, .src_name = j->agent, .dst_name = "home", .cancel = &j->cancel };
+	struct timespec started, ts[2];
+	bool frozen = false;
+	long long t0, t_all = now_usec();
+	struct stat st;
+	DIR *d;
+	struct dirent *de;
+	int r;
+
+	afd = open(adir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	ufd = open(j->users_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (afd < 0 || ufd < 0) {
+		j->r = -errno;
+		j->why = xasprintf("cannot open %s: %s", afd < 0 ? adir : j->users_dir, strerror(-j->r));
+		goto out;
+	}
+	/* No other job of this agent runs: every .*.tmp here is a leftover of a fleetd killed mid-way. */
+	if ((d = fdopendir(dup(afd)))) {
+		while ((de = readdir(d)))
+			if (de->d_name[0] == '.' && strlen(de->d_name) > 5 &&
+			    strcmp(de->d_name + strlen(de->d_name) - 4, ".tmp") == 0) {
+				_cleanup_free_ char *p = xasprintf("%s/%s", adir, de->d_name);
+				(void)trash_path(j->trash_dir, p, &j->trashed);
+			}
+		closedir(d);
+	}
+	if (mkdirat(afd, tmp, 0700) < 0 || (tfd = openat(afd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		j->r = -errno;
+		j->why = xasprintf("cannot create %s: %s", tmp_path, strerror(-j->r));
+		goto out;
+	}
+	if (user_snapshot_newest(afd, &prev) == 0) {
+		_cleanup_free_ char *p = xasprintf("%s/home", prev);
+		pfd = openat(afd, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		/* a snapshot's mtime is when its copy began (set below) */
+		if (pfd >= 0 && fstatat(afd, prev, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			c.prev_before = before(st.st_mtim);
+	}
+	c.src_dir = ufd;
+	c.dst_dir = tfd;
+	c.prev_fd = pfd;
+	if (j->freeze) {
+		/*
+		 * Pre-pass while the agent runs: copy what can be copied, tolerating
+		 * a tree that changes. The exact pass, frozen, then only walks the
+		 * home and links whatever the pre-pass got right, so the agent is
+		 * frozen for the changes, not for the whole home.
+		 */
+		struct user_snapshot_copy pre = c;
+		struct user_snapshot_stats pst;
+		_cleanup_free_ char *pwhy = NULL;
+
+		clock_gettime(CLOCK_REALTIME, &started);
+		pre.dst_name = "pre";
+		pre.tolerant = true;
+		j->r = user_snapshot_copy(&pre, &pst, &pwhy);
+		pre_fd = openat(tfd, "pre", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);	/* also half-made: removed below */
+		if (j->r == -ECANCELED) {
+			j->why = TAKE_PTR(pwhy);
+			goto out;
+		}
+		if (j->r == 0 && pre_fd >= 0) {
+			c.prev_fd = pre_fd;
+			c.prev_before = before(started);
+		}
+		j->r = 0;	/* without a pre-pass, the exact pass copies everything itself */
+	}
+	t0 = now_usec();
+	clock_gettime(CLOCK_REALTIME, &started);
+	if (j->freeze) {
+		if ((r = cgroup_freeze(j->cg, j->agent, 5000)) < 0) {
+			j->r = r;
+			j->why = r == -ETIMEDOUT ? xstrdup("cannot freeze the agent's processes within 5 s (one is stuck in the kernel?)")
+						 : xasprintf("cannot freeze the agent's processes: %s", strerror(-r));
+			goto out;
+		}
+		frozen = true;
+	}
+	j->r = user_snapshot_copy(&c, &j->stats, &j->why);
+	if (frozen) {
+		/* Whatever happened, the agent runs again. */
+		for (int i = 0; (r = cgroup_thaw(j->cg, j->agent)) < 0 && i < 100; i++)
+			usleep(10000);
+		j->frozen_usec = now_usec() - t0;
+		if (r < 0 && j->r == 0) {
+			j->r = r;
+			j->why = xasprintf("cannot thaw the agent's processes: %s", strerror(-r));
+		}
+	}
+	j->copy_usec = now_usec() - t_all;
+	if (pre_fd >= 0) {
+		/* here, not in the trash: until it is gone, link counts in the snapshot are off by one */
+		_cleanup_free_ char *p = xasprintf("%s/pre", tmp_path), *out = NULL;
+		const char *const argv[] = { "rm", "-rf", "--one-file-system", "--", p, NULL };
+		if (run_tool(argv, &out) != 0 && j->r == 0) {
+			j->r = -EIO;
+			j->why = xasprintf("cannot remove %s: %s", p, out && *out ? out : "rm failed");
+		}
+	}
+	if (j->r < 0)
+		goto out;
+	/* Durable before it is named: a snapshot that exists is whole, also after a power loss. */
+	ts[0] = ts[1] = started;
+	if (syncfs(tfd) < 0 || futimens(tfd, ts) < 0 ||
+	    renameat2(afd, tmp, afd, j->snap, RENAME_NOREPLACE) < 0 || fsync(afd) < 0) {
+		j->r = -errno;
+		j->why = xasprintf("cannot complete %s: %s", tmp_path, strerror(-j->r));
+		goto out;
+	}
+	/* what the snapshot holds alone: after the pre-pass, the copies it made are counted here */
+	if (user_snapshot_usage(tfd, &j->size_bytes) < 0)
+		j->size_bytes = -1;
+out:
+	if (j->r < 0 && tfd >= 0)
+		(void)trash_path(j->trash_dir, tmp_path, &j->trashed);
+	worker_done(j);
+	return NULL;
+}
+
+/* Build <home>.restore from SNAP/home: new files (never links into the snapshot), owners and modes as they were. */
+static void *restore_worker(void *arg)
+{
+	struct snap_job *j = arg;
+	_cleanup_free_ char *sdir = xasprintf("%s/%s/%s", j->snaps_dir, j->agent, j->snap);
+	_cleanup_free_ char *rname = xasprintf("%s.restore", j->agent);
+	_cleanup_free_ char *rpath = xasprintf("%s/%s", j->users_dir, rname);
+	_cleanup_close_ int sfd = -1, ufd = -1;
+	struct user_snapshot_copy c = {
+		.prev_fd = -1, .src_name = "home", .dst_name = rname, .top_root = true, .cancel = &j->cancel,
+	};
+	long long t0 = now_usec();
+
+	(void)trash_path(j->trash_dir, rpath, &j->trashed);	/* a leftover of a fleetd killed mid-way */
+	sfd = open(sdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	ufd = open(j->users_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sfd < 0 || ufd < 0) {
+		j->r = -errno;
+		j->why = xasprintf("cannot open %s: %s", sfd < 0 ? sdir : j->users_dir, strerror(-j->r));
+		goto out;
+	}
+	c.src_dir = sfd;
+	c.dst_dir = ufd;
+	j->r = user_snapshot_copy(&c, &j->stats, &j->why);
+	if (j->r == 0 && syncfs(ufd) < 0) {
+		j->r = -errno;
+		j->why = xasprintf("cannot sync %s: %s", rpath, strerror(-j->r));
+	}
+	j->copy_usec = now_usec() - t0;
+	if (j->r < 0)
+		(void)trash_path(j->trash_dir, rpath, &j->trashed);
+out:
+	worker_done(j);
+	return NULL;
+}
+
+static void on_job_done(evutil_socket_t fd, short what, void *arg);
+
+/* Start j's worker; the job is listed in us->jobs (or is the trash job) by the caller. */
+static int job_start(struct fleetd *f, struct snap_job *j, void *(*fn)(void *), char **why)
+{
+	sigset_t all, old;
+	int r;
+
+	j->ev = event_new(f->base, j->pipe[0], EV_READ, on_job_done, j);
+	/* Signals are for the loop's thread: the worker blocks them all. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(&j->thread, NULL, fn, j);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r != 0) {
+		if (why)
+			*why = xasprintf("cannot start a worker thread: %s", strerror(r));
+		return -r;
+	}
+	j->thread_live = true;
+	event_add(j->ev, NULL);
+	return 0;
+}
+
+static struct snap_job *job_new(struct fleetd *f, enum snap_job_kind kind, const char *agent, const char *snap)
+{
+	struct snap_job *j = xcalloc(1, sizeof(*j));
+
+	j->kind = kind;
+	j->agent = agent ? xstrdup(agent) : NULL;
+	j->snap = snap ? xstrdup(snap) : NULL;
+	j->cg = us->cg;
+	j->snaps_dir = snaps_dir(f);
+	j->users_dir = users_dir(f);
+	j->trash_dir = xasprintf("%s/.trash", j->snaps_dir);
+	j->pipe[0] = j->pipe[1] = -1;
+	atomic_init(&j->cancel, false);
+	if (pipe2(j->pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+		job_free(j);
+		return NULL;
+	}
+	return j;
+}
+
+/* Empty the trash on a worker; if one is at it already, it goes again when it ends. */
+static void trash_kick(void)
+{
+	struct snap_job *j;
+
+	if (!us || us->stopping)
+		return;
+	if (us->trash_job) {
+		us->trash_again = true;
+		return;
+	}
+	us->trash_again = false;
+	if (!(j = job_new(us->f, JOB_TRASH, NULL, NULL)))
+		return;
+	if (job_start(us->f, j, trash_worker, NULL) < 0) {
+		job_free(j);
+		return;
+	}
+	us->trash_job = j;
+}
+
+static void job_unlink(struct snap_job *j)
+{
+	for (struct snap_job **p = &us->jobs; *p; p = &(*p)->next)
+		if (*p == j) {
+			*p = j->next;
+			break;
+		}
+}
+
+/* The loop half of a restore: stop the agent, swap the homes, restart the keeper. Sets j->r, j->why. */
+static void restore_swap(struct snap_job *j)
+{
+	_cleanup_free_ char *rname = xasprintf("%s.restore", j->agent);
+	_cleanup_free_ char *rpath = xasprintf("%s/%s", j->users_dir, rname);
+	_cleanup_close_ int ufd = -1;
+	_cleanup_free_ char *kwhy = NULL;
+	bool was_running;
+	int r;
+
+	if (j->r < 0)
+		return;	/* the worker removed what it built */
+	if (us->stopping) {
+		j->r = -ECANCELED;
+		j->why = xstrdup("cancelled (fleetd is stopping)");
+		(void)trash_path(j->trash_dir, rpath, &j->trashed);
+		return;
+	}
+	was_running = keeper_alive(j->agent);
+	if (exec_active(j->agent)) {
+		r = -EBUSY;	/* refused while the job ran; cannot happen */
+		j->why = xstrdup("a command is running");
+		goto fail;
+	}
+	if ((r = kill_everything(j->agent, j->uid)) < 0) {
+		j->why = xasprintf("cannot stop the agent's processes: %s", strerror(-r));
+		goto fail;
+	}
+	/* Handed to the agent only now that none of its processes is left to write into it early. */
+	if ((ufd = open(j->users_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	    fchownat(ufd, rname, j->uid, j->uid, AT_SYMLINK_NOFOLLOW) < 0 || fchmodat(ufd, rname, 0700, 0) < 0 ||
+	    renameat2(ufd, rname, ufd, j->agent, RENAME_EXCHANGE) < 0) {
+		r = -errno;
+		j->why = xasprintf("cannot swap in the restored home: %s", strerror(-r));
+		goto fail;
+	}
+	(void)fsync(ufd);
+	/* rname is now the old home; in the trash the agent cannot reach it any more. */
+	if (trash_path(j->trash_dir, rpath, &j->trashed) < 0)
+		log_warning("agent '%s': cannot remove the home replaced by the restore (%s)", j->agent, rpath);
+	if (was_running && keeper_launch(us->f, j->a, j->uid, &kwhy) < 0)
+		log_warning("agent '%s': restored, but cannot start it again: %s", j->agent, kwhy ? kwhy : "");
+	return;
+fail:
+	j->r = r;
+	(void)trash_path(j->trash_dir, rpath, &j->trashed);
+	if (was_running && !keeper_alive(j->agent) && keeper_launch(us->f, j->a, j->uid, &kwhy) < 0)
+		log_warning("agent '%s': cannot start it again: %s", j->agent, kwhy ? kwhy : "");
+}
+
+/* On the loop, after the worker ended: report and free. */
+static void job_finish(struct snap_job *j)
+{
+	bool trashed = j->trashed;
+
+	if (j->thread_live) {
+		pthread_join(j->thread, NULL);
+		j->thread_live = false;
+	}
+	if (j->kind == JOB_TRASH) {
+		if (j->why)
+			log_warning("user backend: %s", j->why);
+		us->trash_job = NULL;
+		job_free(j);
+		if (us->trash_again)
+			trash_kick();
+		return;
+	}
+	job_unlink(j);
+	if (j->kind == JOB_CREATE) {
+		struct snapshot_result res = { .error = j->r, .why = j->why, .kind = "dir",
+					       .size_bytes = j->r == 0 ? j->size_bytes : -1 };
+		if (j->r == 0)
+			log_debug("agent '%s': snapshot '%s': %lld files (%lld unchanged and linked, %lld reflinked, "
+				  "%lld copied), %lld bytes added, frozen %lld ms, copy %lld ms", j->agent, j->snap,
+				  j->stats.files, j->stats.shared, j->stats.reflinked, j->stats.copied, j->size_bytes,
+				  j->frozen_usec / 1000, j->copy_usec / 1000);
+		j->snap_done(j->userdata, &res);
+	} else {
+		restore_swap(j);
+		trashed |= j->trashed;
+		if (j->r == 0)
+			log_debug("agent '%s': restored '%s': %lld files copied in %lld ms", j->agent, j->snap,
+				  j->stats.files, j->copy_usec / 1000);
+		j->done(j->userdata, j->r, j->why);
+	}
+	job_free(j);
+	if (trashed)
+		trash_kick();
+}
+
+static void on_job_done(evutil_socket_t fd, short what, void *arg)
+{
+	job_finish(arg);
+}
+
+static bool job_busy(const char *agent, char **why)
+{
+	for (struct snap_job *j = us ? us->jobs : NULL; j; j = j->next)
+		if (strcmp(j->agent, agent) == 0) {
+			if (why && !*why)
+				*why = xasprintf("a %s of snapshot '%s' is in progress",
+						 j->kind == JOB_CREATE ? "creation" : "restore", j->snap);
+			return true;
+		}
+	return false;
+}
+
+/* A group left frozen by a fleetd killed during a snapshot: thaw it before the agent is used. */
+static void thaw_leftover(const char *agent)
+{
+	if (!cgroup_host_can_freeze(us->cg) || job_busy(agent, NULL))
+		return;
+	if (cgroup_frozen(us->cg, agent) == 1)
+		log_warning("agent '%s': was left frozen (fleetd stopped during a snapshot?); thawing it", agent);
+	(void)cgroup_thaw(us->cg, agent);	/* also a group stuck half-way (FREEZING) */
+}
+
+static void jobs_shutdown(void)
+{
+	us->stopping = true;
+	for (struct snap_job *j = us->jobs; j; j = j->next)
+		atomic_store(&j->cancel, true);
+	if (us->trash_job)
+		atomic_store(&us->trash_job->cancel, true);
+	while (us->jobs)
+		job_finish(us->jobs);	/* joins the worker, which thaws and removes what it made */
+	if (us->trash_job)
+		job_finish(us->trash_job);
+}
+
+/* Clean what a fleetd killed mid-way left: half-made snapshots and restores. At init, before any job. */
+static void snapshots_sweep(struct fleetd *f)
+{
+	_cleanup_free_ char *sd = snaps_dir(f), *ud = users_dir(f), *trash = xasprintf("%s/.trash", sd);
+	_cleanup_free_ char *why = NULL;
+	bool trashed = false;
+	DIR *d;
+	struct dirent *de;
+
+	if (access(sd, F_OK) < 0)
+		return;	/* no snapshot was ever made */
+	if (ensure_private_dir(sd, &why) < 0 || ensure_private_dir(trash, &why) < 0) {
+		log_warning("user backend: %s", why);
+		return;
+	}
+	if ((d = opendir(ud))) {
+		while ((de = readdir(d))) {
+			size_t n = strlen(de->d_name);
+			if (n > 8 && strcmp(de->d_name + n - 8, ".restore") == 0) {
+				_cleanup_free_ char *p = xasprintf("%s/%s", ud, de->d_name);
+				log_info("user backend: removing %s, an unfinished restore", p);
+				(void)trash_path(trash, p, &trashed);
+			}
+		}
+		closedir(d);
+	}
+	if ((d = opendir(sd))) {
+		while ((de = readdir(d))) {
+			if (de->d_name[0] == '.')
+				continue;
+			_cleanup_free_ char *ad = xasprintf("%s/%s", sd, de->d_name);
+			DIR *d2 = opendir(ad);
+			struct dirent *e2;
+
+			while (d2 && (e2 = readdir(d2))) {
+				size_t n = strlen(e2->d_name);
+				if (e2->d_name[0] == '.' && n > 5 && strcmp(e2->d_name + n - 4, ".tmp") == 0) {
+					_cleanup_free_ char *p = xasprintf("%s/%s", ad, e2->d_name);
+					log_info("user backend: removing %s, an unfinished snapshot", p);
+					(void)trash_path(trash, p, &trashed);
+				}
+			}
+			if (d2)
+				closedir(d2);
+		}
+		closedir(d);
+	}
+	trash_kick();	/* also whatever an earlier fleetd left in the trash */
+}
+
+/* Drop every snapshot of agent and a half-made restore of its home (destroy, or a stale name at provision). */
+static void snapshots_forget(struct fleetd *f, const char *agent)
+{
+	_cleanup_free_ char *sd = snaps_dir(f), *trash = xasprintf("%s/.trash", sd);
+	_cleanup_free_ char *ad = xasprintf("%s/%s", sd, agent), *rp = xasprintf("%s/users/%s.restore",
+										   config_get(&f->cfg, CFG_STATE_DIR), agent);
+	_cleanup_free_ char *why = NULL;
+	bool trashed = false;
+
+	if (access(ad, F_OK) < 0 && access(rp, F_OK) < 0)
+		return;
+	if (ensure_private_dir(sd, &why) < 0 || ensure_private_dir(trash, &why) < 0) {
+		log_warning("agent '%s': cannot remove its snapshots: %s", agent, why);
+		return;
+	}
+	if (trash_path(trash, ad, &trashed) < 0 || trash_path(trash, rp, &trashed) < 0)
+		log_warning("agent '%s': cannot remove its snapshots in %s", agent, ad);
+	if (trashed)
+		trash_kick();
+}
+
+/* <state_dir>/snapshots, its trash and NAME/ within it, all 0700 root. */
+static int ensure_agent_snaps_dir(struct fleetd *f, const char *agent, char **why)
+{
+	_cleanup_free_ char *sd = snaps_dir(f), *trash = xasprintf("%s/.trash", sd), *ad = xasprintf("%s/%s", sd, agent);
+	int r;
+
+	if ((r = ensure_private_dir(sd, why)) < 0 || (r = ensure_private_dir(trash, why)) < 0 ||
+	    (r = ensure_private_dir(ad, why)) < 0)
+		return r;
+	return 0;
+}
+
+static char *snap_path(struct fleetd *f, const char *agent, const char *snap)
+{
+	return xasprintf("%s/snapshots/%s/%s", config_get(&f->cfg, CFG_STATE_DIR), agent, snap);
+}
+
+/* Checks shared by create and restore; the agent's uid in *uid. */
+static int snapshot_preflight(struct fleetd *f, const struct agent *a, uid_t *uid, char **why)
+{
+	int r;
+
+	if ((r = ensure_init(f, why)) < 0)
+		return r;
+	if ((r = agent_user(f, a->name, uid)) < 0) {
+		*why = xstrdup("has no user environment (not provisioned?)");
+		return r == -EPERM ? -ENOENT : r;
+	}
+	if (job_busy(a->name, why))
+		return -EBUSY;
+	if (exec_active(a->name)) {
+		*why = xstrdup("a command is running; snapshots wait until it ends");
+		return -EBUSY;
+	}
+	thaw_leftover(a->name);
+	return ensure_agent_snaps_dir(f, a->name, why);
+}
+
+static int user_snapshot_create(struct fleetd *f, const struct agent *a, const char *snap,
+				backend_snapshot_fn done, void *userdata, char **why)
+{
+	_cleanup_free_ char *path = NULL;
+	struct snap_job *j;
+	struct stat st;
+	bool procs;
+	uid_t uid;
+	int r;
+
+	if ((r = snapshot_preflight(f, a, &uid, why)) < 0)
+		return r;
+	path = snap_path(f, a->name, snap);
+	if (lstat(path, &st) == 0) {
+		*why = xasprintf("snapshot '%s' already exists", snap);
+		return -EEXIST;
+	}
+	/* Its processes (the keeper, strays in its cgroup) hold still while the home is copied. */
+	procs = keeper_alive(a->name) ||
+		(cgroup_host_usable(us->cg) ? cgroup_count(us->cg, a->name) > 0 : user_launch_uid_alive(uid));
+	if (procs && !cgroup_host_can_freeze(us->cg)) {
+		*why = xstrdup("is running and this host has no cgroup freezer to hold it still; stop it first");
+		return -EOPNOTSUPP;
+	}
+	if (!(j = job_new(f, JOB_CREATE, a->name, snap))) {
+		r = -errno;
+		*why = xasprintf("cannot create a pipe: %s", strerror(-r));
+		return r;
+	}
+	j->uid = uid;
+	j->freeze = cgroup_host_can_freeze(us->cg) && cgroup_exists(us->cg, a->name);
+	j->snap_done = done;
+	j->userdata = userdata;
+	if ((r = job_start(f, j, create_worker, why)) < 0) {
+		job_free(j);
+		return r;
+	}
+	j->next = us->jobs;
+	us->jobs = j;
+	return 0;
+}
+
+static int user_snapshot_restore(struct fleetd *f, const struct agent *a, const char *snap,
+				 backend_done_fn done, void *userdata, char **why)
+{
+	_cleanup_free_ char *path = NULL, *home = NULL;
+	struct snap_job *j;
+	struct stat st;
+	uid_t uid;
+	int r;
+
+	if ((r = snapshot_preflight(f, a, &uid, why)) < 0)
+		return r;
+	path = snap_path(f, a->name, snap);
+	home = xasprintf("%s/home", path);
+	if (lstat(home, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		*why = xasprintf("has no snapshot '%s'", snap);
+		return -ENOENT;
+	}
+	if (!(j = job_new(f, JOB_RESTORE, a->name, snap))) {
+		r = -errno;
+		*why = xasprintf("cannot create a pipe: %s", strerror(-r));
+		return r;
+	}
+	j->uid = uid;
+	j->a = agent_copy(a);
+	j->done = done;
+	j->userdata = userdata;
+	if ((r = job_start(f, j, restore_worker, why)) < 0) {
+		job_free(j);
+		return r;
+	}
+	j->next = us->jobs;
+	us->jobs = j;
+	return 0;
+}
+
+static int user_snapshot_delete(struct fleetd *f, const struct agent *a, const char *snap, char **why)
+{
+	_cleanup_free_ char *path = NULL, *tmp = NULL, *trash = NULL;
+	bool trashed = false;
+	struct stat st;
+	int r;
+
+	if ((r = ensure_init(f, why)) < 0)
+		return r;
+	if (job_busy(a->name, why))
+		return -EBUSY;
+	path = snap_path(f, a->name, snap);
+	tmp = xasprintf("%s/snapshots/%s/.%s.tmp", config_get(&f->cfg, CFG_STATE_DIR), a->name, snap);
+	trash = xasprintf("%s/snapshots/.trash", config_get(&f->cfg, CFG_STATE_DIR));
+	if (lstat(path, &st) < 0 && lstat(tmp, &st) < 0) {
+		*why = xasprintf("has no snapshot '%s'", snap);
+		return -ENOENT;
+	}
+	if ((r = ensure_private_dir(trash, why)) < 0)
+		return r;
+	if ((r = trash_path(trash, path, &trashed)) < 0 || (r = trash_path(trash, tmp, &trashed)) < 0) {
+		*why = xasprintf("cannot remove %s", path);
+		return r;
+	}
+	if (trashed)
+		trash_kick();
+	return 0;
+}
+
+static int user_snapshot_exists(struct fleetd *f, const struct agent *a, const char *snap)
+{
+	_cleanup_free_ char *path = snap_path(f, a->name, snap), *home = xasprintf("%s/home", path);
+	struct stat st;
+
+	if (lstat(home, &st) == 0)
+		return S_ISDIR(st.st_mode) ? 1 : 0;
+	return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+}
+
 const struct backend_ops backend_user_ops = {
 	.name = "user",
 	.init = user_init,
@@ -1124,5 +1911,9 @@ const struct backend_ops backend_user_ops = {
 	.stop = user_stop,
 	.state = user_state,
 	.exec = user_exec,
+	.snapshot_create = user_snapshot_create,
+	.snapshot_restore = user_snapshot_restore,
+	.snapshot_delete = user_snapshot_delete,
+	.snapshot_exists = user_snapshot_exists,
 	.exec_cancel = user_exec_cancel,
 };

@@ -56,4 +56,18 @@ int cgroup_count(const struct cgroup_host *h, const char *name);
 /* Kill every process of the group and wait (up to timeout_ms) until it is empty; -ETIMEDOUT. */
 int cgroup_kill(const struct cgroup_host *h, const char *name, int timeout_ms);
 
+/* True when groups can be frozen: the tracking hierarchy is v2 (cgroup.freeze) or the v1 freezer. */
+bool cgroup_host_can_freeze(const struct cgroup_host *h);
+/*
+ * Freeze every process of the group and wait (up to timeout_ms) until all
+ * are stopped; thaw them if it does not get there (-ETIMEDOUT). A frozen
+ * group keeps processes that join it frozen. -EOPNOTSUPP without a freezer,
+ * -ENOENT without the group. Safe on any thread (file writes only).
+ */
+int cgroup_freeze(const struct cgroup_host *h, const char *name, int timeout_ms);
+/* Let the group's processes run again; 0 also when it was not frozen or does not exist. */
+int cgroup_thaw(const struct cgroup_host *h, const char *name);
+/* 1 when every process of the group is frozen, 0 when not (thawed, still freezing, or no group), -EOPNOTSUPP. */
+int cgroup_frozen(const struct cgroup_host *h, const char *name);
+
 #endif

@@ -5,11 +5,14 @@
  * only, so the guest image needs nothing else for it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "relay.h"
@@ -30,6 +33,11 @@ static void usage(FILE *out)
 		"  run-as USER -- CMD [ARG]...\n"
 		"        run CMD as USER (no supplementary groups; HOME, USER and PATH set; in HOME);\n"
 		"        fleetd's exec uses it to drop from root to the agent user\n"
+		"\n"
+		"  health\n"
+		"        check this environment can do an agent's work: its home has room and\n"
+		"        takes a write, and a shell starts; prints 'healthy' and exits 0, or\n"
+		"        'unhealthy: WHY' and exits 1\n"
 		"\n"
 		"  --help     show this help\n"
 		"  --version  show the version\n");
@@ -107,6 +115,51 @@ static int cmd_run_as(int argc, char **argv)
 	return errno == ENOENT ? 127 : 126;
 }
 
+static int unhealthy(const char *why, const char *what)
+{
+	printf("unhealthy: %s%s%s\n", why, what ? ": " : "", what ? what : "");
+	return 1;
+}
+
+/* The checks fleetd's default health check runs; each failure says which. */
+static int cmd_health(void)
+{
+	const char *home = getenv("HOME");
+	char path[4096];
+	struct statvfs vfs;
+	int fd, status;
+	pid_t pid;
+
+	if (!home || !*home)
+		home = "/";
+	if (statvfs(home, &vfs) < 0)
+		return unhealthy("cannot stat the home file system", strerror(errno));
+	if ((unsigned long long)vfs.f_bavail * vfs.f_frsize < (1ULL << 20))
+		return unhealthy("less than 1 MiB free in", home);
+	if (vfs.f_files > 0 && vfs.f_favail < 16)
+		return unhealthy("no free inodes in", home);
+	snprintf(path, sizeof(path), "%s/.fleet-health.%ld", home, (long)getpid());
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return unhealthy("cannot write to the home", strerror(errno));
+	if (write(fd, "ok\n", 3) != 3 || fsync(fd) < 0) {
+		close(fd);
+		unlink(path);
+		return unhealthy("cannot write to the home", strerror(errno));
+	}
+	close(fd);
+	unlink(path);
+	pid = fork();
+	if (pid == 0) {
+		execl("/bin/sh", "sh", "-c", "exit 0", (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return unhealthy("/bin/sh does not run", NULL);
+	puts("healthy");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -125,6 +178,8 @@ int main(int argc, char **argv)
 		return cmd_relay(argc - 1, argv + 1);
 	if (strcmp(argv[1], "run-as") == 0)
 		return cmd_run_as(argc - 1, argv + 1);
+	if (strcmp(argv[1], "health") == 0)
+		return cmd_health();
 	fprintf(stderr, "agentd: unknown command '%s'\nTry 'agentd --help'.\n", argv[1]);
 	return 2;
 }

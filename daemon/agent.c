@@ -36,6 +36,9 @@ void agent_free(struct agent *a)
 		return;
 	free(a->name);
 	free(a->command);
+	free(a->health_command);
+	free(a->health_detail);
+	free(a->last_rollback);
 	free(a);
 }
 
@@ -46,6 +49,9 @@ struct agent *agent_copy(const struct agent *a)
 	*c = *a;
 	c->name = a->name ? xstrdup(a->name) : NULL;
 	c->command = a->command ? xstrdup(a->command) : NULL;
+	c->health_command = a->health_command ? xstrdup(a->health_command) : NULL;
+	c->health_detail = a->health_detail ? xstrdup(a->health_detail) : NULL;
+	c->last_rollback = a->last_rollback ? xstrdup(a->last_rollback) : NULL;
 	return c;
 }
 

@@ -5,6 +5,7 @@
 #ifndef FLEET_AGENT_H
 #define FLEET_AGENT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum backend_kind { BACKEND_VM, BACKEND_USER, BACKEND__COUNT };
@@ -41,7 +42,18 @@ struct agent {
 	char *command;		/* what `agentd run` starts; may be NULL */
 	int64_t created_at;	/* unix seconds */
 	int64_t updated_at;
+	/* health (health.c) */
+	char *health_command;	/* NULL: the backend's default */
+	int health_interval_s;	/* 0: no periodic checks */
+	bool auto_rollback;	/* restore the newest good snapshot when a check fails */
+	int health;		/* -1 unknown, 0 unhealthy, 1 healthy */
+	int64_t health_at;
+	char *health_detail;
+	char *last_rollback;	/* what the last automatic rollback did, or NULL */
 };
+
+#define HEALTH_INTERVAL_DEFAULT 60
+#define HEALTH_INTERVAL_MAX 86400
 
 /* Limits shared by the API and fleetctl's help text. */
 #define AGENT_MEMORY_MIN 64

@@ -52,6 +52,8 @@ static const struct route routes[] = {
 	{ "POST", "/v1/agents", api_agents_create, "agent.create", 0 },
 	{ "GET", "/v1/agents/:name", api_agent_get, NULL, 0 },
 	{ "DELETE", "/v1/agents/:name", api_agent_delete, "agent.remove", 0 },
+	{ "PATCH", "/v1/agents/:name", api_agent_update, "agent.update", 0 },
+	{ "POST", "/v1/agents/:name/health", api_agent_health, NULL, 0 },
 	{ "POST", "/v1/agents/:name/start", api_agent_start, "agent.start", 0 },
 	{ "POST", "/v1/agents/:name/stop", api_agent_stop, "agent.stop", 0 },
 	{ "POST", "/v1/agents/:name/restart", api_agent_restart, "agent.restart", 0 },

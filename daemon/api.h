@@ -85,6 +85,8 @@ void api_agents_create(struct api_call *c);
 void api_agent_get(struct api_call *c);
 void api_agent_delete(struct api_call *c);
 void api_agent_start(struct api_call *c);
+void api_agent_update(struct api_call *c);
+void api_agent_health(struct api_call *c);
 void api_agent_stop(struct api_call *c);
 void api_agent_restart(struct api_call *c);
 void api_agent_exec(struct api_call *c);

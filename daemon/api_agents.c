@@ -13,6 +13,7 @@
 #include "backends.h"
 #include "db.h"
 #include "fleetd.h"
+#include "health.h"
 #include "log.h"
 #include "names.h"
 
@@ -32,6 +33,14 @@ static json_t *agent_to_json(const struct agent *a)
 		"created_at", format_utc(a->created_at, created, sizeof(created)),
 		"updated_at", format_utc(a->updated_at, updated, sizeof(updated)));
 
+	json_object_set_new(j, "health", json_pack("{s:s, s:s?, s:o, s:s?, s:i, s:b, s:s?}",
+		"status", a->health < 0 ? "unknown" : a->health ? "healthy" : "unhealthy",
+		"detail", a->health_detail,
+		"checked_at", a->health_at > 0 ? json_string(format_utc(a->health_at, created, sizeof(created))) : json_null(),
+		"command", a->health_command,
+		"interval_s", a->health_interval_s,
+		"auto_rollback", a->auto_rollback,
+		"last_rollback", a->last_rollback));
 	if (a->state == AGENT_DEFINED)
 		json_object_set_new(j, "note", json_sprintf(
 			"environment not provisioned: this fleetd has no %s backend built in",
@@ -175,10 +184,78 @@ static struct agent *load_agent(struct api_call *c, const struct backend_ops **r
 	return a;
 }
 
+/* health_command, health_interval_s, auto_rollback from body into a; replies 400 and returns false if bad. */
+static bool health_fields(struct api_call *c, json_t *body, struct agent *a)
+{
+	json_t *v;
+
+	if ((v = json_object_get(body, "health_command"))) {
+		const char *cmd = json_string_value(v);
+
+		if (strlen(cmd) > AGENT_COMMAND_MAX) {
+			api_error(c, 400, "invalid", "health_command is longer than %d characters", AGENT_COMMAND_MAX);
+			return false;
+		}
+		free(a->health_command);
+		a->health_command = *cmd ? xstrdup(cmd) : NULL;	/* "": back to the default */
+	}
+	if (!int_field(c, body, "health_interval_s", 0, HEALTH_INTERVAL_MAX, &a->health_interval_s))
+		return false;
+	if ((v = json_object_get(body, "auto_rollback")))
+		a->auto_rollback = json_is_true(v);
+	return true;
+}
+
+/* PATCH /v1/agents/NAME: change health settings. */
+void api_agent_update(struct api_call *c)
+{
+	static const char *const spec[] = { "health_command:s", "health_interval_s:i", "auto_rollback:b", NULL };
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	json_t *body;
+	int r;
+
+	if (!(body = api_body_object(c, spec)))
+		return;
+	if ((a = load_agent(c, NULL)) && health_fields(c, body, a)) {
+		if ((r = db_agent_set_health_settings(c->fleetd->db, a)) < 0)
+			api_error_errno(c, r, "agent '%s': cannot update: %s", a->name, strerror(-r));
+		else
+			api_reply(c, 200, agent_to_json(a));
+	}
+	json_decref(body);
+}
+
+static void health_answered(void *userdata, int healthy, const char *detail)
+{
+	struct api_call *d = userdata;
+
+	api_reply(d, 200, json_pack("{s:s, s:b, s:s}", "agent", d->param, "healthy", healthy == 1,
+				    "detail", detail ? detail : ""));
+}
+
+/* POST /v1/agents/NAME/health: run a check now and answer with its result. */
+void api_agent_health(struct api_call *c)
+{
+	_cleanup_(agent_freep) struct agent *a = load_agent(c, NULL);
+	struct api_call *d;
+	int r;
+
+	if (!a)
+		return;
+	if (a->state == AGENT_DEFINED || a->state == AGENT_PROVISIONING) {
+		api_error(c, 409, "not_provisioned", "agent '%s': its environment is not provisioned", a->name);
+		return;
+	}
+	d = api_defer(c);
+	if ((r = health_check(c->fleetd, a->name, health_answered, d)) < 0)
+		api_error_errno(d, r, "agent '%s': cannot check its health: %s", a->name, strerror(-r));
+}
+
 void api_agents_create(struct api_call *c)
 {
 	static const char *const spec[] = {
-		"name:s", "backend:s", "memory_mib:i", "vcpus:i", "disk_gib:i", "command:s", "network:s", "restart:s", NULL,
+		"name:s", "backend:s", "memory_mib:i", "vcpus:i", "disk_gib:i", "command:s", "network:s", "restart:s",
+		"health_command:s", "health_interval_s:i", "auto_rollback:b", NULL,
 	};
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	json_t *body, *v;
@@ -195,6 +272,7 @@ void api_agents_create(struct api_call *c)
 	a->backend = BACKEND_VM;
 	a->network = NETWORK_NONE;
 	a->state = AGENT_DEFINED;
+	a->health_interval_s = HEALTH_INTERVAL_DEFAULT;
 
 	name = json_string_value(json_object_get(body, "name"));
 	if (!name) {
@@ -237,6 +315,8 @@ void api_agents_create(struct api_call *c)
 		}
 		a->restart = (enum restart_policy)k;
 	}
+	if (!health_fields(c, body, a))
+		goto out;
 	if ((v = json_object_get(body, "command"))) {
 		const char *cmd = json_string_value(v);
 
@@ -312,6 +392,7 @@ struct lifecycle_op {
 	const struct backend_ops *ops;
 	struct agent *agent;
 	bool want_start;
+	bool stopped;		/* this op stopped it */
 	int timeout_s;
 };
 
@@ -342,7 +423,7 @@ static void lifecycle_start(struct lifecycle_op *op)
 	_cleanup_free_ char *why = NULL;
 	int r;
 
-	if (!op->want_start || op->agent->state == AGENT_RUNNING) {
+	if (!op->want_start || (op->agent->state == AGENT_RUNNING && !op->stopped)) {
 		lifecycle_finish(op, 0, "start", NULL);
 		return;
 	}
@@ -360,6 +441,7 @@ static void lifecycle_stopped(void *userdata, int r, const char *why)
 		return;
 	}
 	op->agent->state = AGENT_STOPPED;
+	op->stopped = true;
 	(void)db_agent_set_state(op->call->fleetd->db, op->agent->name, AGENT_STOPPED);
 	log_info("agent '%s': stopped by uid %ld", op->agent->name, (long)op->call->uid);
 	lifecycle_start(op);
@@ -411,7 +493,8 @@ static void lifecycle(struct api_call *c, bool want_stop, bool want_start)
 	op->want_start = want_start;
 	op->timeout_s = timeout_s;
 	op->call = api_defer(c);
-	if (want_stop && op->agent->state == AGENT_RUNNING) {
+	/* A bad agent may still run: stop it for real. */
+	if (want_stop && (op->agent->state == AGENT_RUNNING || op->agent->state == AGENT_BAD)) {
 		r = ops->stop(c->fleetd, op->agent, timeout_s, lifecycle_stopped, op, &why);
 		if (r < 0)
 			lifecycle_finish(op, r, "stop", why);

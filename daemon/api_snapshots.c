@@ -15,6 +15,7 @@
 #include "backends.h"
 #include "db.h"
 #include "fleetd.h"
+#include "health.h"
 #include "log.h"
 #include "names.h"
 
@@ -93,6 +94,8 @@ void api_snapshots_list(struct api_call *c)
 struct snapshot_op {
 	struct api_call *call;	/* deferred */
 	char *agent, *snap;
+	int good;		/* what the check before it said: 1, 0, or -1 (not checked) */
+	const struct backend_ops *ops;
 };
 
 static void snapshot_op_free(struct snapshot_op *op)
@@ -127,10 +130,40 @@ static void snapshot_created(void *userdata, const struct snapshot_result *res)
 		snapshot_op_free(op);
 		return;
 	}
-	log_info("agent '%s': snapshot '%s' taken (%s)", op->agent, op->snap, res->kind);
+	if (op->good >= 0) {
+		(void)db_snapshot_set_good(db, op->agent, op->snap, op->good);
+		s->good = op->good;
+	}
+	log_info("agent '%s': snapshot '%s' taken (%s, %s)", op->agent, op->snap, res->kind,
+		 op->good == 1 ? "good" : op->good == 0 ? "bad" : "health unknown");
 	api_reply(op->call, 201, snapshot_to_json(s));
 	snapshot_free(s);
 	snapshot_op_free(op);
+}
+
+static void snapshot_take(struct snapshot_op *op)
+{
+	struct fleetd *f = op->call->fleetd;
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	_cleanup_free_ char *why = NULL;
+	int r;
+
+	if ((r = db_agent_get(f->db, op->agent, &a)) == 0)
+		r = op->ops->snapshot_create(f, a, op->snap, snapshot_created, op, &why);
+	if (r < 0) {
+		(void)db_snapshot_delete(f->db, op->agent, op->snap);
+		api_error_errno(op->call, r, "agent '%s': snapshot '%s' failed: %s", op->agent, op->snap,
+				why ? why : strerror(-r));
+		snapshot_op_free(op);
+	}
+}
+
+static void snapshot_checked(void *userdata, int healthy, const char *detail)
+{
+	struct snapshot_op *op = userdata;
+
+	op->good = healthy == 1 ? 1 : 0;
+	snapshot_take(op);
 }
 
 void api_snapshot_create(struct api_call *c)
@@ -138,7 +171,6 @@ void api_snapshot_create(struct api_call *c)
 	static const char *const spec[] = { "name:s", "note:s", "pin:b", NULL };
 	const struct backend_ops *ops;
 	_cleanup_(agent_freep) struct agent *a = NULL;
-	_cleanup_free_ char *why = NULL;
 	const char *note = NULL, *bad;
 	struct snapshot_op *op;
 	char name[80], target[112];
@@ -193,14 +225,13 @@ void api_snapshot_create(struct api_call *c)
 	op = xcalloc(1, sizeof(*op));
 	op->agent = xstrdup(a->name);
 	op->snap = xstrdup(name);
-	r = ops->snapshot_create(c->fleetd, a, name, snapshot_created, op, &why);
-	if (r < 0) {
-		(void)db_snapshot_delete(c->fleetd->db, a->name, name);
-		snapshot_op_free(op);
-		api_error_errno(c, r, "agent '%s': snapshot '%s' failed: %s", a->name, name, why ? why : strerror(-r));
-		goto out;
-	}
+	op->ops = ops;
+	op->good = -1;
 	op->call = api_defer(c);
+	/* A snapshot of a running agent that passes its health check first is marked good. */
+	if (a->state == AGENT_RUNNING && health_check(c->fleetd, a->name, snapshot_checked, op) == 0)
+		goto out;
+	snapshot_take(op);
 out:
 	json_decref(body);
 }

@@ -97,6 +97,14 @@ static const char *const migrations[] = {
 	/* 2: what to do when an environment stops on its own */
 	"ALTER TABLE agents ADD COLUMN restart_policy TEXT NOT NULL DEFAULT 'on-failure'"
 	"  CHECK (restart_policy IN ('on-failure', 'always', 'never'));",
+	/* 3: health checks and automatic rollback */
+	"ALTER TABLE agents ADD COLUMN health_command TEXT;"
+	"ALTER TABLE agents ADD COLUMN health_interval_s INTEGER NOT NULL DEFAULT 60;"
+	"ALTER TABLE agents ADD COLUMN auto_rollback INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE agents ADD COLUMN health INTEGER;"
+	"ALTER TABLE agents ADD COLUMN health_at INTEGER;"
+	"ALTER TABLE agents ADD COLUMN health_detail TEXT;"
+	"ALTER TABLE agents ADD COLUMN last_rollback TEXT;",
 };
 
 static inline void stmt_finalizep(sqlite3_stmt **st)
@@ -242,8 +250,9 @@ int db_agent_insert(struct db *db, struct agent *a)
 
 	if ((r = db_prepare(db, &st,
 			    "INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib,"
-			    " network, command, created_at, updated_at, restart_policy)"
-			    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")) < 0)
+			    " network, command, created_at, updated_at, restart_policy, health_command,"
+			    " health_interval_s, auto_rollback)"
+			    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, backend_kind_to_string(a->backend), -1, SQLITE_STATIC);
@@ -259,6 +268,12 @@ int db_agent_insert(struct db *db, struct agent *a)
 	sqlite3_bind_int64(st, 9, now);
 	sqlite3_bind_int64(st, 10, now);
 	sqlite3_bind_text(st, 11, restart_policy_to_string(a->restart), -1, SQLITE_STATIC);
+	if (a->health_command)
+		sqlite3_bind_text(st, 12, a->health_command, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, 12);
+	sqlite3_bind_int(st, 13, a->health_interval_s);
+	sqlite3_bind_int(st, 14, a->auto_rollback ? 1 : 0);
 	if ((r = db_step(db, st)) < 0)
 		return r;
 	a->id = sqlite3_last_insert_rowid(db->h);
@@ -266,7 +281,9 @@ int db_agent_insert(struct db *db, struct agent *a)
 	return 0;
 }
 
-#define AGENT_COLUMNS "id, name, backend, state, memory_mib, vcpus, disk_gib, network, command, created_at, updated_at, restart_policy"
+#define AGENT_COLUMNS "id, name, backend, state, memory_mib, vcpus, disk_gib, network, command, created_at," \
+	" updated_at, restart_policy, health_command, health_interval_s, auto_rollback, health, health_at," \
+	" health_detail, last_rollback"
 
 /* Copy one row of AGENT_COLUMNS; never keeps a pointer into the statement. */
 static struct agent *agent_from_row(sqlite3_stmt *st)
@@ -290,6 +307,13 @@ static struct agent *agent_from_row(sqlite3_stmt *st)
 	a->updated_at = sqlite3_column_int64(st, 10);
 	k = restart_policy_from_string((const char *)sqlite3_column_text(st, 11));
 	a->restart = k < 0 ? RESTART_ON_FAILURE : (enum restart_policy)k;
+	a->health_command = col_strdup(st, 12);
+	a->health_interval_s = sqlite3_column_int(st, 13);
+	a->auto_rollback = sqlite3_column_int(st, 14) != 0;
+	a->health = sqlite3_column_type(st, 15) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 15);
+	a->health_at = sqlite3_column_int64(st, 16);
+	a->health_detail = col_strdup(st, 17);
+	a->last_rollback = col_strdup(st, 18);
 	return a;
 }
 
@@ -591,6 +615,76 @@ int db_snapshot_delete(struct db *db, const char *agent, const char *name)
 		return r;
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, agent, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
+}
+
+int db_agent_set_health(struct db *db, const char *name, int healthy, const char *detail)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "UPDATE agents SET health = ?, health_at = ?, health_detail = ? WHERE name = ?")) < 0)
+		return r;
+	sqlite3_bind_int(st, 1, healthy ? 1 : 0);
+	sqlite3_bind_int64(st, 2, unix_now());
+	sqlite3_bind_text(st, 3, detail, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, name, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
+}
+
+int db_agent_set_rollback(struct db *db, const char *name, const char *what)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "UPDATE agents SET last_rollback = ? WHERE name = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, what, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
+}
+
+int db_agent_set_health_settings(struct db *db, const struct agent *a)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "UPDATE agents SET health_command = ?, health_interval_s = ?, auto_rollback = ?,"
+				     " updated_at = ? WHERE name = ?")) < 0)
+		return r;
+	if (a->health_command)
+		sqlite3_bind_text(st, 1, a->health_command, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, 1);
+	sqlite3_bind_int(st, 2, a->health_interval_s);
+	sqlite3_bind_int(st, 3, a->auto_rollback ? 1 : 0);
+	sqlite3_bind_int64(st, 4, unix_now());
+	sqlite3_bind_text(st, 5, a->name, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
+}
+
+int db_snapshot_set_good(struct db *db, const char *agent, const char *name, int good)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "UPDATE snapshots SET good = ? WHERE name = ?"
+				     " AND agent_id = (SELECT id FROM agents WHERE name = ?)")) < 0)
+		return r;
+	if (good < 0)
+		sqlite3_bind_null(st, 1);
+	else
+		sqlite3_bind_int(st, 1, good);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, agent, -1, SQLITE_STATIC);
 	if ((r = db_step(db, st)) < 0)
 		return r;
 	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;

@@ -42,6 +42,12 @@ int db_agent_list(struct db *db, struct agent ***ret, size_t *n);
 void agent_list_free(struct agent **list);
 int db_agent_count(struct db *db, long *ret);
 int db_agent_set_state(struct db *db, const char *name, enum agent_state state);
+/* Record the result of a health check (healthy 1 or 0) with its detail. */
+int db_agent_set_health(struct db *db, const char *name, int healthy, const char *detail);
+/* Record what the last automatic rollback did. */
+int db_agent_set_rollback(struct db *db, const char *name, const char *what);
+/* Store a->health_command, health_interval_s and auto_rollback. */
+int db_agent_set_health_settings(struct db *db, const struct agent *a);
 /* Delete the agent and (by foreign keys) its snapshots, runs and secrets; -ENOENT. */
 int db_agent_delete(struct db *db, const char *name);
 
@@ -69,6 +75,8 @@ int db_snapshot_get(struct db *db, const char *agent, const char *name, struct s
 /* Snapshots of agent (all agents if NULL) in state (any if NULL), oldest first; NULL-terminated. */
 int db_snapshot_list(struct db *db, const char *agent, const char *state, struct snapshot ***ret, size_t *n);
 int db_snapshot_delete(struct db *db, const char *agent, const char *name);
+/* good: 1, 0, or -1 (unknown). */
+int db_snapshot_set_good(struct db *db, const char *agent, const char *name, int good);
 
 /* Append one audit record. */
 int db_audit_add(struct db *db, long uid, const char *action, const char *target,

@@ -210,6 +210,22 @@ static void print_agent_details(json_t *a)
 	       str(a, "name"), str(a, "backend"), str(a, "state"), num(a, "memory_mib"), num(a, "vcpus"),
 	       num(a, "disk_gib"), str(a, "network"), str(a, "restart"), str(a, "command"), str(a, "created_at"),
 	       str(a, "updated_at"));
+	{
+		json_t *h = json_object_get(a, "health");
+		if (h) {
+			printf("health:     %s%s%s%s%s\n", str(h, "status"),
+			       json_object_get(h, "detail") ? " (" : "", json_object_get(h, "detail") ? str(h, "detail") : "",
+			       json_object_get(h, "detail") ? ")" : "",
+			       json_is_string(json_object_get(h, "checked_at")) ? "" : "");
+			if (json_is_string(json_object_get(h, "checked_at")))
+				printf("checked:    %s\n", str(h, "checked_at"));
+			printf("check:      %s, every %llds%s\n",
+			       json_object_get(h, "command") ? str(h, "command") : "default",
+			       num(h, "interval_s"), json_is_true(json_object_get(h, "auto_rollback")) ? ", auto-rollback on" : "");
+			if (json_object_get(h, "last_rollback"))
+				printf("rollback:   %s\n", str(h, "last_rollback"));
+		}
+	}
 	if (json_object_get(a, "note"))
 		printf("note:       %s\n", str(a, "note"));
 }
@@ -242,6 +258,19 @@ static int create_opt(int c, const char *arg, void *data)
 	case 'c':
 		json_object_set_new(o->body, "command", json_string(arg));
 		return 0;
+	case 'H':
+		json_object_set_new(o->body, "health_command", json_string(arg));
+		return 0;
+	case 'I':
+		if (parse_long(arg, 0, 86400, &v) < 0) {
+			usage_error(o->cmd, "--health-interval needs seconds from 0 to 86400, not '%s'", arg);
+			return -1;
+		}
+		json_object_set_new(o->body, "health_interval_s", json_integer(v));
+		return 0;
+	case 'A':
+		json_object_set_new(o->body, "auto_rollback", json_true());
+		return 0;
 	case 'R':
 		if (restart_policy_from_string(arg) < 0) {
 			usage_error(o->cmd, "--restart must be 'on-failure', 'always' or 'never', not '%s'", arg);
@@ -272,7 +301,8 @@ static int cmd_create(struct ctl *ctl, const struct command *cmd, int argc, char
 		{ "backend", required_argument, NULL, 'b' }, { "memory", required_argument, NULL, 'm' },
 		{ "vcpus", required_argument, NULL, 'v' }, { "disk", required_argument, NULL, 'd' },
 		{ "network", required_argument, NULL, 'n' }, { "command", required_argument, NULL, 'c' },
-		{ "restart", required_argument, NULL, 'R' },
+		{ "restart", required_argument, NULL, 'R' }, { "health-cmd", required_argument, NULL, 'H' },
+		{ "health-interval", required_argument, NULL, 'I' }, { "auto-rollback", no_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' }, { 0 },
 	};
 	struct create_opts o = { cmd, json_object() };
@@ -891,12 +921,90 @@ static int cmd_restore(struct ctl *ctl, const struct command *cmd, int argc, cha
 	return 0;
 }
 
+static int set_opt(int c, const char *arg, void *data)
+{
+	struct create_opts *o = data;
+
+	if (c == 'A') {
+		if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0) {
+			usage_error(o->cmd, "--auto-rollback takes on or off, not '%s'", arg);
+			return -1;
+		}
+		json_object_set_new(o->body, "auto_rollback", json_boolean(strcmp(arg, "on") == 0));
+		return 0;
+	}
+	if (c == 'D') {
+		json_object_set_new(o->body, "health_command", json_string(""));
+		return 0;
+	}
+	return create_opt(c, arg, data);
+}
+
+static int cmd_set(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "health-cmd", required_argument, NULL, 'H' }, { "default-health", no_argument, NULL, 'D' },
+		{ "health-interval", required_argument, NULL, 'I' }, { "auto-rollback", required_argument, NULL, 'A' },
+		{ "help", no_argument, NULL, 'h' }, { 0 },
+	};
+	struct create_opts o = { cmd, json_object() };
+	_cleanup_(json_decrefp) json_t *a = NULL;
+	_cleanup_free_ char *path = NULL;
+	int r;
+
+	if ((r = parse_opts(cmd, argc, argv, opts, set_opt, &o)) != 0 || argc - optind != 1 ||
+	    json_object_size(o.body) == 0) {
+		json_decref(o.body);
+		if (r > 0)
+			return 0;
+		return r < 0 ? EXIT_USAGE : usage_error(cmd, "set needs an agent NAME and at least one setting");
+	}
+	if (!name_ok(cmd, argv[optind])) {
+		json_decref(o.body);
+		return EXIT_USAGE;
+	}
+	path = xasprintf("/v1/agents/%s", argv[optind]);
+	r = call(ctl, "PATCH", path, o.body, &a);
+	json_decref(o.body);
+	if (r)
+		return 1;
+	if (ctl->json)
+		print_json(a);
+	else
+		print_agent_details(a);
+	return 0;
+}
+
+static int cmd_health(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+	_cleanup_(json_decrefp) json_t *j = NULL;
+	_cleanup_free_ char *path = NULL;
+	int r;
+
+	if ((r = parse_opts(cmd, argc, argv, help_only, no_opts, NULL)) != 0)
+		return r < 0 ? EXIT_USAGE : 0;
+	if (argc - optind != 1)
+		return usage_error(cmd, "health needs exactly one agent NAME");
+	if (!name_ok(cmd, argv[optind]))
+		return EXIT_USAGE;
+	path = xasprintf("/v1/agents/%s/health", argv[optind]);
+	if (call(ctl, "POST", path, NULL, &j))
+		return 1;
+	if (ctl->json)
+		print_json(j);
+	else
+		printf("agent '%s': %s (%s)\n", argv[optind],
+		       json_is_true(json_object_get(j, "healthy")) ? "healthy" : "unhealthy", str(j, "detail"));
+	return json_is_true(json_object_get(j, "healthy")) ? 0 : 3;
+}
+
 static int cmd_help(struct ctl *ctl, const struct command *cmd, int argc, char **argv);
 
 static const struct command commands[] = {
 	{ "status", "", "Show whether fleetd runs, its version, uptime and agent count.", NULL, cmd_status },
 	{ "create", "NAME [--backend vm|user] [--memory MIB] [--vcpus N] [--disk GIB] [--network none|nat]\n"
-	  "                [--restart on-failure|always|never] [--command CMD]",
+	  "                [--restart on-failure|always|never] [--health-cmd CMD] [--health-interval S]\n"
+	  "                [--auto-rollback] [--command CMD]",
 	  "Create an agent and its isolated environment.",
 	  "NAME is 1 to 32 characters: a lower-case letter, then lower-case letters, digits or '-'.\n"
 	  "  --backend vm|user   a libvirt VM (default) or a Unix user on the host\n"
@@ -906,6 +1014,10 @@ static const struct command commands[] = {
 	  "  --network none|nat  no network (default) or an isolated NAT network (vm only)\n"
 	  "  --restart POLICY    when the environment stops without being asked: restart it\n"
 	  "                      on-failure (default: crashed or killed), always, or never\n"
+	  "  --health-cmd CMD    its health check, run as the agent (default: agentd health;\n"
+	  "                      user agents: a write to the home)\n"
+	  "  --health-interval S seconds between checks while it runs (default 60; 0: none)\n"
+	  "  --auto-rollback     when a check fails, restore the newest good snapshot\n"
 	  "  --command CMD       what the agent runs when triggered\n",
 	  cmd_create },
 	{ "list", "", "List agents with their backend and state.", NULL, cmd_list },
@@ -940,6 +1052,9 @@ static const struct command commands[] = {
 	{ "snapshots", "NAME", "List an agent's snapshots.", NULL, cmd_snapshots },
 	{ "restore", "NAME SNAP | NAME --last-good", "Roll an agent back to a snapshot.",
 	  "  --last-good   the newest snapshot marked good by a health check\n", cmd_restore },
+	{ "set", "NAME [--health-cmd CMD | --default-health] [--health-interval S] [--auto-rollback on|off]",
+	  "Change an agent's health check and automatic rollback.", NULL, cmd_set },
+	{ "health", "NAME", "Run an agent's health check now (exit 0 healthy, 3 unhealthy).", NULL, cmd_health },
 	{ "audit", "[--limit N]", "Show the audit log: who changed what, when, and the outcome.",
 	  "  --limit N   show the newest N records (default 50, at most 10000)\n", cmd_audit },
 	{ "help", "[COMMAND]", "Show help for fleetctl or one command.", NULL, cmd_help },

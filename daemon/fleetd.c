@@ -20,6 +20,7 @@
 
 #include "api.h"
 #include "backends.h"
+#include "health.h"
 #include "db.h"
 #include "log.h"
 #include "util.h"
@@ -195,6 +196,7 @@ static int finish(struct fleetd *f, int code)
 {
 	api_stop(f->api);
 	f->api = NULL;
+	health_shutdown(f);
 	backends_shutdown(f);
 	if (f->base)
 		event_base_free(f->base);
@@ -317,6 +319,7 @@ int main(int argc, char **argv)
 	f.started_at = time(NULL);
 	backends_init(&f);
 	backends_reconcile(&f);
+	health_init(&f);
 	if (api_start(&f, &f.api) < 0)
 		return finish(&f, 1);
 	ev_term = evsignal_new(f.base, SIGTERM, on_stop_signal, &f);

@@ -15,6 +15,7 @@ struct event_base;
 struct db;
 struct api;
 struct backend_ops;
+struct health;
 
 struct fleetd {
 	struct event_base *base;
@@ -30,6 +31,7 @@ struct fleetd {
 	const struct backend_ops *backends[BACKEND__COUNT];
 	char *backend_why[BACKEND__COUNT];	/* why a built-in backend is unavailable */
 	void *backend_state[BACKEND__COUNT];	/* each backend's own runtime state */
+	struct health *health;			/* health.c */
 };
 
 #endif

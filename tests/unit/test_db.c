@@ -94,7 +94,11 @@ int main(void)
 		unlink(v1);
 		is_int(db_open(v1, &old), 0, "a fresh database migrates to the newest schema");
 		db_close(old);
-		mk = xasprintf("sqlite3 %s \"ALTER TABLE agents DROP COLUMN restart_policy; PRAGMA user_version = 1;"
+		mk = xasprintf("sqlite3 %s \"ALTER TABLE agents DROP COLUMN restart_policy;"
+			       " ALTER TABLE agents DROP COLUMN health_command; ALTER TABLE agents DROP COLUMN health_interval_s;"
+			       " ALTER TABLE agents DROP COLUMN auto_rollback; ALTER TABLE agents DROP COLUMN health;"
+			       " ALTER TABLE agents DROP COLUMN health_at; ALTER TABLE agents DROP COLUMN health_detail;"
+			       " ALTER TABLE agents DROP COLUMN last_rollback; PRAGMA user_version = 1;"
 			       " INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
 			       " VALUES ('old', 'vm', 'stopped', 256, 1, 2, 1, 1);\"", v1);
 		ok(system(mk) == 0, "turned it back into a version-1 database with a row");
@@ -103,6 +107,8 @@ int main(void)
 		is_int(db_open(v1, &old), 0, "version 1 migrates to version %d", db_schema_version());
 		is_int(db_agent_get(old, "old", &o), 0, "its agent survives the migration");
 		is_int(o->restart, RESTART_ON_FAILURE, "and gets the default restart policy");
+		is_int(o->health_interval_s, 60, "and the default health interval");
+		ok(!o->auto_rollback && o->health == -1, "auto-rollback off, health unknown");
 		agent_free(o);
 		db_close(old);
 		free(v1);

@@ -104,7 +104,7 @@ ex -- sleep 8 >/dev/null 2>&1 &
 bg=$!
 wait_for 10 bash -c "grep -q \"exec sleep\" '$STATE/fleetd.log'"
 err=$("$FLEETCTL" snapshot snap during 2>&1); is "$?" 1 "a snapshot while a command runs is refused"
-like "$err" "a command is running in it" "and says why"
+like "$err" "command is running in it" "and says why"
 wait "$bg"
 
 # --- kill -9 of fleetd in the middle of a snapshot -----------------------------------------------

@@ -1,0 +1,460 @@
+/* health: see health.h. */
+#include "health.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "backends.h"
+#include "db.h"
+#include "fleetd.h"
+#include "log.h"
+#include "util.h"
+
+#define TICK_S 2
+#define DETAIL_MAX 300
+
+/* Without a health command of its own an agent gets its backend's default. */
+static const char *const vm_default[] = { "agentd", "health", NULL };
+static const char *const user_default[] = {
+	"/bin/sh", "-c",
+	/* agentd's checks, in the shell: the home takes a write, a shell runs */
+	"f=\"$HOME/.fleet-health.$$\" && echo ok > \"$f\" && rm -f \"$f\" && echo healthy || "
+	"{ echo \"unhealthy: cannot write to $HOME\"; exit 1; }",
+	NULL,
+};
+
+struct tracked {
+	char *name;
+	time_t next_due;
+	bool in_flight;
+	time_t rollbacks[ROLLBACK_LIMIT];
+	int nrollbacks;
+	struct tracked *next;
+};
+
+struct health {
+	struct fleetd *f;
+	struct event *tick;
+	struct tracked *agents;
+};
+
+/* One check in flight. */
+struct check {
+	struct fleetd *f;
+	char *agent;
+	char output[DETAIL_MAX];
+	size_t len;
+	struct event *timer;
+	struct exec_handle *exec;
+	const struct backend_ops *ops;
+	bool reported;		/* done() was called (by the timer); the exec's done only frees */
+	bool exec_done;
+	health_done_fn done;
+	void *userdata;
+};
+
+static struct health *state(struct fleetd *f)
+{
+	return f->health;
+}
+
+static struct tracked *tracked_get(struct health *h, const char *name)
+{
+	struct tracked *t;
+
+	for (t = h->agents; t; t = t->next)
+		if (strcmp(t->name, name) == 0)
+			return t;
+	t = xcalloc(1, sizeof(*t));
+	t->name = xstrdup(name);
+	t->next = h->agents;
+	h->agents = t;
+	return t;
+}
+
+static void check_free(struct check *c)
+{
+	if (c->timer)
+		event_free(c->timer);
+	free(c->agent);
+	free(c);
+}
+
+/* Report once: record the result, then tell the caller. */
+static void check_report(struct check *c, int healthy, const char *detail)
+{
+	int r;
+
+	c->reported = true;
+	if ((r = db_agent_set_health(c->f->db, c->agent, healthy, detail)) < 0 && r != -ENOENT)
+		log_error("agent '%s': cannot record its health: %s", c->agent, strerror(-r));
+	if (!healthy)
+		log_warning("agent '%s': health check failed: %s", c->agent, detail);
+	else
+		log_debug("agent '%s': healthy", c->agent);
+	c->done(c->userdata, healthy, detail);
+}
+
+static void check_output(void *userdata, enum exec_stream stream, const char *data, size_t len)
+{
+	struct check *c = userdata;
+	size_t room = sizeof(c->output) - 1 - c->len;
+
+	if (len > room)
+		len = room;
+	memcpy(c->output + c->len, data, len);
+	c->len += len;
+	c->output[c->len] = '\0';
+}
+
+static void check_exec_done(void *userdata, const struct exec_result *res)
+{
+	struct check *c = userdata;
+	char detail[DETAIL_MAX + 64];
+	char *last;
+
+	c->exec_done = true;
+	if (c->reported) {
+		check_free(c);
+		return;
+	}
+	/* The last line the command printed says it best. */
+	while (c->len > 0 && (c->output[c->len - 1] == '\n' || c->output[c->len - 1] == '\r'))
+		c->output[--c->len] = '\0';
+	last = strrchr(c->output, '\n');
+	last = last ? last + 1 : c->output;
+	if (res->error < 0)
+		snprintf(detail, sizeof(detail), "the check could not run: %s", res->why ? res->why : strerror(-res->error));
+	else if (res->timed_out)
+		snprintf(detail, sizeof(detail), "the check timed out");
+	else if (res->signal > 0)
+		snprintf(detail, sizeof(detail), "the check was killed by signal %d", res->signal);
+	else if (res->exit_code != 0)
+		snprintf(detail, sizeof(detail), "exit %d%s%s", res->exit_code, *last ? ": " : "", last);
+	else
+		snprintf(detail, sizeof(detail), "%s", *last ? last : "healthy");
+	check_report(c, res->error == 0 && !res->timed_out && res->signal == 0 && res->exit_code == 0, detail);
+	check_free(c);
+}
+
+static void check_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct check *c = arg;
+	char detail[64];
+
+	if (c->reported || c->exec_done)
+		return;
+	snprintf(detail, sizeof(detail), "no answer within %d s", HEALTH_TIMEOUT_S);
+	check_report(c, 0, detail);
+	/* The exec's done() still comes and frees the check. */
+	c->ops->exec_cancel(c->exec);
+}
+
+static void check_failed_start(evutil_socket_t fd, short what, void *arg)
+{
+	struct check *c = arg;
+
+	check_report(c, 0, c->output);
+	check_free(c);
+}
+
+int health_check(struct fleetd *f, const char *agent, health_done_fn done, void *userdata)
+{
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	_cleanup_free_ char *why = NULL;
+	const char *const *argv;
+	const char *custom[4] = { "/bin/sh", "-c", NULL, NULL };
+	struct exec_request req = { .timeout_s = HEALTH_TIMEOUT_S - 5 };
+	struct timeval tv = { HEALTH_TIMEOUT_S, 0 };
+	const struct backend_ops *ops;
+	const char *reason;
+	struct check *c;
+	int r;
+
+	if ((r = db_agent_get(f->db, agent, &a)) < 0)
+		return r;
+	if (a->state == AGENT_DEFINED || a->state == AGENT_PROVISIONING || !(ops = backend_get(f, a->backend, &reason)))
+		return -EINVAL;
+	if (a->health_command) {
+		custom[2] = a->health_command;
+		argv = custom;
+	} else {
+		argv = a->backend == BACKEND_VM ? vm_default : user_default;
+	}
+	req.argv = argv;
+	c = xcalloc(1, sizeof(*c));
+	c->f = f;
+	c->agent = xstrdup(agent);
+	c->ops = ops;
+	c->done = done;
+	c->userdata = userdata;
+	r = ops->exec(f, a, &req, &(struct exec_callbacks){ check_output, check_exec_done, c }, &c->exec, &why);
+	if (r < 0) {
+		/* Could not even start (the guest is not running, ...): unhealthy, reported on the loop. */
+		struct timeval zero = { 0, 0 };
+
+		snprintf(c->output, sizeof(c->output), "the check could not start: %s", why ? why : strerror(-r));
+		c->timer = evtimer_new(f->base, check_failed_start, c);
+		evtimer_add(c->timer, &zero);
+		return 0;
+	}
+	c->timer = evtimer_new(f->base, check_timeout, c);
+	evtimer_add(c->timer, &tv);
+	return 0;
+}
+
+/* --- automatic rollback ---------------------------------------------------------- */
+
+#define BUSY_RETRY_S 2		/* a command still running when a rollback starts ... */
+#define BUSY_RETRIES 15			/* ... is waited for this long (30 s), then fleet gives up */
+
+struct rollback {
+	struct fleetd *f;
+	char *agent, *snap, *cause;
+	struct agent *record;
+	const struct backend_ops *ops;
+	struct event *retry;
+	int busy_tries;
+};
+
+static void rollback_free(struct rollback *rb)
+{
+	struct tracked *t = tracked_get(state(rb->f), rb->agent);
+
+	t->in_flight = false;
+	if (rb->retry)
+		event_free(rb->retry);
+	agent_free(rb->record);
+	free(rb->agent);
+	free(rb->snap);
+	free(rb->cause);
+	free(rb);
+}
+
+static void audit_rollback(struct rollback *rb, const char *outcome, const char *detail)
+{
+	_cleanup_free_ char *target = rb->snap ? xasprintf("%s/%s", rb->agent, rb->snap) : xstrdup(rb->agent);
+
+	/* fleetd itself acts here: uid 0, action auto.rollback. */
+	(void)db_audit_add(rb->f->db, 0, "auto.rollback", target, outcome, detail);
+}
+
+static void rollback_give_up(struct rollback *rb, const char *why)
+{
+	_cleanup_free_ char *what = NULL;
+	char when[32];
+
+	log_error("agent '%s': %s; it stays bad until a person looks", rb->agent, why);
+	(void)db_agent_set_state(rb->f->db, rb->agent, AGENT_BAD);
+	what = xasprintf("%s: %s (after: %s)", format_utc(time(NULL), when, sizeof(when)), why, rb->cause);
+	(void)db_agent_set_rollback(rb->f->db, rb->agent, what);
+	audit_rollback(rb, "failed", why);
+	rollback_free(rb);
+}
+
+static void rollback_verified(void *userdata, int healthy, const char *detail)
+{
+	struct rollback *rb = userdata;
+	_cleanup_free_ char *what = NULL, *why = NULL;
+	enum agent_state st = AGENT_RUNNING;
+	char when[32];
+
+	if (healthy != 1) {
+		why = xasprintf("still unhealthy after restoring '%s': %s", rb->snap, detail ? detail : "?");
+		rollback_give_up(rb, why);
+		return;
+	}
+	if (rb->ops->state(rb->f, rb->record, &st) < 0)
+		st = AGENT_RUNNING;
+	(void)db_agent_set_state(rb->f->db, rb->agent, st);
+	what = xasprintf("%s: restored '%s' after: %s", format_utc(time(NULL), when, sizeof(when)), rb->snap, rb->cause);
+	(void)db_agent_set_rollback(rb->f->db, rb->agent, what);
+	log_notice("agent '%s': rolled back to snapshot '%s' and healthy again", rb->agent, rb->snap);
+	audit_rollback(rb, "ok", what);
+	rollback_free(rb);
+}
+
+static void rollback_restored(void *userdata, int r, const char *why)
+{
+	struct rollback *rb = userdata;
+	_cleanup_free_ char *msg = NULL;
+
+	if (r < 0) {
+		msg = xasprintf("restoring '%s' failed: %s", rb->snap, why ? why : strerror(-r));
+		rollback_give_up(rb, msg);
+		return;
+	}
+	if (health_check(rb->f, rb->agent, rollback_verified, rb) < 0)
+		rollback_give_up(rb, "cannot check its health after the restore");
+}
+
+/*
+ * Restore now. The command that broke the agent may still be running (an
+ * rm -rf takes a while): the backend refuses with -EBUSY, and fleet waits
+ * for it a bounded time rather than give up at once.
+ */
+static void rollback_start(evutil_socket_t fd, short what, void *arg)
+{
+	struct rollback *rb = arg;
+	_cleanup_free_ char *why = NULL, *msg = NULL;
+	struct timeval tv = { BUSY_RETRY_S, 0 };
+	int r;
+
+	r = rb->ops->snapshot_restore(rb->f, rb->record, rb->snap, rollback_restored, rb, &why);
+	if (r == -EBUSY && ++rb->busy_tries <= BUSY_RETRIES) {
+		log_info("agent '%s': rollback waits: %s", rb->agent, why ? why : "busy");
+		if (!rb->retry)
+			rb->retry = evtimer_new(rb->f->base, rollback_start, rb);
+		evtimer_add(rb->retry, &tv);
+		return;
+	}
+	if (r < 0) {
+		msg = xasprintf("restoring '%s' failed: %s", rb->snap, why ? why : strerror(-r));
+		rollback_give_up(rb, msg);
+	}
+}
+
+/* The agent failed a check: roll it back if it wants that and the rate limit allows. */
+static void rollback(struct fleetd *f, struct tracked *t, const char *cause)
+{
+	struct rollback *rb = xcalloc(1, sizeof(*rb));
+	struct snapshot **list = NULL;
+	_cleanup_free_ char *why = NULL;
+	time_t now = time(NULL);
+	const char *reason;
+	size_t n = 0;
+	int recent = 0;
+
+	rb->f = f;
+	rb->agent = xstrdup(t->name);
+	rb->cause = xstrdup(cause);
+	t->in_flight = true;
+	if (db_agent_get(f->db, t->name, &rb->record) < 0 || !(rb->ops = backend_get(f, rb->record->backend, &reason))) {
+		rollback_free(rb);
+		return;
+	}
+	for (int i = 0; i < t->nrollbacks; i++)
+		if (now - t->rollbacks[i] < ROLLBACK_WINDOW_S)
+			t->rollbacks[recent++] = t->rollbacks[i];
+	t->nrollbacks = recent;
+	if (recent >= ROLLBACK_LIMIT) {
+		why = xasprintf("rolled back %d times within %d s already; not again", recent, ROLLBACK_WINDOW_S);
+		rollback_give_up(rb, why);
+		return;
+	}
+	if (!rb->ops->snapshot_restore) {
+		rollback_give_up(rb, "its backend has no snapshots");
+		return;
+	}
+	if (db_snapshot_list(f->db, t->name, "ready", &list, &n) == 0)
+		for (size_t i = n; i > 0 && !rb->snap; i--)
+			if (list[i - 1]->good == 1)
+				rb->snap = xstrdup(list[i - 1]->name);
+	snapshot_list_free(list);
+	if (!rb->snap) {
+		rollback_give_up(rb, "no snapshot is marked good");
+		return;
+	}
+	t->rollbacks[t->nrollbacks++] = now;
+	log_warning("agent '%s': rolling back to its newest good snapshot '%s'", t->name, rb->snap);
+	rollback_start(-1, 0, rb);
+}
+
+/* --- periodic checks ---------------------------------------------------------------- */
+
+struct periodic {
+	struct fleetd *f;
+	char *agent;
+};
+
+static void periodic_done(void *userdata, int healthy, const char *detail)
+{
+	struct periodic *p = userdata;
+	struct tracked *t = tracked_get(state(p->f), p->agent);
+	_cleanup_(agent_freep) struct agent *a = NULL;
+
+	t->in_flight = false;
+	if (healthy == 1 && db_agent_get(p->f->db, p->agent, &a) == 0 && a->state == AGENT_BAD) {
+		/* It recovered (a restart, a person): no longer bad. */
+		log_notice("agent '%s': healthy again", p->agent);
+		(void)db_agent_set_state(p->f->db, p->agent, AGENT_RUNNING);
+	} else if (healthy == 0 && (a || db_agent_get(p->f->db, p->agent, &a) == 0) && a->state != AGENT_BAD) {
+		if (a->auto_rollback) {
+			rollback(p->f, t, detail);
+		} else {
+			log_warning("agent '%s': unhealthy and auto-rollback is off: state bad", p->agent);
+			(void)db_agent_set_state(p->f->db, p->agent, AGENT_BAD);
+		}
+	}
+	free(p->agent);
+	free(p);
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct health *h = arg;
+	struct agent **list = NULL;
+	time_t now = time(NULL);
+	size_t n = 0;
+
+	if (db_agent_list(h->f->db, &list, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct agent *a = list[i];
+		struct tracked *t;
+		struct periodic *p;
+
+		if ((a->state != AGENT_RUNNING && a->state != AGENT_BAD) || a->health_interval_s <= 0)
+			continue;
+		t = tracked_get(h, a->name);
+		if (t->in_flight)
+			continue;
+		if (t->next_due == 0)
+			t->next_due = now + a->health_interval_s;	/* first check one interval after we see it run */
+		if (now < t->next_due)
+			continue;
+		t->next_due = now + a->health_interval_s;
+		p = xcalloc(1, sizeof(*p));
+		p->f = h->f;
+		p->agent = xstrdup(a->name);
+		t->in_flight = true;
+		if (health_check(h->f, a->name, periodic_done, p) < 0) {
+			t->in_flight = false;
+			free(p->agent);
+			free(p);
+		}
+	}
+	agent_list_free(list);
+}
+
+int health_init(struct fleetd *f)
+{
+	struct health *h = xcalloc(1, sizeof(*h));
+	struct timeval tv = { TICK_S, 0 };
+
+	h->f = f;
+	h->tick = event_new(f->base, -1, EV_PERSIST, on_tick, h);
+	event_add(h->tick, &tv);
+	f->health = h;
+	return 0;
+}
+
+void health_shutdown(struct fleetd *f)
+{
+	struct health *h = f->health;
+
+	if (!h)
+		return;
+	event_free(h->tick);
+	while (h->agents) {
+		struct tracked *t = h->agents;
+		h->agents = t->next;
+		free(t->name);
+		free(t);
+	}
+	free(h);
+	f->health = NULL;
+}

@@ -1,0 +1,30 @@
+/*
+ * health: health checks of running agents and automatic rollback. A check
+ * is one exec of the agent's health command through the backend seam; a
+ * failed check marks the agent unhealthy and, with auto-rollback on, restores
+ * its newest good snapshot, checks again, and records what happened in the
+ * audit log and the agent's record. Rollbacks are rate-limited so a broken
+ * snapshot cannot make fleet flap: past the limit the agent stays 'bad'.
+ */
+#ifndef FLEET_HEALTH_H
+#define FLEET_HEALTH_H
+
+struct fleetd;
+
+#define HEALTH_TIMEOUT_S 60		/* a check that has not answered by then failed */
+#define ROLLBACK_LIMIT 3		/* automatic rollbacks of one agent ... */
+#define ROLLBACK_WINDOW_S 3600		/* ... within this many seconds */
+
+/* Start periodic checks on f->base. */
+int health_init(struct fleetd *f);
+void health_shutdown(struct fleetd *f);
+
+/*
+ * Check agent now. done() follows on the loop, never inside this call, with
+ * healthy 1 or 0 and a one-line detail, or a negative errno when no check
+ * could run (unknown agent, not provisioned). The result is recorded.
+ */
+typedef void (*health_done_fn)(void *userdata, int healthy, const char *detail);
+int health_check(struct fleetd *f, const char *agent, health_done_fn done, void *userdata);
+
+#endif

@@ -62,6 +62,7 @@ struct vm {
 	struct event *connect_timer;
 	long long boot_deadline;
 	long long started_at;		/* when we last started the domain (0: not by us) */
+	const char *booted_type;	/* domain type it was started with */
 	struct agent *boot_agent;	/* copy, to redefine the domain if KVM turns out not to work */
 	/* stop: waiting for the guest to power off */
 	bool stopping;			/* fleet asked it to stop: not a crash */
@@ -280,7 +281,7 @@ static void on_connect_timer(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	/* Short handshake timeout while booting: an early banner may be lost. */
-	if (session_start(v, 8, &why) < 0) {
+	if (session_start(v, 4, &why) < 0) {
 		log_debug("agent '%s': %s", v->name, why ? why : "control channel not there yet");
 		schedule_connect(v);
 	}
@@ -512,7 +513,9 @@ static int vm_provision(struct fleetd *f, const struct agent *a, char **why)
 		*why = xasprintf("%s or %s already exists (left by an earlier fleetd?); remove it first", dir, keys);
 		return -EEXIST;
 	}
-	if ((r = mkdir_p(dir, 0711)) < 0 || (r = mkdir_p(keys, 0700)) < 0) {
+	/* chmod too: under systemd's UMask=0077 mkdir alone would leave QEMU outside. */
+	if ((r = mkdir_p(dir, 0711)) < 0 || (r = mkdir_p(keys, 0700)) < 0 ||
+	    (chmod(dir, 0711) < 0 && (r = -errno)) || (chmod(keys, 0700) < 0 && (r = -errno))) {
 		*why = xasprintf("cannot create %s: %s", dir, strerror(-r));
 		goto fail;
 	}
@@ -623,20 +626,27 @@ static bool kvm_watchdog(struct vm *v)
 	_cleanup_free_ char *dom = domain_name(v->name), *why = NULL, *xml = NULL, *file = NULL;
 	char uuid[40];
 
-	if (strcmp(b->domain_type, "kvm") != 0 || b->kvm_proven || !v->started_at || !v->boot_agent ||
-	    now_usec() - v->started_at < KVM_WATCHDOG_S * 1000000LL)
+	if (!v->booted_type || strcmp(v->booted_type, "kvm") != 0 || !v->started_at || !v->boot_agent)
 		return false;
-	if (console_has_kernel_banner(b, v->name)) {
-		b->kvm_proven = true;
-		return false;
+	/* Guests started as KVM before the switch follow it at once; the first one waits it out. */
+	if (strcmp(b->domain_type, "kvm") == 0) {
+		if (b->kvm_proven || now_usec() - v->started_at < KVM_WATCHDOG_S * 1000000LL)
+			return false;
+		if (console_has_kernel_banner(b, v->name)) {
+			b->kvm_proven = true;
+			return false;
+		}
+		log_warning("vm backend: agent '%s' printed no kernel line %d s after a KVM start: KVM does not run "
+			    "guests on this host; switching to TCG (domain type qemu)", v->name, KVM_WATCHDOG_S);
+		b->domain_type = "qemu";
+		file = virt_type_file(b);
+		if (write_text(file, "qemu\n", 0644) < 0)
+			log_warning("vm backend: cannot remember the switch in %s", file);
+	} else {
+		log_info("agent '%s': rebooting under TCG like the rest of this host", v->name);
 	}
-	log_warning("vm backend: agent '%s' printed no kernel line %d s after a KVM start: KVM does not run "
-		    "guests on this host; switching to TCG (domain type qemu)", v->name, KVM_WATCHDOG_S);
-	b->domain_type = "qemu";
-	file = virt_type_file(b);
-	if (write_text(file, "qemu\n", 0644) < 0)
-		log_warning("vm backend: cannot remember the switch in %s", file);
 	vm_drop_session(v);
+	v->stopping = true;	/* our destroy, not a crash */
 	(void)virt_domain_destroy(b->virt, dom, NULL);
 	if (virt_domain_uuid(b->virt, dom, uuid) < 0) {
 		waiters_finish(v, -EIO, "cannot read the domain's UUID to redefine it");
@@ -647,6 +657,8 @@ static bool kvm_watchdog(struct vm *v)
 		waiters_finish(v, -EIO, why ? why : "cannot boot the guest under TCG");
 		return true;
 	}
+	v->stopping = false;
+	v->booted_type = "qemu";
 	v->started_at = now_usec();
 	v->boot_deadline = now_usec() + BOOT_TIMEOUT_S * 1000000LL;
 	schedule_connect(v);
@@ -679,6 +691,10 @@ static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn don
 	enum virt_state st;
 	int r;
 
+	if (v->busy) {
+		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
+		return -EBUSY;
+	}
 	if ((r = virt_domain_state(b->virt, dom, &st)) < 0) {
 		*why = r == -ENOENT ? xasprintf("its domain %s is gone from libvirt", dom)
 				    : xstrdup("cannot reach libvirt (is libvirtd running?)");
@@ -687,10 +703,19 @@ static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn don
 	if (st != VIRT_RUNNING) {
 		/* A fresh boot: any old session is dead, and a crashed domain needs destroying first. */
 		vm_drop_session(v);
-		if (st != VIRT_OFF)
+		if (st != VIRT_OFF) {
+			v->stopping = true;	/* clearing a crashed domain is not another crash */
 			(void)virt_domain_destroy(b->virt, dom, NULL);
+		}
+		if (a->network == NETWORK_NAT) {
+			/* The network may be gone since create (net-destroy, a host reboot). */
+			_cleanup_free_ char *net = network_xml();
+			if ((r = virt_network_ensure(b->virt, NETWORK_NAME, net, why)) < 0)
+				return r;
+		}
 		if ((r = ensure_domain_type(b, a, why)) < 0 || (r = virt_domain_start(b->virt, dom, why)) < 0)
 			return r;
+		v->booted_type = b->domain_type;
 		v->started_at = now_usec();
 		agent_free(v->boot_agent);
 		v->boot_agent = agent_copy(a);
@@ -838,8 +863,10 @@ static void exec_done(void *userdata, const struct exec_result *res)
 	struct exec_handle *h = userdata;
 	struct exec_callbacks user = h->user;
 
-	if (h->vm)
+	if (h->vm) {
 		h->vm->execs--;
+		log_debug("agent '%s': exec done (%d still running)", h->vm->name, h->vm->execs);
+	}
 	exec_handle_free(h);
 	user.done(user.userdata, res);
 }
@@ -903,6 +930,7 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 	h->user = *cb;
 	h->vm = v;
 	v->execs++;
+	log_debug("agent '%s': exec %s (%d running)", a->name, req->argv[0], v->execs);
 	h->timeout_s = req->timeout_s;
 	h->env = strv_copy(req->env);
 	if (req->stdin_len) {
@@ -1038,6 +1066,7 @@ static void snap_reverted_ready(void *userdata, int r, const char *why)
 {
 	struct snap_job *j = userdata;
 
+	j->vm->stopping = false;
 	j->reverted(j->userdata, r, why);
 	snap_job_free(j);
 }
@@ -1053,9 +1082,12 @@ static void snap_reverted(void *arg)
 		snap_job_free(j);
 		return;
 	}
-	/* A restored checkpoint runs again: answer once its control channel does, so exec works at once. */
+	/*
+	 * A restored checkpoint runs again: answer once its control channel
+	 * does, so exec works at once. 'stopping' stays set until then: the
+	 * revert's own stop event may still be on its way.
+	 */
 	if (virt_domain_state(j->virt, j->domain, &st) == 0 && st == VIRT_RUNNING) {
-		j->vm->stopping = false;
 		wait_ready(j->vm, snap_reverted_ready, j);
 		return;
 	}
@@ -1070,8 +1102,9 @@ static struct snap_job *snap_job_new(struct vm_backend *b, const struct agent *a
 	enum virt_state st;
 
 	if (v->execs > 0 || v->busy) {
-		*why = xstrdup(v->busy ? "a snapshot or restore is already under way"
-				       : "a command is running in it; wait for it to finish");
+		*why = v->busy ? xstrdup("a snapshot or restore is already under way")
+			       : xasprintf("%d command%s running in it; wait for %s to finish", v->execs,
+					   v->execs == 1 ? " is" : "s are", v->execs == 1 ? "it" : "them");
 		return NULL;
 	}
 	j = xcalloc(1, sizeof(*j));
@@ -1313,7 +1346,8 @@ static int vm_init(struct fleetd *f, char **why)
 	}
 	vms = xasprintf("%s/vms", b->state_dir);
 	keys = xasprintf("%s/keys", b->state_dir);
-	if ((r = mkdir_p(vms, 0711)) < 0 || (r = mkdir_p(keys, 0700)) < 0) {
+	if ((r = mkdir_p(vms, 0711)) < 0 || (r = mkdir_p(keys, 0700)) < 0 ||
+	    (chmod(vms, 0711) < 0 && (r = -errno)) || (chmod(keys, 0700) < 0 && (r = -errno))) {
 		*why = xasprintf("cannot create %s: %s", vms, strerror(-r));
 		goto fail;
 	}

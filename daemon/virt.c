@@ -45,6 +45,11 @@ struct virt {
 
 static bool event_impl_registered;
 
+/* libvirt prints every error to stderr by default; ours go through last_error() and our log. */
+static void quiet_errors(void *userdata, virErrorPtr error)
+{
+}
+
 /* libvirt's last error as a message and an errno. */
 static int last_error(const char *what, char **why)
 {
@@ -166,7 +171,7 @@ int virt_connect(struct virt *v, char **why)
 	disconnect(v);
 	v->conn = virConnectOpen(v->uri);
 	if (!v->conn)
-		return last_error(v->uri, why) == -ENOENT ? -ENOTCONN : -ENOTCONN;
+		return (void)last_error(v->uri, why), -ENOTCONN;
 	if (virConnectSetKeepAlive(v->conn, 5, 3) < 0)
 		log_debug("libvirt: keepalive unavailable: %s", virGetLastErrorMessage());
 	virConnectRegisterCloseCallback(v->conn, on_close, v, NULL);
@@ -240,6 +245,7 @@ int virt_open(struct event_base *base, const char *uri, virt_event_fn fn, void *
 	int r;
 
 	if (!event_impl_registered) {
+		virSetErrorFunc(NULL, quiet_errors);
 		if (virEventRegisterDefaultImpl() < 0)
 			return last_error("cannot set up libvirt's event loop", why);
 		event_impl_registered = true;
@@ -458,6 +464,8 @@ int virt_network_ensure(struct virt *v, const char *name, const char *xml, char 
 		if (!net)
 			return last_error("cannot define network", why);
 		log_info("libvirt: defined network %s", name);
+		if (virNetworkSetAutostart(net, 1) < 0)
+			log_debug("libvirt: cannot autostart network %s: %s", name, virGetLastErrorMessage());
 	}
 	if (virNetworkIsActive(net) != 1 && virNetworkCreate(net) < 0) {
 		r = last_error("cannot start network", why);

@@ -80,6 +80,25 @@ step "Persistence: restart the VM, the file is still there"
 fleetctl restart demo-vm >/dev/null
 fleetctl exec demo-vm -- cat /home/agent/memory/note
 
+step "The rescue: a good snapshot, a deliberately broken guest, the automatic rollback"
+fleetctl set demo-vm --auto-rollback on --health-interval 5 >/dev/null
+fleetctl snapshot demo-vm known-good --note "before the accident"
+fleetctl snapshots demo-vm
+echo "$ fleetctl exec demo-vm --root -- rm -rf /usr /bin /sbin    # the agent wrecks its machine"
+fleetctl exec demo-vm --root -- sh -c 'rm -rf /usr /bin /sbin' >/dev/null 2>&1 || true
+fleetctl exec demo-vm -- ls >/dev/null 2>&1 || echo "(commands no longer run in it)"
+printf 'waiting for the health check to fail and fleet to roll back'
+for _ in $(seq 1 120); do
+	fleetctl show demo-vm | grep -q "rollback: .*restored 'known-good'" &&
+		fleetctl show demo-vm | grep -q "^state: *running" && break
+	printf '.'
+	sleep 2
+done
+echo
+fleetctl show demo-vm | grep -E "^(state|health|rollback):"
+echo "$ fleetctl exec demo-vm -- cat ~/memory/note"
+fleetctl exec demo-vm -- cat /home/agent/memory/note
+
 step "Bad input is refused and changes nothing"
 fleetctl create 'Bad/Name' || true
 curl -s --unix-socket "$SOCK" -H 'Content-Type: application/json' \

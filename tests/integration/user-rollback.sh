@@ -1,0 +1,51 @@
+#!/bin/bash
+# Snapshots, health checks and automatic rollback of a user agent: a home
+# broken by its own agent (files deleted, home made unwritable) fails the
+# health check and fleet restores the newest good snapshot by itself.
+. "$FLEET_SRCDIR/tests/lib/common.sh"
+
+[ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
+
+# Outside /tmp: each exec has a private /tmp.
+STATE=$(mktemp -d /var/lib/fleet-urb.XXXXXX); SOCKDIR=$(mktemp -d /run/fleet-urb.XXXXXX)
+on_exit "rm -rf '$STATE' '$SOCKDIR'"
+chmod 0755 "$SOCKDIR"
+SOCK=$SOCKDIR/fleetd.sock
+"$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" \
+	--user-uid-min "$_uid_base" --user-uid-max "$((_uid_base + 999))" 2>"$TEST_TMP/start.err"
+ok $? "fleetd starts"
+FLEETD_PID=$(head -1 "$STATE/fleetd.lock"); _pids+=("$FLEETD_PID"); _sockets+=("$SOCK")
+on_exit _remove_agents
+export FLEET_SOCKET=$SOCK
+ex() { "$FLEETCTL" exec urb "$@"; }
+
+"$FLEETCTL" create urb --backend user --health-interval 2 --auto-rollback >/dev/null; ok $? "create with auto-rollback"
+"$FLEETCTL" start urb >/dev/null; ok $? "start it"
+is "$("$FLEETCTL" health urb)" "agent 'urb': healthy (healthy)" "the default check passes"
+ex -- sh -c 'echo precious > ~/memory/keep; mkdir -p ~/work/repo; echo code > ~/work/repo/main.c'
+out=$("$FLEETCTL" snapshot urb good1); ok $? "snapshot"
+is "$out" "agent 'urb': snapshot 'good1' taken (dir)" "a user agent's snapshot is a copy of its home"
+is "$("$FLEETCTL" --json snapshots urb | jq -r '.[0].good')" true "taken while healthy: marked good"
+ex -- ls "$STATE/snapshots" >/dev/null 2>&1; ok $([ $? -ne 0 ] && echo 0 || echo 1) "the agent cannot see its snapshots"
+
+# Break it: delete everything, then make the home unwritable.
+ex -- sh -c 'rm -rf ~/memory ~/work; chmod 500 ~'
+deadline=$((SECONDS + 60))
+until [ "$("$FLEETCTL" --json audit --limit 1000 | jq '[.[] | select(.action == "auto.rollback")] | length')" -ge 1 ] &&
+	[ "$("$FLEETCTL" --json show urb | jq -r '.state + "/" + .health.status')" = running/healthy ] ||
+	[ $SECONDS -ge $deadline ]; do sleep 0.5; done
+is "$("$FLEETCTL" --json show urb | jq -r '.state + "/" + .health.status')" running/healthy \
+	"the failed check is followed by an automatic rollback"
+is "$(ex -- cat memory/keep 2>&1)" precious "the memory file is back"
+is "$(ex -- cat "$STATE/users/urb/work/repo/main.c" 2>&1)" code "the work tree is back"
+is "$(stat -c %a "$STATE/users/urb")" 700 "the home is 0700 again"
+like "$("$FLEETCTL" show urb)" "rollback: .*restored 'good1' after: " "show says what the rollback did"
+like "$("$FLEETCTL" audit --limit 100)" "auto.rollback +urb/good1 +ok" "the audit log records it"
+
+# By hand: restore a named snapshot.
+ex -- sh -c 'echo changed > ~/memory/keep'
+"$FLEETCTL" restore urb good1 >/dev/null; ok $? "restore by hand"
+is "$(ex -- cat "$STATE/users/urb/memory/keep")" precious "the file is as it was"
+"$FLEETCTL" snapshot rm urb good1 >/dev/null; ok $? "snapshot rm"
+is "$("$FLEETCTL" --json snapshots urb | jq length)" 0 "no snapshots left"
+done_testing

@@ -918,13 +918,14 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 	size_t n = 0;
 	int r;
 
-	if ((r = virt_domain_state(b->virt, dom, &st)) < 0 || st != VIRT_RUNNING) {
-		*why = xasprintf("it is not running (fleetctl start %s)", a->name);
-		return -EINVAL;
-	}
+	/* First: a snapshot pauses the guest, which is not "not running". */
 	if (v->busy) {
 		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
 		return -EBUSY;
+	}
+	if ((r = virt_domain_state(b->virt, dom, &st)) < 0 || st != VIRT_RUNNING) {
+		*why = xasprintf("it is not running (fleetctl start %s)", a->name);
+		return -EINVAL;
 	}
 	h = xcalloc(1, sizeof(*h));
 	h->user = *cb;

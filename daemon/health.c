@@ -192,6 +192,12 @@ int health_check(struct fleetd *f, const char *agent, health_done_fn done, void 
 	c->done = done;
 	c->userdata = userdata;
 	r = ops->exec(f, a, &req, &(struct exec_callbacks){ check_output, check_exec_done, c }, &c->exec, &why);
+	if (r == -EBUSY) {
+		/* A snapshot or restore is under way: no verdict now, the caller tries later. */
+		free(c->agent);
+		free(c);
+		return -EBUSY;
+	}
 	if (r < 0) {
 		/* Could not even start (the guest is not running, ...): unhealthy, reported on the loop. */
 		struct timeval zero = { 0, 0 };

@@ -21,8 +21,10 @@ void health_shutdown(struct fleetd *f);
 
 /*
  * Check agent now. done() follows on the loop, never inside this call, with
- * healthy 1 or 0 and a one-line detail, or a negative errno when no check
- * could run (unknown agent, not provisioned). The result is recorded.
+ * healthy 1 or 0 and a one-line detail; the result is recorded. Returns a
+ * negative errno, and done() is not called, when no check can run now:
+ * -ENOENT (no such agent), -EINVAL (not provisioned), -EBUSY (a snapshot or
+ * restore is under way: try later).
  */
 typedef void (*health_done_fn)(void *userdata, int healthy, const char *detail);
 int health_check(struct fleetd *f, const char *agent, health_done_fn done, void *userdata);

@@ -75,6 +75,8 @@ ex --root -- kill -0 "$bgpid"; ok $? "the background process is running again"
 out=$("$FLEETCTL" snapshot snap offline --pin 2>&1); ok $? "snapshot a stopped guest"
 like "$out" "\(disk\)" "a stopped guest gets a disk snapshot"
 is "$("$FLEETCTL" --json snapshots snap | jq -r '.[] | select(.name == "offline") | .pinned')" true "--pin is recorded"
+is "$("$FLEETCTL" --json snapshots snap | jq -c '[.[] | .good]')" '[true,null]' \
+	"the running guest's snapshot passed its health check (good); the stopped one could not be checked"
 "$FLEETCTL" start snap >/dev/null
 ex -- sh -c 'echo later > ~/memory/later'
 "$FLEETCTL" stop snap >/dev/null
@@ -92,8 +94,8 @@ like "$err" "snapshot 'before' already exists" "and says so"
 err=$("$FLEETCTL" snapshot snap 'bad/name' 2>&1); is "$?" 2 "an invalid snapshot name is a usage error"
 err=$("$FLEETCTL" restore snap nosuch 2>&1); is "$?" 1 "restoring an unknown snapshot fails"
 like "$err" "no snapshot 'nosuch'" "naming it"
-err=$("$FLEETCTL" restore snap --last-good 2>&1); is "$?" 1 "--last-good without a good snapshot fails"
-like "$err" "has no snapshot marked good" "and says why"
+out=$("$FLEETCTL" restore snap --last-good 2>&1); ok $? "restore --last-good"
+is "$out" "agent 'snap' restored to snapshot 'before' (state running)" "picks the newest snapshot marked good"
 err=$("$FLEETCTL" snapshot rm snap nosuch 2>&1); is "$?" 1 "deleting an unknown snapshot fails"
 err=$("$FLEETCTL" snapshot ghost 2>&1); like "$err" "no such agent" "snapshot of an unknown agent"
 out=$(api POST /v1/agents/snap/snapshots '{"name":"x","colour":"red"}'); is "${out##* }" 400 "unknown fields are refused"

@@ -68,6 +68,28 @@ char *xasprintf(const char *fmt, ...)
 	return s;
 }
 
+char **strv_copy(const char *const *v)
+{
+	size_t n = 0;
+	char **c;
+
+	if (!v)
+		return NULL;
+	while (v[n])
+		n++;
+	c = xcalloc(n + 1, sizeof(*c));
+	for (size_t i = 0; i < n; i++)
+		c[i] = xstrdup(v[i]);
+	return c;
+}
+
+void strv_free(char **v)
+{
+	for (char **p = v; p && *p; p++)
+		free(*p);
+	free(v);
+}
+
 int parse_long(const char *s, long min, long max, long *ret)
 {
 	char *end;

@@ -162,13 +162,6 @@ static bool env_name_ok(const char *k)
 	return true;
 }
 
-static void strv_free(char **v)
-{
-	for (char **p = v; p && *p; p++)
-		free(*p);
-	free(v);
-}
-
 void api_agent_exec(struct api_call *c)
 {
 	static const char *const spec[] = { "argv:a", "stdin:s", "root:b", "timeout_s:i", "env:o", NULL };

@@ -821,28 +821,6 @@ struct exec_handle {
 	int timeout_s;
 };
 
-static char **strv_copy(const char *const *v)
-{
-	size_t n = 0;
-	char **c;
-
-	if (!v)
-		return NULL;
-	while (v[n])
-		n++;
-	c = xcalloc(n + 1, sizeof(*c));
-	for (size_t i = 0; i < n; i++)
-		c[i] = xstrdup(v[i]);
-	return c;
-}
-
-static void strv_free(char **v)
-{
-	for (char **p = v; p && *p; p++)
-		free(*p);
-	free(v);
-}
-
 static void exec_handle_free(struct exec_handle *h)
 {
 	strv_free(h->argv);

@@ -6,36 +6,11 @@
 # host key pinning, drift, and bad input that leaves nothing behind.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
-[ "$(id -u)" = 0 ] || skip_all "needs root"
-for c in qemu-system-x86_64 qemu-img libvirtd virtlogd virsh mke2fs unshare nsenter; do
-	command -v "$c" >/dev/null || skip_all "$c not installed (scripts/deps.sh installs it)"
-done
-. "$FLEET_SRCDIR/tests/lib/image.sh"
-image_ensure || skip_all "cannot build the guest image"
-. "$FLEET_SRCDIR/tests/lib/vmns.sh"
-vmns_start || skip_all "cannot start a private libvirtd"
-on_exit vmns_stop
+. "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
+vmfleet_setup
 
-STATE=$TEST_TMP/state
-SOCK=$TEST_TMP/fleetd.sock
-export FLEET_SOCKET=$SOCK
-mkdir -p "$STATE/images"
-cp "$IMG/vmlinuz" "$IMG/initramfs.img" "$IMG/base.qcow2" "$STATE/images/"
-
-fleetd_ns_start() {
-	vmns_exec "$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" "$@" \
-		2>>"$TEST_TMP/fleetd.start" || return 1
-	FLEETD_PID=$(head -1 "$STATE/fleetd.lock")
-	_pids+=("$FLEETD_PID")
-}
-virsh_ns() { vmns_exec virsh -q -c qemu:///system "$@"; }
 fleetd_log() { cat "$STATE/fleetd.log"; }
 no_domain() { ! vmns_exec virsh -q -c qemu:///system dominfo "$1" >/dev/null 2>&1; }
-# wait_for SECONDS CMD...: poll until CMD succeeds.
-wait_for() {
-	local deadline=$((SECONDS + $1)); shift
-	until "$@" >/dev/null 2>&1; do [ $SECONDS -lt $deadline ] || return 1; sleep 0.2; done
-}
 
 fleetd_ns_start; ok $? "fleetd starts inside the namespace"
 like "$("$FLEETCTL" --json status | jq -r .backends.vm)" "^available" "the vm backend is available"

@@ -7,36 +7,9 @@
 # (tests/lib/vmns.sh): guest traffic never leaves that namespace.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
-[ "$(id -u)" = 0 ] || skip_all "needs root"
-for c in qemu-system-x86_64 qemu-img libvirtd virtlogd virsh mke2fs unshare nsenter dnsmasq busybox; do
-	command -v "$c" >/dev/null || skip_all "$c not installed (scripts/deps.sh installs it)"
-done
-. "$FLEET_SRCDIR/tests/lib/image.sh"
-image_ensure || skip_all "cannot build the guest image"
-. "$FLEET_SRCDIR/tests/lib/vmns.sh"
-vmns_start || skip_all "cannot start a private libvirtd"
-on_exit vmns_stop
+. "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
+vmfleet_setup --tcg dnsmasq busybox
 
-STATE=$TEST_TMP/state
-SOCK=$TEST_TMP/fleetd.sock
-export FLEET_SOCKET=$SOCK
-mkdir -p "$STATE/images" "$STATE/vms"
-cp "$IMG/vmlinuz" "$IMG/initramfs.img" "$IMG/base.qcow2" "$STATE/images/"
-# KVM answers its ioctls here but does not run guests: skip fleetd's 20 s watchdog.
-echo qemu > "$STATE/vms/virt-type"
-
-fleetd_ns_start() {
-	vmns_exec "$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" "$@" \
-		2>>"$TEST_TMP/fleetd.start" || return 1
-	FLEETD_PID=$(head -1 "$STATE/fleetd.lock")
-	_pids+=("$FLEETD_PID")
-}
-virsh_ns() { vmns_exec virsh -q -c qemu:///system "$@"; }
-# wait_for SECONDS CMD...: poll until CMD succeeds.
-wait_for() {
-	local deadline=$((SECONDS + $1)); shift
-	until "$@" >/dev/null 2>&1; do [ $SECONDS -lt $deadline ] || return 1; sleep 0.5; done
-}
 # guest_addr NAME: the guest's IPv4 address on eth0, empty if none yet.
 guest_addr() {
 	"$FLEETCTL" exec "$1" --root --no-stdin --timeout 20 -- ip -4 addr show eth0 2>/dev/null |

@@ -6,26 +6,10 @@
 # keeps failing after the restore leaves the agent bad, without flapping.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
-[ "$(id -u)" = 0 ] || skip_all "needs root"
-for c in qemu-system-x86_64 qemu-img libvirtd virtlogd virsh mke2fs unshare nsenter; do
-	command -v "$c" >/dev/null || skip_all "$c not installed (scripts/deps.sh installs it)"
-done
-. "$FLEET_SRCDIR/tests/lib/image.sh"
-image_ensure || skip_all "cannot build the guest image"
-. "$FLEET_SRCDIR/tests/lib/vmns.sh"
-vmns_start || skip_all "cannot start a private libvirtd"
-on_exit vmns_stop
+. "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
+vmfleet_setup --tcg
 
-STATE=$TEST_TMP/state
-SOCK=$TEST_TMP/fleetd.sock
-export FLEET_SOCKET=$SOCK
-mkdir -p "$STATE/images" "$STATE/vms"
-cp "$IMG/vmlinuz" "$IMG/initramfs.img" "$IMG/base.qcow2" "$STATE/images/"
-echo qemu > "$STATE/vms/virt-type"
-
-vmns_exec "$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" 2>"$TEST_TMP/start.err"
-ok $? "fleetd starts inside the namespace"
-FLEETD_PID=$(head -1 "$STATE/fleetd.lock"); _pids+=("$FLEETD_PID")
+fleetd_ns_start; ok $? "fleetd starts inside the namespace"
 
 ex() { "$FLEETCTL" exec rb "$@"; }
 rollbacks() { "$FLEETCTL" --json audit --limit 1000 | jq '[.[] | select(.action == "auto.rollback")] | length'; }

@@ -6,34 +6,9 @@
 # start; bad input is refused.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
-[ "$(id -u)" = 0 ] || skip_all "needs root"
-for c in qemu-system-x86_64 qemu-img libvirtd virtlogd virsh mke2fs unshare nsenter; do
-	command -v "$c" >/dev/null || skip_all "$c not installed (scripts/deps.sh installs it)"
-done
-. "$FLEET_SRCDIR/tests/lib/image.sh"
-image_ensure || skip_all "cannot build the guest image"
-. "$FLEET_SRCDIR/tests/lib/vmns.sh"
-vmns_start || skip_all "cannot start a private libvirtd"
-on_exit vmns_stop
+. "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
+vmfleet_setup --tcg
 
-STATE=$TEST_TMP/state
-SOCK=$TEST_TMP/fleetd.sock
-export FLEET_SOCKET=$SOCK
-mkdir -p "$STATE/images" "$STATE/vms"
-cp "$IMG/vmlinuz" "$IMG/initramfs.img" "$IMG/base.qcow2" "$STATE/images/"
-echo qemu > "$STATE/vms/virt-type"	# KVM is probed by fleet-vm.sh; here TCG at once
-
-fleetd_ns_start() {
-	vmns_exec "$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" \
-		2>>"$TEST_TMP/fleetd.start" || return 1
-	FLEETD_PID=$(head -1 "$STATE/fleetd.lock")
-	_pids+=("$FLEETD_PID")
-}
-virsh_ns() { vmns_exec virsh -q -c qemu:///system "$@"; }
-wait_for() {
-	local deadline=$((SECONDS + $1)); shift
-	until "$@" >/dev/null 2>&1; do [ $SECONDS -lt $deadline ] || return 1; sleep 0.2; done
-}
 ex() { "$FLEETCTL" exec snap "$@"; }
 job_idle() { vmns_exec virsh -q -c qemu:///system domjobinfo fleet-snap 2>/dev/null | grep -q 'Job type: *None'; }
 no_libvirt_snapshot() { ! vmns_exec virsh -q -c qemu:///system snapshot-list fleet-snap --name | grep -q "$1"; }

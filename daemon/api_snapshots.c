@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <string.h>
 #include <time.h>
@@ -96,10 +97,17 @@ struct snapshot_op {
 	char *agent, *snap;
 	int good;		/* what the check before it said: 1, 0, or -1 (not checked) */
 	const struct backend_ops *ops;
+	struct event *retry;	/* waiting out a periodic health check */
+	int tries;
 };
+
+#define CHECK_WAIT_MS 500	/* a periodic health check holds an exec for a moment: */
+#define CHECK_WAIT_TRIES 120	/* wait for it (at most 60 s) rather than refuse */
 
 static void snapshot_op_free(struct snapshot_op *op)
 {
+	if (op->retry)
+		event_free(op->retry);
 	free(op->agent);
 	free(op->snap);
 	free(op);
@@ -141,6 +149,8 @@ static void snapshot_created(void *userdata, const struct snapshot_result *res)
 	snapshot_op_free(op);
 }
 
+static void snapshot_retry(evutil_socket_t fd, short what, void *arg);
+
 static void snapshot_take(struct snapshot_op *op)
 {
 	struct fleetd *f = op->call->fleetd;
@@ -150,12 +160,26 @@ static void snapshot_take(struct snapshot_op *op)
 
 	if ((r = db_agent_get(f->db, op->agent, &a)) == 0)
 		r = op->ops->snapshot_create(f, a, op->snap, snapshot_created, op, &why);
+	/* Busy only because of fleet's own health check: wait for it. A person's command is refused. */
+	if (r == -EBUSY && health_checking(f, op->agent) && ++op->tries <= CHECK_WAIT_TRIES) {
+		struct timeval tv = { 0, CHECK_WAIT_MS * 1000 };
+
+		if (!op->retry)
+			op->retry = evtimer_new(f->base, snapshot_retry, op);
+		evtimer_add(op->retry, &tv);
+		return;
+	}
 	if (r < 0) {
 		(void)db_snapshot_delete(f->db, op->agent, op->snap);
 		api_error_errno(op->call, r, "agent '%s': snapshot '%s' failed: %s", op->agent, op->snap,
 				why ? why : strerror(-r));
 		snapshot_op_free(op);
 	}
+}
+
+static void snapshot_retry(evutil_socket_t fd, short what, void *arg)
+{
+	snapshot_take(arg);
 }
 
 static void snapshot_checked(void *userdata, int healthy, const char *detail)
@@ -276,7 +300,18 @@ struct restore_op {
 	const struct backend_ops *ops;
 	struct agent *agent;
 	char *snap;
+	struct event *retry;
+	int tries;
 };
+
+static void restore_op_free(struct restore_op *op)
+{
+	if (op->retry)
+		event_free(op->retry);
+	agent_free(op->agent);
+	free(op->snap);
+	free(op);
+}
 
 static void restored(void *userdata, int r, const char *why)
 {
@@ -298,9 +333,31 @@ static void restored(void *userdata, int r, const char *why)
 		api_reply(op->call, 200, json_pack("{s:s, s:s, s:s}", "agent", op->agent->name, "restored", op->snap,
 						   "state", agent_state_to_string(op->agent->state)));
 	}
-	agent_free(op->agent);
-	free(op->snap);
-	free(op);
+	restore_op_free(op);
+}
+
+/* Start the restore; like a snapshot, it waits out fleet's own health check but refuses a person's command. */
+static void restore_take(evutil_socket_t fd, short what, void *arg)
+{
+	struct restore_op *op = arg;
+	struct fleetd *f = op->call->fleetd;
+	_cleanup_free_ char *why = NULL;
+	int r;
+
+	r = op->ops->snapshot_restore(f, op->agent, op->snap, restored, op, &why);
+	if (r == -EBUSY && health_checking(f, op->agent->name) && ++op->tries <= CHECK_WAIT_TRIES) {
+		struct timeval tv = { 0, CHECK_WAIT_MS * 1000 };
+
+		if (!op->retry)
+			op->retry = evtimer_new(f->base, restore_take, op);
+		evtimer_add(op->retry, &tv);
+		return;
+	}
+	if (r < 0) {
+		api_error_errno(op->call, r, "agent '%s': restore of '%s' failed: %s", op->agent->name, op->snap,
+				why ? why : strerror(-r));
+		restore_op_free(op);
+	}
 }
 
 void api_snapshot_restore(struct api_call *c)
@@ -357,15 +414,8 @@ void api_snapshot_restore(struct api_call *c)
 	op->ops = ops;
 	op->agent = agent_copy(a);
 	op->snap = xstrdup(snap);
-	r = ops->snapshot_restore(c->fleetd, a, snap, restored, op, &why);
-	if (r < 0) {
-		agent_free(op->agent);
-		free(op->snap);
-		free(op);
-		api_error_errno(c, r, "agent '%s': restore of '%s' failed: %s", a->name, snap, why ? why : strerror(-r));
-		goto out;
-	}
 	op->call = api_defer(c);
+	restore_take(-1, 0, op);
 out:
 	json_decref(body);
 }

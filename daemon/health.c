@@ -29,7 +29,8 @@ static const char *const user_default[] = {
 struct tracked {
 	char *name;
 	time_t next_due;
-	bool in_flight;
+	bool in_flight;		/* a periodic check or a rollback */
+	int checks;		/* checks of any origin running now */
 	time_t rollbacks[ROLLBACK_LIMIT];
 	int nrollbacks;
 	struct tracked *next;
@@ -77,6 +78,10 @@ static struct tracked *tracked_get(struct health *h, const char *name)
 
 static void check_free(struct check *c)
 {
+	struct tracked *t = tracked_get(state(c->f), c->agent);
+
+	if (t->checks > 0)
+		t->checks--;
 	if (c->timer)
 		event_free(c->timer);
 	free(c->agent);
@@ -189,13 +194,13 @@ int health_check(struct fleetd *f, const char *agent, health_done_fn done, void 
 	c->f = f;
 	c->agent = xstrdup(agent);
 	c->ops = ops;
+	tracked_get(state(f), agent)->checks++;
 	c->done = done;
 	c->userdata = userdata;
 	r = ops->exec(f, a, &req, &(struct exec_callbacks){ check_output, check_exec_done, c }, &c->exec, &why);
 	if (r == -EBUSY) {
 		/* A snapshot or restore is under way: no verdict now, the caller tries later. */
-		free(c->agent);
-		free(c);
+		check_free(c);
 		return -EBUSY;
 	}
 	if (r < 0) {
@@ -434,6 +439,16 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	agent_list_free(list);
+}
+
+bool health_checking(struct fleetd *f, const char *agent)
+{
+	struct health *h = state(f);
+
+	for (struct tracked *t = h ? h->agents : NULL; t; t = t->next)
+		if (strcmp(t->name, agent) == 0)
+			return t->checks > 0;
+	return false;
 }
 
 int health_init(struct fleetd *f)

@@ -9,6 +9,8 @@
 #ifndef FLEET_HEALTH_H
 #define FLEET_HEALTH_H
 
+#include <stdbool.h>
+
 struct fleetd;
 
 #define HEALTH_TIMEOUT_S 60		/* a check that has not answered by then failed */
@@ -28,5 +30,8 @@ void health_shutdown(struct fleetd *f);
  */
 typedef void (*health_done_fn)(void *userdata, int healthy, const char *detail);
 int health_check(struct fleetd *f, const char *agent, health_done_fn done, void *userdata);
+
+/* Is a health check of agent running now? (Its exec makes the backend refuse snapshots for a moment.) */
+bool health_checking(struct fleetd *f, const char *agent);
 
 #endif

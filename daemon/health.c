@@ -126,11 +126,14 @@ static void check_exec_done(void *userdata, const struct exec_result *res)
 		check_free(c);
 		return;
 	}
-	/* The last line the command printed says it best. */
-	while (c->len > 0 && (c->output[c->len - 1] == '\n' || c->output[c->len - 1] == '\r'))
-		c->output[--c->len] = '\0';
-	last = strrchr(c->output, '\n');
-	last = last ? last + 1 : c->output;
+	/*
+	 * The first line the command printed says it best: what follows can be
+	 * noise, such as the SSH server logging that its child failed.
+	 */
+	last = c->output;
+	while (*last == '\n' || *last == '\r')
+		last++;
+	last[strcspn(last, "\r\n")] = '\0';
 	if (res->error < 0)
 		snprintf(detail, sizeof(detail), "the check could not run: %s", res->why ? res->why : strerror(-res->error));
 	else if (res->timed_out)

@@ -47,8 +47,12 @@ head -c 3000000 /dev/urandom > "$TEST_TMP/blob"
 is "$("$FLEETCTL" exec alpha -- sha256sum < "$TEST_TMP/blob" | cut -d' ' -f1)" "$(sha256sum < "$TEST_TMP/blob" | cut -d' ' -f1)" \
 	"3 MB of binary stdin arrive intact"
 is "$("$FLEETCTL" exec alpha -- sh -c 'head -c 2000000 /dev/zero' | wc -c)" 2000000 "2 MB of output stream back"
-"$FLEETCTL" exec alpha --timeout 2 -- sleep 60 2>/dev/null; is "$?" 124 "a command past its timeout is killed (exit 124)"
-"$FLEETCTL" exec alpha -- sh -c 'kill -9 $$' 2>/dev/null; is "$?" 137 "a command killed by a signal exits 128+N"
+"$FLEETCTL" exec alpha -- sh -c 'kill -9 $$' 2>"$TEST_TMP/sig.err"; rc=$?
+is "$rc" 137 "a command killed by a signal exits 128+N"
+[ "$rc" = 137 ] || diag "stderr: $(cat "$TEST_TMP/sig.err")" "fleetd: $(tail -5 "$STATE/fleetd.log")"
+"$FLEETCTL" exec alpha --timeout 2 -- sleep 60 2>"$TEST_TMP/timeout.err"; rc=$?
+is "$rc" 124 "a command past its timeout is killed (exit 124)"
+[ "$rc" = 124 ] || diag "stderr: $(cat "$TEST_TMP/timeout.err")" "fleetd: $(tail -5 "$STATE/fleetd.log")"
 
 # --- isolation --------------------------------------------------------------------------
 "$FLEETCTL" exec beta -- sh -c 'echo beta-secret > ~/memory/notes' >/dev/null

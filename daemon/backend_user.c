@@ -804,6 +804,25 @@ static void op_schedule(struct fleetd *f, const char *agent, uid_t uid, bool is_
 
 static int keeper_launch(struct fleetd *f, const struct agent *a, uid_t uid, char **why);
 
+/*
+ * What every verb on a provisioned agent checks first: it has its user (uid
+ * in *uid), no snapshot or restore of it is under way, and nothing of it is
+ * left frozen by a fleetd that was killed mid-snapshot.
+ */
+static int agent_ready(struct fleetd *f, const struct agent *a, uid_t *uid, char **why)
+{
+	int r;
+
+	if ((r = agent_user(f, a->name, uid)) < 0) {
+		*why = xstrdup("has no user environment (not provisioned?)");
+		return r == -EPERM ? -ENOENT : r;
+	}
+	if (job_busy(a->name, why))
+		return -EBUSY;
+	thaw_leftover(a->name);
+	return 0;
+}
+
 static int user_start(struct fleetd *f, const struct agent *a, backend_done_fn done, void *userdata, char **why)
 {
 	uid_t uid;
@@ -811,13 +830,8 @@ static int user_start(struct fleetd *f, const struct agent *a, backend_done_fn d
 
 	if ((r = ensure_init(f, why)) < 0)
 		return r;
-	if ((r = agent_user(f, a->name, &uid)) < 0) {
-		*why = xstrdup("has no user environment (not provisioned?)");
-		return r == -EPERM ? -ENOENT : r;
-	}
-	if (job_busy(a->name, why))
-		return -EBUSY;
-	thaw_leftover(a->name);
+	if ((r = agent_ready(f, a, &uid, why)) < 0)
+		return r;
 	if (keeper_alive(a->name)) {
 		op_schedule(f, a->name, uid, false, 0, done, userdata);
 		return 0;
@@ -873,13 +887,9 @@ static int user_stop(struct fleetd *f, const struct agent *a, int timeout_s, bac
 
 	if ((r = ensure_init(f, why)) < 0)
 		return r;
-	if ((r = agent_user(f, a->name, &uid)) < 0) {
-		*why = xstrdup("has no user environment (not provisioned?)");
-		return r == -EPERM ? -ENOENT : r;
-	}
-	if (job_busy(a->name, why))
-		return -EBUSY;
-	thaw_leftover(a->name);	/* a frozen process would not see its SIGTERM */
+	/* agent_ready thaws: a frozen process would not see its SIGTERM. */
+	if ((r = agent_ready(f, a, &uid, why)) < 0)
+		return r;
 	/* Clean: SIGTERM to every sandbox init, which passes it to everything in its namespace. */
 	if ((k = *keeper_find(a->name)))
 		(void)syscall(SYS_pidfd_send_signal, k->pidfd, SIGTERM, NULL, 0);
@@ -1085,14 +1095,9 @@ static int user_exec(struct fleetd *f, const struct agent *a, const struct exec_
 		*why = xstrdup("a user agent has no root; commands run as the agent's user");
 		return -EPERM;
 	}
-	if ((r = agent_user(f, a->name, &uid)) < 0) {
-		*why = xstrdup("has no user environment (not provisioned?)");
-		return r == -EPERM ? -ENOENT : r;
-	}
 	/* A command must not change the home while it is copied, nor run in a home about to be swapped. */
-	if (job_busy(a->name, why))
-		return -EBUSY;
-	thaw_leftover(a->name);
+	if ((r = agent_ready(f, a, &uid, why)) < 0)
+		return r;
 	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
 	    (req->stdin_len > 0 && pipe2(in, O_CLOEXEC) < 0)) {
 		r = -errno;
@@ -1771,17 +1776,12 @@ static int snapshot_preflight(struct fleetd *f, const struct agent *a, uid_t *ui
 
 	if ((r = ensure_init(f, why)) < 0)
 		return r;
-	if ((r = agent_user(f, a->name, uid)) < 0) {
-		*why = xstrdup("has no user environment (not provisioned?)");
-		return r == -EPERM ? -ENOENT : r;
-	}
-	if (job_busy(a->name, why))
-		return -EBUSY;
+	if ((r = agent_ready(f, a, uid, why)) < 0)
+		return r;
 	if (exec_active(a->name)) {
 		*why = xstrdup("a command is running; snapshots wait until it ends");
 		return -EBUSY;
 	}
-	thaw_leftover(a->name);
 	return ensure_agent_snaps_dir(f, a->name, why);
 }
 

@@ -22,6 +22,10 @@ static const char *const restart_names[RESTART__COUNT] = {
 	[RESTART_ON_FAILURE] = "on-failure", [RESTART_ALWAYS] = "always", [RESTART_NEVER] = "never",
 };
 
+static const char *const snapshot_policy_names[SNAPSHOT_POLICY__COUNT] = {
+	[SNAPSHOT_POLICY_NONE] = "none", [SNAPSHOT_POLICY_BEFORE_RUN] = "before-run", [SNAPSHOT_POLICY_CRON] = "cron",
+};
+
 static int lookup(const char *const *names, int n, const char *s)
 {
 	for (int i = 0; i < n; i++)
@@ -39,6 +43,8 @@ void agent_free(struct agent *a)
 	free(a->health_command);
 	free(a->health_detail);
 	free(a->last_rollback);
+	free(a->snapshot_schedule);
+	free(a->restoring);
 	free(a);
 }
 
@@ -52,6 +58,8 @@ struct agent *agent_copy(const struct agent *a)
 	c->health_command = a->health_command ? xstrdup(a->health_command) : NULL;
 	c->health_detail = a->health_detail ? xstrdup(a->health_detail) : NULL;
 	c->last_rollback = a->last_rollback ? xstrdup(a->last_rollback) : NULL;
+	c->snapshot_schedule = a->snapshot_schedule ? xstrdup(a->snapshot_schedule) : NULL;
+	c->restoring = a->restoring ? xstrdup(a->restoring) : NULL;
 	return c;
 }
 
@@ -93,4 +101,14 @@ const char *restart_policy_to_string(enum restart_policy p)
 int restart_policy_from_string(const char *s)
 {
 	return lookup(restart_names, RESTART__COUNT, s);
+}
+
+const char *snapshot_policy_to_string(enum snapshot_policy p)
+{
+	return (unsigned)p < SNAPSHOT_POLICY__COUNT ? snapshot_policy_names[p] : "unknown";
+}
+
+int snapshot_policy_from_string(const char *s)
+{
+	return lookup(snapshot_policy_names, SNAPSHOT_POLICY__COUNT, s);
 }

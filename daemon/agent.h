@@ -29,6 +29,9 @@ enum network_kind { NETWORK_NONE, NETWORK_NAT, NETWORK__COUNT };
 /* What fleet does when an environment stops without being asked to. */
 enum restart_policy { RESTART_ON_FAILURE, RESTART_ALWAYS, RESTART_NEVER, RESTART__COUNT };
 
+/* When fleet takes snapshots by itself (retention applies to all of them). */
+enum snapshot_policy { SNAPSHOT_POLICY_NONE, SNAPSHOT_POLICY_BEFORE_RUN, SNAPSHOT_POLICY_CRON, SNAPSHOT_POLICY__COUNT };
+
 struct agent {
 	int64_t id;
 	char *name;
@@ -50,6 +53,11 @@ struct agent {
 	int64_t health_at;
 	char *health_detail;
 	char *last_rollback;	/* what the last automatic rollback did, or NULL */
+	/* snapshots (snapshots.c, sched.c) */
+	enum snapshot_policy snapshot_policy;
+	char *snapshot_schedule;	/* cron spec when the policy is cron, else NULL */
+	int snapshot_keep;	/* keep the newest N (plus pinned and the newest good); 0: keep all */
+	char *restoring;	/* a restore to this snapshot is under way, or NULL */
 };
 
 #define HEALTH_INTERVAL_DEFAULT 60
@@ -63,6 +71,7 @@ struct agent {
 #define AGENT_DISK_MAX 1024
 #define AGENT_DISK_DEFAULT 2
 #define AGENT_COMMAND_MAX 4096
+#define SNAPSHOT_KEEP_MAX 1000
 
 void agent_free(struct agent *a);
 /* A deep copy. */
@@ -77,5 +86,7 @@ const char *network_kind_to_string(enum network_kind k);
 int network_kind_from_string(const char *s);
 const char *restart_policy_to_string(enum restart_policy p);
 int restart_policy_from_string(const char *s);
+const char *snapshot_policy_to_string(enum snapshot_policy p);
+int snapshot_policy_from_string(const char *s);
 
 #endif

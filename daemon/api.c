@@ -62,7 +62,11 @@ static const struct route routes[] = {
 	{ "GET", "/v1/agents/:name/snapshots", api_snapshots_list, NULL, 0 },
 	{ "POST", "/v1/agents/:name/snapshots", api_snapshot_create, "snapshot.create", 0 },
 	{ "DELETE", "/v1/agents/:name/snapshots/:snap", api_snapshot_delete, "snapshot.remove", 0 },
+	{ "PATCH", "/v1/agents/:name/snapshots/:snap", api_snapshot_update, "snapshot.update", 0 },
 	{ "POST", "/v1/agents/:name/restore", api_snapshot_restore, "snapshot.restore", 0 },
+	{ "POST", "/v1/agents/:name/runs", api_run_trigger, "run.trigger", 0 },
+	{ "GET", "/v1/agents/:name/runs", api_runs_list, NULL, 0 },
+	{ "GET", "/v1/agents/:name/runs/:id", api_run_get, NULL, 0 },
 };
 
 static const char *method_name(enum evhttp_cmd_type t)

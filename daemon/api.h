@@ -97,5 +97,11 @@ void api_snapshots_list(struct api_call *c);
 void api_snapshot_create(struct api_call *c);
 void api_snapshot_delete(struct api_call *c);
 void api_snapshot_restore(struct api_call *c);
+void api_snapshot_update(struct api_call *c);	/* pinned */
+
+/* api_runs.c */
+void api_run_trigger(struct api_call *c);
+void api_runs_list(struct api_call *c);
+void api_run_get(struct api_call *c);
 
 #endif

@@ -16,6 +16,8 @@
 #include "health.h"
 #include "log.h"
 #include "names.h"
+#include "snapshots.h"
+#include "cron.h"
 
 static json_t *agent_to_json(const struct agent *a)
 {
@@ -41,6 +43,11 @@ static json_t *agent_to_json(const struct agent *a)
 		"interval_s", a->health_interval_s,
 		"auto_rollback", a->auto_rollback,
 		"last_rollback", a->last_rollback));
+	json_object_set_new(j, "snapshots", json_pack("{s:s, s:s?, s:i, s:s?}",
+		"policy", snapshot_policy_to_string(a->snapshot_policy),
+		"schedule", a->snapshot_schedule,
+		"keep", a->snapshot_keep,
+		"restoring", a->restoring));
 	if (a->state == AGENT_DEFINED)
 		json_object_set_new(j, "note", json_sprintf(
 			"environment not provisioned: this fleetd has no %s backend built in",
@@ -206,21 +213,75 @@ static bool health_fields(struct api_call *c, json_t *body, struct agent *a)
 	return true;
 }
 
-/* PATCH /v1/agents/NAME: change health settings. */
+/*
+ * snapshot_policy, snapshot_schedule, snapshot_keep from body into a;
+ * replies 400 and returns false if bad. A schedule alone means the cron
+ * policy; the cron policy needs a schedule that parses.
+ */
+static bool snapshot_fields(struct api_call *c, json_t *body, struct agent *a)
+{
+	_cleanup_free_ char *why = NULL;
+	struct cron_spec spec;
+	json_t *v;
+	int p;
+
+	if ((v = json_object_get(body, "snapshot_schedule"))) {
+		const char *text = json_string_value(v);
+
+		free(a->snapshot_schedule);
+		a->snapshot_schedule = NULL;
+		if (*text) {
+			if (cron_parse(text, &spec, &why) < 0) {
+				api_error(c, 400, "invalid", "snapshot_schedule '%s': %s", text, why);
+				return false;
+			}
+			a->snapshot_schedule = xstrdup(text);
+			if (!json_object_get(body, "snapshot_policy"))
+				a->snapshot_policy = SNAPSHOT_POLICY_CRON;
+		}
+	}
+	if ((v = json_object_get(body, "snapshot_policy"))) {
+		if ((p = snapshot_policy_from_string(json_string_value(v))) < 0) {
+			api_error(c, 400, "invalid", "snapshot_policy must be none, before-run or cron");
+			return false;
+		}
+		a->snapshot_policy = (enum snapshot_policy)p;
+	}
+	if (a->snapshot_policy == SNAPSHOT_POLICY_CRON && !a->snapshot_schedule) {
+		api_error(c, 400, "invalid", "snapshot_policy cron needs a snapshot_schedule (a cron spec)");
+		return false;
+	}
+	if (a->snapshot_policy != SNAPSHOT_POLICY_CRON && a->snapshot_schedule) {
+		free(a->snapshot_schedule);	/* a schedule means nothing without the cron policy */
+		a->snapshot_schedule = NULL;
+	}
+	return int_field(c, body, "snapshot_keep", 0, SNAPSHOT_KEEP_MAX, &a->snapshot_keep);
+}
+
+/* PATCH /v1/agents/NAME: change health and snapshot settings. */
 void api_agent_update(struct api_call *c)
 {
-	static const char *const spec[] = { "health_command:s", "health_interval_s:i", "auto_rollback:b", NULL };
+	static const char *const spec[] = {
+		"health_command:s", "health_interval_s:i", "auto_rollback:b",
+		"snapshot_policy:s", "snapshot_schedule:s", "snapshot_keep:i", NULL,
+	};
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	json_t *body;
 	int r;
 
 	if (!(body = api_body_object(c, spec)))
 		return;
-	if ((a = load_agent(c, NULL)) && health_fields(c, body, a)) {
-		if ((r = db_agent_set_health_settings(c->fleetd->db, a)) < 0)
+	if ((a = load_agent(c, NULL)) && health_fields(c, body, a) && snapshot_fields(c, body, a)) {
+		/* Both in one transaction would be tidier; each setter is one UPDATE of the same row. */
+		if ((r = db_agent_set_health_settings(c->fleetd->db, a)) < 0 ||
+		    (r = db_agent_set_snapshot_settings(c->fleetd->db, a)) < 0) {
 			api_error_errno(c, r, "agent '%s': cannot update: %s", a->name, strerror(-r));
-		else
+		} else {
+			/* Fewer to keep applies now, not at the next snapshot. */
+			if (a->snapshot_keep > 0 && json_object_get(body, "snapshot_keep"))
+				(void)snapshots_prune(c->fleetd, a->name);
 			api_reply(c, 200, agent_to_json(a));
+		}
 	}
 	json_decref(body);
 }
@@ -255,7 +316,8 @@ void api_agents_create(struct api_call *c)
 {
 	static const char *const spec[] = {
 		"name:s", "backend:s", "memory_mib:i", "vcpus:i", "disk_gib:i", "command:s", "network:s", "restart:s",
-		"health_command:s", "health_interval_s:i", "auto_rollback:b", NULL,
+		"health_command:s", "health_interval_s:i", "auto_rollback:b",
+		"snapshot_policy:s", "snapshot_schedule:s", "snapshot_keep:i", NULL,
 	};
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	json_t *body, *v;
@@ -315,7 +377,7 @@ void api_agents_create(struct api_call *c)
 		}
 		a->restart = (enum restart_policy)k;
 	}
-	if (!health_fields(c, body, a))
+	if (!health_fields(c, body, a) || !snapshot_fields(c, body, a))
 		goto out;
 	if ((v = json_object_get(body, "command"))) {
 		const char *cmd = json_string_value(v);

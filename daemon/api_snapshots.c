@@ -19,8 +19,8 @@
 #include "health.h"
 #include "log.h"
 #include "names.h"
+#include "snapshots.h"
 
-#define NOTE_MAX 1024
 
 static json_t *snapshot_to_json(const struct snapshot *s)
 {
@@ -92,102 +92,26 @@ void api_snapshots_list(struct api_call *c)
 	api_reply(c, 200, json_pack("{s:s, s:o}", "agent", a->name, "snapshots", arr));
 }
 
-struct snapshot_op {
-	struct api_call *call;	/* deferred */
-	char *agent, *snap;
-	int good;		/* what the check before it said: 1, 0, or -1 (not checked) */
-	const struct backend_ops *ops;
-	struct event *retry;	/* waiting out a periodic health check */
-	int tries;
-};
-
-#define CHECK_WAIT_MS 500	/* a periodic health check holds an exec for a moment: */
-#define CHECK_WAIT_TRIES 120	/* wait for it (at most 60 s) rather than refuse */
-
-static void snapshot_op_free(struct snapshot_op *op)
+/* An error from snapshots.c: its message as is, the status from its errno. */
+static void snapshots_error(struct api_call *c, int r, const char *why)
 {
-	if (op->retry)
-		event_free(op->retry);
-	free(op->agent);
-	free(op->snap);
-	free(op);
+	if (r == -EAGAIN)
+		api_error(c, 409, "unavailable", "%s", why);
+	else
+		api_error_errno(c, r, "%s", why);
 }
 
-static void snapshot_created(void *userdata, const struct snapshot_result *res)
+static void snapshot_taken(void *userdata, int r, const char *why, const struct snapshot *s)
 {
-	struct snapshot_op *op = userdata;
-	struct db *db = op->call->fleetd->db;
-	struct snapshot *s = NULL;
-	int r;
+	struct api_call *c = userdata;
 
-	if (res->error < 0) {
-		(void)db_snapshot_delete(db, op->agent, op->snap);
-		log_error("agent '%s': snapshot '%s' failed: %s", op->agent, op->snap,
-			  res->why ? res->why : strerror(-res->error));
-		api_error_errno(op->call, res->error, "agent '%s': snapshot '%s' failed: %s", op->agent, op->snap,
-				res->why ? res->why : strerror(-res->error));
-		snapshot_op_free(op);
-		return;
-	}
-	if ((r = db_snapshot_ready(db, op->agent, op->snap, res->kind, res->size_bytes)) < 0 ||
-	    (r = db_snapshot_get(db, op->agent, op->snap, &s)) < 0) {
-		log_error("agent '%s': snapshot '%s' was made but cannot be recorded: %s", op->agent, op->snap,
-			  strerror(-r));
-		api_error_errno(op->call, r, "agent '%s': snapshot '%s' cannot be recorded: %s", op->agent, op->snap,
-				strerror(-r));
-		snapshot_op_free(op);
-		return;
-	}
-	if (op->good >= 0) {
-		(void)db_snapshot_set_good(db, op->agent, op->snap, op->good);
-		s->good = op->good;
-	}
-	log_info("agent '%s': snapshot '%s' taken (%s, %s)", op->agent, op->snap, res->kind,
-		 op->good == 1 ? "good" : op->good == 0 ? "bad" : "health unknown");
-	api_reply(op->call, 201, snapshot_to_json(s));
-	snapshot_free(s);
-	snapshot_op_free(op);
-}
-
-static void snapshot_retry(evutil_socket_t fd, short what, void *arg);
-
-static void snapshot_take(struct snapshot_op *op)
-{
-	struct fleetd *f = op->call->fleetd;
-	_cleanup_(agent_freep) struct agent *a = NULL;
-	_cleanup_free_ char *why = NULL;
-	int r;
-
-	if ((r = db_agent_get(f->db, op->agent, &a)) == 0)
-		r = op->ops->snapshot_create(f, a, op->snap, snapshot_created, op, &why);
-	/* Busy only because of fleet's own health check: wait for it. A person's command is refused. */
-	if (r == -EBUSY && health_checking(f, op->agent) && ++op->tries <= CHECK_WAIT_TRIES) {
-		struct timeval tv = { 0, CHECK_WAIT_MS * 1000 };
-
-		if (!op->retry)
-			op->retry = evtimer_new(f->base, snapshot_retry, op);
-		evtimer_add(op->retry, &tv);
-		return;
-	}
 	if (r < 0) {
-		(void)db_snapshot_delete(f->db, op->agent, op->snap);
-		api_error_errno(op->call, r, "agent '%s': snapshot '%s' failed: %s", op->agent, op->snap,
-				why ? why : strerror(-r));
-		snapshot_op_free(op);
+		snapshots_error(c, r, why);
+		return;
 	}
-}
-
-static void snapshot_retry(evutil_socket_t fd, short what, void *arg)
-{
-	snapshot_take(arg);
-}
-
-static void snapshot_checked(void *userdata, int healthy, const char *detail)
-{
-	struct snapshot_op *op = userdata;
-
-	op->good = healthy == 1 ? 1 : 0;
-	snapshot_take(op);
+	snprintf(c->target_buf, sizeof(c->target_buf), "%s/%s", s->agent, s->name);	/* the generated name */
+	c->target = c->target_buf;
+	api_reply(c, 201, snapshot_to_json(s));
 }
 
 void api_snapshot_create(struct api_call *c)
@@ -195,67 +119,30 @@ void api_snapshot_create(struct api_call *c)
 	static const char *const spec[] = { "name:s", "note:s", "pin:b", NULL };
 	const struct backend_ops *ops;
 	_cleanup_(agent_freep) struct agent *a = NULL;
-	const char *note = NULL, *bad;
-	struct snapshot_op *op;
-	char name[80], target[112];
-	json_t *body = NULL, *v;
-	bool pin;
+	_cleanup_free_ char *why = NULL;
+	const char *name = NULL, *note = NULL, *bad;
+	struct api_call *deferred;
+	json_t *body = NULL;
+	char target[112];
 	int r;
 
 	if (evbuffer_get_length(evhttp_request_get_input_buffer(c->req)) > 0 && !(body = api_body_object(c, spec)))
 		return;
 	if (!(a = snapshot_agent(c, &ops)))
 		goto out;
-	if ((v = json_object_get(body, "name"))) {
-		if (snapshot_name_check(json_string_value(v), &bad) < 0) {
-			api_error(c, 400, "invalid_name", "invalid snapshot name: %s", bad);
-			goto out;
-		}
-		snprintf(name, sizeof(name), "%s", json_string_value(v));
-	} else {
-		/* snap-YYYYmmdd-HHMMSS, with -2, -3... if taken this second */
-		time_t now = time(NULL);
-		struct tm tm;
-		struct snapshot *s = NULL;
-
-		gmtime_r(&now, &tm);
-		strftime(name, sizeof(name), "snap-%Y%m%d-%H%M%S", &tm);
-		for (int i = 2; db_snapshot_get(c->fleetd->db, a->name, name, &s) == 0 && i < 100; i++) {
-			snapshot_free(s);
-			s = NULL;
-			strftime(name, sizeof(name), "snap-%Y%m%d-%H%M%S", &tm);
-			snprintf(name + strlen(name), sizeof(name) - strlen(name), "-%d", i);
-		}
+	name = json_string_value(json_object_get(body, "name"));
+	if (name && snapshot_name_check(name, &bad) < 0) {
+		api_error(c, 400, "invalid_name", "invalid snapshot name: %s", bad);
+		goto out;
 	}
-	if ((v = json_object_get(body, "note"))) {
-		note = json_string_value(v);
-		if (strlen(note) > NOTE_MAX) {
-			api_error(c, 400, "invalid", "note is longer than %d characters", NOTE_MAX);
-			goto out;
-		}
-	}
-	pin = json_is_true(json_object_get(body, "pin"));
-	snprintf(target, sizeof(target), "%s/%s", a->name, name);
+	note = json_string_value(json_object_get(body, "note"));
+	snprintf(target, sizeof(target), "%s/%s", a->name, name ? name : "(generated)");
 	c->target = target;
-	r = db_snapshot_begin(c->fleetd->db, a->name, name, note, pin);
-	if (r == -EEXIST) {
-		api_error(c, 409, "exists", "agent '%s': snapshot '%s' already exists", a->name, name);
-		goto out;
-	}
-	if (r < 0) {
-		api_error_errno(c, r, "agent '%s': cannot record snapshot '%s': %s", a->name, name, strerror(-r));
-		goto out;
-	}
-	op = xcalloc(1, sizeof(*op));
-	op->agent = xstrdup(a->name);
-	op->snap = xstrdup(name);
-	op->ops = ops;
-	op->good = -1;
-	op->call = api_defer(c);
-	/* A snapshot of a running agent that passes its health check first is marked good. */
-	if (a->state == AGENT_RUNNING && health_check(c->fleetd, a->name, snapshot_checked, op) == 0)
-		goto out;
-	snapshot_take(op);
+	deferred = api_defer(c);
+	r = snapshots_take(c->fleetd, a->name, name, "snap", note, json_is_true(json_object_get(body, "pin")),
+			   snapshot_taken, deferred, &why);
+	if (r < 0)
+		snapshots_error(deferred, r, why);
 out:
 	json_decref(body);
 }
@@ -281,83 +168,80 @@ void api_snapshot_delete(struct api_call *c)
 		return;
 	}
 	snapshot_free(s);
-	r = ops->snapshot_delete(c->fleetd, a, c->param2, &why);
-	if (r < 0 && r != -ENOENT) {
-		api_error_errno(c, r, "agent '%s': cannot delete snapshot '%s': %s", a->name, c->param2,
-				why ? why : strerror(-r));
-		return;
-	}
-	if ((r = db_snapshot_delete(c->fleetd->db, a->name, c->param2)) < 0) {
-		api_error_errno(c, r, "agent '%s': cannot delete snapshot '%s': %s", a->name, c->param2, strerror(-r));
+	if ((r = snapshots_delete(c->fleetd, a->name, c->param2, &why)) < 0) {
+		snapshots_error(c, r, why);
 		return;
 	}
 	log_info("agent '%s': snapshot '%s' deleted by uid %ld", a->name, c->param2, (long)c->uid);
 	api_reply(c, 200, json_pack("{s:s, s:s}", "agent", a->name, "removed", c->param2));
 }
 
-struct restore_op {
-	struct api_call *call;
-	const struct backend_ops *ops;
-	struct agent *agent;
-	char *snap;
-	struct event *retry;
-	int tries;
-};
-
-static void restore_op_free(struct restore_op *op)
+/* PATCH /v1/agents/NAME/snapshots/SNAP: pin or unpin it. */
+void api_snapshot_update(struct api_call *c)
 {
-	if (op->retry)
-		event_free(op->retry);
-	agent_free(op->agent);
-	free(op->snap);
-	free(op);
+	static const char *const spec[] = { "pinned:b", NULL };
+	const struct backend_ops *ops;
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	struct snapshot *s = NULL, *gone = NULL;
+	const char *bad;
+	json_t *body, *v;
+	int r;
+
+	if (!(body = api_body_object(c, spec)))
+		return;
+	if (!(a = snapshot_agent(c, &ops)))
+		goto out;
+	if (snapshot_name_check(c->param2, &bad) < 0) {
+		api_error(c, 400, "invalid_name", "invalid snapshot name: %s", bad);
+		goto out;
+	}
+	if (db_snapshot_get(c->fleetd->db, a->name, c->param2, &s) < 0 || strcmp(s->state, "ready") != 0) {
+		api_error(c, 404, "not_found", "agent '%s': no snapshot '%s'", a->name, c->param2);
+		goto out;
+	}
+	if ((v = json_object_get(body, "pinned"))) {
+		if ((r = db_snapshot_set_pinned(c->fleetd->db, a->name, s->name, json_is_true(v))) < 0) {
+			api_error_errno(c, r, "agent '%s': cannot update snapshot '%s': %s", a->name, s->name,
+					strerror(-r));
+			goto out;
+		}
+		s->pinned = json_is_true(v);
+	}
+	/* An unpinned snapshot may be past the retention line now: say so if it went. */
+	if (!s->pinned && snapshots_prune(c->fleetd, a->name) > 0 &&
+	    db_snapshot_get(c->fleetd->db, a->name, c->param2, &gone) == -ENOENT) {
+		api_reply(c, 200, json_pack("{s:o, s:b}", "snapshot", snapshot_to_json(s), "pruned", 1));
+		goto out;
+	}
+	snapshot_free(gone);
+	api_reply(c, 200, json_pack("{s:o, s:b}", "snapshot", snapshot_to_json(s), "pruned", 0));
+out:
+	snapshot_free(s);
+	json_decref(body);
 }
+
+struct restore_call {
+	struct api_call *call;
+	char *agent, *snap;
+};
 
 static void restored(void *userdata, int r, const char *why)
 {
-	struct restore_op *op = userdata;
-	struct fleetd *f = op->call->fleetd;
-	enum agent_state st;
+	struct restore_call *rc = userdata;
+	struct fleetd *f = rc->call->fleetd;
+	_cleanup_(agent_freep) struct agent *a = NULL;
 
 	if (r < 0) {
-		log_error("agent '%s': restore of '%s' failed: %s", op->agent->name, op->snap, why ? why : strerror(-r));
-		api_error_errno(op->call, r, "agent '%s': restore of '%s' failed: %s", op->agent->name, op->snap,
-				why ? why : strerror(-r));
+		snapshots_error(rc->call, r, why);
 	} else {
-		if (op->ops->state(f, op->agent, &st) == 0) {
-			op->agent->state = st;
-			(void)db_agent_set_state(f->db, op->agent->name, st);
-		}
-		log_notice("agent '%s': restored snapshot '%s' (uid %ld)", op->agent->name, op->snap,
-			   (long)op->call->uid);
-		api_reply(op->call, 200, json_pack("{s:s, s:s, s:s}", "agent", op->agent->name, "restored", op->snap,
-						   "state", agent_state_to_string(op->agent->state)));
+		log_notice("agent '%s': restored snapshot '%s' (uid %ld)", rc->agent, rc->snap, (long)rc->call->uid);
+		(void)db_agent_get(f->db, rc->agent, &a);
+		api_reply(rc->call, 200, json_pack("{s:s, s:s, s:s}", "agent", rc->agent, "restored", rc->snap,
+						   "state", a ? agent_state_to_string(a->state) : "unknown"));
 	}
-	restore_op_free(op);
-}
-
-/* Start the restore; like a snapshot, it waits out fleet's own health check but refuses a person's command. */
-static void restore_take(evutil_socket_t fd, short what, void *arg)
-{
-	struct restore_op *op = arg;
-	struct fleetd *f = op->call->fleetd;
-	_cleanup_free_ char *why = NULL;
-	int r;
-
-	r = op->ops->snapshot_restore(f, op->agent, op->snap, restored, op, &why);
-	if (r == -EBUSY && health_checking(f, op->agent->name) && ++op->tries <= CHECK_WAIT_TRIES) {
-		struct timeval tv = { 0, CHECK_WAIT_MS * 1000 };
-
-		if (!op->retry)
-			op->retry = evtimer_new(f->base, restore_take, op);
-		evtimer_add(op->retry, &tv);
-		return;
-	}
-	if (r < 0) {
-		api_error_errno(op->call, r, "agent '%s': restore of '%s' failed: %s", op->agent->name, op->snap,
-				why ? why : strerror(-r));
-		restore_op_free(op);
-	}
+	free(rc->agent);
+	free(rc->snap);
+	free(rc);
 }
 
 void api_snapshot_restore(struct api_call *c)
@@ -367,7 +251,7 @@ void api_snapshot_restore(struct api_call *c)
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	_cleanup_free_ char *why = NULL, *snap = NULL;
 	struct snapshot *s = NULL, **list = NULL;
-	struct restore_op *op;
+	struct restore_call *rc;
 	char target[112];
 	json_t *body;
 	const char *bad;
@@ -410,12 +294,16 @@ void api_snapshot_restore(struct api_call *c)
 	}
 	snprintf(target, sizeof(target), "%s/%s", a->name, snap);
 	c->target = target;
-	op = xcalloc(1, sizeof(*op));
-	op->ops = ops;
-	op->agent = agent_copy(a);
-	op->snap = xstrdup(snap);
-	op->call = api_defer(c);
-	restore_take(-1, 0, op);
+	rc = xcalloc(1, sizeof(*rc));
+	rc->agent = xstrdup(a->name);
+	rc->snap = xstrdup(snap);
+	rc->call = api_defer(c);
+	if ((r = snapshots_restore(c->fleetd, a->name, snap, 0, restored, rc, &why)) < 0) {
+		snapshots_error(rc->call, r, why);
+		free(rc->agent);
+		free(rc->snap);
+		free(rc);
+	}
 out:
 	json_decref(body);
 }

@@ -77,48 +77,12 @@ char *backend_status(struct fleetd *f, enum backend_kind kind)
 	return xstrdup("available");
 }
 
-/*
- * Snapshots a kill -9 interrupted: the row says 'creating', so the create
- * was never acknowledged. Remove whatever the backend made and the row.
- */
-static void reconcile_snapshots(struct fleetd *f)
-{
-	struct snapshot **list = NULL;
-	size_t n = 0;
-
-	if (db_snapshot_list(f->db, NULL, "creating", &list, &n) < 0)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		struct snapshot *s = list[i];
-		struct agent *a = NULL;
-		const struct backend_ops *ops;
-		const char *why;
-		char *msg = NULL;
-
-		if (db_agent_get(f->db, s->agent, &a) < 0)
-			continue;
-		ops = backend_get(f, a->backend, &why);
-		if (ops && ops->snapshot_exists && ops->snapshot_exists(f, a, s->name) == 1 &&
-		    ops->snapshot_delete(f, a, s->name, &msg) < 0) {
-			log_error("agent '%s': cannot remove the unfinished snapshot '%s': %s", a->name, s->name,
-				  msg ? msg : "unknown error");
-		} else if (db_snapshot_delete(f->db, a->name, s->name) == 0) {
-			log_warning("agent '%s': snapshot '%s' was interrupted (fleetd stopped); removed it, it was "
-				    "never acknowledged", a->name, s->name);
-		}
-		free(msg);
-		agent_free(a);
-	}
-	snapshot_list_free(list);
-}
-
 void backends_reconcile(struct fleetd *f)
 {
 	struct agent **list = NULL;
 	size_t n = 0;
 	int r;
 
-	reconcile_snapshots(f);
 	if ((r = db_agent_list(f->db, &list, &n)) < 0) {
 		log_error("reconcile: cannot list agents: %s", strerror(-r));
 		return;

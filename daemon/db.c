@@ -105,6 +105,14 @@ static const char *const migrations[] = {
 	"ALTER TABLE agents ADD COLUMN health_at INTEGER;"
 	"ALTER TABLE agents ADD COLUMN health_detail TEXT;"
 	"ALTER TABLE agents ADD COLUMN last_rollback TEXT;",
+	/* 4: snapshot policy and retention; restores and runs that a kill -9 may interrupt */
+	"ALTER TABLE agents ADD COLUMN snapshot_policy TEXT NOT NULL DEFAULT 'none'"
+	"  CHECK (snapshot_policy IN ('none', 'before-run', 'cron'));"
+	"ALTER TABLE agents ADD COLUMN snapshot_schedule TEXT;"
+	"ALTER TABLE agents ADD COLUMN snapshot_keep INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE agents ADD COLUMN restoring TEXT;"	/* snapshot a restore is under way to */
+	"ALTER TABLE runs ADD COLUMN snapshot TEXT;"		/* taken before the run */
+	"ALTER TABLE runs ADD COLUMN error TEXT;",
 };
 
 static inline void stmt_finalizep(sqlite3_stmt **st)
@@ -158,6 +166,14 @@ static int db_exec(struct db *db, const char *sql)
 {
 	int rc = sqlite3_exec(db->h, sql, NULL, NULL, NULL);
 	return rc == SQLITE_OK ? 0 : db_err(db, sqlite3_extended_errcode(db->h), sql);
+}
+
+static void bind_text_or_null(sqlite3_stmt *st, int col, const char *text)
+{
+	if (text)
+		sqlite3_bind_text(st, col, text, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, col);
 }
 
 static char *col_strdup(sqlite3_stmt *st, int col)
@@ -251,8 +267,8 @@ int db_agent_insert(struct db *db, struct agent *a)
 	if ((r = db_prepare(db, &st,
 			    "INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib,"
 			    " network, command, created_at, updated_at, restart_policy, health_command,"
-			    " health_interval_s, auto_rollback)"
-			    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")) < 0)
+			    " health_interval_s, auto_rollback, snapshot_policy, snapshot_schedule, snapshot_keep)"
+			    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, backend_kind_to_string(a->backend), -1, SQLITE_STATIC);
@@ -274,6 +290,9 @@ int db_agent_insert(struct db *db, struct agent *a)
 		sqlite3_bind_null(st, 12);
 	sqlite3_bind_int(st, 13, a->health_interval_s);
 	sqlite3_bind_int(st, 14, a->auto_rollback ? 1 : 0);
+	sqlite3_bind_text(st, 15, snapshot_policy_to_string(a->snapshot_policy), -1, SQLITE_STATIC);
+	bind_text_or_null(st, 16, a->snapshot_schedule);
+	sqlite3_bind_int(st, 17, a->snapshot_keep);
 	if ((r = db_step(db, st)) < 0)
 		return r;
 	a->id = sqlite3_last_insert_rowid(db->h);
@@ -283,7 +302,7 @@ int db_agent_insert(struct db *db, struct agent *a)
 
 #define AGENT_COLUMNS "id, name, backend, state, memory_mib, vcpus, disk_gib, network, command, created_at," \
 	" updated_at, restart_policy, health_command, health_interval_s, auto_rollback, health, health_at," \
-	" health_detail, last_rollback"
+	" health_detail, last_rollback, snapshot_policy, snapshot_schedule, snapshot_keep, restoring"
 
 /* Copy one row of AGENT_COLUMNS; never keeps a pointer into the statement. */
 static struct agent *agent_from_row(sqlite3_stmt *st)
@@ -314,6 +333,11 @@ static struct agent *agent_from_row(sqlite3_stmt *st)
 	a->health_at = sqlite3_column_int64(st, 16);
 	a->health_detail = col_strdup(st, 17);
 	a->last_rollback = col_strdup(st, 18);
+	k = snapshot_policy_from_string((const char *)sqlite3_column_text(st, 19));
+	a->snapshot_policy = k < 0 ? SNAPSHOT_POLICY_NONE : (enum snapshot_policy)k;
+	a->snapshot_schedule = col_strdup(st, 20);
+	a->snapshot_keep = sqlite3_column_int(st, 21);
+	a->restoring = col_strdup(st, 22);
 	return a;
 }
 
@@ -671,6 +695,70 @@ int db_agent_set_health_settings(struct db *db, const struct agent *a)
 	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
 }
 
+int db_agent_set_snapshot_settings(struct db *db, const struct agent *a)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "UPDATE agents SET snapshot_policy = ?, snapshot_schedule = ?, snapshot_keep = ?,"
+				     " updated_at = ? WHERE name = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, snapshot_policy_to_string(a->snapshot_policy), -1, SQLITE_STATIC);
+	bind_text_or_null(st, 2, a->snapshot_schedule);
+	sqlite3_bind_int(st, 3, a->snapshot_keep);
+	sqlite3_bind_int64(st, 4, unix_now());
+	sqlite3_bind_text(st, 5, a->name, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
+}
+
+int db_agent_set_restoring(struct db *db, const char *name, const char *snap)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "UPDATE agents SET restoring = ? WHERE name = ?")) < 0)
+		return r;
+	bind_text_or_null(st, 1, snap);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
+}
+
+int db_snapshot_set_state(struct db *db, const char *agent, const char *name, const char *state)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "UPDATE snapshots SET state = ? WHERE name = ?"
+				     " AND agent_id = (SELECT id FROM agents WHERE name = ?)")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, agent, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
+}
+
+int db_snapshot_set_pinned(struct db *db, const char *agent, const char *name, bool pinned)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "UPDATE snapshots SET pinned = ? WHERE name = ?"
+				     " AND agent_id = (SELECT id FROM agents WHERE name = ?)")) < 0)
+		return r;
+	sqlite3_bind_int(st, 1, pinned ? 1 : 0);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, agent, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
+}
+
 int db_snapshot_set_good(struct db *db, const char *agent, const char *name, int good)
 {
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -688,4 +776,181 @@ int db_snapshot_set_good(struct db *db, const char *agent, const char *name, int
 	if ((r = db_step(db, st)) < 0)
 		return r;
 	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
+}
+
+/* --- runs ------------------------------------------------------------------------- */
+
+void run_free(struct run *r)
+{
+	if (!r)
+		return;
+	free(r->agent);
+	free(r->trigger);
+	free(r->state);
+	free(r->log_path);
+	free(r->snapshot);
+	free(r->error);
+	free(r);
+}
+
+void run_list_free(struct run **list)
+{
+	if (!list)
+		return;
+	for (struct run **p = list; *p; p++)
+		run_free(*p);
+	free(list);
+}
+
+#define RUN_COLUMNS "r.id, a.name, r.trigger, r.state, r.queued_at, r.started_at, r.finished_at, r.exit_code," \
+	" r.log_path, r.snapshot, r.error"
+
+static struct run *run_from_row(sqlite3_stmt *st)
+{
+	struct run *r = xcalloc(1, sizeof(*r));
+
+	r->id = sqlite3_column_int64(st, 0);
+	r->agent = col_strdup(st, 1);
+	r->trigger = col_strdup(st, 2);
+	r->state = col_strdup(st, 3);
+	r->queued_at = sqlite3_column_int64(st, 4);
+	r->started_at = sqlite3_column_int64(st, 5);
+	r->finished_at = sqlite3_column_int64(st, 6);
+	r->exit_code = sqlite3_column_type(st, 7) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 7);
+	r->log_path = col_strdup(st, 8);
+	r->snapshot = col_strdup(st, 9);
+	r->error = col_strdup(st, 10);
+	return r;
+}
+
+int db_run_insert(struct db *db, const char *agent, const char *trigger, int64_t *ret_id)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "INSERT INTO runs (agent_id, trigger, state, queued_at)"
+				     " SELECT id, ?, 'queued', ? FROM agents WHERE name = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, trigger, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, unix_now());
+	sqlite3_bind_text(st, 3, agent, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	if (sqlite3_changes(db->h) == 0)
+		return -ENOENT;
+	*ret_id = sqlite3_last_insert_rowid(db->h);
+	return 0;
+}
+
+int db_run_get(struct db *db, int64_t id, struct run **ret)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "SELECT " RUN_COLUMNS " FROM runs r JOIN agents a ON a.id = r.agent_id"
+				     " WHERE r.id = ?")) < 0)
+		return r;
+	sqlite3_bind_int64(st, 1, id);
+	if ((r = db_step(db, st)) <= 0)
+		return r == 0 ? -ENOENT : r;
+	*ret = run_from_row(st);
+	return 0;
+}
+
+int db_run_list(struct db *db, const char *agent, const char *state, int limit, struct run ***ret, size_t *n)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	struct run **list = NULL;
+	size_t count = 0, cap = 0;
+	int r;
+
+	if ((r = db_prepare(db, &st, "SELECT * FROM (SELECT " RUN_COLUMNS " FROM runs r JOIN agents a ON a.id = r.agent_id"
+				     " WHERE (?1 IS NULL OR a.name = ?1) AND (?2 IS NULL OR r.state = ?2)"
+				     " ORDER BY r.id DESC LIMIT ?3) ORDER BY 1")) < 0)
+		return r;
+	bind_text_or_null(st, 1, agent);
+	bind_text_or_null(st, 2, state);
+	sqlite3_bind_int(st, 3, limit > 0 ? limit : -1);
+	while ((r = db_step(db, st)) > 0) {
+		if (count + 1 >= cap) {
+			cap = cap ? cap * 2 : 16;
+			list = xrealloc(list, cap * sizeof(*list));
+		}
+		list[count++] = run_from_row(st);
+		list[count] = NULL;
+	}
+	if (r < 0) {
+		run_list_free(list);
+		return r;
+	}
+	if (!list)
+		list = xcalloc(1, sizeof(*list));
+	*ret = list;
+	*n = count;
+	return 0;
+}
+
+int db_run_start(struct db *db, int64_t id, const char *log_path)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "UPDATE runs SET state = 'running', started_at = ?, log_path = ?"
+				     " WHERE id = ? AND state = 'queued'")) < 0)
+		return r;
+	sqlite3_bind_int64(st, 1, unix_now());
+	sqlite3_bind_text(st, 2, log_path, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, id);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
+}
+
+int db_run_set_snapshot(struct db *db, int64_t id, const char *snap)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "UPDATE runs SET snapshot = ? WHERE id = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, snap, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, id);
+	return db_step(db, st) < 0 ? -EIO : 0;
+}
+
+int db_run_finish(struct db *db, int64_t id, const char *state, int exit_code, const char *error)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "UPDATE runs SET state = ?, finished_at = ?, exit_code = ?, error = ?"
+				     " WHERE id = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, unix_now());
+	if (exit_code >= 0)
+		sqlite3_bind_int(st, 3, exit_code);
+	else
+		sqlite3_bind_null(st, 3);
+	bind_text_or_null(st, 4, error);
+	sqlite3_bind_int64(st, 5, id);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
+}
+
+int db_runs_interrupt(struct db *db, const char *error, int *ret_count)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "UPDATE runs SET state = 'interrupted', finished_at = ?, error = ?"
+				     " WHERE state = 'running'")) < 0)
+		return r;
+	sqlite3_bind_int64(st, 1, unix_now());
+	sqlite3_bind_text(st, 2, error, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	*ret_count = sqlite3_changes(db->h);
+	return 0;
 }

@@ -48,6 +48,10 @@ int db_agent_set_health(struct db *db, const char *name, int healthy, const char
 int db_agent_set_rollback(struct db *db, const char *name, const char *what);
 /* Store a->health_command, health_interval_s and auto_rollback. */
 int db_agent_set_health_settings(struct db *db, const struct agent *a);
+/* Store a->snapshot_policy, snapshot_schedule and snapshot_keep. */
+int db_agent_set_snapshot_settings(struct db *db, const struct agent *a);
+/* Record that a restore to snap is under way (NULL: none is), so a kill -9 in it can be finished. */
+int db_agent_set_restoring(struct db *db, const char *name, const char *snap);
 /* Delete the agent and (by foreign keys) its snapshots, runs and secrets; -ENOENT. */
 int db_agent_delete(struct db *db, const char *name);
 
@@ -56,7 +60,7 @@ struct snapshot {
 	char *agent;		/* agent name */
 	char *name;
 	char *kind;		/* full, disk, dir */
-	char *state;		/* creating, ready */
+	char *state;		/* creating, ready, deleting */
 	int64_t created_at;
 	long long size_bytes;	/* -1 unknown */
 	int good;		/* -1 unknown, 0 bad, 1 good */
@@ -75,8 +79,41 @@ int db_snapshot_get(struct db *db, const char *agent, const char *name, struct s
 /* Snapshots of agent (all agents if NULL) in state (any if NULL), oldest first; NULL-terminated. */
 int db_snapshot_list(struct db *db, const char *agent, const char *state, struct snapshot ***ret, size_t *n);
 int db_snapshot_delete(struct db *db, const char *agent, const char *name);
+/* state: creating, ready or deleting (a delete under way, finished at start if interrupted). */
+int db_snapshot_set_state(struct db *db, const char *agent, const char *name, const char *state);
+int db_snapshot_set_pinned(struct db *db, const char *agent, const char *name, bool pinned);
 /* good: 1, 0, or -1 (unknown). */
 int db_snapshot_set_good(struct db *db, const char *agent, const char *name, int good);
+
+/* A run: one execution of an agent's command (runs.c). */
+struct run {
+	int64_t id;
+	char *agent;
+	char *trigger;		/* manual, cron, github, ... */
+	char *state;		/* queued, running, succeeded, failed, interrupted */
+	int64_t queued_at, started_at, finished_at;	/* unix seconds; 0 not yet */
+	int exit_code;		/* -1 none */
+	char *log_path;
+	char *snapshot;		/* taken before it (snapshot policy before-run), or NULL */
+	char *error;		/* why it failed without an exit code, or NULL */
+};
+
+void run_free(struct run *r);
+void run_list_free(struct run **list);
+static inline void run_freep(struct run **r) { run_free(*r); }
+
+/* Queue a run of agent (durable once this returns 0); -ENOENT if there is no such agent. */
+int db_run_insert(struct db *db, const char *agent, const char *trigger, int64_t *ret_id);
+int db_run_get(struct db *db, int64_t id, struct run **ret);
+/* The newest `limit` (0: all) runs of agent (all if NULL) in state (any if NULL), oldest first. */
+int db_run_list(struct db *db, const char *agent, const char *state, int limit, struct run ***ret, size_t *n);
+/* queued -> running; -ENOENT if the run is not queued. */
+int db_run_start(struct db *db, int64_t id, const char *log_path);
+int db_run_set_snapshot(struct db *db, int64_t id, const char *snap);
+/* To a final state: succeeded, failed or interrupted; exit_code -1 for none. */
+int db_run_finish(struct db *db, int64_t id, const char *state, int exit_code, const char *error);
+/* At start: runs left 'running' by a kill -9 become 'interrupted' with error. */
+int db_runs_interrupt(struct db *db, const char *error, int *ret_count);
 
 /* Append one audit record. */
 int db_audit_add(struct db *db, long uid, const char *action, const char *target,

@@ -14,6 +14,7 @@
 
 #include "agent.h"
 #include "base64.h"
+#include "cron.h"
 #include "http_client.h"
 #include "names.h"
 #include "util.h"
@@ -226,6 +227,20 @@ static void print_agent_details(json_t *a)
 				printf("rollback:   %s\n", str(h, "last_rollback"));
 		}
 	}
+	{
+		json_t *sn = json_object_get(a, "snapshots");
+		if (sn) {
+			printf("snapshots:  policy %s", str(sn, "policy"));
+			if (json_is_string(json_object_get(sn, "schedule")))
+				printf(" (%s)", str(sn, "schedule"));
+			if (num(sn, "keep") > 0)
+				printf(", keep the newest %lld (plus pinned and the newest good)\n", num(sn, "keep"));
+			else
+				printf(", keep all\n");
+			if (json_is_string(json_object_get(sn, "restoring")))
+				printf("restoring:  %s\n", str(sn, "restoring"));
+		}
+	}
 	if (json_object_get(a, "note"))
 		printf("note:       %s\n", str(a, "note"));
 }
@@ -271,6 +286,31 @@ static int create_opt(int c, const char *arg, void *data)
 	case 'A':
 		json_object_set_new(o->body, "auto_rollback", json_true());
 		return 0;
+	case 'P':
+		if (snapshot_policy_from_string(arg) < 0) {
+			usage_error(o->cmd, "--snapshot-policy must be none, before-run or cron, not '%s'", arg);
+			return -1;
+		}
+		json_object_set_new(o->body, "snapshot_policy", json_string(arg));
+		return 0;
+	case 'S': {
+		_cleanup_free_ char *why = NULL;
+		struct cron_spec spec;
+
+		if (*arg && cron_parse(arg, &spec, &why) < 0) {
+			usage_error(o->cmd, "--snapshot-schedule '%s': %s", arg, why);
+			return -1;
+		}
+		json_object_set_new(o->body, "snapshot_schedule", json_string(arg));
+		return 0;
+	}
+	case 'K':
+		if (parse_long(arg, 0, SNAPSHOT_KEEP_MAX, &v) < 0) {
+			usage_error(o->cmd, "--snapshot-keep needs a count from 0 to %d, not '%s'", SNAPSHOT_KEEP_MAX, arg);
+			return -1;
+		}
+		json_object_set_new(o->body, "snapshot_keep", json_integer(v));
+		return 0;
 	case 'R':
 		if (restart_policy_from_string(arg) < 0) {
 			usage_error(o->cmd, "--restart must be 'on-failure', 'always' or 'never', not '%s'", arg);
@@ -303,6 +343,8 @@ static int cmd_create(struct ctl *ctl, const struct command *cmd, int argc, char
 		{ "network", required_argument, NULL, 'n' }, { "command", required_argument, NULL, 'c' },
 		{ "restart", required_argument, NULL, 'R' }, { "health-cmd", required_argument, NULL, 'H' },
 		{ "health-interval", required_argument, NULL, 'I' }, { "auto-rollback", no_argument, NULL, 'A' },
+		{ "snapshot-policy", required_argument, NULL, 'P' }, { "snapshot-schedule", required_argument, NULL, 'S' },
+		{ "snapshot-keep", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' }, { 0 },
 	};
 	struct create_opts o = { cmd, json_object() };
@@ -783,6 +825,7 @@ static int cmd_snapshot(struct ctl *ctl, const struct command *cmd, int argc, ch
 	};
 	struct snap_opts o = { json_object(), cmd };
 	_cleanup_(json_decrefp) json_t *answer = NULL;
+	json_t *body;
 	_cleanup_free_ char *path = NULL;
 	const char *why;
 	int r;
@@ -806,6 +849,31 @@ static int cmd_snapshot(struct ctl *ctl, const struct command *cmd, int argc, ch
 			print_json(answer);
 		else
 			printf("agent '%s': snapshot '%s' removed\n", str(answer, "agent"), str(answer, "removed"));
+		return 0;
+	}
+	/* "snapshot pin|unpin NAME SNAP": keep it whatever retention says, or no longer. */
+	if (argc - optind == 3 && (strcmp(argv[optind], "pin") == 0 || strcmp(argv[optind], "unpin") == 0)) {
+		bool pin = strcmp(argv[optind], "pin") == 0;
+
+		json_decref(o.body);
+		if (!name_ok(cmd, argv[optind + 1]))
+			return EXIT_USAGE;
+		if (snapshot_name_check(argv[optind + 2], &why) < 0)
+			return usage_error(cmd, "invalid snapshot name '%s': %s", argv[optind + 2], why);
+		path = xasprintf("/v1/agents/%s/snapshots/%s", argv[optind + 1], argv[optind + 2]);
+		body = json_pack("{s:b}", "pinned", pin);
+		r = call(ctl, "PATCH", path, body, &answer);
+		json_decref(body);
+		if (r)
+			return 1;
+		if (ctl->json)
+			print_json(answer);
+		else if (json_is_true(json_object_get(answer, "pruned")))
+			printf("agent '%s': snapshot '%s' unpinned, and deleted by the retention policy\n",
+			       argv[optind + 1], argv[optind + 2]);
+		else
+			printf("agent '%s': snapshot '%s' %s\n", argv[optind + 1], argv[optind + 2],
+			       pin ? "pinned" : "unpinned");
 		return 0;
 	}
 	if (argc - optind < 1 || argc - optind > 2) {
@@ -945,6 +1013,8 @@ static int cmd_set(struct ctl *ctl, const struct command *cmd, int argc, char **
 	static const struct option opts[] = {
 		{ "health-cmd", required_argument, NULL, 'H' }, { "default-health", no_argument, NULL, 'D' },
 		{ "health-interval", required_argument, NULL, 'I' }, { "auto-rollback", required_argument, NULL, 'A' },
+		{ "snapshot-policy", required_argument, NULL, 'P' }, { "snapshot-schedule", required_argument, NULL, 'S' },
+		{ "snapshot-keep", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' }, { 0 },
 	};
 	struct create_opts o = { cmd, json_object() };
@@ -998,13 +1068,182 @@ static int cmd_health(struct ctl *ctl, const struct command *cmd, int argc, char
 	return json_is_true(json_object_get(j, "healthy")) ? 0 : 3;
 }
 
+static void print_run(json_t *r)
+{
+	printf("run:        %lld\nagent:      %s\ntrigger:    %s\nstate:      %s\nqueued:     %s\n",
+	       num(r, "id"), str(r, "agent"), str(r, "trigger"), str(r, "state"), str(r, "queued_at"));
+	if (json_is_string(json_object_get(r, "started_at")))
+		printf("started:    %s\n", str(r, "started_at"));
+	if (json_is_string(json_object_get(r, "finished_at")))
+		printf("finished:   %s\n", str(r, "finished_at"));
+	if (json_is_integer(json_object_get(r, "exit_code")))
+		printf("exit code:  %lld\n", num(r, "exit_code"));
+	if (json_is_string(json_object_get(r, "snapshot")))
+		printf("snapshot:   %s (taken before the run)\n", str(r, "snapshot"));
+	if (json_is_string(json_object_get(r, "error")))
+		printf("error:      %s\n", str(r, "error"));
+}
+
+static bool run_finished(json_t *r)
+{
+	const char *st = str(r, "state");
+
+	return strcmp(st, "queued") != 0 && strcmp(st, "running") != 0;
+}
+
+/* What `trigger --wait` exits with: the run's exit code, or 1 if it failed without one. */
+static int run_exit_status(json_t *r)
+{
+	if (json_is_integer(json_object_get(r, "exit_code")))
+		return (int)num(r, "exit_code");
+	return strcmp(str(r, "state"), "succeeded") == 0 ? 0 : 1;
+}
+
+static int trigger_opt(int c, const char *arg, void *data)
+{
+	*(bool *)data = true;
+	return 0;
+}
+
+static int cmd_trigger(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "wait", no_argument, NULL, 'w' }, { "help", no_argument, NULL, 'h' }, { 0 },
+	};
+	_cleanup_(json_decrefp) json_t *answer = NULL;
+	_cleanup_free_ char *path = NULL, *run_path = NULL;
+	bool wait = false;
+	int r;
+
+	if ((r = parse_opts(cmd, argc, argv, opts, trigger_opt, &wait)) != 0)
+		return r < 0 ? EXIT_USAGE : 0;
+	if (argc - optind != 1)
+		return usage_error(cmd, "trigger needs exactly one agent NAME");
+	if (!name_ok(cmd, argv[optind]))
+		return EXIT_USAGE;
+	path = xasprintf("/v1/agents/%s/runs", argv[optind]);
+	if (call(ctl, "POST", path, NULL, &answer))
+		return 1;
+	if (!wait) {
+		if (ctl->json)
+			print_json(answer);
+		else
+			printf("agent '%s': run %lld queued\n", argv[optind], num(answer, "id"));
+		return 0;
+	}
+	run_path = xasprintf("/v1/agents/%s/runs/%lld", argv[optind], num(answer, "id"));
+	for (;;) {
+		json_t *run = NULL;
+
+		if (call(ctl, "GET", run_path, NULL, &run))
+			return 1;
+		if (run_finished(run)) {
+			if (ctl->json) {
+				print_json(run);
+			} else {
+				fputs(json_is_string(json_object_get(run, "log")) ? str(run, "log") : "", stdout);
+				fflush(stdout);
+				fprintf(stderr, "fleetctl: run %lld %s%s%s\n", num(run, "id"), str(run, "state"),
+					json_is_string(json_object_get(run, "error")) ? ": " : "",
+					json_is_string(json_object_get(run, "error")) ? str(run, "error") : "");
+			}
+			r = run_exit_status(run);
+			json_decref(run);
+			return r;
+		}
+		json_decref(run);
+		usleep(300 * 1000);
+	}
+}
+
+static int runs_opt(int c, const char *arg, void *data)
+{
+	if (parse_long(arg, 1, 10000, (long *)data) < 0) {
+		fprintf(stderr, "fleetctl: --limit needs a number from 1 to 10000, not '%s'\n", arg);
+		return -1;
+	}
+	return 0;
+}
+
+static int cmd_runs(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "limit", required_argument, NULL, 'n' }, { "help", no_argument, NULL, 'h' }, { 0 },
+	};
+	_cleanup_(json_decrefp) json_t *j = NULL;
+	_cleanup_free_ char *path = NULL;
+	json_t *list, *run;
+	long limit = 20, id;
+	size_t i;
+	int r;
+
+	if ((r = parse_opts(cmd, argc, argv, opts, runs_opt, &limit)) != 0)
+		return r < 0 ? EXIT_USAGE : 0;
+	if (argc - optind < 1 || argc - optind > 2)
+		return usage_error(cmd, "runs needs an agent NAME and optionally a run ID");
+	if (!name_ok(cmd, argv[optind]))
+		return EXIT_USAGE;
+	if (argc - optind == 2) {
+		if (parse_long(argv[optind + 1], 1, INT64_MAX, &id) < 0)
+			return usage_error(cmd, "a run ID is a positive number, not '%s'", argv[optind + 1]);
+		path = xasprintf("/v1/agents/%s/runs/%ld", argv[optind], id);
+		if (call(ctl, "GET", path, NULL, &j))
+			return 1;
+		if (ctl->json) {
+			print_json(j);
+		} else {
+			print_run(j);
+			printf("log%s:\n%s", json_is_true(json_object_get(j, "log_truncated")) ? " (its end)" : "",
+			       json_is_string(json_object_get(j, "log")) ? str(j, "log") : "(none)\n");
+		}
+		return 0;
+	}
+	path = xasprintf("/v1/agents/%s/runs?limit=%ld", argv[optind], limit);
+	if (call(ctl, "GET", path, NULL, &j))
+		return 1;
+	list = json_object_get(j, "runs");
+	if (ctl->json) {
+		print_json(list);
+		return 0;
+	}
+	if (json_array_size(list) == 0) {
+		printf("agent '%s' has no runs\n", argv[optind]);
+		return 0;
+	}
+	printf("%-6s %-8s %-11s %-20s %-20s %4s %s\n", "ID", "TRIGGER", "STATE", "QUEUED", "FINISHED", "EXIT",
+	       "SNAPSHOT / ERROR");
+	json_array_foreach(list, i, run) {
+		char code[16] = "-";
+
+		if (json_is_integer(json_object_get(run, "exit_code")))
+			snprintf(code, sizeof(code), "%lld", num(run, "exit_code"));
+		printf("%-6lld %-8s %-11s %-20s %-20s %4s %s%s%s\n", num(run, "id"), str(run, "trigger"),
+		       str(run, "state"), str(run, "queued_at"),
+		       json_is_string(json_object_get(run, "finished_at")) ? str(run, "finished_at") : "-", code,
+		       json_is_string(json_object_get(run, "snapshot")) ? str(run, "snapshot") : "",
+		       json_is_string(json_object_get(run, "snapshot")) && json_is_string(json_object_get(run, "error"))
+			       ? " / " : "",
+		       json_is_string(json_object_get(run, "error")) ? str(run, "error") : "");
+	}
+	return 0;
+}
+
 static int cmd_help(struct ctl *ctl, const struct command *cmd, int argc, char **argv);
+
+#define SNAPSHOT_OPTIONS_HELP \
+	"  --snapshot-policy P when fleet snapshots the agent by itself: none (default),\n" \
+	"                      before-run (before every run), or cron (on a schedule)\n" \
+	"  --snapshot-schedule CRON  5-field cron spec in the host's time zone, e.g.\n" \
+	"                      '0 * * * *' or '@daily'; implies --snapshot-policy cron\n" \
+	"  --snapshot-keep N   keep the newest N snapshots plus pinned ones and the newest\n" \
+	"                      good one, delete the rest (default 0: keep all)\n"
 
 static const struct command commands[] = {
 	{ "status", "", "Show whether fleetd runs, its version, uptime and agent count.", NULL, cmd_status },
 	{ "create", "NAME [--backend vm|user] [--memory MIB] [--vcpus N] [--disk GIB] [--network none|nat]\n"
 	  "                [--restart on-failure|always|never] [--health-cmd CMD] [--health-interval S]\n"
-	  "                [--auto-rollback] [--command CMD]",
+	  "                [--auto-rollback] [--command CMD] [--snapshot-policy none|before-run|cron]\n"
+	  "                [--snapshot-schedule CRON] [--snapshot-keep N]",
 	  "Create an agent and its isolated environment.",
 	  "NAME is 1 to 32 characters: a lower-case letter, then lower-case letters, digits or '-'.\n"
 	  "  --backend vm|user   a libvirt VM (default) or a Unix user on the host\n"
@@ -1018,7 +1257,8 @@ static const struct command commands[] = {
 	  "                      user agents: a write to the home)\n"
 	  "  --health-interval S seconds between checks while it runs (default 60; 0: none)\n"
 	  "  --auto-rollback     when a check fails, restore the newest good snapshot\n"
-	  "  --command CMD       what the agent runs when triggered\n",
+	  "  --command CMD       what the agent runs when triggered\n"
+	  SNAPSHOT_OPTIONS_HELP,
 	  cmd_create },
 	{ "list", "", "List agents with their backend and state.", NULL, cmd_list },
 	{ "show", "NAME", "Show one agent in detail.", NULL, cmd_show },
@@ -1041,20 +1281,33 @@ static const struct command commands[] = {
 	  cmd_exec },
 	{ "console", "NAME [--bytes N]", "Show the end of a VM agent's console log.",
 	  "  --bytes N   how much of the end to show (default 65536)\n", cmd_console },
-	{ "snapshot", "NAME [SNAP] [--note TEXT] [--pin]  |  snapshot rm NAME SNAP",
+	{ "snapshot", "NAME [SNAP] [--note TEXT] [--pin]  |  snapshot rm|pin|unpin NAME SNAP",
 	  "Take a snapshot of an agent's environment, or delete one.",
 	  "A running VM gets a full checkpoint (memory and disk: processes come back on\n"
 	  "restore); a stopped VM a disk snapshot; a user agent a copy of its home. SNAP\n"
 	  "defaults to snap-YYYYmmdd-HHMMSS.\n"
 	  "  --note TEXT   a note shown by 'fleetctl snapshots'\n"
-	  "  --pin         keep it whatever the retention policy says\n",
+	  "  --pin         keep it whatever the retention policy says\n"
+	  "'snapshot pin NAME SNAP' and 'snapshot unpin NAME SNAP' change that later; an\n"
+	  "unpinned snapshot past the agent's --snapshot-keep is deleted at once.\n",
 	  cmd_snapshot },
 	{ "snapshots", "NAME", "List an agent's snapshots.", NULL, cmd_snapshots },
 	{ "restore", "NAME SNAP | NAME --last-good", "Roll an agent back to a snapshot.",
 	  "  --last-good   the newest snapshot marked good by a health check\n", cmd_restore },
-	{ "set", "NAME [--health-cmd CMD | --default-health] [--health-interval S] [--auto-rollback on|off]",
-	  "Change an agent's health check and automatic rollback.", NULL, cmd_set },
+	{ "set", "NAME [--health-cmd CMD | --default-health] [--health-interval S] [--auto-rollback on|off]\n"
+	  "             [--snapshot-policy none|before-run|cron] [--snapshot-schedule CRON] [--snapshot-keep N]",
+	  "Change an agent's health check, automatic rollback and snapshot policy.",
+	  SNAPSHOT_OPTIONS_HELP, cmd_set },
 	{ "health", "NAME", "Run an agent's health check now (exit 0 healthy, 3 unhealthy).", NULL, cmd_health },
+	{ "trigger", "NAME [--wait]", "Queue a run of the agent's command (as a webhook or schedule would).",
+	  "Runs of one agent go one at a time, oldest first. A stopped environment is\n"
+	  "started first; with --snapshot-policy before-run a snapshot is taken first;\n"
+	  "the health check runs after. The command runs as the agent with FLEET_RUN_ID,\n"
+	  "FLEET_TRIGGER and FLEET_AGENT set; its output goes to the run's log.\n"
+	  "  --wait   wait for the run, print its log, exit with its exit code\n",
+	  cmd_trigger },
+	{ "runs", "NAME [ID] [--limit N]", "List an agent's runs, or show one with the end of its log.",
+	  "  --limit N   show the newest N runs (default 20)\n", cmd_runs },
 	{ "audit", "[--limit N]", "Show the audit log: who changed what, when, and the outcome.",
 	  "  --limit N   show the newest N records (default 50, at most 10000)\n", cmd_audit },
 	{ "help", "[COMMAND]", "Show help for fleetctl or one command.", NULL, cmd_help },

@@ -21,6 +21,9 @@
 #include "api.h"
 #include "backends.h"
 #include "health.h"
+#include "runs.h"
+#include "schedules.h"
+#include "snapshots.h"
 #include "db.h"
 #include "log.h"
 #include "util.h"
@@ -196,8 +199,11 @@ static int finish(struct fleetd *f, int code)
 {
 	api_stop(f->api);
 	f->api = NULL;
+	sched_shutdown(f);
+	runs_shutdown(f);
 	health_shutdown(f);
 	backends_shutdown(f);
+	runs_free(f);
 	if (f->base)
 		event_base_free(f->base);
 	f->base = NULL;
@@ -320,6 +326,9 @@ int main(int argc, char **argv)
 	backends_init(&f);
 	backends_reconcile(&f);
 	health_init(&f);
+	snapshots_recover(&f);
+	sched_init(&f);
+	runs_init(&f);
 	if (api_start(&f, &f.api) < 0)
 		return finish(&f, 1);
 	ev_term = evsignal_new(f.base, SIGTERM, on_stop_signal, &f);

@@ -16,6 +16,8 @@ struct db;
 struct api;
 struct backend_ops;
 struct health;
+struct sched;
+struct runs;
 
 struct fleetd {
 	struct event_base *base;
@@ -32,6 +34,8 @@ struct fleetd {
 	char *backend_why[BACKEND__COUNT];	/* why a built-in backend is unavailable */
 	void *backend_state[BACKEND__COUNT];	/* each backend's own runtime state */
 	struct health *health;			/* health.c */
+	struct sched *sched;			/* schedules.c */
+	struct runs *runs;			/* runs.c */
 };
 
 #endif

@@ -11,6 +11,7 @@
 #include "db.h"
 #include "fleetd.h"
 #include "log.h"
+#include "snapshots.h"
 #include "util.h"
 
 #define TICK_S 2
@@ -222,16 +223,12 @@ int health_check(struct fleetd *f, const char *agent, health_done_fn done, void 
 
 /* --- automatic rollback ---------------------------------------------------------- */
 
-#define BUSY_RETRY_S 2		/* a command still running when a rollback starts ... */
-#define BUSY_RETRIES 15			/* ... is waited for this long (30 s), then fleet gives up */
 
 struct rollback {
 	struct fleetd *f;
 	char *agent, *snap, *cause;
 	struct agent *record;
 	const struct backend_ops *ops;
-	struct event *retry;
-	int busy_tries;
 };
 
 static void rollback_free(struct rollback *rb)
@@ -239,8 +236,6 @@ static void rollback_free(struct rollback *rb)
 	struct tracked *t = tracked_get(state(rb->f), rb->agent);
 
 	t->in_flight = false;
-	if (rb->retry)
-		event_free(rb->retry);
 	agent_free(rb->record);
 	free(rb->agent);
 	free(rb->snap);
@@ -307,25 +302,15 @@ static void rollback_restored(void *userdata, int r, const char *why)
 
 /*
  * Restore now. The command that broke the agent may still be running (an
- * rm -rf takes a while): the backend refuses with -EBUSY, and fleet waits
- * for it a bounded time rather than give up at once.
+ * rm -rf takes a while): the backend refuses with -EBUSY, and snapshots.c
+ * waits for it a bounded time (SNAPSHOTS_WAIT_ANY) rather than give up at once.
  */
-static void rollback_start(evutil_socket_t fd, short what, void *arg)
+static void rollback_start(struct rollback *rb)
 {
-	struct rollback *rb = arg;
 	_cleanup_free_ char *why = NULL, *msg = NULL;
-	struct timeval tv = { BUSY_RETRY_S, 0 };
 	int r;
 
-	r = rb->ops->snapshot_restore(rb->f, rb->record, rb->snap, rollback_restored, rb, &why);
-	if (r == -EBUSY && ++rb->busy_tries <= BUSY_RETRIES) {
-		log_info("agent '%s': rollback waits: %s", rb->agent, why ? why : "busy");
-		if (!rb->retry)
-			rb->retry = evtimer_new(rb->f->base, rollback_start, rb);
-		evtimer_add(rb->retry, &tv);
-		return;
-	}
-	if (r < 0) {
+	if ((r = snapshots_restore(rb->f, rb->agent, rb->snap, SNAPSHOTS_WAIT_ANY, rollback_restored, rb, &why)) < 0) {
 		msg = xasprintf("restoring '%s' failed: %s", rb->snap, why ? why : strerror(-r));
 		rollback_give_up(rb, msg);
 	}
@@ -374,7 +359,7 @@ static void rollback(struct fleetd *f, struct tracked *t, const char *cause)
 	}
 	t->rollbacks[t->nrollbacks++] = now;
 	log_warning("agent '%s': rolling back to its newest good snapshot '%s'", t->name, rb->snap);
-	rollback_start(-1, 0, rb);
+	rollback_start(rb);
 }
 
 /* --- periodic checks ---------------------------------------------------------------- */
@@ -407,6 +392,31 @@ static void periodic_done(void *userdata, int healthy, const char *detail)
 	free(p);
 }
 
+/* Check t's agent; a failure marks it bad or rolls it back. -EBUSY if a check or rollback is on it already. */
+static int check_and_act(struct fleetd *f, struct tracked *t)
+{
+	struct periodic *p;
+	int r;
+
+	if (t->in_flight)
+		return -EBUSY;
+	p = xcalloc(1, sizeof(*p));
+	p->f = f;
+	p->agent = xstrdup(t->name);
+	t->in_flight = true;
+	if ((r = health_check(f, t->name, periodic_done, p)) < 0) {
+		t->in_flight = false;
+		free(p->agent);
+		free(p);
+	}
+	return r;
+}
+
+int health_check_and_act(struct fleetd *f, const char *agent)
+{
+	return check_and_act(f, tracked_get(state(f), agent));
+}
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct health *h = arg;
@@ -419,7 +429,6 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	for (size_t i = 0; i < n; i++) {
 		struct agent *a = list[i];
 		struct tracked *t;
-		struct periodic *p;
 
 		if ((a->state != AGENT_RUNNING && a->state != AGENT_BAD) || a->health_interval_s <= 0)
 			continue;
@@ -431,15 +440,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		if (now < t->next_due)
 			continue;
 		t->next_due = now + a->health_interval_s;
-		p = xcalloc(1, sizeof(*p));
-		p->f = h->f;
-		p->agent = xstrdup(a->name);
-		t->in_flight = true;
-		if (health_check(h->f, a->name, periodic_done, p) < 0) {
-			t->in_flight = false;
-			free(p->agent);
-			free(p);
-		}
+		(void)check_and_act(h->f, t);
 	}
 	agent_list_free(list);
 }

@@ -31,6 +31,14 @@ void health_shutdown(struct fleetd *f);
 typedef void (*health_done_fn)(void *userdata, int healthy, const char *detail);
 int health_check(struct fleetd *f, const char *agent, health_done_fn done, void *userdata);
 
+/*
+ * Check agent now and act on the verdict as a periodic check does: a
+ * failure marks it bad or, with auto-rollback, rolls it back. For after a
+ * run. -EBUSY if a check or rollback of it is under way already (its
+ * verdict will do), else as health_check().
+ */
+int health_check_and_act(struct fleetd *f, const char *agent);
+
 /* Is a health check of agent running now? (Its exec makes the backend refuse snapshots for a moment.) */
 bool health_checking(struct fleetd *f, const char *agent);
 

@@ -69,6 +69,47 @@ int main(void)
 	is_int(e[0].uid, 1000, "uid recorded");
 	audit_entries_free(e, n);
 
+	/* Snapshot settings, the restore marker and snapshot row states. */
+	{
+		struct snapshot **snaps = NULL;
+		struct snapshot *sn = NULL;
+		size_t ns = 0;
+
+		is_int(db_agent_get(db, "triage", &got), 0, "get for snapshot settings");
+		got->snapshot_policy = SNAPSHOT_POLICY_CRON;
+		got->snapshot_schedule = xstrdup("*/5 * * * *");
+		got->snapshot_keep = 3;
+		is_int(db_agent_set_snapshot_settings(db, got), 0, "store snapshot settings");
+		agent_free(got);
+		is_int(db_agent_set_restoring(db, "triage", "s1"), 0, "mark a restore under way");
+		is_int(db_agent_set_restoring(db, "nobody", "s1"), -ENOENT, "restore marker of unknown is -ENOENT");
+		is_int(db_agent_get(db, "triage", &got), 0, "get again");
+		ok(got->snapshot_policy == SNAPSHOT_POLICY_CRON && got->snapshot_keep == 3, "policy and keep round-trip");
+		is_str(got->snapshot_schedule, "*/5 * * * *", "schedule round-trips");
+		is_str(got->restoring, "s1", "restore marker round-trips");
+		agent_free(got);
+		is_int(db_agent_set_restoring(db, "triage", NULL), 0, "clear the restore marker");
+		is_int(db_agent_get(db, "triage", &got), 0, "get after clearing");
+		ok(got->restoring == NULL, "no restore under way");
+		agent_free(got);
+
+		is_int(db_snapshot_begin(db, "triage", "s1", "a note", false), 0, "snapshot row begins 'creating'");
+		is_int(db_snapshot_begin(db, "triage", "s1", NULL, false), -EEXIST, "a taken snapshot name is -EEXIST");
+		is_int(db_snapshot_ready(db, "triage", "s1", "dir", 4096), 0, "snapshot ready");
+		is_int(db_snapshot_set_pinned(db, "triage", "s1", true), 0, "pin");
+		is_int(db_snapshot_set_pinned(db, "triage", "nope", true), -ENOENT, "pin of unknown is -ENOENT");
+		is_int(db_snapshot_set_state(db, "triage", "s1", "deleting"), 0, "mark deleting");
+		is_int(db_snapshot_list(db, "triage", "ready", &snaps, &ns), 0, "list ready");
+		is_int(ns, 0, "a snapshot being deleted is not listed as ready");
+		snapshot_list_free(snaps);
+		is_int(db_snapshot_list(db, NULL, "deleting", &snaps, &ns), 0, "list deleting");
+		is_int(ns, 1, "it is listed as deleting (for recovery at start)");
+		snapshot_list_free(snaps);
+		is_int(db_snapshot_get(db, "triage", "s1", &sn), 0, "get snapshot");
+		ok(sn->pinned && sn->size_bytes == 4096 && strcmp(sn->kind, "dir") == 0, "pinned, size and kind stored");
+		snapshot_free(sn);
+	}
+
 	is_int(db_agent_delete(db, "triage"), 0, "delete");
 	is_int(db_agent_delete(db, "triage"), -ENOENT, "delete twice is -ENOENT");
 	db_close(db);
@@ -98,7 +139,10 @@ int main(void)
 			       " ALTER TABLE agents DROP COLUMN health_command; ALTER TABLE agents DROP COLUMN health_interval_s;"
 			       " ALTER TABLE agents DROP COLUMN auto_rollback; ALTER TABLE agents DROP COLUMN health;"
 			       " ALTER TABLE agents DROP COLUMN health_at; ALTER TABLE agents DROP COLUMN health_detail;"
-			       " ALTER TABLE agents DROP COLUMN last_rollback; PRAGMA user_version = 1;"
+			       " ALTER TABLE agents DROP COLUMN last_rollback; ALTER TABLE agents DROP COLUMN snapshot_policy;"
+			       " ALTER TABLE agents DROP COLUMN snapshot_schedule; ALTER TABLE agents DROP COLUMN snapshot_keep;"
+			       " ALTER TABLE agents DROP COLUMN restoring; ALTER TABLE runs DROP COLUMN snapshot;"
+			       " ALTER TABLE runs DROP COLUMN error; PRAGMA user_version = 1;"
 			       " INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
 			       " VALUES ('old', 'vm', 'stopped', 256, 1, 2, 1, 1);\"", v1);
 		ok(system(mk) == 0, "turned it back into a version-1 database with a row");
@@ -109,6 +153,8 @@ int main(void)
 		is_int(o->restart, RESTART_ON_FAILURE, "and gets the default restart policy");
 		is_int(o->health_interval_s, 60, "and the default health interval");
 		ok(!o->auto_rollback && o->health == -1, "auto-rollback off, health unknown");
+		ok(o->snapshot_policy == SNAPSHOT_POLICY_NONE && o->snapshot_keep == 0 && !o->snapshot_schedule &&
+		   !o->restoring, "no snapshot policy, keep all, no restore under way");
 		agent_free(o);
 		db_close(old);
 		free(v1);

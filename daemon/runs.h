@@ -1,0 +1,37 @@
+/*
+ * runs: the run queue. A run is one execution of an agent's command in its
+ * environment, asked for by a trigger (today `fleetctl trigger`; webhooks
+ * and cron triggers will queue runs the same way). Runs are durable from
+ * the moment they are queued; each agent runs one at a time, oldest first:
+ *
+ *   queued -> (start the environment if stopped) -> (snapshot, if the
+ *   agent's policy is before-run) -> running: `sh -c COMMAND` as the agent,
+ *   output to STATE/runs/ID.log -> succeeded | failed -> health check
+ *   (a failure marks the agent bad or rolls it back, as a periodic check).
+ *
+ * A kill -9 of fleetd during a run leaves it 'running'; the next start marks
+ * it 'interrupted' (it is not run twice) and carries on with the queue.
+ */
+#ifndef FLEET_RUNS_H
+#define FLEET_RUNS_H
+
+#include <stdint.h>
+
+struct fleetd;
+
+#define RUN_TIMEOUT_S 3600		/* a run still going after this is killed */
+#define RUN_LOG_MAX (16 << 20)		/* output past this is dropped (the log says so) */
+
+int runs_init(struct fleetd *f);
+/* Before the backends shut down: runs under way are marked interrupted. */
+void runs_shutdown(struct fleetd *f);
+/* After the backends shut down (their last callbacks came). */
+void runs_free(struct fleetd *f);
+
+/*
+ * Queue a run of agent. 0 and *ret_id, or -errno with *why: -ENOENT no such
+ * agent, -EINVAL it has no command, -EAGAIN not provisioned.
+ */
+int runs_enqueue(struct fleetd *f, const char *agent, const char *trigger, int64_t *ret_id, char **why);
+
+#endif

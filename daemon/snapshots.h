@@ -1,0 +1,68 @@
+/*
+ * snapshots: taking, deleting, pruning and restoring snapshots, for every
+ * caller (the API, automatic rollback, snapshot schedules, runs). Keeps the
+ * database and the backend in step:
+ *   - a row reads 'creating' until the backend has made the snapshot, and
+ *     'deleting' while the backend removes it;
+ *   - an agent's 'restoring' column names the snapshot a restore is under way to;
+ * so snapshots_recover() at start can undo an unfinished create, finish an
+ * unfinished delete, and finish an unfinished restore (by restoring again).
+ */
+#ifndef FLEET_SNAPSHOTS_H
+#define FLEET_SNAPSHOTS_H
+
+#include <stdbool.h>
+
+struct fleetd;
+struct snapshot;
+
+#define SNAPSHOT_NOTE_MAX 1024
+
+/*
+ * r is 0 and s the recorded snapshot, or r is a negative errno and why says
+ * what went wrong in one line. Always called on the loop, after the call that
+ * started it returned 0.
+ */
+typedef void (*snapshots_taken_fn)(void *userdata, int r, const char *why, const struct snapshot *s);
+
+/*
+ * Snapshot agent. name NULL: PREFIX-YYYYmmdd-HHMMSS (UTC, -2, -3... if
+ * taken). A running agent's health is checked first; the snapshot is marked
+ * good or bad by it. Afterwards the agent's retention applies. Waits out
+ * fleet's own health check (at most 60 s). Returns 0 and done() follows, or
+ * a negative errno with *why (malloc'd) and done() is never called:
+ * -ENOENT no such agent, -EINVAL bad name or note, -EEXIST name taken,
+ * -EOPNOTSUPP backend without snapshots, -EAGAIN not provisioned or backend
+ * unavailable, -EBUSY a command or another snapshot is running.
+ */
+int snapshots_take(struct fleetd *f, const char *agent, const char *name, const char *prefix, const char *note,
+		   bool pin, snapshots_taken_fn done, void *userdata, char **why);
+
+/* Retry on any busy answer (a person's command) for up to 30 s, not just on fleet's own check. */
+#define SNAPSHOTS_WAIT_ANY 1
+
+typedef void (*snapshots_restored_fn)(void *userdata, int r, const char *why);
+
+/*
+ * Restore agent to snap. Records the restore in the agent's row first, so a
+ * kill -9 of fleetd in the middle is finished at the next start. Same return
+ * and done() contract as snapshots_take(); -ENOENT also for an unknown
+ * snapshot.
+ */
+int snapshots_restore(struct fleetd *f, const char *agent, const char *snap, int flags,
+		      snapshots_restored_fn done, void *userdata, char **why);
+
+/* Delete one snapshot (backend, then row); -ENOENT if there is no such ready snapshot. */
+int snapshots_delete(struct fleetd *f, const char *agent, const char *snap, char **why);
+
+/*
+ * Apply agent's retention: keep its newest snapshot_keep snapshots, the
+ * pinned ones, the newest good one and one a restore is under way to; delete
+ * the rest. Returns how many were deleted, or a negative errno.
+ */
+int snapshots_prune(struct fleetd *f, const char *agent);
+
+/* At start: undo unfinished creates, finish unfinished deletes and restores. */
+void snapshots_recover(struct fleetd *f);
+
+#endif

@@ -258,11 +258,29 @@ static bool snapshot_fields(struct api_call *c, json_t *body, struct agent *a)
 	return int_field(c, body, "snapshot_keep", 0, SNAPSHOT_KEEP_MAX, &a->snapshot_keep);
 }
 
-/* PATCH /v1/agents/NAME: change health and snapshot settings. */
+/* command from body into a; replies 400 and returns false if bad. */
+static bool command_field(struct api_call *c, json_t *body, struct agent *a)
+{
+	json_t *v = json_object_get(body, "command");
+	const char *cmd;
+
+	if (!v)
+		return true;
+	cmd = json_string_value(v);
+	if (strlen(cmd) == 0 || strlen(cmd) > AGENT_COMMAND_MAX) {
+		api_error(c, 400, "invalid", "command must be 1 to %d characters", AGENT_COMMAND_MAX);
+		return false;
+	}
+	free(a->command);
+	a->command = xstrdup(cmd);
+	return true;
+}
+
+/* PATCH /v1/agents/NAME: change the command, health and snapshot settings. */
 void api_agent_update(struct api_call *c)
 {
 	static const char *const spec[] = {
-		"health_command:s", "health_interval_s:i", "auto_rollback:b",
+		"command:s", "health_command:s", "health_interval_s:i", "auto_rollback:b",
 		"snapshot_policy:s", "snapshot_schedule:s", "snapshot_keep:i", NULL,
 	};
 	_cleanup_(agent_freep) struct agent *a = NULL;
@@ -271,10 +289,9 @@ void api_agent_update(struct api_call *c)
 
 	if (!(body = api_body_object(c, spec)))
 		return;
-	if ((a = load_agent(c, NULL)) && health_fields(c, body, a) && snapshot_fields(c, body, a)) {
-		/* Both in one transaction would be tidier; each setter is one UPDATE of the same row. */
-		if ((r = db_agent_set_health_settings(c->fleetd->db, a)) < 0 ||
-		    (r = db_agent_set_snapshot_settings(c->fleetd->db, a)) < 0) {
+	if ((a = load_agent(c, NULL)) && command_field(c, body, a) && health_fields(c, body, a) &&
+	    snapshot_fields(c, body, a)) {
+		if ((r = db_agent_set_settings(c->fleetd->db, a)) < 0) {
 			api_error_errno(c, r, "agent '%s': cannot update: %s", a->name, strerror(-r));
 		} else {
 			/* Fewer to keep applies now, not at the next snapshot. */
@@ -379,16 +396,8 @@ void api_agents_create(struct api_call *c)
 	}
 	if (!health_fields(c, body, a) || !snapshot_fields(c, body, a))
 		goto out;
-	if ((v = json_object_get(body, "command"))) {
-		const char *cmd = json_string_value(v);
-
-		if (strlen(cmd) == 0 || strlen(cmd) > AGENT_COMMAND_MAX) {
-			api_error(c, 400, "invalid", "command must be 1 to %d characters",
-				  AGENT_COMMAND_MAX);
-			goto out;
-		}
-		a->command = xstrdup(cmd);
-	}
+	if (!command_field(c, body, a))
+		goto out;
 
 	r = create_agent(c, a);
 	if (r == 0)

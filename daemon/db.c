@@ -674,40 +674,24 @@ int db_agent_set_rollback(struct db *db, const char *name, const char *what)
 	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
 }
 
-int db_agent_set_health_settings(struct db *db, const struct agent *a)
+int db_agent_set_settings(struct db *db, const struct agent *a)
 {
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;
 	int r;
 
-	if ((r = db_prepare(db, &st, "UPDATE agents SET health_command = ?, health_interval_s = ?, auto_rollback = ?,"
+	if ((r = db_prepare(db, &st, "UPDATE agents SET command = ?, health_command = ?, health_interval_s = ?,"
+				     " auto_rollback = ?, snapshot_policy = ?, snapshot_schedule = ?, snapshot_keep = ?,"
 				     " updated_at = ? WHERE name = ?")) < 0)
 		return r;
-	if (a->health_command)
-		sqlite3_bind_text(st, 1, a->health_command, -1, SQLITE_STATIC);
-	else
-		sqlite3_bind_null(st, 1);
-	sqlite3_bind_int(st, 2, a->health_interval_s);
-	sqlite3_bind_int(st, 3, a->auto_rollback ? 1 : 0);
-	sqlite3_bind_int64(st, 4, unix_now());
-	sqlite3_bind_text(st, 5, a->name, -1, SQLITE_STATIC);
-	if ((r = db_step(db, st)) < 0)
-		return r;
-	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
-}
-
-int db_agent_set_snapshot_settings(struct db *db, const struct agent *a)
-{
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
-	int r;
-
-	if ((r = db_prepare(db, &st, "UPDATE agents SET snapshot_policy = ?, snapshot_schedule = ?, snapshot_keep = ?,"
-				     " updated_at = ? WHERE name = ?")) < 0)
-		return r;
-	sqlite3_bind_text(st, 1, snapshot_policy_to_string(a->snapshot_policy), -1, SQLITE_STATIC);
-	bind_text_or_null(st, 2, a->snapshot_schedule);
-	sqlite3_bind_int(st, 3, a->snapshot_keep);
-	sqlite3_bind_int64(st, 4, unix_now());
-	sqlite3_bind_text(st, 5, a->name, -1, SQLITE_STATIC);
+	bind_text_or_null(st, 1, a->command);
+	bind_text_or_null(st, 2, a->health_command);
+	sqlite3_bind_int(st, 3, a->health_interval_s);
+	sqlite3_bind_int(st, 4, a->auto_rollback ? 1 : 0);
+	sqlite3_bind_text(st, 5, snapshot_policy_to_string(a->snapshot_policy), -1, SQLITE_STATIC);
+	bind_text_or_null(st, 6, a->snapshot_schedule);
+	sqlite3_bind_int(st, 7, a->snapshot_keep);
+	sqlite3_bind_int64(st, 8, unix_now());
+	sqlite3_bind_text(st, 9, a->name, -1, SQLITE_STATIC);
 	if ((r = db_step(db, st)) < 0)
 		return r;
 	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;

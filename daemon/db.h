@@ -46,10 +46,9 @@ int db_agent_set_state(struct db *db, const char *name, enum agent_state state);
 int db_agent_set_health(struct db *db, const char *name, int healthy, const char *detail);
 /* Record what the last automatic rollback did. */
 int db_agent_set_rollback(struct db *db, const char *name, const char *what);
-/* Store a->health_command, health_interval_s and auto_rollback. */
-int db_agent_set_health_settings(struct db *db, const struct agent *a);
-/* Store a->snapshot_policy, snapshot_schedule and snapshot_keep. */
-int db_agent_set_snapshot_settings(struct db *db, const struct agent *a);
+/* Store what PATCH can change: a->command, health_command, health_interval_s, auto_rollback,
+ * snapshot_policy, snapshot_schedule and snapshot_keep; one UPDATE. */
+int db_agent_set_settings(struct db *db, const struct agent *a);
 /* Record that a restore to snap is under way (NULL: none is), so a kill -9 in it can be finished. */
 int db_agent_set_restoring(struct db *db, const char *name, const char *snap);
 /* Delete the agent and (by foreign keys) its snapshots, runs and secrets; -ENOENT. */

@@ -1015,6 +1015,7 @@ static int cmd_set(struct ctl *ctl, const struct command *cmd, int argc, char **
 		{ "health-interval", required_argument, NULL, 'I' }, { "auto-rollback", required_argument, NULL, 'A' },
 		{ "snapshot-policy", required_argument, NULL, 'P' }, { "snapshot-schedule", required_argument, NULL, 'S' },
 		{ "snapshot-keep", required_argument, NULL, 'K' },
+		{ "command", required_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' }, { 0 },
 	};
 	struct create_opts o = { cmd, json_object() };
@@ -1294,9 +1295,11 @@ static const struct command commands[] = {
 	{ "snapshots", "NAME", "List an agent's snapshots.", NULL, cmd_snapshots },
 	{ "restore", "NAME SNAP | NAME --last-good", "Roll an agent back to a snapshot.",
 	  "  --last-good   the newest snapshot marked good by a health check\n", cmd_restore },
-	{ "set", "NAME [--health-cmd CMD | --default-health] [--health-interval S] [--auto-rollback on|off]\n"
-	  "             [--snapshot-policy none|before-run|cron] [--snapshot-schedule CRON] [--snapshot-keep N]",
-	  "Change an agent's health check, automatic rollback and snapshot policy.",
+	{ "set", "NAME [--command CMD] [--health-cmd CMD | --default-health] [--health-interval S]\n"
+	  "             [--auto-rollback on|off] [--snapshot-policy none|before-run|cron]\n"
+	  "             [--snapshot-schedule CRON] [--snapshot-keep N]",
+	  "Change an agent's command, health check, automatic rollback and snapshot policy.",
+	  "  --command CMD       what the agent runs when triggered (from the next run on)\n"
 	  SNAPSHOT_OPTIONS_HELP, cmd_set },
 	{ "health", "NAME", "Run an agent's health check now (exit 0 healthy, 3 unhealthy).", NULL, cmd_health },
 	{ "trigger", "NAME [--wait]", "Queue a run of the agent's command (as a webhook or schedule would).",

@@ -79,7 +79,7 @@ int main(void)
 		got->snapshot_policy = SNAPSHOT_POLICY_CRON;
 		got->snapshot_schedule = xstrdup("*/5 * * * *");
 		got->snapshot_keep = 3;
-		is_int(db_agent_set_snapshot_settings(db, got), 0, "store snapshot settings");
+		is_int(db_agent_set_settings(db, got), 0, "store settings (snapshot policy among them)");
 		agent_free(got);
 		is_int(db_agent_set_restoring(db, "triage", "s1"), 0, "mark a restore under way");
 		is_int(db_agent_set_restoring(db, "nobody", "s1"), -ENOENT, "restore marker of unknown is -ENOENT");

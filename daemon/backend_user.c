@@ -1568,7 +1568,8 @@ static void restore_swap(struct snap_job *j)
 		(void)trash_path(j->trash_dir, rpath, &j->trashed);
 		return;
 	}
-	was_running = keeper_alive(j->agent);
+	/* Running also when fleetd restarted since the start: the keeper lives on, not in our list. */
+	was_running = agent_busy(j->agent, j->uid);
 	if (exec_active(j->agent)) {
 		r = -EBUSY;	/* refused while the job ran; cannot happen */
 		j->why = xstrdup("a command is running");

@@ -485,6 +485,8 @@ static void lifecycle_started(void *userdata, int r, const char *why)
 		op->agent->state = AGENT_RUNNING;
 		(void)db_agent_set_state(op->call->fleetd->db, op->agent->name, AGENT_RUNNING);
 		log_info("agent '%s': started by uid %ld", op->agent->name, (long)op->call->uid);
+	} else if (r == -ETIMEDOUT) {
+		health_boot_failed(op->call->fleetd, op->agent->name, why);
 	}
 	lifecycle_finish(op, r, "start", why);
 }

@@ -87,7 +87,9 @@ struct backend_ops {
 	/*
 	 * Start the environment; done() reports when it is running (a VM: booted
 	 * and reachable over its control channel). A negative return means it
-	 * failed at once (*why set) and done() is not called.
+	 * failed at once (*why set) and done() is not called. done() with
+	 * -ETIMEDOUT means it started but never became reachable: it does not
+	 * boot (health_boot_failed() acts on that).
 	 */
 	int (*start)(struct fleetd *f, const struct agent *a, backend_done_fn done, void *userdata, char **why);
 	/* Clean stop within timeout_s, then forced; every process of the agent is gone when done() runs. */

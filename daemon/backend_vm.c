@@ -27,6 +27,7 @@
 
 #include "db.h"
 #include "fleetd.h"
+#include "health.h"
 #include "log.h"
 #include "spawn.h"
 #include "ssh.h"
@@ -37,7 +38,6 @@
 #define DOMAIN_PREFIX "fleet-"
 #define CHANNEL_NAME "org.fleet.ctl"
 #define NETWORK_NAME "fleet-nat"
-#define BOOT_TIMEOUT_S 180		/* TCG boots in ~10 s; leave room for a loaded host */
 #define CONNECT_RETRY_MS 500
 #define RESTART_LIMIT 5			/* automatic restarts ... */
 #define RESTART_WINDOW_S 600		/* ... per this many seconds, then the agent is 'bad' */
@@ -223,6 +223,12 @@ static void session_failed(void *userdata, int error, const char *why)
 }
 
 /* Connect the control socket and start an SSH session on it; -errno. */
+/* How long a guest has to answer after a start (vm_boot_timeout; TCG boots in ~10 s). */
+static int boot_timeout_s(const struct vm *v)
+{
+	return (int)config_get_long(&v->b->f->cfg, CFG_VM_BOOT_TIMEOUT);
+}
+
 static int session_start(struct vm *v, int timeout_s, char **why)
 {
 	struct vm_backend *b = v->b;
@@ -276,7 +282,7 @@ static void on_connect_timer(evutil_socket_t fd, short what, void *arg)
 		return;		/* a handshake is under way; session_ready or _failed acts */
 	if (now_usec() > v->boot_deadline) {
 		_cleanup_free_ char *msg = xasprintf("the guest did not answer on its control channel within %d s "
-						     "(see 'fleetctl console %s')", BOOT_TIMEOUT_S, v->name);
+						     "(see 'fleetctl console %s')", boot_timeout_s(v), v->name);
 		waiters_finish(v, -ETIMEDOUT, msg);
 		return;
 	}
@@ -306,12 +312,12 @@ static void wait_ready(struct vm *v, backend_done_fn done, void *userdata)
 		struct timeval zero = { 0, 0 };
 		if (!v->connect_timer)
 			v->connect_timer = evtimer_new(v->b->f->base, on_connect_timer, v);
-		v->boot_deadline = now_usec() + BOOT_TIMEOUT_S * 1000000LL;
+		v->boot_deadline = now_usec() + boot_timeout_s(v) * 1000000LL;
 		evtimer_add(v->connect_timer, &zero);
 		return;
 	}
 	if (!v->ssh) {
-		v->boot_deadline = now_usec() + BOOT_TIMEOUT_S * 1000000LL;
+		v->boot_deadline = now_usec() + boot_timeout_s(v) * 1000000LL;
 		schedule_connect(v);
 	}
 }
@@ -660,7 +666,7 @@ static bool kvm_watchdog(struct vm *v)
 	v->stopping = false;
 	v->booted_type = "qemu";
 	v->started_at = now_usec();
-	v->boot_deadline = now_usec() + BOOT_TIMEOUT_S * 1000000LL;
+	v->boot_deadline = now_usec() + boot_timeout_s(v) * 1000000LL;
 	schedule_connect(v);
 	return true;
 }
@@ -1157,15 +1163,23 @@ static int vm_snapshot_exists(struct fleetd *f, const struct agent *a, const cha
 
 /* --- what libvirt tells us -------------------------------------------------------- */
 
+struct restart {
+	struct fleetd *f;
+	char *name;
+};
+
 static void restarted(void *userdata, int r, const char *why)
 {
-	char *name = userdata;
+	struct restart *rs = userdata;
 
 	if (r < 0)
-		log_error("agent '%s': automatic restart failed: %s", name, why ? why : strerror(-r));
+		log_error("agent '%s': automatic restart failed: %s", rs->name, why ? why : strerror(-r));
 	else
-		log_notice("agent '%s': restarted and reachable again", name);
-	free(name);
+		log_notice("agent '%s': restarted and reachable again", rs->name);
+	if (r == -ETIMEDOUT)
+		health_boot_failed(rs->f, rs->name, why);	/* restarted, and it does not boot */
+	free(rs->name);
+	free(rs);
 }
 
 /* Restart a guest that stopped without fleet asking, within the rate limit. */
@@ -1188,10 +1202,13 @@ static void restart_after_failure(struct vm_backend *b, const struct agent *a, s
 	v->restart_times[v->nrestarts++] = now;
 	log_warning("agent '%s': restarting its guest (restart %d of at most %d in %d s)", a->name, v->nrestarts,
 		    RESTART_LIMIT, RESTART_WINDOW_S);
-	char *name = xstrdup(a->name);
-	if (vm_start(b->f, a, restarted, name, &why) < 0) {
+	struct restart *rs = xcalloc(1, sizeof(*rs));
+	rs->f = b->f;
+	rs->name = xstrdup(a->name);
+	if (vm_start(b->f, a, restarted, rs, &why) < 0) {
 		log_error("agent '%s': automatic restart failed: %s", a->name, why ? why : "unknown error");
-		free(name);
+		free(rs->name);
+		free(rs);
 	}
 }
 

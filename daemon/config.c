@@ -94,6 +94,17 @@ static int check_image_dir(const char *v, const char **why)
 	return check_abs_path(v, why);
 }
 
+static int check_boot_timeout(const char *v, const char **why)
+{
+	long n;
+
+	if (parse_long(v, 10, 3600, &n) < 0) {
+		*why = "must be a number of seconds from 10 to 3600";
+		return -EINVAL;
+	}
+	return 0;
+}
+
 const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_STATE_DIR] = { "state_dir", "state-dir", "DIR", "/var/lib/fleet", false,
 		"directory for the database, keys, disks and snapshots", check_abs_path },
@@ -117,6 +128,9 @@ const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_IMAGE_DIR] = { "image_dir", "image-dir", "DIR", "", false,
 		"guest image (vmlinuz, initramfs.img, base.qcow2) for VM agents (default <state_dir>/images)",
 		check_image_dir },
+	[CFG_VM_BOOT_TIMEOUT] = { "vm_boot_timeout", "vm-boot-timeout", "S", "180", false,
+		"seconds a VM guest has from start to answer on its control channel; past that it does not "
+		"boot (the agent turns bad, or is rolled back)", check_boot_timeout },
 };
 
 void config_init(struct config *c)

@@ -21,6 +21,7 @@ enum config_key {
 	CFG_USER_UID_MAX,
 	CFG_LIBVIRT_URI,
 	CFG_IMAGE_DIR,
+	CFG_VM_BOOT_TIMEOUT,
 	CFG__COUNT,
 };
 

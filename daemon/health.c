@@ -412,6 +412,26 @@ static int check_and_act(struct fleetd *f, struct tracked *t)
 	return r;
 }
 
+void health_boot_failed(struct fleetd *f, const char *agent, const char *why)
+{
+	struct tracked *t;
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	_cleanup_free_ char *detail = xasprintf("does not boot: %s", why ? why : "no answer");
+
+	if (!f->health || db_agent_get(f->db, agent, &a) < 0)
+		return;
+	(void)db_agent_set_health(f->db, agent, 0, detail);
+	t = tracked_get(state(f), agent);
+	if (t->in_flight)
+		return;		/* a rollback or check is on it already */
+	if (a->auto_rollback) {
+		rollback(f, t, detail);
+	} else {
+		log_warning("agent '%s': %s; auto-rollback is off: state bad", agent, detail);
+		(void)db_agent_set_state(f->db, agent, AGENT_BAD);
+	}
+}
+
 int health_check_and_act(struct fleetd *f, const char *agent)
 {
 	return check_and_act(f, tracked_get(state(f), agent));

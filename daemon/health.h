@@ -39,6 +39,14 @@ int health_check(struct fleetd *f, const char *agent, health_done_fn done, void 
  */
 int health_check_and_act(struct fleetd *f, const char *agent);
 
+/*
+ * agent's environment was started but never became reachable (a backend's
+ * start reported -ETIMEDOUT): it no longer boots. Recorded as a failed
+ * check; with auto-rollback the newest good snapshot is restored, else the
+ * agent turns bad.
+ */
+void health_boot_failed(struct fleetd *f, const char *agent, const char *why);
+
 /* Is a health check of agent running now? (Its exec makes the backend refuse snapshots for a moment.) */
 bool health_checking(struct fleetd *f, const char *agent);
 

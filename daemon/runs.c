@@ -255,6 +255,8 @@ static void env_started(void *userdata, int r, const char *why)
 	if (r < 0) {
 		msg = xasprintf("could not start its environment: %s", why ? why : strerror(-r));
 		finish(act, "failed", -1, msg, false);
+		if (r == -ETIMEDOUT)
+			health_boot_failed(act->q->f, act->agent, why);
 		return;
 	}
 	(void)db_agent_set_state(act->q->f->db, act->agent, AGENT_RUNNING);

@@ -3,7 +3,7 @@
 # of a running guest brings back its files and its running processes, a disk
 # snapshot of a stopped one its files; a badly broken guest comes back;
 # a kill -9 of fleetd in the middle of a snapshot is cleaned up at the next
-# start; bad input is refused.
+# start, one in the middle of a restore is finished; bad input is refused.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
@@ -100,6 +100,25 @@ wait_for 30 no_libvirt_snapshot interrupted
 ok $? "and libvirt has no such snapshot left"
 is "$(ex -- cat /home/agent/memory/keep)" precious "the agent works on"
 like "$("$FLEETCTL" audit --limit 100)" "snapshot.restore +snap/before +ok" "restores are audited"
+
+# --- kill -9 of fleetd in the middle of a restore: finished at the next start --------------------
+ex -- sh -c 'echo changed > ~/memory/keep'
+restoring() { sqlite3 "$STATE/fleet.db" "SELECT ifnull(restoring, 'none') FROM agents WHERE name = 'snap'"; }
+restoring_is() { [ "$(restoring)" = "$1" ]; }
+"$FLEETCTL" restore snap before >/dev/null 2>&1 &
+restbg=$!
+wait_for 30 restoring_is before
+ok $? "the restore is under way (the agent's row names its snapshot)"
+kill -9 "$FLEETD_PID"; ok $? "kill -9 fleetd while it restores"
+wait "$restbg" 2>/dev/null
+wait_for 60 job_idle
+fleetd_ns_start; ok $? "fleetd starts again"
+wait_for 120 restoring_is none
+is "$(restoring)" none "the interrupted restore is finished at start"
+like "$("$FLEETCTL" audit --limit 100)" "snapshot.restore.recover +snap/before +ok" "the audit log says fleet finished it"
+is "$(ex -- cat /home/agent/memory/keep)" precious "the guest is the snapshot's: exec works, the file is as it was"
+wait_for 30 ex --root -- kill -0 "$bgpid"; ok $? "and the snapshot's background process runs"
+is "$("$FLEETCTL" --json show snap | jq -r .state)" running "the agent runs"
 
 "$FLEETCTL" rm --force snap >/dev/null; ok $? "rm removes the agent with its snapshots"
 is "$(sqlite3 "$STATE/fleet.db" "SELECT count(*) FROM snapshots")" 0 "no snapshot rows are left"

@@ -55,8 +55,11 @@ step "Creating agents: a VM (no network at all) and a Unix user"
 for a in demo-vm demo-user; do
 	fleetctl show "$a" >/dev/null 2>&1 && fleetctl rm --force "$a" >/dev/null
 done
-fleetctl create demo-vm --backend vm --memory 256 --network none --command 'agentd run triage'
-fleetctl create demo-user --backend user --memory 128 --command 'agentd run review'
+# Each agent's command is what a trigger runs: here a tiny "bot" that keeps a journal in its memory.
+fleetctl create demo-vm --backend vm --memory 256 --network none --snapshot-policy before-run --snapshot-keep 3 \
+	--command 'echo "triage run $FLEET_RUN_ID ($FLEET_TRIGGER)" >> ~/memory/journal; echo "runs so far: $(wc -l < ~/memory/journal)"'
+fleetctl create demo-user --backend user --memory 128 \
+	--command 'echo "review run $FLEET_RUN_ID" >> ~/memory/journal; echo "reviewed; journal has $(wc -l < ~/memory/journal) lines"'
 
 step "Booting demo-vm (fleetctl start returns once SSH over its control channel answers)"
 t0=$SECONDS
@@ -70,6 +73,15 @@ echo "$ fleetctl exec demo-user -- sh -c 'id; echo \$HOME; ls /proc | grep -c ^[
 fleetctl exec demo-user -- sh -c 'id; echo $HOME; echo "processes visible: $(ls /proc | grep -c "^[0-9]")"'
 echo "$ echo 'stdin works' | fleetctl exec demo-vm -- cat"
 echo 'stdin works' | fleetctl exec demo-vm -- cat
+
+step "Triggers: each agent runs its own command (demo-vm takes a snapshot first: --snapshot-policy before-run)"
+echo "$ fleetctl trigger demo-vm --wait"
+fleetctl trigger demo-vm --wait
+echo "$ fleetctl trigger demo-user --wait      # demo-user is stopped: the run starts it"
+fleetctl trigger demo-user --wait
+fleetctl trigger demo-vm --wait >/dev/null 2>&1
+fleetctl runs demo-vm
+fleetctl snapshots demo-vm
 
 step "The fleet, as fleet and libvirt see it"
 fleetctl list

@@ -139,7 +139,7 @@ void api_snapshot_create(struct api_call *c)
 	snprintf(target, sizeof(target), "%s/%s", a->name, name ? name : "(generated)");
 	c->target = target;
 	deferred = api_defer(c);
-	r = snapshots_take(c->fleetd, a->name, name, "snap", note, json_is_true(json_object_get(body, "pin")),
+	r = snapshots_take(c->fleetd, a->name, name, "snap", note, json_is_true(json_object_get(body, "pin")), 0,
 			   snapshot_taken, deferred, &why);
 	if (r < 0)
 		snapshots_error(deferred, r, why);

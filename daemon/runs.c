@@ -239,7 +239,8 @@ static void prepare(struct active *act)
 		return;
 	}
 	note = xasprintf("before run %" PRId64, act->id);
-	if ((r = snapshots_take(f, act->agent, NULL, "run", note, false, pre_run_taken, act, &why)) < 0) {
+	r = snapshots_take(f, act->agent, NULL, "run", note, false, SNAPSHOTS_WAIT_ANY, pre_run_taken, act, &why);
+	if (r < 0) {
 		msg = xasprintf("the snapshot before the run failed: %s", why);
 		finish(act, "failed", -1, msg, false);
 	}

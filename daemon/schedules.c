@@ -77,7 +77,8 @@ static void take(struct sched *s, struct entry *e)
 	j->f = s->f;
 	j->agent = xstrdup(e->agent);
 	e->in_flight = true;
-	if ((r = snapshots_take(s->f, e->agent, NULL, "auto", note, false, scheduled_done, j, &why)) < 0) {
+	r = snapshots_take(s->f, e->agent, NULL, "auto", note, false, SNAPSHOTS_WAIT_ANY, scheduled_done, j, &why);
+	if (r < 0) {
 		e->in_flight = false;
 		log_warning("agent '%s': scheduled snapshot not taken: %s", e->agent, why);
 		(void)db_audit_add(s->f->db, 0, "snapshot.scheduled", e->agent, "failed", why);

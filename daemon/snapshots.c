@@ -76,6 +76,7 @@ struct take {
 	char *agent, *snap;
 	const struct backend_ops *ops;
 	int good;		/* what the check before it said: 1, 0, or -1 (not checked) */
+	int flags;
 	struct event *retry;
 	int tries;
 	snapshots_taken_fn done;
@@ -145,7 +146,7 @@ static int take_attempt(struct take *t, char **why)
 
 	if ((r = db_agent_get(t->f->db, t->agent, &a)) == 0)
 		r = t->ops->snapshot_create(t->f, a, t->snap, take_created, t, why);
-	if (r == -EBUSY && wait_busy(t->f, t->agent, 0, &t->tries, &t->retry, take_retry, t)) {
+	if (r == -EBUSY && wait_busy(t->f, t->agent, t->flags, &t->tries, &t->retry, take_retry, t)) {
 		free(*why);
 		*why = NULL;
 		return 0;
@@ -192,7 +193,7 @@ static void generate_name(struct fleetd *f, const char *agent, const char *prefi
 }
 
 int snapshots_take(struct fleetd *f, const char *agent, const char *name, const char *prefix, const char *note,
-		   bool pin, snapshots_taken_fn done, void *userdata, char **why)
+		   bool pin, int flags, snapshots_taken_fn done, void *userdata, char **why)
 {
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	const struct backend_ops *ops;
@@ -226,6 +227,7 @@ int snapshots_take(struct fleetd *f, const char *agent, const char *name, const 
 	t->snap = xstrdup(name);
 	t->ops = ops;
 	t->good = -1;
+	t->flags = flags;
 	t->done = done;
 	t->userdata = userdata;
 	/* A snapshot of a running agent that passes its health check first is marked good. */

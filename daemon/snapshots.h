@@ -16,6 +16,9 @@
 struct fleetd;
 struct snapshot;
 
+/* flags: retry on any busy answer (a person's command) for up to 30 s, not just on fleet's own check. */
+#define SNAPSHOTS_WAIT_ANY 1
+
 #define SNAPSHOT_NOTE_MAX 1024
 
 /*
@@ -29,17 +32,15 @@ typedef void (*snapshots_taken_fn)(void *userdata, int r, const char *why, const
  * Snapshot agent. name NULL: PREFIX-YYYYmmdd-HHMMSS (UTC, -2, -3... if
  * taken). A running agent's health is checked first; the snapshot is marked
  * good or bad by it. Afterwards the agent's retention applies. Waits out
- * fleet's own health check (at most 60 s). Returns 0 and done() follows, or
+ * fleet's own health check (at most 60 s), and with SNAPSHOTS_WAIT_ANY any
+ * command (at most 30 s). Returns 0 and done() follows, or
  * a negative errno with *why (malloc'd) and done() is never called:
  * -ENOENT no such agent, -EINVAL bad name or note, -EEXIST name taken,
  * -EOPNOTSUPP backend without snapshots, -EAGAIN not provisioned or backend
  * unavailable, -EBUSY a command or another snapshot is running.
  */
 int snapshots_take(struct fleetd *f, const char *agent, const char *name, const char *prefix, const char *note,
-		   bool pin, snapshots_taken_fn done, void *userdata, char **why);
-
-/* Retry on any busy answer (a person's command) for up to 30 s, not just on fleet's own check. */
-#define SNAPSHOTS_WAIT_ANY 1
+		   bool pin, int flags, snapshots_taken_fn done, void *userdata, char **why);
 
 typedef void (*snapshots_restored_fn)(void *userdata, int r, const char *why);
 

@@ -120,6 +120,20 @@ is "$(ex -- cat /home/agent/memory/keep)" precious "the guest is the snapshot's:
 wait_for 30 ex --root -- kill -0 "$bgpid"; ok $? "and the snapshot's background process runs"
 is "$("$FLEETCTL" --json show snap | jq -r .state)" running "the agent runs"
 
+# --- a run in the guest, with a checkpoint before it -------------------------------------------
+"$FLEETCTL" set snap --snapshot-policy before-run --snapshot-keep 2 \
+	--command 'echo "run $FLEET_RUN_ID as $(id -un)"; echo ran >> ~/memory/runs' >/dev/null
+ok $? "set a command and the before-run policy"
+out=$("$FLEETCTL" trigger snap --wait 2>/dev/null); ok $? "trigger --wait runs the command in the guest"
+like "$out" "^run [0-9]+ as agent$" "as the agent user, with FLEET_RUN_ID"
+run=$("$FLEETCTL" --json runs snap --limit 1 | jq '.[0]')
+is "$(jq -r .state <<<"$run")" succeeded "the run succeeded"
+is "$("$FLEETCTL" --json snapshots snap | jq -r --arg s "$(jq -r .snapshot <<<"$run")" '.[] | select(.name == $s) | .kind')" \
+	full "a full checkpoint was taken before it"
+"$FLEETCTL" trigger snap --wait >/dev/null 2>&1; "$FLEETCTL" trigger snap --wait >/dev/null 2>&1
+is "$("$FLEETCTL" --json snapshots snap | jq length)" 2 "retention keeps 2 (the newest two are also the newest good)"
+is "$(virsh_ns snapshot-list fleet-snap --name | grep -c .)" 2 "libvirt agrees: two snapshots"
+
 "$FLEETCTL" rm --force snap >/dev/null; ok $? "rm removes the agent with its snapshots"
 is "$(sqlite3 "$STATE/fleet.db" "SELECT count(*) FROM snapshots")" 0 "no snapshot rows are left"
 done_testing

@@ -22,6 +22,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -43,6 +44,7 @@
 #define RESTART_WINDOW_S 600		/* ... per this many seconds, then the agent is 'bad' */
 #define AGENTD_IN_GUEST "/usr/bin/agentd"
 #define KVM_WATCHDOG_S 20		/* a KVM guest that prints no kernel line by then: KVM does not work here */
+#define DISK_FULL_BYTES (4LL << 20)	/* less free than this where a disk lives: the host disk is full */
 
 struct vm;
 
@@ -1033,15 +1035,41 @@ static void snap_job_free(struct snap_job *j)
 	free(j);
 }
 
+/* Bytes free for QEMU (not root) on the file system holding the agent's disk; -1 if unknown. */
+static long long disk_free(struct vm_backend *b, const char *agent)
+{
+	_cleanup_free_ char *dir = vm_path(b, agent, NULL);
+	struct statvfs s;
+
+	return statvfs(dir, &s) == 0 ? (long long)s.f_bavail * (long long)s.f_frsize : -1;
+}
+
 static void snap_created(void *arg)
 {
 	struct snap_job *j = arg;
-	long long after = disk_bytes(j->disk);
+	long long after = disk_bytes(j->disk), avail;
+	_cleanup_free_ char *why = NULL, *where = NULL;
 	struct snapshot_result res = {
 		.error = j->r, .why = j->why, .kind = j->was_running ? "full" : "disk",
 		.size_bytes = (after >= 0 && j->size_before >= 0 && after >= j->size_before) ? after - j->size_before : -1,
 	};
 
+	/*
+	 * QEMU reports a checkpoint that ran out of space as a bare I/O error
+	 * ("failed to save SaveStateEntry ... -5"), and keeps the part it wrote
+	 * allocated in disk.qcow2; say what happened.
+	 */
+	avail = j->r < 0 ? disk_free(j->vm->b, j->vm->name) : -1;
+	if (j->r < 0 && ((avail >= 0 && avail < DISK_FULL_BYTES) || (j->why && strstr(j->why, "No space left")))) {
+		_cleanup_free_ char *dir = vm_path(j->vm->b, j->vm->name, NULL);
+
+		where = avail >= 0 ? xasprintf("%.1f MiB free in %s", (double)avail / (1 << 20), dir) : xasprintf("in %s", dir);
+		why = xasprintf("the host disk is full (%s)%s; %s", where,
+				j->was_running ? "; the guest may pause (I/O error) when it next needs disk space" : "",
+				j->why ? j->why : strerror(-j->r));
+		res.error = -ENOSPC;
+		res.why = why;
+	}
 	j->vm->busy = false;
 	j->created(j->userdata, &res);
 	snap_job_free(j);
@@ -1122,9 +1150,27 @@ static int vm_snapshot_create(struct fleetd *f, const struct agent *a, const cha
 {
 	struct vm_backend *b = backend(f);
 	struct snap_job *j = snap_job_new(b, a, snap, why);
+	long long avail, need;
 
 	if (!j)
 		return -EBUSY;
+	/*
+	 * A checkpoint writes the guest's memory into disk.qcow2: up to all of
+	 * it (zero pages are skipped), plus device state and qcow2 metadata.
+	 * QEMU (7.2) that runs out of space half-way keeps what it wrote
+	 * allocated, so the host disk stays full and the guest pauses at its
+	 * next write. Refuse unless the worst case fits.
+	 */
+	need = ((long long)a->memory_mib + a->memory_mib / 16 + 16) << 20;
+	if (j->was_running && (avail = disk_free(b, a->name)) >= 0 && avail < need) {
+		_cleanup_free_ char *dir = vm_path(b, a->name, NULL);
+
+		*why = xasprintf("the host disk is nearly full: %.1f MiB free in %s, and a checkpoint of the running "
+				 "guest may need up to %lld MiB for its memory; free some space, or stop the agent "
+				 "for a disk-only snapshot", (double)avail / (1 << 20), dir, need >> 20);
+		snap_job_free(j);
+		return -ENOSPC;
+	}
 	j->created = done;
 	j->userdata = userdata;
 	j->size_before = disk_bytes(j->disk);
@@ -1150,7 +1196,22 @@ static int vm_snapshot_restore(struct fleetd *f, const struct agent *a, const ch
 static int vm_snapshot_delete(struct fleetd *f, const struct agent *a, const char *snap, char **why)
 {
 	_cleanup_free_ char *dom = domain_name(a->name);
+	long long avail = disk_free(backend(f), a->name);
 
+	/*
+	 * Dropping a snapshot rewrites the snapshot table of disk.qcow2, which
+	 * needs a little space. When QEMU or qemu-img fails there, libvirt
+	 * (9.0) still removes its record and reports success: the snapshot
+	 * would stay in the image, holding its space, known to no one.
+	 */
+	if (avail >= 0 && avail < DISK_FULL_BYTES) {
+		_cleanup_free_ char *dir = vm_path(backend(f), a->name, NULL);
+
+		*why = xasprintf("the host disk is full (%.1f MiB free in %s); deleting a snapshot needs a little "
+				 "space to rewrite the disk image's snapshot table: free some space first",
+				 (double)avail / (1 << 20), dir);
+		return -ENOSPC;
+	}
 	return virt_snapshot_delete(backend(f)->virt, dom, snap, why);
 }
 

@@ -1425,9 +1425,18 @@ static void *create_worker(void *arg)
 	/* Durable before it is named: a snapshot that exists is whole, also after a power loss. */
 	ts[0] = ts[1] = started;
 	if (syncfs(tfd) < 0 || futimens(tfd, ts) < 0 ||
-	    renameat2(afd, tmp, afd, j->snap, RENAME_NOREPLACE) < 0 || fsync(afd) < 0) {
+	    renameat2(afd, tmp, afd, j->snap, RENAME_NOREPLACE) < 0) {
 		j->r = -errno;
 		j->why = xasprintf("cannot complete %s: %s", tmp_path, strerror(-j->r));
+		goto out;
+	}
+	if (fsync(afd) < 0) {
+		/* Named, but the name may not last: a failed snapshot must not stay behind under it, unlisted. */
+		_cleanup_free_ char *p = xasprintf("%s/%s", adir, j->snap);
+
+		j->r = -errno;
+		j->why = xasprintf("cannot complete %s: %s", p, strerror(-j->r));
+		(void)trash_path(j->trash_dir, p, &j->trashed);
 		goto out;
 	}
 	/* what the snapshot holds alone: after the pre-pass, the copies it made are counted here */

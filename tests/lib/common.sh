@@ -20,7 +20,8 @@ ok() {	# ok COND-EXIT-STATUS DESCRIPTION
 		echo "ok $_tap_n - $*"
 	else
 		echo "not ok $_tap_n - $*"
-		_tap_failed=$((_tap_failed + 1))
+		# "# TODO why" in DESCRIPTION: a known bug; TAP counts it as an expected failure
+		case "$*" in *"# TODO"*) ;; *) _tap_failed=$((_tap_failed + 1)) ;; esac
 	fi
 }
 

@@ -910,7 +910,11 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 		return -EBUSY;
 	}
 	if ((r = virt_domain_state(b->virt, dom, &st)) < 0 || st != VIRT_RUNNING) {
-		*why = xasprintf("it is not running (fleetctl start %s)", a->name);
+		/* Not busy, yet paused: QEMU stops a guest whose disk write failed (a full host disk). */
+		*why = r == 0 && st == VIRT_PAUSED
+			? xasprintf("its guest is paused, most likely after a disk I/O error (is the host disk "
+				    "full?); free space, then 'fleetctl restart %s'", a->name)
+			: xasprintf("it is not running (fleetctl start %s)", a->name);
 		return -EINVAL;
 	}
 	h = xcalloc(1, sizeof(*h));

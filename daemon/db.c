@@ -451,7 +451,7 @@ int db_audit_add(struct db *db, long uid, const char *action, const char *target
 	sqlite3_bind_text(st, 4, target, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 5, outcome, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 6, detail, -1, SQLITE_STATIC);
-	return db_step(db, st) < 0 ? -EIO : 0;
+	return (r = db_step(db, st)) < 0 ? r : 0;	/* -ENOSPC on a full disk says more than -EIO */
 }
 
 void audit_entries_free(struct audit_entry *e, size_t n)

@@ -92,12 +92,22 @@ static void take_free(struct take *t)
 	free(t);
 }
 
+/* Drop the row of a snapshot that was not made; if even that fails (a full disk), start-up removes it. */
+static void forget_row(struct take *t)
+{
+	int r = db_snapshot_delete(t->f->db, t->agent, t->snap);
+
+	if (r < 0 && r != -ENOENT)
+		log_error("agent '%s': cannot remove the row of the failed snapshot '%s' (%s); it reads 'creating' "
+			  "and blocks the name until fleetd restarts", t->agent, t->snap, strerror(-r));
+}
+
 static void take_fail(struct take *t, int r, const char *why)
 {
 	_cleanup_free_ char *msg = xasprintf("agent '%s': snapshot '%s' failed: %s", t->agent, t->snap,
 					     why ? why : strerror(-r));
 
-	(void)db_snapshot_delete(t->f->db, t->agent, t->snap);
+	forget_row(t);
 	log_error("%s", msg);
 	t->done(t->userdata, r, msg, NULL);
 	take_free(t);
@@ -152,7 +162,7 @@ static int take_attempt(struct take *t, char **why)
 		return 0;
 	}
 	if (r < 0)
-		(void)db_snapshot_delete(t->f->db, t->agent, t->snap);
+		forget_row(t);
 	return r;
 }
 

@@ -468,7 +468,8 @@ static int cmd_rm(struct ctl *ctl, const struct command *cmd, int argc, char **a
 	return 0;
 }
 
-static int audit_opt(int c, const char *arg, void *data)
+/* --limit N, 1 to 10000 (audit, runs) */
+static int limit_opt(int c, const char *arg, void *data)
 {
 	long v;
 
@@ -491,7 +492,7 @@ static int cmd_audit(struct ctl *ctl, const struct command *cmd, int argc, char 
 	size_t i;
 	int r;
 
-	if ((r = parse_opts(cmd, argc, argv, opts, audit_opt, &limit)) != 0)
+	if ((r = parse_opts(cmd, argc, argv, opts, limit_opt, &limit)) != 0)
 		return r < 0 ? EXIT_USAGE : 0;
 	if (optind != argc)
 		return usage_error(cmd, "audit takes no arguments");
@@ -1157,15 +1158,6 @@ static int cmd_trigger(struct ctl *ctl, const struct command *cmd, int argc, cha
 	}
 }
 
-static int runs_opt(int c, const char *arg, void *data)
-{
-	if (parse_long(arg, 1, 10000, (long *)data) < 0) {
-		fprintf(stderr, "fleetctl: --limit needs a number from 1 to 10000, not '%s'\n", arg);
-		return -1;
-	}
-	return 0;
-}
-
 static int cmd_runs(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -1178,7 +1170,7 @@ static int cmd_runs(struct ctl *ctl, const struct command *cmd, int argc, char *
 	size_t i;
 	int r;
 
-	if ((r = parse_opts(cmd, argc, argv, opts, runs_opt, &limit)) != 0)
+	if ((r = parse_opts(cmd, argc, argv, opts, limit_opt, &limit)) != 0)
 		return r < 0 ? EXIT_USAGE : 0;
 	if (argc - optind < 1 || argc - optind > 2)
 		return usage_error(cmd, "runs needs an agent NAME and optionally a run ID");

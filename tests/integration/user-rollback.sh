@@ -6,17 +6,8 @@
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 
-# Outside /tmp: each exec has a private /tmp.
-STATE=$(mktemp -d /var/lib/fleet-urb.XXXXXX); SOCKDIR=$(mktemp -d /run/fleet-urb.XXXXXX)
-on_exit "rm -rf '$STATE' '$SOCKDIR'"
-chmod 0755 "$SOCKDIR"
-SOCK=$SOCKDIR/fleetd.sock
-"$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" \
-	--user-uid-min "$_uid_base" --user-uid-max "$((_uid_base + 999))" 2>"$TEST_TMP/start.err"
-ok $? "fleetd starts"
-FLEETD_PID=$(head -1 "$STATE/fleetd.lock"); _pids+=("$FLEETD_PID"); _sockets+=("$SOCK")
-on_exit _remove_agents
-export FLEET_SOCKET=$SOCK
+user_fleetd_setup urb
+user_fleetd_start; ok $? "fleetd starts"
 ex() { "$FLEETCTL" exec urb "$@"; }
 
 "$FLEETCTL" create urb --backend user --health-interval 2 --auto-rollback >/dev/null; ok $? "create with auto-rollback"

@@ -9,19 +9,8 @@
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 command -v jq >/dev/null || skip_all "jq not installed"
 
-# Outside /tmp: each exec has a private /tmp.
-STATE=$(mktemp -d /var/lib/fleet-urun.XXXXXX); SOCKDIR=$(mktemp -d /run/fleet-urun.XXXXXX)
-on_exit "rm -rf '$STATE' '$SOCKDIR'"
-chmod 0755 "$SOCKDIR"
-SOCK=$SOCKDIR/fleetd.sock
-export FLEET_SOCKET=$SOCK
-on_exit _remove_agents
-start() {
-	"$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" \
-		--user-uid-min "$_uid_base" --user-uid-max "$((_uid_base + 999))" 2>>"$TEST_TMP/start.err" || return 1
-	FLEETD_PID=$(head -1 "$STATE/fleetd.lock"); _pids+=("$FLEETD_PID"); _sockets+=("$SOCK")
-}
-start; ok $? "fleetd starts"
+user_fleetd_setup urun
+user_fleetd_start; ok $? "fleetd starts"
 runj() { "$FLEETCTL" --json runs "$1" "$2"; }
 # wait_run AGENT ID: until the run has finished (at most 60 s)
 wait_run() {
@@ -111,7 +100,7 @@ deadline=$((SECONDS + 30))
 until [ "$(runj ur "$a" | jq -r .state)" = running ] || [ $SECONDS -ge $deadline ]; do sleep 0.1; done
 is "$(runj ur "$a" | jq -r .state)" running "the first run is under way"
 kill -9 "$FLEETD_PID"; sleep 0.5
-start; ok $? "fleetd starts again after kill -9"
+user_fleetd_start; ok $? "fleetd starts again after kill -9"
 is "$(runj ur "$a" | jq -r '.state + ": " + .error')" \
 	"interrupted: fleetd stopped during the run; it was not run again" "the run under way is marked interrupted"
 wait_run ur "$b"; ok $? "the queued run still runs after the restart"
@@ -129,6 +118,6 @@ while kill -0 "$FLEETD_PID" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 
 ok $(kill -0 "$FLEETD_PID" 2>/dev/null && echo 1 || echo 0) "SIGTERM stops fleetd with a run under way"
 is "$(sqlite3 "$STATE/fleet.db" "SELECT state || ': ' || error FROM runs WHERE id = $c")" \
 	"interrupted: fleetd stopped during the run" "that run is recorded as interrupted"
-start; ok $? "fleetd starts again"
+user_fleetd_start; ok $? "fleetd starts again"
 like "$("$FLEETCTL" runs ur)" "$c +manual +interrupted" "runs lists it as interrupted"
 done_testing

@@ -9,19 +9,8 @@
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 command -v jq >/dev/null || skip_all "jq not installed"
 
-# Outside /tmp: each exec has a private /tmp.
-STATE=$(mktemp -d /var/lib/fleet-usp.XXXXXX); SOCKDIR=$(mktemp -d /run/fleet-usp.XXXXXX)
-on_exit "rm -rf '$STATE' '$SOCKDIR'"
-chmod 0755 "$SOCKDIR"
-SOCK=$SOCKDIR/fleetd.sock
-export FLEET_SOCKET=$SOCK
-on_exit _remove_agents
-start() {
-	"$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" \
-		--user-uid-min "$_uid_base" --user-uid-max "$((_uid_base + 999))" 2>>"$TEST_TMP/start.err" || return 1
-	FLEETD_PID=$(head -1 "$STATE/fleetd.lock"); _pids+=("$FLEETD_PID"); _sockets+=("$SOCK")
-}
-start; ok $? "fleetd starts"
+user_fleetd_setup usp
+user_fleetd_start; ok $? "fleetd starts"
 names() { "$FLEETCTL" --json snapshots "$1" | jq -r '[.[].name] | join(" ")'; }
 
 "$FLEETCTL" create usp --backend user --health-interval 0 >/dev/null; ok $? "create"
@@ -74,7 +63,7 @@ out=$(api PATCH /v1/agents/usp/snapshots/s6 '{"pinned": "yes"}'); is "${out##* }
 # --- kill -9 in the middle of a delete: finished at the next start ---
 sqlite3 "$STATE/fleet.db" "UPDATE snapshots SET state = 'deleting' WHERE name = 's8'"
 kill -9 "$FLEETD_PID"; sleep 0.3
-start; ok $? "fleetd starts after kill -9 (with s8 left 'deleting', as a kill in the middle of a delete leaves it)"
+user_fleetd_start; ok $? "fleetd starts after kill -9 (with s8 left 'deleting', as a kill in the middle of a delete leaves it)"
 is "$(names usp)" "s3 s6 s9" "the delete is finished: s8 is gone from the list"
 ok $([ ! -e "$STATE/snapshots/usp/s8" ] && echo 0 || echo 1) "and from disk"
 is "$(sqlite3 "$STATE/fleet.db" "SELECT count(*) FROM snapshots WHERE name = 's8'")" 0 "and from the database"
@@ -94,7 +83,7 @@ until [ "$(sqlite3 "$STATE/fleet.db" "SELECT restoring FROM agents WHERE name = 
 is "$(sqlite3 "$STATE/fleet.db" "SELECT restoring FROM agents WHERE name = 'usp'")" big "the restore is recorded before it starts"
 kill -9 "$FLEETD_PID"
 wait $restore_pid; ok $([ $? -ne 0 ] && echo 0 || echo 1) "the restore's client sees fleetd die"
-start; ok $? "fleetd starts again"
+user_fleetd_start; ok $? "fleetd starts again"
 deadline=$((SECONDS + 60))
 until [ -z "$(sqlite3 "$STATE/fleet.db" "SELECT restoring FROM agents WHERE name = 'usp'")" ] ||
 	[ $SECONDS -ge $deadline ]; do sleep 0.2; done

@@ -114,6 +114,24 @@ start_fleetd() {
 }
 : > "$TEST_TMP/none.conf"
 
+# user_fleetd_setup TAG: a state dir and socket for a fleetd serving user
+# agents, outside /tmp (each exec has a private /tmp); removed on exit.
+# Then user_fleetd_start (again after a kill, to restart it on the same state).
+user_fleetd_setup() {
+	STATE=$(mktemp -d "/var/lib/fleet-$1.XXXXXX"); SOCKDIR=$(mktemp -d "/run/fleet-$1.XXXXXX")
+	on_exit "rm -rf '$STATE' '$SOCKDIR'"
+	chmod 0755 "$SOCKDIR"
+	SOCK=$SOCKDIR/fleetd.sock
+	export FLEET_SOCKET=$SOCK
+	on_exit _remove_agents
+}
+user_fleetd_start() {
+	"$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" \
+		--user-uid-min "$_uid_base" --user-uid-max "$((_uid_base + 999))" "$@" 2>>"$TEST_TMP/start.err" || {
+		diag "fleetd failed to start:"; sed 's/^/#   /' "$TEST_TMP/start.err"; return 1; }
+	FLEETD_PID=$(head -1 "$STATE/fleetd.lock"); _pids+=("$FLEETD_PID"); _sockets+=("$SOCK")
+}
+
 # stop_fleetd [SIGNAL]: stop the current fleetd and wait for it to exit.
 stop_fleetd() {
 	local sig=${1:-TERM} i

@@ -454,6 +454,24 @@ int db_audit_add(struct db *db, long uid, const char *action, const char *target
 	return (r = db_step(db, st)) < 0 ? r : 0;	/* -ENOSPC on a full disk says more than -EIO */
 }
 
+int db_audit_count(struct db *db, const char *action, const char *agent, int64_t since_ms, int *ret)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	/* A target is the agent's name or NAME/SNAPSHOT. */
+	if ((r = db_prepare(db, &st, "SELECT count(*) FROM audit WHERE action = ?1 AND at_ms >= ?3"
+				     " AND (target = ?2 OR substr(target, 1, length(?2) + 1) = ?2 || '/')")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, action, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, agent, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, since_ms);
+	if ((r = db_step(db, st)) <= 0)
+		return r < 0 ? r : -EIO;
+	*ret = sqlite3_column_int(st, 0);
+	return 0;
+}
+
 void audit_entries_free(struct audit_entry *e, size_t n)
 {
 	for (size_t i = 0; e && i < n; i++) {

@@ -117,6 +117,8 @@ int db_runs_interrupt(struct db *db, const char *error, int *ret_count);
 /* Append one audit record. */
 int db_audit_add(struct db *db, long uid, const char *action, const char *target,
 		 const char *outcome, const char *detail);
+/* How many records of action about agent (target NAME or NAME/...) since since_ms. */
+int db_audit_count(struct db *db, const char *action, const char *agent, int64_t since_ms, int *ret);
 /* The newest `limit` records, oldest first. */
 int db_audit_list(struct db *db, int limit, struct audit_entry **ret, size_t *n);
 void audit_entries_free(struct audit_entry *e, size_t n);

@@ -32,8 +32,6 @@ struct tracked {
 	time_t next_due;
 	bool in_flight;		/* a periodic check or a rollback */
 	int checks;		/* checks of any origin running now */
-	time_t rollbacks[ROLLBACK_LIMIT];
-	int nrollbacks;
 	struct tracked *next;
 };
 
@@ -247,8 +245,9 @@ static void audit_rollback(struct rollback *rb, const char *outcome, const char 
 {
 	_cleanup_free_ char *target = rb->snap ? xasprintf("%s/%s", rb->agent, rb->snap) : xstrdup(rb->agent);
 
-	/* fleetd itself acts here: uid 0, action auto.rollback. */
-	(void)db_audit_add(rb->f->db, 0, "auto.rollback", target, outcome, detail);
+	/* fleetd itself acts here: uid 0; auto.rollback.start when one begins, auto.rollback how it ended. */
+	(void)db_audit_add(rb->f->db, 0, strcmp(outcome, "started") == 0 ? "auto.rollback.start" : "auto.rollback",
+			   target, outcome, detail);
 }
 
 static void rollback_give_up(struct rollback *rb, const char *why)
@@ -335,10 +334,10 @@ static void rollback(struct fleetd *f, struct tracked *t, const char *cause)
 		rollback_free(rb);
 		return;
 	}
-	for (int i = 0; i < t->nrollbacks; i++)
-		if (now - t->rollbacks[i] < ROLLBACK_WINDOW_S)
-			t->rollbacks[recent++] = t->rollbacks[i];
-	t->nrollbacks = recent;
+	/* Counted from the audit log, so a restart of fleetd does not reset the limit. */
+	if (db_audit_count(f->db, "auto.rollback.start", t->name, ((int64_t)now - ROLLBACK_WINDOW_S) * 1000,
+			   &recent) < 0)
+		recent = 0;
 	if (recent >= ROLLBACK_LIMIT) {
 		why = xasprintf("rolled back %d times within %d s already; not again", recent, ROLLBACK_WINDOW_S);
 		rollback_give_up(rb, why);
@@ -357,7 +356,7 @@ static void rollback(struct fleetd *f, struct tracked *t, const char *cause)
 		rollback_give_up(rb, "no snapshot is marked good");
 		return;
 	}
-	t->rollbacks[t->nrollbacks++] = now;
+	audit_rollback(rb, "started", cause);	/* what the rate limit counts */
 	log_warning("agent '%s': rolling back to its newest good snapshot '%s'", t->name, rb->snap);
 	rollback_start(rb);
 }

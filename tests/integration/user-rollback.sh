@@ -37,6 +37,34 @@ like "$("$FLEETCTL" audit --limit 100)" "auto.rollback +urb/good1 +ok" "the audi
 ex -- sh -c 'echo changed > ~/memory/keep'
 "$FLEETCTL" restore urb good1 >/dev/null; ok $? "restore by hand"
 is "$(ex -- cat "$STATE/users/urb/memory/keep")" precious "the file is as it was"
+
+# The rate limit (3 an hour) is counted from the audit log: a restart of fleetd does not reset it.
+starts() { "$FLEETCTL" --json audit --limit 1000 | jq '[.[] | select(.action == "auto.rollback.start")] | length'; }
+state_is() { [ "$("$FLEETCTL" --json show urb | jq -r .state)" = "$1" ]; }
+"$FLEETCTL" set urb --health-cmd 'test ! -e "$HOME/broken"' >/dev/null; ok $? "a check that fails while ~/broken exists"
+for n in 2 3; do
+	ex -- touch broken
+	deadline=$((SECONDS + 60))
+	until [ "$(starts)" -ge $n ] && state_is running && ! ex -- test -e broken || [ $SECONDS -ge $deadline ]; do sleep 0.3; done
+	is "$(starts)" $n "rollback $n of the hour"
+done
+ex -- touch broken
+deadline=$((SECONDS + 60))
+until state_is bad || [ $SECONDS -ge $deadline ]; do sleep 0.3; done
+like "$("$FLEETCTL" show urb)" "rolled back 3 times within 3600 s already; not again" "the fourth is refused: state bad"
+kill -9 "$FLEETD_PID"; sleep 0.3
+user_fleetd_start; ok $? "fleetd starts again after kill -9"
+ex -- rm -f broken
+deadline=$((SECONDS + 30))
+until state_is running || [ $SECONDS -ge $deadline ]; do sleep 0.3; done
+is "$("$FLEETCTL" --json show urb | jq -r .state)" running "healthy again: no longer bad"
+ex -- touch broken
+deadline=$((SECONDS + 30))
+until state_is bad || [ $SECONDS -ge $deadline ]; do sleep 0.3; done
+like "$("$FLEETCTL" show urb)" "rolled back 3 times within 3600 s already; not again" \
+	"after the restart the limit still holds: no fourth rollback"
+is "$(starts)" 3 "three rollbacks started this hour, no more"
+
 "$FLEETCTL" snapshot rm urb good1 >/dev/null; ok $? "snapshot rm"
 is "$("$FLEETCTL" --json snapshots urb | jq length)" 0 "no snapshots left"
 done_testing

@@ -68,6 +68,17 @@ int main(void)
 	is_str(e[0].action, "agent.remove", "newest record returned");
 	is_int(e[0].uid, 1000, "uid recorded");
 	audit_entries_free(e, n);
+	{
+		int cnt = -1;
+
+		is_int(db_audit_add(db, 0, "auto.rollback.start", "triage/s1", "started", NULL), 0, "audit a rollback");
+		is_int(db_audit_add(db, 0, "auto.rollback.start", "triage", "started", NULL), 0, "and one without snapshot");
+		is_int(db_audit_add(db, 0, "auto.rollback.start", "triage2/s1", "started", NULL), 0, "and another agent's");
+		is_int(db_audit_count(db, "auto.rollback.start", "triage", 0, &cnt), 0, "count");
+		is_int(cnt, 2, "counts NAME and NAME/..., not NAME2/...");
+		is_int(db_audit_count(db, "auto.rollback.start", "triage", INT64_MAX, &cnt), 0, "count since later");
+		is_int(cnt, 0, "nothing since then");
+	}
 
 	/* Snapshot settings, the restore marker and snapshot row states. */
 	{

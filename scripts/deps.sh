@@ -1,6 +1,9 @@
 #!/bin/bash
-# Install every Debian package fleet needs to build, test and run its demo.
-# One list, used by the README's commands and by .ci/run.
+# Install every Debian package fleet needs to build, test and run its demo,
+# then fetch the Debian source of the installed dropbear (fleet builds a
+# patched dropbear from it: images/README.md). One list, used by the
+# README's commands and by .ci/run. This is the only step of fleet that
+# downloads anything; tests, benchmarks and the demo never do.
 set -euo pipefail
 
 PACKAGES=(
@@ -10,6 +13,9 @@ PACKAGES=(
 	# run: libvirt + QEMU for VM agents, the guest image's ingredients
 	libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils
 	linux-image-amd64 busybox-static dropbear-bin e2fsprogs cpio dnsmasq-base iptables
+	# fleet's patched dropbear: Debian's source package (apt-get source, checked
+	# with the archive keyring) and what building its server needs
+	dpkg-dev debian-archive-keyring libtomcrypt-dev libtommath-dev zlib1g-dev
 	# user agents
 	passwd util-linux
 	# tests and demo
@@ -30,9 +36,11 @@ for p in "${PACKAGES[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ] && [ "${FLEET_FORCE_APT:-}" != 1 ]; then
 	echo "deps: all ${#PACKAGES[@]} packages are installed"
-	exit 0
+else
+	echo "deps: installing ${missing[*]:-(forced)}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	apt-get install -y -q "${PACKAGES[@]}"
 fi
-echo "deps: installing ${missing[*]:-(forced)}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q "${PACKAGES[@]}"
+# Into /var/cache/fleet/dropbear-src (FLEET_DROPBEAR_SRC); skipped when there.
+bash "$(dirname "$0")/../images/fetch-dropbear-source.sh"

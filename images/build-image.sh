@@ -2,7 +2,12 @@
 # build-image.sh: build fleet's small guest (kernel, initramfs, qcow2 root)
 # from the host's own Debian packages; nothing is downloaded.
 #
-#   images/build-image.sh --agentd PATH --out DIR [--size-mib N] [--kernel VERSION]
+#   images/build-image.sh --agentd PATH --dropbear PATH --out DIR [--size-mib N] [--kernel VERSION]
+#
+# --dropbear: fleet's patched dropbear server, made by images/build-dropbear.sh
+# (its dropbear.info beside it goes into the manifest). Debian's stock
+# /usr/sbin/dropbear is accepted only when named explicitly: it has the bug
+# images/patches/dropbear-close-before-exec.patch fixes (images/README.md).
 #
 # Output in DIR: vmlinuz, initramfs.img, base.qcow2, manifest.json.
 # Boot with: console=ttyS0 root=/dev/vda rw   (see images/README.md)
@@ -12,6 +17,7 @@ PROG=build-image.sh
 STEPS=6
 SIZE_MIB=1024
 AGENTD=
+DROPBEAR=
 OUT=
 KVER=
 
@@ -26,13 +32,14 @@ die() { echo "$PROG: error: $*" >&2; exit 1; }
 step() { echo "[$1/$STEPS] $2"; }
 
 usage() {
-    echo "usage: $PROG --agentd PATH_TO_AGENTD --out DIR [--size-mib N] [--kernel VERSION]" >&2
+    echo "usage: $PROG --agentd PATH_TO_AGENTD --dropbear PATH_TO_DROPBEAR --out DIR [--size-mib N] [--kernel VERSION]" >&2
     exit 2
 }
 
 while [ $# -gt 0 ]; do
     case "$1" in
     --agentd) AGENTD=${2:?}; shift 2 ;;
+    --dropbear) DROPBEAR=${2:?}; shift 2 ;;
     --out) OUT=${2:?}; shift 2 ;;
     --size-mib) SIZE_MIB=${2:?}; shift 2 ;;
     --kernel) KVER=${2:?}; shift 2 ;;
@@ -42,6 +49,9 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$AGENTD" ] && [ -n "$OUT" ] || usage
 [ -f "$AGENTD" ] && [ -x "$AGENTD" ] || die "--agentd $AGENTD: not an executable file"
+[ -n "$DROPBEAR" ] || die "--dropbear PATH is required: build fleet's patched dropbear with" \
+    "images/build-dropbear.sh --out DIR (after scripts/deps.sh) and pass DIR/dropbear"
+[ -f "$DROPBEAR" ] && [ -x "$DROPBEAR" ] || die "--dropbear $DROPBEAR: not an executable file"
 case "$SIZE_MIB" in ''|*[!0-9]*) die "--size-mib wants a number of MiB" ;; esac
 [ "$SIZE_MIB" -ge 64 ] || die "--size-mib must be at least 64"
 
@@ -56,12 +66,23 @@ need ldd libc-bin
 need dpkg-query dpkg
 need sha256sum coreutils
 BUSYBOX=/bin/busybox
-DROPBEAR=/usr/sbin/dropbear
 [ -x "$BUSYBOX" ] || die "$BUSYBOX not found; install the Debian package 'busybox-static'"
 if ldd "$BUSYBOX" >/dev/null 2>&1; then
     die "$BUSYBOX is dynamically linked; install the Debian package 'busybox-static' (not 'busybox')"
 fi
-[ -x "$DROPBEAR" ] || die "$DROPBEAR not found; install the Debian package 'dropbear-bin'"
+# Which dropbear, for the manifest: build-dropbear.sh's info file, checked
+# against the binary; or Debian's own, named explicitly.
+DROPBEAR_SHA=$(sha256sum "$DROPBEAR" | cut -d' ' -f1)
+info() { sed -n "s/^$1=//p" "$DROPBEAR.info"; }
+if [ -f "$DROPBEAR.info" ]; then
+    [ "$(info sha256)" = "$DROPBEAR_SHA" ] || die "$DROPBEAR.info does not describe $DROPBEAR (sha256 differs); rebuild it with images/build-dropbear.sh"
+    DROPBEAR_DESC="$(info debian_version) + fleet patches: $(info fleet_patches)"
+elif [ "$DROPBEAR_SHA" = "$(sha256sum /usr/sbin/dropbear 2>/dev/null | cut -d' ' -f1)" ]; then
+    DROPBEAR_DESC="$(dpkg-query -W -f '${Version}' dropbear-bin 2>/dev/null || echo unknown) (Debian's stock build, unpatched)"
+    echo "$PROG: warning: $DROPBEAR is Debian's stock dropbear, without fleet's fix (images/README.md)" >&2
+else
+    die "--dropbear $DROPBEAR: neither built by images/build-dropbear.sh (no $DROPBEAR.info) nor Debian's /usr/sbin/dropbear"
+fi
 
 # Kernel: the newest /boot/vmlinuz-* that has modules, unless --kernel says.
 if [ -z "$KVER" ]; then
@@ -189,7 +210,7 @@ chmod 0755 "$INITRD/init"
 (cd "$INITRD" && find . -print0 | sort -z | cpio --null -o -H newc --quiet -R 0:0) | gzip -9 > "$WORK/initramfs.img"
 
 # ---------------------------------------------------------------- root tree
-step 3 "root tree: busybox, dropbear, agentd, users, init"
+step 3 "root tree: busybox, dropbear ($DROPBEAR_DESC), agentd, users, init"
 ROOT=$WORK/root
 mkdir -p "$ROOT"/{bin,sbin,usr/bin,usr/sbin,etc/dropbear,etc/acpi/PWRF,dev,proc,sys,run,tmp,var/log,root/.ssh}
 mkdir -p "$ROOT/home/agent/.ssh" "$ROOT/home/agent/memory" "$ROOT/usr/share/udhcpc"
@@ -441,6 +462,8 @@ jstr() { printf '"%s"' "$(printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g')"; }
     echo "  \"kernel_package\": $(jstr "linux-image-$KVER $(pkgver "linux-image-$KVER")"),"
     echo "  \"busybox_static_version\": $(jstr "$(pkgver busybox-static)"),"
     echo "  \"dropbear_bin_version\": $(jstr "$(pkgver dropbear-bin)"),"
+    echo "  \"dropbear\": $(jstr "$DROPBEAR_DESC"),"
+    echo "  \"dropbear_sha256\": $(jstr "$DROPBEAR_SHA"),"
     echo "  \"agentd_sha256\": $(jstr "$(sha256sum "$AGENTD" | cut -d' ' -f1)"),"
     echo "  \"modules\": [$(printf '"%s",' "${ORDER[@]}" | sed 's/,$//')],"
     echo "  \"root_fs_mib\": $SIZE_MIB,"

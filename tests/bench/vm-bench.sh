@@ -81,7 +81,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 . "$FLEET_SRCDIR/tests/lib/image.sh"
-image_ensure >&2 || die "cannot build the guest image"
+image_ensure >&2 || die "cannot build the guest image${IMAGE_ERROR:+: $IMAGE_ERROR}"
 . "$FLEET_SRCDIR/tests/lib/vmns.sh"
 vmns_start || die "cannot start a private libvirtd"
 trap bench_cleanup EXIT		# vmns_start chained its own; ours calls vmns_stop in order

@@ -53,6 +53,13 @@ skip_all() {
 	exit 0
 }
 
+# Fail the whole file: a prerequisite that must never be skipped is missing.
+fail_all() {
+	echo "not ok 1 - $*"
+	echo "1..1"
+	exit 1
+}
+
 on_exit() { _cleanups+=("$*"); }
 
 _cleanup() {

@@ -1,6 +1,7 @@
 # vmfleet.sh: what every VM test needs first. Source after common.sh, then
 # call vmfleet_setup [--tcg] [EXTRA_TOOL...]: it skips (fails under CI=true)
-# without root or the tools, builds the guest image if needed, starts a
+# without root or the tools, fails without fleet's patched dropbear (run
+# scripts/deps.sh), builds the guest image if needed, starts a
 # private libvirtd in a namespace (tests/lib/vmns.sh), and lays out a state dir
 # with the image in it. Then fleetd_ns_start runs fleetd inside that namespace.
 # --tcg pre-seeds vms/virt-type: KVM answers its ioctls on the development host
@@ -17,7 +18,10 @@ vmfleet_setup() {
 		command -v "$c" >/dev/null || skip_all "$c not installed (scripts/deps.sh installs it)"
 	done
 	. "$FLEET_SRCDIR/tests/lib/image.sh"
-	image_ensure || skip_all "cannot build the guest image"
+	if ! image_ensure; then
+		[ -z "$IMAGE_ERROR" ] || fail_all "$IMAGE_ERROR"
+		skip_all "cannot build the guest image"
+	fi
 	. "$FLEET_SRCDIR/tests/lib/vmns.sh"
 	vmns_start || skip_all "cannot start a private libvirtd"
 	on_exit vmns_stop

@@ -7,8 +7,10 @@
 #   tests/vm/boot-image.sh [--network nat|none]
 #
 # Env: FLEET_IMAGE_DIR (image cache, default $PWD/images/out; built when
-# missing or made with another agentd), AGENTD (agentd binary for the image,
-# default agentd/agentd), FLEET_VIRT_TYPE (kvm|qemu, default: kvm if usable),
+# missing or made with another agentd or dropbear), AGENTD (agentd binary for
+# the image, default agentd/agentd), FLEET_DROPBEAR (fleet's patched dropbear,
+# default $PWD/images/dropbear/dropbear, built by images/build-dropbear.sh from
+# the source scripts/deps.sh fetches; without it the test fails), FLEET_VIRT_TYPE (kvm|qemu, default: kvm if usable),
 # CI=true (a missing prerequisite fails instead of skipping).
 set -u
 
@@ -61,6 +63,14 @@ fi
 AGENTD=${AGENTD:-$REPO/agentd/agentd}
 [ -x "$AGENTD" ] || missing_prereq "no agentd binary at $AGENTD (build it or set AGENTD)"
 IMG=${FLEET_IMAGE_DIR:-$PWD/images/out}
+DROPBEAR=${FLEET_DROPBEAR:-$PWD/images/dropbear/dropbear}
+# fleet's patched dropbear (a no-op when up to date); never the stock one.
+if ! out=$("$REPO/images/build-dropbear.sh" --out "${DROPBEAR%/*}" 2>&1); then
+    printf '%s\n' "$out" | sed 's/^/# /'
+    echo "1..1"
+    echo "not ok 1 - no patched dropbear: run scripts/deps.sh as root (it fetches its source)"
+    exit 1
+fi
 
 # shellcheck source=../lib/vmns.sh
 . "$REPO/tests/lib/vmns.sh"
@@ -88,6 +98,9 @@ image_fresh() {
     for f in vmlinuz initramfs.img base.qcow2 manifest.json; do [ -s "$IMG/$f" ] || return 1; done
     want=$(sha256sum "$AGENTD" | cut -d' ' -f1)
     have=$(sed -n 's/.*"agentd_sha256": "\([0-9a-f]*\)".*/\1/p' "$IMG/manifest.json")
+    [ "$want" = "$have" ] || return 1
+    want=$(sha256sum "$DROPBEAR" | cut -d' ' -f1)
+    have=$(sed -n 's/.*"dropbear_sha256": "\([0-9a-f]*\)".*/\1/p' "$IMG/manifest.json")
     [ "$want" = "$have" ]
 }
 build_image() {
@@ -95,7 +108,7 @@ build_image() {
     (
         flock 9
         image_fresh && exit 0
-        "$REPO/images/build-image.sh" --agentd "$AGENTD" --out "$IMG" 2>&1 | sed 's/^/# /'
+        "$REPO/images/build-image.sh" --agentd "$AGENTD" --dropbear "$DROPBEAR" --out "$IMG" 2>&1 | sed 's/^/# /'
         exit "${PIPESTATUS[0]}"
     ) 9>"$IMG/.lock"
 }

@@ -9,7 +9,12 @@
  * bind-mounted, so nothing outside the temp dir is touched. Commands run
  * as that user; cleanup kills, by pid, every dropbear this test started
  * and every process left with the test's uid, and removes the temp dir.
- * Needs root and dropbear; skips without them (fails under CI=true).
+ * Needs root; skips without it (fails under CI=true).
+ *
+ * The dropbear is fleet's patched build, the one in the guest image:
+ * $FLEET_DROPBEAR, which `make check` builds (images/build-dropbear.sh) and
+ * sets. Without it the test fails: it never falls back to Debian's stock
+ * /usr/sbin/dropbear, which has the bug test_stress() shows (run against both).
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -43,7 +48,7 @@
 #include "util.h"
 #include "../tap.h"
 
-#define DROPBEAR "/usr/sbin/dropbear"
+#define STOCK_DROPBEAR "/usr/sbin/dropbear"
 #define USER "fleet-ssh-test"
 
 static char tmpdir[] = "/tmp/fleet-ssh-test.XXXXXX";
@@ -57,6 +62,8 @@ static const char *const dev_nodes[] = { "null", "zero", "full", "random", "uran
 static int log_sock = -1;
 static char *log_buf;
 static size_t log_len;
+static const char *patched_dropbear;	/* $FLEET_DROPBEAR */
+static const char *dropbear_bin;	/* what start_guest() runs: patched_dropbear, but for a stock run */
 
 /* --- cleanup ------------------------------------------------------------------ */
 
@@ -130,6 +137,12 @@ static void on_signal(int sig)
 	_exit(1);
 }
 
+static _noreturn_ void fail_all(const char *why)
+{
+	printf("not ok 1 - %s\n1..1\n", why);
+	exit(1);
+}
+
 static _noreturn_ void skip_all(const char *why)
 {
 	const char *ci = getenv("CI");
@@ -199,8 +212,13 @@ static void setup(void)
 
 	if (geteuid() != 0)
 		skip_all("needs root (dropbear must switch to the test user)");
-	if (access(DROPBEAR, X_OK) != 0)
-		skip_all("dropbear not installed (apt-get install dropbear-bin)");
+	patched_dropbear = getenv("FLEET_DROPBEAR");
+	if (!patched_dropbear || !*patched_dropbear)
+		fail_all("FLEET_DROPBEAR is not set: run through make check, which builds fleet's patched dropbear");
+	if (access(patched_dropbear, X_OK) != 0)
+		fail_all("no patched dropbear at $FLEET_DROPBEAR: run scripts/deps.sh as root (it fetches the source), "
+			 "then make check (images/build-dropbear.sh builds it)");
+	dropbear_bin = patched_dropbear;
 	if (getpwnam(USER))
 		skip_all("a user named " USER " already exists");
 	if (!can_unshare_mount())
@@ -417,7 +435,7 @@ static int start_guest(pid_t *pid_ret)
 			dup2(ts, 1);
 			close(ts);
 			/* inetd mode logs only to syslog (-E is refused): /dev/log is ours */
-			execl(DROPBEAR, "dropbear", "-i", "-r", host_key, "-s", "-j", "-k", (char *)NULL);
+			execl(dropbear_bin, "dropbear", "-i", "-r", host_key, "-s", "-j", "-k", (char *)NULL);
 			_exit(127);
 		}
 		close(ts);
@@ -998,6 +1016,145 @@ static void test_early_exec(void)
 	close_sess(&x);
 }
 
+/*
+ * dropbear 2022.83's "sent_close" bug (images/patches/dropbear-close-before-exec.patch,
+ * upstream https://github.com/mkj/dropbear/issues/321): a child exiting while
+ * a session channel is open but has not had its exec request yet closes that
+ * channel early, and its command's first output then kills the connection
+ * ("Failed assertion ... !channel->sent_close"). fleet hits it by running
+ * health checks, runs and a person's execs at once. To provoke it: many
+ * short execs, STRESS_INFLIGHT at a time on one session, each replaced as
+ * soon as one ends, so children keep exiting while new channels open. A
+ * session that dies is counted and replaced. Measured here with the stock
+ * build: a session died about every 20 execs (mostly on the assertion, some
+ * when libssh2 saw the early close itself and failed the session), so 600
+ * execs on one session of the patched build is a real test of the fix; with
+ * FLEET_DROPBEAR=/usr/sbin/dropbear the assertions below fail.
+ */
+#define STRESS_INFLIGHT 8
+
+struct stress_stats {
+	int execs, ok, bad, sessions, died, asserts;
+	double secs;
+	char *first_bad, *first_death;
+};
+
+static void stress(const char *bin, int total, int budget_ms, struct stress_stats *st)
+{
+	struct sess x;
+	struct run r[STRESS_INFLIGHT];
+	char arg[STRESS_INFLIGHT][16];
+	int num[STRESS_INFLIGHT];
+	bool busy[STRESS_INFLIGHT];
+	int started = 0, asserts_before = log_count("Failed assertion");
+	long long t0 = now_usec(), deadline = t0 + budget_ms * 1000LL;
+
+	memset(st, 0, sizeof(*st));
+	dropbear_bin = bin;
+	while (started < total && now_usec() < deadline) {
+		int active = 0;
+
+		if (open_sess(&x, host_fp, client_key, 0) < 0) {
+			if (!st->bad)
+				st->first_bad = xstrdup("a new session failed");
+			st->bad++;
+			close_sess(&x);
+			break;
+		}
+		st->sessions++;
+		memset(busy, 0, sizeof(busy));
+		for (;;) {
+			for (int i = 0; i < STRESS_INFLIGHT && !x.failed && started < total && now_usec() < deadline; i++) {
+				const char *argv[] = { "echo", arg[i], NULL };
+
+				if (busy[i])
+					continue;
+				num[i] = started;
+				snprintf(arg[i], sizeof(arg[i]), "%d", num[i]);
+				if (start_run(&x, &r[i], argv, NULL, NULL, 0, 10) < 0)
+					break;
+				busy[i] = true;
+				active++;
+				started++;
+			}
+			if (active == 0)
+				break;
+			loop_once();
+			for (int i = 0; i < STRESS_INFLIGHT; i++) {
+				char want[24];
+
+				if (!busy[i] || !r[i].done)
+					continue;
+				snprintf(want, sizeof(want), "%d\n", num[i]);
+				st->execs++;
+				if (r[i].res.error == 0 && r[i].res.exit_code == 0 && strcmp(r[i].out, want) == 0 &&
+				    r[i].done_calls == 1) {
+					st->ok++;
+				} else {
+					if (!st->bad)
+						st->first_bad = xasprintf("exec %d: error %d, exit %d, out '%.20s' (%s)", num[i],
+									  r[i].res.error, r[i].res.exit_code, r[i].out,
+									  r[i].why ? r[i].why : "-");
+					st->bad++;
+				}
+				free_run(&r[i]);
+				busy[i] = false;
+				active--;
+			}
+		}
+		if (x.failed && st->died++ == 0)
+			st->first_death = xstrdup(x.why);
+		close_sess(&x);
+	}
+	loop_for(100);	/* the last session's log lines */
+	st->asserts = log_count("Failed assertion") - asserts_before;
+	st->secs = (now_usec() - t0) / 1e6;
+	dropbear_bin = patched_dropbear;
+	kill_test_uid(false, NULL);	/* a dead dropbear's orphans */
+}
+
+static void test_stress(void)
+{
+	struct stress_stats st;
+	_cleanup_free_ char *cmd = xasprintf("grep -E '^(debian_version|fleet_patches)=' '%s.info' 2>/dev/null",
+					     patched_dropbear);
+	_cleanup_free_ char *info = capture(cmd);
+
+	printf("# dropbear under test: %s\n", patched_dropbear);
+	for (char *line = info ? strtok(info, "\n") : NULL; line; line = strtok(NULL, "\n"))
+		printf("#   %s\n", line);
+
+	/* Debian's stock build: a race, so report, do not assert */
+	if (access(STOCK_DROPBEAR, X_OK) == 0) {
+		stress(STOCK_DROPBEAR, 800, 4000, &st);
+		printf("# stock %s: %d execs (%d ok) in %.1f s on %d sessions; %d sessions died, "
+		       "%d \"Failed assertion\" in its log\n", STOCK_DROPBEAR, st.execs, st.ok, st.secs, st.sessions,
+		       st.died, st.asserts);
+		if (st.died)
+			printf("#   first death: %s\n", st.first_death);
+		free(st.first_bad);
+		free(st.first_death);
+	} else {
+		printf("# no stock %s to compare with\n", STOCK_DROPBEAR);
+	}
+
+	stress(patched_dropbear, 600, 10000, &st);
+	printf("# FLEET_DROPBEAR %s: %d execs (%d ok) in %.1f s on %d sessions; %d sessions died, "
+	       "%d \"Failed assertion\" in its log\n", patched_dropbear, st.execs, st.ok, st.secs, st.sessions,
+	       st.died, st.asserts);
+	if (st.bad)
+		printf("#   first failure: %s\n", st.first_bad);
+	if (st.died)
+		printf("#   first death: %s\n", st.first_death);
+	free(st.first_bad);
+	free(st.first_death);
+	ok(st.execs >= 300, "stress: at least 300 short execs, %d at a time, ran on the patched dropbear (%d)",
+	   STRESS_INFLIGHT, st.execs);
+	ok(st.bad == 0 && st.ok == st.execs, "stress: every exec gave its own output and exit 0 (%d of %d)", st.ok, st.execs);
+	ok(st.died == 0 && st.sessions == 1, "stress: the session never died (%d died, %d sessions)", st.died, st.sessions);
+	is_int(st.asserts, 0, "stress: no failed assertion in dropbear's log");
+}
+
 static void test_connect_timeout(void)
 {
 	struct ssh_session_config cfg = {
@@ -1063,6 +1220,7 @@ int main(void)
 	close_sess(&x);
 	test_session_end();
 	test_early_exec();
+	test_stress();
 	test_connect_timeout();
 
 	if (tap_failed)

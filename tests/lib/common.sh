@@ -13,7 +13,7 @@ _tap_failed=0
 _pids=()
 _cleanups=()
 
-ok() {	# ok COND-EXIT-STATUS DESCRIPTION
+ok() {	# ok COND-EXIT-STATUS DESCRIPTION; returns COND-EXIT-STATUS
 	local status=$1; shift
 	_tap_n=$((_tap_n + 1))
 	if [ "$status" -eq 0 ]; then
@@ -23,6 +23,7 @@ ok() {	# ok COND-EXIT-STATUS DESCRIPTION
 		# "# TODO why" in DESCRIPTION: a known bug; TAP counts it as an expected failure
 		case "$*" in *"# TODO"*) ;; *) _tap_failed=$((_tap_failed + 1)) ;; esac
 	fi
+	return "$status"	# so a test can add: ok $? "..." || diag "what went wrong"
 }
 
 check() {	# check DESCRIPTION -- COMMAND...: passes when COMMAND exits 0

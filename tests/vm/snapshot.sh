@@ -55,7 +55,8 @@ is "$("$FLEETCTL" --json snapshots snap | jq -c '[.[] | .good]')" '[true,null]' 
 "$FLEETCTL" start snap >/dev/null
 ex -- sh -c 'echo later > ~/memory/later'
 "$FLEETCTL" stop snap >/dev/null
-"$FLEETCTL" restore snap offline >/dev/null; ok $? "restore the disk snapshot"
+out=$("$FLEETCTL" restore snap offline 2>&1); ok $? "restore the disk snapshot" || {
+	diag "$out"; grep -E "snap|restore" "$STATE/fleetd.log" | tail -15 | sed 's/^/#   /'; }
 "$FLEETCTL" start snap >/dev/null
 ex -- test -e /home/agent/memory/later; is "$?" 1 "the disk is as it was at the snapshot"
 is "$(ex -- cat /home/agent/memory/keep)" precious "with the files it had then"

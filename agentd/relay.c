@@ -8,20 +8,32 @@
  * Kernel behaviour this relies on (drivers/char/virtio_console.c):
  *  - the port can be opened only once (a second open is EBUSY), so it stays
  *    open across host connections;
- *  - while no host is connected, poll() reports POLLHUP at once and read()
- *    returns 0, so neither can be used to sleep until a host connects; the
- *    port does send SIGIO (with O_ASYNC) when the host connection state
- *    changes, so we block SIGIO and sleep in sigtimedwait() instead;
+ *  - while no host is connected, poll() reports POLLIN | POLLHUP at once
+ *    (the driver says a read would not block) and read() returns 0, so
+ *    neither can be used to sleep until a host connects, and POLLIN alone
+ *    does not mean the host sent anything: only a read that returns bytes
+ *    does. The port sends SIGIO (with O_ASYNC) when the host connection
+ *    state changes and when data arrives, so we block SIGIO and sleep in
+ *    sigtimedwait() after a read returned 0;
  *  - POLLOUT is set only while a host is connected;
  *  - a host's data and the notice that it connected travel on different
  *    virtqueues, so the first bytes of a connection can be readable while
  *    the port still says POLLHUP, and the notice that the previous host left
  *    can arrive after the next host's first bytes. Readable data therefore
- *    always wins over POLLHUP, and bytes are never thrown away: discarding
+ *    always wins over POLLHUP, "no host" before the connection was seen
+ *    connected is waited out (OPEN_GRACE_MS) rather than taken for a
+ *    hang-up, and bytes are never thrown away: discarding
  *    "stale" bytes threw away the next client's banner and hung its
  *    handshake (seen as reconnects that failed for 20-90 s).
  * sshd is connected only after the host's first bytes arrive: an SSH server
  * talks first, and a banner written before anyone listens would be lost.
+ * Those bytes are read before sshd is connected and kept until it is.
+ * Taking POLLIN for the host's bytes, as this file once did, made the relay
+ * connect to sshd, read 0, close and start over, dozens of times a second
+ * for as long as no host was connected: dropbear forked a child for each,
+ * the guest's one CPU went to that, and a host that connected again (after
+ * a snapshot, a restore, a fleetd restart) waited seconds for sshd's banner,
+ * or got none before its handshake timed out (docs/vm-backend.md).
  */
 #include "relay.h"
 
@@ -158,14 +170,16 @@ static void nap_for_sigio(const sigset_t *sigio, int ms)
     (void)sigtimedwait(sigio, NULL, &nap);
 }
 
-/* Sleep until a host connects and sends its first bytes. */
-static int wait_host_data(int fd, const sigset_t *sigio)
+/* Sleep until a host connects and sends its first bytes, and read them into b.
+ * Bytes already in b (kept from an attempt that found no sshd) count: they
+ * are the host's, so return at once. */
+static int wait_host_data(int fd, struct buf *b, const sigset_t *sigio)
 {
-    for (;;) {
+    while (b->len == 0) {
         struct pollfd p = { .fd = fd, .events = POLLIN };
-        int n = poll(&p, 1, -1);
+        ssize_t n;
 
-        if (n < 0) {
+        if (poll(&p, 1, -1) < 0) {
             if (errno == EINTR)
                 continue;
             return -errno;
@@ -174,14 +188,22 @@ static int wait_host_data(int fd, const sigset_t *sigio)
             return -EBADF;
         if (p.revents & POLLERR)
             return -EIO; /* the port was unplugged */
-        if (p.revents & POLLIN)
-            return 0;    /* a host's bytes, even if its "connected" notice lags */
-        if (p.revents & POLLHUP) {
-            /* No host: poll cannot sleep here, SIGIO tells us of a connect. */
-            nap_for_sigio(sigio, SIGIO_NAP_MS);
+        if (!(p.revents & (POLLIN | POLLHUP)))
             continue;
+        /* POLLIN is also "no host" (see the top): only bytes tell. They may
+         * come while the port still says POLLHUP (the "connected" notice lags). */
+        n = read(fd, b->data, sizeof(b->data));
+        if (n > 0) {
+            b->off = 0;
+            b->len = (size_t)n;
+        } else if (n == 0) {
+            /* No host: poll cannot sleep here, SIGIO tells us of a connect or of data. */
+            nap_for_sigio(sigio, SIGIO_NAP_MS);
+        } else if (errno != EAGAIN && errno != EINTR) {
+            return -errno;
         }
     }
+    return 0;
 }
 
 /* After sshd closed: wait (bounded) for the host to go away too, keeping any
@@ -263,29 +285,31 @@ static int flush_some(int fd, struct buf *b)
     return 0;
 }
 
-/* Copy bytes both ways until one side closes. Buffered, so a slow reader on
- * one side never blocks the other direction. */
-static enum session_end relay_session(int port_fd, int tcp, const sigset_t *sigio)
+/* Copy bytes both ways until one side closes, starting with the host's bytes
+ * already in to_tcp. Buffered, so a slow reader on one side never blocks the
+ * other direction. */
+static enum session_end relay_session(int port_fd, int tcp, struct buf *to_tcp, const sigset_t *sigio)
 {
-    static struct buf to_tcp, to_port;
+    static struct buf to_port;
     int tcp_eof = 0, tcp_dead = 0, seen_connected = 0;
     int64_t hup_since = 0;
 
-    to_tcp.off = to_tcp.len = to_port.off = to_port.len = 0;
+    to_port.off = to_port.len = 0;
     for (;;) {
         struct pollfd p[2];
         int want_tcp_read = !tcp_eof && to_port.len == 0;
+        int no_host = 0;
 
         if (tcp_eof && to_port.len == 0)
             return TCP_CLOSED;
         if (tcp_dead)
-            to_tcp.off = to_tcp.len = 0; /* nobody left to read it */
+            to_tcp->off = to_tcp->len = 0; /* nobody left to read it */
 
         p[0].fd = port_fd;
-        p[0].events = (to_tcp.len == 0 ? POLLIN : 0) | (to_port.len ? POLLOUT : 0);
+        p[0].events = (to_tcp->len == 0 ? POLLIN : 0) | (to_port.len ? POLLOUT : 0);
         /* A dead socket reports POLLHUP forever: poll it only to read its tail. */
         p[1].fd = (tcp_dead && !want_tcp_read) ? -1 : tcp;
-        p[1].events = (want_tcp_read ? POLLIN : 0) | (to_tcp.len ? POLLOUT : 0);
+        p[1].events = (want_tcp_read ? POLLIN : 0) | (to_tcp->len ? POLLOUT : 0);
         if (poll(p, 2, -1) < 0) {
             if (errno == EINTR)
                 continue;
@@ -297,21 +321,29 @@ static enum session_end relay_session(int port_fd, int tcp, const sigset_t *sigi
             seen_connected = 1;
             hup_since = 0;
         }
-        if ((p[1].revents & POLLOUT) && flush_some(tcp, &to_tcp) < 0)
+        if ((p[1].revents & POLLOUT) && flush_some(tcp, to_tcp) < 0)
             tcp_dead = 1;
         if ((p[0].revents & POLLOUT) && flush_some(port_fd, &to_port) < 0)
             return HOST_CLOSED;
 
         if (p[0].revents & POLLIN) {
-            ssize_t n = read(port_fd, to_tcp.data, sizeof(to_tcp.data));
-            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            /* Data wins over POLLHUP; a read of 0 is the driver's "no host". */
+            ssize_t n = read(port_fd, to_tcp->data, sizeof(to_tcp->data));
+            if (n > 0) {
+                to_tcp->off = 0;
+                to_tcp->len = (size_t)n;
+            } else if (n == 0) {
+                no_host = 1;
+            } else if (errno != EAGAIN && errno != EINTR) {
                 return HOST_CLOSED;
-            if (n > 0)
-                to_tcp.len = (size_t)n;
+            }
         } else if (p[0].revents & POLLERR) {
             return HOST_CLOSED;
         } else if (p[0].revents & POLLHUP) {
-            /* Before the host's "connected" notice, POLLHUP is the lag, not a hang-up. */
+            no_host = 1;
+        }
+        if (no_host) {
+            /* Before the host's "connected" notice, "no host" is the lag, not a hang-up. */
             int64_t now = now_ms();
             if (seen_connected)
                 return HOST_CLOSED;
@@ -320,7 +352,7 @@ static enum session_end relay_session(int port_fd, int tcp, const sigset_t *sigi
             if (now - hup_since > OPEN_GRACE_MS)
                 return HOST_CLOSED;
             if (!(p[1].revents & (POLLIN | POLLOUT)))
-                nap_for_sigio(sigio, 20); /* POLLHUP makes poll return at once */
+                nap_for_sigio(sigio, 20); /* without a host, poll returns at once */
         }
 
         if (p[1].revents & POLLIN) {
@@ -359,22 +391,27 @@ int relay_run(const char *port_name, const char *host, int port)
     }
 
     for (;;) {
+        /* The host's bytes not yet given to sshd. */
+        static struct buf from_host;
         int tcp;
 
-        r = wait_host_data(fd, &sigio);
+        r = wait_host_data(fd, &from_host, &sigio);
         if (r < 0) {
             relay_log("waiting for the host: %s", strerror(-r));
             break;
         }
         tcp = connect_tcp(host, port);
         if (tcp < 0) {
-            /* Nothing to relay to; let the host see silence, then hang up. */
+            /* Nothing to relay to; let the host see silence, then hang up.
+             * Its bytes are kept for the next try. */
             wait_host_hangup(fd);
             continue;
         }
-        if (relay_session(fd, tcp, &sigio) == TCP_CLOSED)
+        if (relay_session(fd, tcp, &from_host, &sigio) == TCP_CLOSED)
             wait_host_hangup(fd);
         close(tcp);
+        /* What is left belonged to the sshd connection that just ended. */
+        from_host.off = from_host.len = 0;
     }
 
 out:

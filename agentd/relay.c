@@ -62,7 +62,12 @@
 #define OPEN_GRACE_MS 5000    /* data came, but the host's "connected" notice lags */
 #define BUF_SIZE 65536
 
-enum session_end { HOST_CLOSED, TCP_CLOSED };
+/* NEW_HOST: the host's bytes in the buffer begin another SSH connection. */
+enum session_end { HOST_CLOSED, TCP_CLOSED, NEW_HOST };
+
+/* An SSH client's first bytes ("SSH-2.0-..."), which nothing later in a
+ * connection starts with: past the banners, everything is binary packets. */
+#define SSH_BANNER_PREFIX "SSH-2.0-"
 
 struct buf {
     char data[BUF_SIZE];
@@ -287,12 +292,21 @@ static int flush_some(int fd, struct buf *b)
 
 /* Copy bytes both ways until one side closes, starting with the host's bytes
  * already in to_tcp. Buffered, so a slow reader on one side never blocks the
- * other direction. */
+ * other direction.
+ * A read that begins with an SSH banner after the session's first bytes is
+ * a new host connection whose bytes overtook the notices that the last host
+ * left and this one came (a checkpoint restored with a session open, a
+ * quick reconnect): it ends the session with NEW_HOST, its bytes kept in
+ * to_tcp for a new sshd connection, instead of going to the old one. A read
+ * never returns bytes of two host connections (the driver hands out one of
+ * its buffers per read, and QEMU fills a buffer from one read of its
+ * socket), so a banner starts a read. */
 static enum session_end relay_session(int port_fd, int tcp, struct buf *to_tcp, const sigset_t *sigio)
 {
     static struct buf to_port;
     int tcp_eof = 0, tcp_dead = 0, seen_connected = 0;
     int64_t hup_since = 0;
+    size_t host_bytes = to_tcp->len;
 
     to_port.off = to_port.len = 0;
     for (;;) {
@@ -332,6 +346,10 @@ static enum session_end relay_session(int port_fd, int tcp, struct buf *to_tcp, 
             if (n > 0) {
                 to_tcp->off = 0;
                 to_tcp->len = (size_t)n;
+                if (host_bytes > 0 && (size_t)n >= strlen(SSH_BANNER_PREFIX) &&
+                    memcmp(to_tcp->data, SSH_BANNER_PREFIX, strlen(SSH_BANNER_PREFIX)) == 0)
+                    return NEW_HOST;
+                host_bytes += (size_t)n;
             } else if (n == 0) {
                 no_host = 1;
             } else if (errno != EAGAIN && errno != EINTR) {
@@ -393,6 +411,7 @@ int relay_run(const char *port_name, const char *host, int port)
     for (;;) {
         /* The host's bytes not yet given to sshd. */
         static struct buf from_host;
+        enum session_end end;
         int tcp;
 
         r = wait_host_data(fd, &from_host, &sigio);
@@ -407,9 +426,14 @@ int relay_run(const char *port_name, const char *host, int port)
             wait_host_hangup(fd);
             continue;
         }
-        if (relay_session(fd, tcp, &from_host, &sigio) == TCP_CLOSED)
+        end = relay_session(fd, tcp, &from_host, &sigio);
+        if (end == TCP_CLOSED)
             wait_host_hangup(fd);
         close(tcp);
+        if (end == NEW_HOST) {
+            relay_log("a new host connection began inside the last one; starting over with sshd");
+            continue; /* from_host holds its first bytes */
+        }
         /* What is left belonged to the sshd connection that just ended. */
         from_host.off = from_host.len = 0;
     }

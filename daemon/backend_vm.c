@@ -295,13 +295,19 @@ static void on_connect_timer(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-static void schedule_connect(struct vm *v)
+/* Run on_connect_timer() after ms milliseconds (0: on the next loop turn). */
+static void connect_after(struct vm *v, int ms)
 {
-	struct timeval tv = { 0, CONNECT_RETRY_MS * 1000 };
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
 	if (!v->connect_timer)
 		v->connect_timer = evtimer_new(v->b->f->base, on_connect_timer, v);
 	evtimer_add(v->connect_timer, &tv);
+}
+
+static void schedule_connect(struct vm *v)
+{
+	connect_after(v, CONNECT_RETRY_MS);
 }
 
 /* Call done once the guest's control channel is up (now, if it is). */
@@ -309,18 +315,16 @@ static void wait_ready(struct vm *v, backend_done_fn done, void *userdata)
 {
 	v->waiters = xrealloc(v->waiters, (v->nwaiters + 1) * sizeof(*v->waiters));
 	v->waiters[v->nwaiters++] = (struct waiter){ done, userdata };
-	if (v->ready) {
-		/* Defer: done() must not run inside the caller. */
-		struct timeval zero = { 0, 0 };
-		if (!v->connect_timer)
-			v->connect_timer = evtimer_new(v->b->f->base, on_connect_timer, v);
+	if (v->ready || !v->ssh) {
+		/*
+		 * Deferred (done() must not run inside the caller), but not
+		 * delayed: without a session the first try goes out at once, as
+		 * the guest is often up already (an exec after a snapshot or a
+		 * fleetd restart, a restore); retries follow every
+		 * CONNECT_RETRY_MS.
+		 */
 		v->boot_deadline = now_usec() + boot_timeout_s(v) * 1000000LL;
-		evtimer_add(v->connect_timer, &zero);
-		return;
-	}
-	if (!v->ssh) {
-		v->boot_deadline = now_usec() + boot_timeout_s(v) * 1000000LL;
-		schedule_connect(v);
+		connect_after(v, 0);
 	}
 }
 

@@ -1,0 +1,74 @@
+#!/bin/bash
+# Reconnecting to a guest that is already up: fleetd opens a new SSH session
+# after a fleetd restart, after a snapshot (it drops its session first) and
+# after a restore. The guest's relay (agentd/relay.c) must open exactly one
+# sshd connection per host connection, and none while no host is connected.
+# It once took the virtio port's POLLIN, which the driver also reports when
+# no host is connected, for the host's first bytes: it then connected to
+# sshd, read 0 and started over, dozens of times a second, and every
+# reconnect waited seconds for the guest's banner (docs/vm-backend.md,
+# "Reconnecting to a running guest"). This test counts sshd's connections
+# (dropbear logs each one on the console); how long a reconnect takes is
+# only reported here: the figures belong to tests/bench/snapshot-bench.sh.
+. "$FLEET_SRCDIR/tests/lib/common.sh"
+
+. "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
+vmfleet_setup --tcg
+
+# sshd_conns: connections dropbear accepted so far ("Child connection from ...").
+sshd_conns() { grep -ac "Child connection from" "$STATE/vms/re/console.log"; }
+# new_conns SINCE: how many since that count
+new_conns() { echo $(($(sshd_conns) - $1)); }
+secs_since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }'; }
+# at_most_a_retry N DESCRIPTION: one connection per session; a second one only
+# if fleetd's handshake timed out and it tried again (a very busy host).
+at_most_a_retry() {
+	if [ "$1" -ge 1 ] && [ "$1" -le 2 ]; then ok 0 "$2"; else ok 1 "$2"; diag "sshd connections: $1"; fi
+}
+
+fleetd_ns_start; ok $? "fleetd starts inside the namespace"
+"$FLEETCTL" create re --backend vm --network none --health-interval 0 --restart never >/dev/null &&
+	"$FLEETCTL" start re >/dev/null
+ok $? "a VM agent runs"
+"$FLEETCTL" exec re -- true; ok $? "exec works"
+
+# --- no host connected: the relay sleeps ----------------------------------------------------------
+stop_fleetd; ok $? "fleetd stops (the guest keeps running)"
+is "$(virsh_ns domstate fleet-re | tr -d ' ')" running "the domain still runs"
+c=$(sshd_conns)
+sleep 3
+is "$(new_conns "$c")" 0 "while no host is connected, the relay opens no sshd connection"
+
+# --- a fleetd restart ---------------------------------------------------------------------------
+fleetd_ns_start; ok $? "fleetd starts again"
+c=$(sshd_conns); t0=$EPOCHREALTIME
+"$FLEETCTL" exec re -- true; ok $? "the first exec after the restart works"
+diag "first exec after a fleetd restart: $(secs_since "$t0") s"
+at_most_a_retry "$(new_conns "$c")" "its new session made one sshd connection"
+
+# --- a snapshot: fleetd drops its session and reconnects --------------------------------------------
+"$FLEETCTL" exec re -- sh -c 'echo kept > ~/mark'
+c=$(sshd_conns)
+"$FLEETCTL" snapshot re one >/dev/null; ok $? "snapshot the running guest"
+t0=$EPOCHREALTIME
+is "$("$FLEETCTL" exec re -- cat /home/agent/mark)" kept "the first exec after the snapshot works"
+diag "first exec after the snapshot: $(secs_since "$t0") s"
+at_most_a_retry "$(new_conns "$c")" "the reconnect after the snapshot made one sshd connection"
+c=$(sshd_conns); fails=0
+for i in 1 2 3; do
+	"$FLEETCTL" snapshot re "again$i" >/dev/null && "$FLEETCTL" exec re -- true || fails=$((fails + 1))
+done
+is "$fails" 0 "three more snapshots, each followed by an exec"
+n=$(new_conns "$c")
+ok $([ "$n" -ge 3 ] && [ "$n" -le 6 ] && echo 0 || echo 1) "one sshd connection per reconnect, or a retry ($n for 3)"
+
+# --- a restore: a new QEMU, the checkpoint's relay with no host connected ----------------------------
+"$FLEETCTL" exec re -- sh -c 'rm ~/mark'
+"$FLEETCTL" exec re -- test -e /home/agent/mark; is $? 1 "a file is removed after the snapshot"
+c=$(sshd_conns)
+"$FLEETCTL" restore re one >/dev/null; ok $? "restore the checkpoint"
+is "$("$FLEETCTL" exec re -- cat /home/agent/mark)" kept "exec works, on the checkpoint's files"
+at_most_a_retry "$(new_conns "$c")" "the reconnect after the restore made one sshd connection"
+
+"$FLEETCTL" rm --force re >/dev/null; ok $? "rm --force removes the agent"
+done_testing

@@ -1,8 +1,9 @@
 #!/bin/bash
 # Reconnecting to a guest that is already up: fleetd opens a new SSH session
 # after a fleetd restart, after a snapshot (it drops its session first) and
-# after a restore. The guest's relay (agentd/relay.c) must open exactly one
-# sshd connection per host connection, and none while no host is connected.
+# after a restore, and after virsh reverts to a checkpoint that holds its old
+# session. The guest's relay (agentd/relay.c) must open exactly one sshd
+# connection per host connection, and none while no host is connected.
 # It once took the virtio port's POLLIN, which the driver also reports when
 # no host is connected, for the host's first bytes: it then connected to
 # sshd, read 0 and started over, dozens of times a second, and every
@@ -69,6 +70,21 @@ c=$(sshd_conns)
 "$FLEETCTL" restore re one >/dev/null; ok $? "restore the checkpoint"
 is "$("$FLEETCTL" exec re -- cat /home/agent/mark)" kept "exec works, on the checkpoint's files"
 at_most_a_retry "$(new_conns "$c")" "the reconnect after the restore made one sshd connection"
+
+# --- a checkpoint that holds fleetd's open session (virsh's, not fleet's) -------------------------------
+# After the revert, the guest's relay is back inside that session, and fleetd's
+# new connection can reach it before the notice that the old one is gone: the
+# relay must give it a new sshd connection, not feed it to the old one.
+virsh_ns snapshot-create-as fleet-re held --atomic >/dev/null; ok $? "virsh takes a checkpoint with fleetd's session open"
+"$FLEETCTL" exec re -- true
+c=$(sshd_conns); n=$(grep -ac "a new host connection began" "$STATE/vms/re/console.log")
+virsh_ns snapshot-revert fleet-re held >/dev/null; ok $? "virsh reverts to it"
+t0=$EPOCHREALTIME
+# The first exec may still meet fleetd's dead session (fleetd notices when idle).
+wait_for 120 "$FLEETCTL" exec re -- true; ok $? "exec works again"
+diag "exec after virsh's revert: $(secs_since "$t0") s; the relay started over $(($(grep -ac "a new host connection began" \
+	"$STATE/vms/re/console.log") - n)) time(s)"
+at_most_a_retry "$(new_conns "$c")" "the reconnect after virsh's revert made one sshd connection"
 
 "$FLEETCTL" rm --force re >/dev/null; ok $? "rm --force removes the agent"
 done_testing

@@ -36,35 +36,27 @@ static json_t *snapshot_to_json(const struct snapshot *s)
 		"note", s->note);
 }
 
+/* An error from snapshots.c: its message as is, the status from its errno. */
+static void snapshots_error(struct api_call *c, int r, const char *why)
+{
+	switch (r) {
+	case -EAGAIN: api_error(c, 409, "not_provisioned", "%s", why); break;
+	case -ENODEV: api_error(c, 503, "unavailable", "%s", why); break;
+	default: api_error_errno(c, r, "%s", why); break;
+	}
+}
+
 /* Load the agent and its backend's snapshot support; replies and returns NULL on failure. */
 static struct agent *snapshot_agent(struct api_call *c, const struct backend_ops **ret_ops)
 {
+	_cleanup_free_ char *why = NULL;
 	struct agent *a = NULL;
-	const char *why;
 	int r;
 
 	if (!api_check_name_param(c))
 		return NULL;
-	if ((r = db_agent_get(c->fleetd->db, c->param, &a)) < 0) {
-		api_error_errno(c, r, "agent '%s': %s", c->param, r == -ENOENT ? "no such agent" : strerror(-r));
-		return NULL;
-	}
-	if (a->state == AGENT_DEFINED || a->state == AGENT_PROVISIONING) {
-		api_error(c, 409, "not_provisioned", "agent '%s': its environment is not provisioned", a->name);
-		agent_free(a);
-		return NULL;
-	}
-	*ret_ops = backend_get(c->fleetd, a->backend, &why);
-	if (!*ret_ops) {
-		api_error(c, 503, "unavailable", "agent '%s': the %s backend is unavailable: %s", a->name,
-			  backend_kind_to_string(a->backend), why);
-		agent_free(a);
-		return NULL;
-	}
-	if (!(*ret_ops)->snapshot_create) {
-		api_error(c, 501, "unsupported", "agent '%s': the %s backend has no snapshots yet", a->name,
-			  backend_kind_to_string(a->backend));
-		agent_free(a);
+	if ((r = snapshots_target(c->fleetd, c->param, &a, ret_ops, &why)) < 0) {
+		snapshots_error(c, r, why);
 		return NULL;
 	}
 	return a;
@@ -90,15 +82,6 @@ void api_snapshots_list(struct api_call *c)
 		json_array_append_new(arr, snapshot_to_json(list[i]));
 	snapshot_list_free(list);
 	api_reply(c, 200, json_pack("{s:s, s:o}", "agent", a->name, "snapshots", arr));
-}
-
-/* An error from snapshots.c: its message as is, the status from its errno. */
-static void snapshots_error(struct api_call *c, int r, const char *why)
-{
-	if (r == -EAGAIN)
-		api_error(c, 409, "unavailable", "%s", why);
-	else
-		api_error_errno(c, r, "%s", why);
 }
 
 static void snapshot_taken(void *userdata, int r, const char *why, const struct snapshot *s)
@@ -152,7 +135,6 @@ void api_snapshot_delete(struct api_call *c)
 	const struct backend_ops *ops;
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	_cleanup_free_ char *why = NULL;
-	struct snapshot *s = NULL;
 	const char *bad;
 	int r;
 
@@ -162,13 +144,7 @@ void api_snapshot_delete(struct api_call *c)
 		api_error(c, 400, "invalid_name", "invalid snapshot name: %s", bad);
 		return;
 	}
-	if ((r = db_snapshot_get(c->fleetd->db, a->name, c->param2, &s)) < 0 || strcmp(s->state, "ready") != 0) {
-		snapshot_free(s);
-		api_error(c, 404, "not_found", "agent '%s': no snapshot '%s'", a->name, c->param2);
-		return;
-	}
-	snapshot_free(s);
-	if ((r = snapshots_delete(c->fleetd, a->name, c->param2, &why)) < 0) {
+	if ((r = snapshots_delete(c->fleetd, a->name, c->param2, &why)) < 0) {	/* -ENOENT: no such snapshot */
 		snapshots_error(c, r, why);
 		return;
 	}
@@ -250,12 +226,10 @@ void api_snapshot_restore(struct api_call *c)
 	const struct backend_ops *ops;
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	_cleanup_free_ char *why = NULL, *snap = NULL;
-	struct snapshot *s = NULL, **list = NULL;
 	struct restore_call *rc;
 	char target[112];
 	json_t *body;
 	const char *bad;
-	size_t n = 0;
 	int r;
 
 	if (!(body = api_body_object(c, spec)))
@@ -271,26 +245,13 @@ void api_snapshot_restore(struct api_call *c)
 			api_error(c, 400, "invalid_name", "invalid snapshot name: %s", bad);
 			goto out;
 		}
-		snap = xstrdup(json_string_value(json_object_get(body, "snapshot")));
-		if (db_snapshot_get(c->fleetd->db, a->name, snap, &s) < 0 || strcmp(s->state, "ready") != 0) {
-			snapshot_free(s);
-			api_error(c, 404, "not_found", "agent '%s': no snapshot '%s'", a->name, snap);
-			goto out;
-		}
-		snapshot_free(s);
-	} else {
-		if ((r = db_snapshot_list(c->fleetd->db, a->name, "ready", &list, &n)) < 0) {
-			api_error_errno(c, r, "agent '%s': cannot list snapshots: %s", a->name, strerror(-r));
-			goto out;
-		}
-		for (size_t i = n; i > 0 && !snap; i--)
-			if (list[i - 1]->good == 1)
-				snap = xstrdup(list[i - 1]->name);
-		snapshot_list_free(list);
-		if (!snap) {
+		snap = xstrdup(json_string_value(json_object_get(body, "snapshot")));	/* snapshots_restore() checks it */
+	} else if ((r = snapshots_newest_good(c->fleetd, a->name, &snap)) < 0) {
+		if (r == -ENOENT)
 			api_error(c, 404, "not_found", "agent '%s': has no snapshot marked good", a->name);
-			goto out;
-		}
+		else
+			api_error_errno(c, r, "agent '%s': cannot list snapshots: %s", a->name, strerror(-r));
+		goto out;
 	}
 	snprintf(target, sizeof(target), "%s/%s", a->name, snap);
 	c->target = target;

@@ -319,11 +319,9 @@ static void rollback_start(struct rollback *rb)
 static void rollback(struct fleetd *f, struct tracked *t, const char *cause)
 {
 	struct rollback *rb = xcalloc(1, sizeof(*rb));
-	struct snapshot **list = NULL;
 	_cleanup_free_ char *why = NULL;
 	time_t now = time(NULL);
 	const char *reason;
-	size_t n = 0;
 	int recent = 0;
 
 	rb->f = f;
@@ -347,12 +345,7 @@ static void rollback(struct fleetd *f, struct tracked *t, const char *cause)
 		rollback_give_up(rb, "its backend has no snapshots");
 		return;
 	}
-	if (db_snapshot_list(f->db, t->name, "ready", &list, &n) == 0)
-		for (size_t i = n; i > 0 && !rb->snap; i--)
-			if (list[i - 1]->good == 1)
-				rb->snap = xstrdup(list[i - 1]->name);
-	snapshot_list_free(list);
-	if (!rb->snap) {
+	if (snapshots_newest_good(f, t->name, &rb->snap) < 0) {
 		rollback_give_up(rb, "no snapshot is marked good");
 		return;
 	}

@@ -19,9 +19,8 @@
 #define BUSY_WAIT_MS 2000	/* with SNAPSHOTS_WAIT_ANY, a person's command ... */
 #define BUSY_WAIT_TRIES 15	/* ... is waited for this long (30 s) */
 
-/* The agent, provisioned, and a backend that can snapshot it; -errno with *why. */
-static int snapshot_target(struct fleetd *f, const char *agent, struct agent **ret_a,
-			   const struct backend_ops **ret_ops, char **why)
+int snapshots_target(struct fleetd *f, const char *agent, struct agent **ret_a, const struct backend_ops **ret_ops,
+		     char **why)
 {
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	const char *reason;
@@ -38,7 +37,7 @@ static int snapshot_target(struct fleetd *f, const char *agent, struct agent **r
 	if (!(*ret_ops = backend_get(f, a->backend, &reason))) {
 		*why = xasprintf("agent '%s': the %s backend is unavailable: %s", agent,
 				 backend_kind_to_string(a->backend), reason);
-		return -EAGAIN;
+		return -ENODEV;
 	}
 	if (!(*ret_ops)->snapshot_create) {
 		*why = xasprintf("agent '%s': the %s backend has no snapshots", agent, backend_kind_to_string(a->backend));
@@ -212,7 +211,7 @@ int snapshots_take(struct fleetd *f, const char *agent, const char *name, const 
 	struct take *t;
 	int r;
 
-	if ((r = snapshot_target(f, agent, &a, &ops, why)) < 0)
+	if ((r = snapshots_target(f, agent, &a, &ops, why)) < 0)
 		return r;
 	if (name && snapshot_name_check(name, &bad) < 0) {
 		*why = xasprintf("invalid snapshot name: %s", bad);
@@ -252,6 +251,22 @@ int snapshots_take(struct fleetd *f, const char *agent, const char *name, const 
 	return 0;
 }
 
+int snapshots_newest_good(struct fleetd *f, const char *agent, char **ret)
+{
+	struct snapshot **list = NULL;
+	size_t n = 0;
+	int r;
+
+	if ((r = db_snapshot_list(f->db, agent, "ready", &list, &n)) < 0)
+		return r;
+	*ret = NULL;
+	for (size_t i = n; i > 0 && !*ret; i--)
+		if (list[i - 1]->good == 1)
+			*ret = xstrdup(list[i - 1]->name);
+	snapshot_list_free(list);
+	return *ret ? 0 : -ENOENT;
+}
+
 /* --- deleting and retention ----------------------------------------------------------- */
 
 int snapshots_delete(struct fleetd *f, const char *agent, const char *snap, char **why)
@@ -262,7 +277,7 @@ int snapshots_delete(struct fleetd *f, const char *agent, const char *snap, char
 	bool ready;
 	int r;
 
-	if ((r = snapshot_target(f, agent, &a, &ops, why)) < 0)
+	if ((r = snapshots_target(f, agent, &a, &ops, why)) < 0)
 		return r;
 	r = db_snapshot_get(f->db, agent, snap, &s);
 	ready = r == 0 && strcmp(s->state, "ready") == 0;
@@ -417,7 +432,7 @@ int snapshots_restore(struct fleetd *f, const char *agent, const char *snap, int
 	bool ready;
 	int r;
 
-	if ((r = snapshot_target(f, agent, &a, &ops, why)) < 0)
+	if ((r = snapshots_target(f, agent, &a, &ops, why)) < 0)
 		return r;
 	r = db_snapshot_get(f->db, agent, snap, &s);
 	ready = r == 0 && strcmp(s->state, "ready") == 0;

@@ -13,8 +13,22 @@
 
 #include <stdbool.h>
 
+struct agent;
+struct backend_ops;
 struct fleetd;
 struct snapshot;
+
+/*
+ * The agent (*ret_a, the caller frees it), provisioned, and a backend that can
+ * snapshot it. -errno with *why: -ENOENT no such agent, -EAGAIN not
+ * provisioned, -ENODEV the backend is unavailable, -EOPNOTSUPP it has no
+ * snapshots.
+ */
+int snapshots_target(struct fleetd *f, const char *agent, struct agent **ret_a, const struct backend_ops **ret_ops,
+		     char **why);
+
+/* The newest snapshot marked good (*ret, malloc'd); -ENOENT if none is. */
+int snapshots_newest_good(struct fleetd *f, const char *agent, char **ret);
 
 /* flags: retry on any busy answer (a person's command) for up to 30 s, not just on fleet's own check. */
 #define SNAPSHOTS_WAIT_ANY 1
@@ -35,9 +49,8 @@ typedef void (*snapshots_taken_fn)(void *userdata, int r, const char *why, const
  * fleet's own health check (at most 60 s), and with SNAPSHOTS_WAIT_ANY any
  * command (at most 30 s). Returns 0 and done() follows, or
  * a negative errno with *why (malloc'd) and done() is never called:
- * -ENOENT no such agent, -EINVAL bad name or note, -EEXIST name taken,
- * -EOPNOTSUPP backend without snapshots, -EAGAIN not provisioned or backend
- * unavailable, -EBUSY a command or another snapshot is running.
+ * those of snapshots_target(), -EINVAL bad name or note, -EEXIST name
+ * taken, -EBUSY a command or another snapshot is running.
  */
 int snapshots_take(struct fleetd *f, const char *agent, const char *name, const char *prefix, const char *note,
 		   bool pin, int flags, snapshots_taken_fn done, void *userdata, char **why);

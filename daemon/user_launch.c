@@ -10,12 +10,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <net/if.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -44,6 +47,8 @@ static const char *const stage_names[LAUNCH_STAGE__COUNT] = {
 	[LAUNCH_STAGE_NO_NEW_PRIVS] = "set no_new_privs",
 	[LAUNCH_STAGE_CHDIR] = "enter home",
 	[LAUNCH_STAGE_EXEC] = "execute",
+	[LAUNCH_STAGE_NET] = "bring up loopback",
+	[LAUNCH_STAGE_RUN] = "mount private /run",
 };
 
 const char *user_launch_stage_to_string(enum user_launch_stage s)
@@ -139,7 +144,8 @@ int user_launch_wait(int pidfd, bool nohang, int *status)
 struct launch_prep {
 	const struct user_launch_spec *spec;
 	int report_fd;
-	char tmp_opts[160];
+	char tmp_opts[160];	/* the agent's private tmpfs: /tmp, /var/tmp, /dev/shm */
+	char run_opts[160];	/* a root-owned 0755 tmpfs for /run */
 	char home_copy[4096];	/* writable copy of spec->home */
 };
 
@@ -271,15 +277,82 @@ static void set_limit(int fd, int resource, long value)
 		child_fail(fd, LAUNCH_STAGE_RLIMIT, errno);
 }
 
+/*
+ * Mount a fresh tmpfs with opts on dir. A home below dir (a test's state
+ * dir in /tmp) would vanish under it: it is bound back in at the same path.
+ */
+static void mount_private(const struct launch_prep *p, const char *dir, const char *opts, enum user_launch_stage stage)
+{
+	const struct user_launch_spec *s = p->spec;
+	size_t dl = strlen(dir);
+	bool home_below = strncmp(s->home, dir, dl) == 0 && s->home[dl] == '/';
+	int rep = p->report_fd, home_fd = -1;
+
+	if (home_below && (home_fd = open(s->home, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		child_fail(rep, stage, errno);
+	if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+		child_fail(rep, stage, errno);
+	if (home_fd >= 0) {
+		char path[sizeof(p->home_copy)], fdpath[64];
+
+		memcpy(path, p->home_copy, sizeof(path));
+		for (char *c = path + dl + 1; *c; c++)
+			if (*c == '/') {
+				*c = '\0';
+				(void)mkdir(path, 0711);
+				*c = '/';
+			}
+		(void)mkdir(path, 0700);
+		proc_fd_path(fdpath, home_fd);
+		if (mount(fdpath, path, NULL, MS_BIND | MS_REC, NULL) < 0)
+			child_fail(rep, stage, errno);
+		close(home_fd);
+	}
+}
+
+/* Make path (a directory or a link to one, e.g. /var/run) show target, unless it already resolves into it. */
+static void bind_alias(int rep, const char *target, const char *path)
+{
+	struct stat t, st;
+
+	if (stat(path, &st) < 0)
+		return;	/* not on this host */
+	if (stat(target, &t) < 0)
+		child_fail(rep, LAUNCH_STAGE_RUN, errno);
+	if (st.st_dev == t.st_dev && st.st_ino == t.st_ino)
+		return;
+	if (mount(target, path, NULL, MS_BIND, NULL) < 0)	/* mount(2) follows a link in path */
+		child_fail(rep, LAUNCH_STAGE_RUN, errno);
+}
+
+/* The new network namespace has only lo, down: bring it up, so an agent's own local services work. */
+static void loopback_up(int rep)
+{
+	struct ifreq ifr = { 0 };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		child_fail(rep, LAUNCH_STAGE_NET, errno);
+	memcpy(ifr.ifr_name, "lo", 3);
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+		child_fail(rep, LAUNCH_STAGE_NET, errno);
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+		child_fail(rep, LAUNCH_STAGE_NET, errno);
+	close(fd);
+}
+
 /* PID 1 of the sandbox. Runs as root in the new namespaces; never runs agent code. */
 _noreturn_ static void launch_init(const struct launch_prep *p)
 {
 	const struct user_launch_spec *s = p->spec;
+	/* Every world-writable directory of a usual host gets a fresh one here; /run/lock (and /var/lock) below. */
 	static const char *const private_dirs[] = { "/tmp", "/var/tmp", "/dev/shm" };
 	struct sigaction sa_term = { .sa_handler = on_term }, sa_chld = { .sa_handler = on_chld };
 	sigset_t block, none;
 	int rep = p->report_fd;
 	pid_t payload = 0;
+	struct stat st;
 
 	if (s->die_with_parent)
 		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -288,6 +361,7 @@ _noreturn_ static void launch_init(const struct launch_prep *p)
 	for (size_t i = 0; i < s->n_cgroup_fds; i++)
 		if (write(s->cgroup_fds[i], "0", 1) < 0)
 			child_fail(rep, LAUNCH_STAGE_CGROUP, errno);
+	loopback_up(rep);
 
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		child_fail(rep, LAUNCH_STAGE_MOUNT, errno);
@@ -296,35 +370,24 @@ _noreturn_ static void launch_init(const struct launch_prep *p)
 	    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") < 0)
 		child_fail(rep, LAUNCH_STAGE_PROC, errno);
 	for (size_t i = 0; i < ARRAY_SIZE(private_dirs); i++) {
-		size_t dl = strlen(private_dirs[i]);
-		bool home_below = strncmp(s->home, private_dirs[i], dl) == 0 && s->home[dl] == '/';
-		int home_fd = -1;
-		struct stat st;
-
 		if (i > 0 && stat(private_dirs[i], &st) < 0)
 			continue;	/* /var/tmp or /dev/shm may be missing on a small host */
-		/* A home below /tmp (a test's state dir) would vanish under the tmpfs: bind it back in. */
-		if (home_below && (home_fd = open(s->home, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-			child_fail(rep, LAUNCH_STAGE_TMP, errno);
-		if (mount("tmpfs", private_dirs[i], "tmpfs", MS_NOSUID | MS_NODEV, p->tmp_opts) < 0)
-			child_fail(rep, LAUNCH_STAGE_TMP, errno);
-		if (home_fd >= 0) {
-			char path[sizeof(p->home_copy)], fdpath[64];
-
-			memcpy(path, p->home_copy, sizeof(path));
-			for (char *c = path + dl + 1; *c; c++)
-				if (*c == '/') {
-					*c = '\0';
-					(void)mkdir(path, 0711);
-					*c = '/';
-				}
-			(void)mkdir(path, 0700);
-			proc_fd_path(fdpath, home_fd);
-			if (mount(fdpath, path, NULL, MS_BIND | MS_REC, NULL) < 0)
-				child_fail(rep, LAUNCH_STAGE_TMP, errno);
-			close(home_fd);
-		}
+		mount_private(p, private_dirs[i], p->tmp_opts, LAUNCH_STAGE_TMP);
 	}
+	/*
+	 * A fresh /run: no host daemon's socket (libvirt, D-Bus, fleetd) exists
+	 * in it, and its only content is an empty, world-writable /run/lock of
+	 * this sandbox. /var/run and /var/lock resolve into it.
+	 */
+	mount_private(p, "/run", p->run_opts, LAUNCH_STAGE_RUN);
+	if (mkdir("/run/lock", 01777) < 0 || chmod("/run/lock", 01777) < 0)	/* chmod: our umask is fleetd's */
+		child_fail(rep, LAUNCH_STAGE_RUN, errno);
+	bind_alias(rep, "/run", "/var/run");
+	bind_alias(rep, "/run/lock", "/var/lock");
+	/* POSIX message queues of the new IPC namespace, not the host's, where a host mounts them. */
+	if (stat("/dev/mqueue", &st) == 0 &&
+	    mount("mqueue", "/dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		child_fail(rep, LAUNCH_STAGE_TMP, errno);
 
 	set_limit(rep, RLIMIT_CORE, 0);
 	if (s->rlimit_nofile > 0)
@@ -395,11 +458,13 @@ int user_launch(const struct user_launch_spec *spec, struct user_launch_proc *re
 	memcpy(prep.home_copy, spec->home, strlen(spec->home) + 1);
 	snprintf(prep.tmp_opts, sizeof(prep.tmp_opts), "mode=0700,uid=%lu,gid=%lu,size=%ldm,nr_inodes=%ld",
 		 (unsigned long)spec->uid, (unsigned long)spec->gid, size, size * 256);
+	snprintf(prep.run_opts, sizeof(prep.run_opts), "mode=0755,uid=0,gid=0,size=%ldm,nr_inodes=%ld", size, size * 256);
 	if (pipe2(rep, O_CLOEXEC) < 0)
 		return -errno;
 	prep.report_fd = rep[1];
 
-	pid = clone3_pidfd(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC, &pidfd);
+	/* CLONE_NEWNET: no host network at all (loopback services, abstract sockets, metadata service). */
+	pid = clone3_pidfd(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET, &pidfd);
 	if (pid < 0) {
 		int r = -errno;
 		close(rep[0]);

@@ -1,9 +1,10 @@
 /*
  * user_launch: the one way a process of a user agent comes to life. Given a
- * launch spec it starts a sandbox: a new PID, mount and IPC namespace whose
- * init ("fleet-init", root, does nothing but reap) joins the agent's
- * cgroups, mounts a fresh /proc and private /tmp, /var/tmp and /dev/shm,
- * and starts the payload with no groups, the agent's uid/gid,
+ * launch spec it starts a sandbox: a new PID, mount, IPC and network
+ * namespace whose init ("fleet-init", root, does nothing but reap) joins the
+ * agent's cgroups, brings up lo (the only interface), mounts a fresh /proc,
+ * private /tmp, /var/tmp and /dev/shm, and a fresh root-owned /run holding
+ * only a 1777 /run/lock (so no host daemon's socket is reachable), and starts the payload with no groups, the agent's uid/gid,
  * PR_SET_NO_NEW_PRIVS, umask 077, rlimits, exactly the given environment
  * and no inherited fd but stdin/stdout/stderr. When the payload exits the
  * init exits, and the kernel kills whatever the payload left behind in the
@@ -53,7 +54,7 @@ enum user_launch_stage {
 	LAUNCH_STAGE_CGROUP, LAUNCH_STAGE_MOUNT, LAUNCH_STAGE_PROC, LAUNCH_STAGE_TMP,
 	LAUNCH_STAGE_RLIMIT, LAUNCH_STAGE_FORK, LAUNCH_STAGE_FDS, LAUNCH_STAGE_GROUPS,
 	LAUNCH_STAGE_GID, LAUNCH_STAGE_UID, LAUNCH_STAGE_NO_NEW_PRIVS, LAUNCH_STAGE_CHDIR,
-	LAUNCH_STAGE_EXEC, LAUNCH_STAGE__COUNT,
+	LAUNCH_STAGE_EXEC, LAUNCH_STAGE_NET, LAUNCH_STAGE_RUN, LAUNCH_STAGE__COUNT,
 };
 
 /* READY: the sandbox is set up (the payload, if any, is forked); FAILED: it could not be; EXITED: the payload ended. */

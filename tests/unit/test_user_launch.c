@@ -221,6 +221,18 @@ int main(void)
 	is_str(res.out, want, "private, empty /tmp, /var/tmp and /dev/shm owned by the agent");
 	free(want);
 	ok(access("/tmp/mark-2", F_OK) < 0, "a file in the private /tmp is not on the host's /tmp");
+	(void)unlink("/run/lock/mark-2");	/* a leftover of a run against a launcher without a private /run */
+	run(SH("stat -c '%n %u %a' /run /run/lock; stat -f -c %T /run; ls -A /run /var/run | tr '\\n' ' ';"
+	       "echo x > /run/lock/mark-$$ && echo wrote"), NULL, NULL, NULL, 0, &res);
+	is_str(res.out, "/run 0 755\n/run/lock 0 1777\ntmpfs\n/run: lock  /var/run: lock wrote\n",
+	       "a fresh /run: root's tmpfs holding only a 1777 lock/; /var/run is it");
+	ok(access("/run/lock/mark-2", F_OK) < 0, "a file in the private /run/lock is not on the host's");
+	/* /proc/net is the network namespace's: only lo, up (IFF_UP 0x1), no route */
+	run(SH("sed 1,2d /proc/net/dev | cut -d: -f1 | tr -d ' ';"
+	       "sed 1d /proc/net/route | wc -l; perl -MSocket -e 'socket(S, PF_INET, SOCK_STREAM, 0);"
+	       "bind(S, pack_sockaddr_in(0, inet_aton(\"127.0.0.1\"))) or die; listen(S, 1) or die; print \"lo-ok\\n\"'"),
+	    NULL, NULL, NULL, 0, &res);
+	is_str(res.out, "lo\n0\nlo-ok\n", "own network namespace: only lo, no route, a listener on 127.0.0.1 works");
 
 	/* stdin */
 	run((const char *const[]){ "cat", NULL }, NULL, "hello\nworld\n", NULL, 0, &res);

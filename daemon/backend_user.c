@@ -251,7 +251,7 @@ static void id_add(struct id_set *s, long id, long min, long max)
 	s->v[s->n++] = id;
 }
 
-/* The first id in [min, max] that is neither a uid nor a gid; -ENOSPC. */
+/* The first id in [min, max] that is neither a uid nor a gid; -ENOSPC. min may lie above max. */
 static int pick_id(long min, long max, long *ret)
 {
 	struct id_set used = { 0 };
@@ -277,6 +277,76 @@ static int pick_id(long min, long max, long *ret)
 		return -ENOSPC;
 	*ret = want;
 	return 0;
+}
+
+/*
+ * The uid high-water mark: <state_dir>/user-uid-next holds the lowest uid
+ * this fleetd may still hand out. Uids are never reused: a new agent must
+ * not inherit what a removed one left anywhere on the host under its uid
+ * (files in shared places, a stray process). It is raised, durably, before
+ * useradd runs. Missing: nothing handed out yet (or a state dir from before
+ * the mark existed).
+ */
+static char *uid_mark_path(struct fleetd *f)
+{
+	return xasprintf("%s/user-uid-next", config_get(&f->cfg, CFG_STATE_DIR));
+}
+
+/* The mark in *ret (0 if there is none yet); -errno with *why if it cannot be read or makes no sense. */
+static int uid_mark_read(struct fleetd *f, long *ret, char **why)
+{
+	_cleanup_free_ char *path = uid_mark_path(f);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	char buf[32], *end;
+	struct stat st;
+	ssize_t n;
+	long v;
+
+	*ret = 0;
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0 || fstat(fd, &st) < 0 || (n = read(fd, buf, sizeof(buf) - 1)) < 0) {
+		int r = -errno;
+		*why = xasprintf("cannot read %s: %s", path, strerror(-r));
+		return r;
+	}
+	buf[n] = '\0';
+	errno = 0;
+	v = strtol(buf, &end, 10);
+	if (!S_ISREG(st.st_mode) || st.st_uid != 0 || errno || end == buf || (*end && *end != '\n') || v < 0) {
+		*why = xasprintf("%s is not root's file holding a uid; fix or remove it", path);
+		return -EINVAL;
+	}
+	*ret = v;
+	return 0;
+}
+
+/* Set the mark to next: written aside, synced, renamed over, directory synced. */
+static int uid_mark_write(struct fleetd *f, long next, char **why)
+{
+	_cleanup_free_ char *path = uid_mark_path(f), *tmp = xasprintf("%s.tmp", path), *text = xasprintf("%ld\n", next);
+	_cleanup_free_ char *dir = xstrdup(config_get(&f->cfg, CFG_STATE_DIR));
+	_cleanup_close_ int dfd = -1;
+	int fd, r = 0;
+
+	(void)unlink(tmp);
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
+		r = -errno;
+	else {
+		if (write_all(fd, text, strlen(text)) < 0 || fsync(fd) < 0)
+			r = -errno;
+		if (close(fd) < 0 && r == 0)
+			r = -errno;
+	}
+	if (r == 0 && rename(tmp, path) < 0)
+		r = -errno;
+	if (r == 0 && ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || fsync(dfd) < 0))
+		r = -errno;
+	if (r < 0) {
+		(void)unlink(tmp);
+		*why = xasprintf("cannot record the next free uid in %s: %s", path, strerror(-r));
+	}
+	return r;
 }
 
 /* ---- keepers ---- */
@@ -574,7 +644,7 @@ static int user_provision(struct fleetd *f, const struct agent *a, char **why)
 		.pids_max = USER_AGENT_PIDS_MAX,
 		.cpus = a->vcpus,
 	};
-	long id = 0;
+	long id = 0, mark = 0, from = min;
 	int r;
 
 	if ((r = ensure_init(f, why)) < 0)
@@ -608,15 +678,23 @@ static int user_provision(struct fleetd *f, const struct agent *a, char **why)
 		}
 	}
 
+	if ((r = uid_mark_read(f, &mark, why)) < 0)
+		return r;
+	if (mark > from)
+		from = mark;
 	/* Another fleetd may take the same id between the scan and useradd: try the next one. */
-	for (int attempt = 0;; attempt++) {
+	for (int attempt = 0;; attempt++, from = id + 1) {
 		char ids[32];
 		_cleanup_free_ char *gecos = xasprintf("fleet agent %s", a->name);
 
-		if (pick_id(min, max, &id) < 0) {
-			*why = xasprintf("no free uid/gid left in user_uid_min..user_uid_max (%ld..%ld)", min, max);
+		if (pick_id(from, max, &id) < 0) {
+			*why = xasprintf("no free uid/gid left in user_uid_min..user_uid_max (%ld..%ld): the uids of removed "
+					 "agents are never handed out again; widen the range", min, max);
 			return -ENOSPC;
 		}
+		/* Burnt before use: a crash after useradd must not hand this uid out twice. */
+		if ((r = uid_mark_write(f, id + 1, why)) < 0)
+			return r;
 		snprintf(ids, sizeof(ids), "%ld", id);
 		const char *const groupadd[] = { "groupadd", "-g", ids, user, NULL };
 		const char *const useradd[] = {

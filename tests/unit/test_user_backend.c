@@ -470,8 +470,9 @@ int main(void)
 		is_int(ops->destroy(&F, longname, false, &why), 0, "and goes away");
 		ok(nothing_of(longname->name), "entirely");
 
-		/* a range of two uids: the third agent finds none */
-		_cleanup_free_ char *smax2 = xasprintf("%ld", min + 1);
+		/* a fresh range of two uids (uids handed out above are never reused): the third agent finds none */
+		_cleanup_free_ char *smin2 = xasprintf("%ld", min + 50), *smax2 = xasprintf("%ld", min + 51);
+		config_set(&F.cfg, CFG_USER_UID_MIN, smin2, CFG_FROM_CMDLINE, 0, &why_c);
 		config_set(&F.cfg, CFG_USER_UID_MAX, smax2, CFG_FROM_CMDLINE, 0, &why_c);
 		struct agent *r1 = mk_agent("ubt-r1"), *r2 = mk_agent("ubt-r2"), *r3 = mk_agent("ubt-x");
 		is_int(ops->provision(&F, r1, &why), 0, "range of 2: first agent");
@@ -481,7 +482,12 @@ int main(void)
 		free(why);
 		why = NULL;
 		ok(nothing_of("ubt-x"), "nothing of the third agent was made");
-		ops->destroy(&F, r1, false, &why);
+		is_int(ops->destroy(&F, r1, false, &why), 0, "destroy the first");
+		is_int(ops->provision(&F, r3, &why), -ENOSPC, "its uid is not handed out again: still exhausted");
+		ok(why && strstr(why, "never handed out again"), "the message says why (%s)", why ? why : "");
+		free(why);
+		why = NULL;
+		ok(nothing_of("ubt-x"), "nothing of the third agent was made");
 		ops->destroy(&F, r2, false, &why);
 		ok(nothing_of("ubt-r1") && nothing_of("ubt-r2"), "both removed");
 		agent_free(r1);

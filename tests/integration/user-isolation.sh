@@ -77,10 +77,23 @@ attempt() {	# attempt DESCRIPTION SCRIPT: run SCRIPT as A; it must print nothing
 	got=$("$FLEETCTL" exec $A -- sh -c "$script; echo attempt-ran" </dev/null 2>/dev/null)
 	is "$got" "attempt-ran" "A cannot $desc"
 }
+denied() {	# denied DESCRIPTION SCRIPT: as attempt, and the failure is a refusal, not a missing path
+	local desc=$1 script=$2 got
+	got=$("$FLEETCTL" exec $A -- sh -c "$script; echo attempt-ran" </dev/null 2>&1)
+	like "$got" "Permission denied" "A cannot $desc: permission denied"
+	is "$(printf '%s\n' "$got" | grep -v 'Permission denied')" "attempt-ran" "and it got nothing"
+}
+# Controls: what A attacks below exists and holds something (seen by B, or from the host).
+is "$("$FLEETCTL" exec $B -- cat memory/notes </dev/null)" "b-notes" "B wrote its memory file (control, as B)"
+BCG=$(find /sys/fs/cgroup -path "*/fleet/$B/cgroup.procs" 2>/dev/null)
+ok $((${#BCG} == 0)) "B's cgroup.procs exists ($(echo $BCG))"
+bcg_has=
+for f in $BCG; do grep -qx "$bpid" "$f" && { bcg_has=$f; break; }; done
+ok $((${#bcg_has} == 0)) "from the host, B's cgroup lists B's process (control)"
 BH=$STATE/users/$B
 out=$("$FLEETCTL" exec $A -- sh -c "ls -d $STATE $STATE/users \$HOME >/dev/null && echo can-reach-home" </dev/null 2>&1)
 is "$out" "can-reach-home" "A can reach its own home through the state dir (control for the attempts)"
-attempt "read B's memory"			"cat $BH/memory/notes"
+denied "read B's memory"			"cat $BH/memory/notes"
 attempt "read B's work files"			"cat $BH/work/file"
 attempt "list B's home"				"ls $BH"
 attempt "write into B's work"			"echo x > $BH/work/evil && echo wrote"
@@ -99,7 +112,7 @@ attempt "list the other homes"			"ls $STATE/users"
 attempt "read fleetd's lock file"		"cat $STATE/fleetd.lock"
 attempt "connect to fleetd's control socket"	"curl -s --unix-socket $SOCK http://fleet/v1/status"
 attempt "use fleetctl against fleetd"		"$FLEETCTL -s $SOCK list 2>/dev/null"
-attempt "read B's cgroup"			"cat /sys/fs/cgroup/*/fleet/$B/cgroup.procs /sys/fs/cgroup/*/*/*/fleet/$B/cgroup.procs"
+for f in $BCG; do denied "read B's cgroup ${f#/sys/fs/cgroup/}" "cat $f"; done
 attempt "become root"				"su -c id root 2>/dev/null; sudo -n id 2>/dev/null"
 kill -0 "$bpid" 2>/dev/null; ok $? "B's process survived all of it"
 grep -qz SECRET_B=b-secret-value /proc/$bpid/environ 2>/dev/null; ok $? "and still holds its secret"

@@ -26,6 +26,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <dirent.h>
+#include <ftw.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -96,6 +97,8 @@ static struct user_state {
 	struct snap_job *trash_job;	/* the worker emptying the trash, if one runs */
 	bool trash_again;		/* more was trashed while it ran */
 	bool stopping;
+	char **shared_dirs;		/* other world-writable host directories, private in each sandbox */
+	size_t n_shared_dirs;
 } *us;
 
 static bool job_busy(const char *agent, char **why);
@@ -475,6 +478,58 @@ static int probe_sandbox(char **why)
 	return 0;
 }
 
+/*
+ * World-writable directories beyond those the launcher always replaces
+ * (/tmp, /var/tmp, /dev/shm, /run): found once at init on the root file
+ * system, so each sandbox gets its own empty one and no agent can leave a
+ * file there for another. Only what an agent could reach is searched: a
+ * directory others cannot traverse is not entered, nor is a world-writable
+ * one (the whole of it is replaced), nor the state dir (homes are private).
+ */
+#define SHARED_DIRS_MAX 64
+#define SHARED_DIRS_DEPTH 5
+static const char *scan_state_dir;
+static char **scan_found;
+static size_t scan_n;
+
+static int scan_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	static const char *const skip[] = { "/proc", "/sys", "/tmp", "/var/tmp", "/dev", "/run" };
+
+	if (type != FTW_D)
+		return FTW_CONTINUE;
+	for (size_t i = 0; i < ARRAY_SIZE(skip); i++)
+		if (strcmp(path, skip[i]) == 0)
+			return FTW_SKIP_SUBTREE;
+	if (strcmp(path, scan_state_dir) == 0 || !(st->st_mode & S_IXOTH))
+		return FTW_SKIP_SUBTREE;
+	if (st->st_mode & S_IWOTH) {
+		if (scan_n == SHARED_DIRS_MAX) {
+			log_warning("user backend: more than %d world-writable directories; %s and later ones stay shared",
+				    SHARED_DIRS_MAX, path);
+			return FTW_STOP;
+		}
+		scan_found[scan_n++] = xstrdup(path);
+		return FTW_SKIP_SUBTREE;
+	}
+	return ftw->level >= SHARED_DIRS_DEPTH ? FTW_SKIP_SUBTREE : FTW_CONTINUE;
+}
+
+/* Fill us->shared_dirs; a failed walk only loses what it did not reach. fleetd's loop is not running yet. */
+static void scan_shared_dirs(struct fleetd *f)
+{
+	scan_state_dir = config_get(&f->cfg, CFG_STATE_DIR);
+	scan_found = xcalloc(SHARED_DIRS_MAX, sizeof(*scan_found));
+	scan_n = 0;
+	if (nftw("/", scan_one, 16, FTW_PHYS | FTW_MOUNT | FTW_ACTIONRETVAL) < 0)
+		log_warning("user backend: looking for world-writable directories: %s", strerror(errno));
+	us->shared_dirs = scan_found;
+	us->n_shared_dirs = scan_n;
+	scan_found = NULL;
+	for (size_t i = 0; i < us->n_shared_dirs; i++)
+		log_info("user backend: %s is world-writable: each sandbox gets its own", us->shared_dirs[i]);
+}
+
 static int ensure_init(struct fleetd *f, char **why)
 {
 	static const char *const tools[] = { "useradd", "userdel", "groupadd", "groupdel", "rm" };
@@ -504,6 +559,7 @@ static int ensure_init(struct fleetd *f, char **why)
 	us = xcalloc(1, sizeof(*us));
 	us->f = f;
 	cgroup_host_detect(&us->cg);
+	scan_shared_dirs(f);
 	return 0;
 }
 
@@ -559,6 +615,9 @@ static void user_shutdown(struct fleetd *f)
 		keeper_free(k);
 	}
 	cgroup_host_free(us->cg);
+	for (size_t i = 0; i < us->n_shared_dirs; i++)
+		free(us->shared_dirs[i]);
+	free(us->shared_dirs);
 	free(us);
 	us = NULL;
 }
@@ -807,6 +866,8 @@ static int launch(struct fleetd *f, const struct agent *a, uid_t uid, const stru
 	spec.rlimit_nproc = USER_AGENT_PIDS_MAX;
 	spec.rlimit_nofile = USER_AGENT_NOFILE_MAX;
 	spec.tmp_size_mib = a->memory_mib;
+	spec.shared_dirs = (const char *const *)us->shared_dirs;
+	spec.n_shared_dirs = us->n_shared_dirs;
 	r = user_launch(&spec, proc);
 	for (int i = 0; i < n_cg; i++)
 		close(cg_fds[i]);

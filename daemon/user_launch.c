@@ -146,6 +146,7 @@ struct launch_prep {
 	int report_fd;
 	char tmp_opts[160];	/* the agent's private tmpfs: /tmp, /var/tmp, /dev/shm */
 	char run_opts[160];	/* a root-owned 0755 tmpfs for /run */
+	char shared_opts[160];	/* a root-owned 1777 tmpfs for spec->shared_dirs */
 	char home_copy[4096];	/* writable copy of spec->home */
 };
 
@@ -384,6 +385,10 @@ _noreturn_ static void launch_init(const struct launch_prep *p)
 		child_fail(rep, LAUNCH_STAGE_RUN, errno);
 	bind_alias(rep, "/run", "/var/run");
 	bind_alias(rep, "/run/lock", "/var/lock");
+	/* Whatever else is world-writable on this host (found by the caller): empty, and this sandbox's own. */
+	for (size_t i = 0; i < s->n_shared_dirs; i++)
+		if (lstat(s->shared_dirs[i], &st) == 0 && S_ISDIR(st.st_mode))
+			mount_private(p, s->shared_dirs[i], p->shared_opts, LAUNCH_STAGE_TMP);
 	/* POSIX message queues of the new IPC namespace, not the host's, where a host mounts them. */
 	if (stat("/dev/mqueue", &st) == 0 &&
 	    mount("mqueue", "/dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
@@ -459,6 +464,7 @@ int user_launch(const struct user_launch_spec *spec, struct user_launch_proc *re
 	snprintf(prep.tmp_opts, sizeof(prep.tmp_opts), "mode=0700,uid=%lu,gid=%lu,size=%ldm,nr_inodes=%ld",
 		 (unsigned long)spec->uid, (unsigned long)spec->gid, size, size * 256);
 	snprintf(prep.run_opts, sizeof(prep.run_opts), "mode=0755,uid=0,gid=0,size=%ldm,nr_inodes=%ld", size, size * 256);
+	snprintf(prep.shared_opts, sizeof(prep.shared_opts), "mode=1777,uid=0,gid=0,size=%ldm,nr_inodes=%ld", size, size * 256);
 	if (pipe2(rep, O_CLOEXEC) < 0)
 		return -errno;
 	prep.report_fd = rep[1];

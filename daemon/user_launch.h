@@ -40,6 +40,8 @@ struct user_launch_spec {
 	long rlimit_nproc;		/* 0: leave as is */
 	long rlimit_nofile;		/* 0: leave as is */
 	long tmp_size_mib;		/* size of each private tmpfs; 0: 64 */
+	const char *const *shared_dirs;	/* more world-writable host directories: each gets a fresh 1777 tmpfs */
+	size_t n_shared_dirs;
 	bool die_with_parent;		/* SIGKILL the sandbox when the launching thread dies */
 };
 

@@ -12,6 +12,11 @@ for t in perl socat gcc setpriv ip; do command -v $t >/dev/null || skip_all "$t 
 A=usbx-a C=usbx-c
 on_exit 'for n in $A $C; do userdel fleet-$n; groupdel fleet-$n; done'
 user_fleetd_setup usbx
+# One more world-writable directory, as a host may have (/var/crash, a PHP session dir): fleetd finds it at start.
+WW=$(mktemp -d /var/lib/fleet-usbx-ww.XXXXXX); chmod 1777 "$WW"; on_exit "rm -rf '$WW'"
+# The host's world-writable directories, as fleetd starts (others' tests may add some later).
+ww=$( { find / /run /dev /dev/shm -xdev -type d -perm -0002 2>/dev/null; for d in /var/lock /var/run/lock /dev/mqueue; do
+	[ -d "$d" ] && echo "$d"; done; } | grep -vE '^(/tmp|/var/tmp|/dev/shm)/' | sort -u)
 user_fleetd_start || { ok 1 "fleetd starts"; done_testing; }
 status=$(api GET /v1/status)
 printf '%s' "${status% *}" | jq -e '.. | objects | select(has("user")) | .user | test("^available")' >/dev/null 2>&1 ||
@@ -72,14 +77,13 @@ out=$(in_a 'ls -A /run | tr "\n" " "; ls -A /var/run | tr "\n" " "; ls -A /var/l
 is "$out" "lock lock 0" "it holds only an empty lock/, and /var/run and /var/lock lead there"
 
 # ---- item 4: every world-writable directory is A's own ----
-ww=$( { find / /run /dev /dev/shm -xdev -type d -perm -0002 2>/dev/null; for d in /var/lock /var/run/lock /dev/mqueue; do
-	[ -d "$d" ] && echo "$d"; done; } | grep -vE '^(/tmp|/var/tmp|/dev/shm)/' | sort -u)
 diag "world-writable directories of this host: $(echo $ww)"
 MARK=usbx-mark-$$
 for d in $ww; do on_exit "rm -f '$d/$MARK'"; done
 out=$(in_a "for d in $(echo $ww); do touch \$d/$MARK 2>/dev/null && echo \$d: wrote; done")
 like "$out" "/run/lock: wrote" "A can write in its /run/lock (control: the writes below happened)"
 like "$out" "/tmp: wrote" "and in its /tmp"
+like "$out" "$WW: wrote" "and in its own $WW"
 for d in $ww; do
 	[ -e "$d/$MARK" ]; is "$?" 1 "what A writes in $d stays in A's sandbox (not on the host's $d)"
 done
@@ -158,7 +162,7 @@ out=$("$FLEETCTL" exec $A --env LD_PRELOAD="$HA/preload.so" -- id -u </dev/null 
 log=$(cat "$HA/preload.log" 2>/dev/null)
 diag "preload.log: $(echo $log)"
 ok $(($(printf '%s\n' "$log" | grep -c "^euid=$ua\$") >= 3 ? 0 : 1)) "the library loaded in A's commands, as A's uid (control: it loads)"
-is "$(printf '%s\n' "$log" | grep -v "^euid=$ua\$" | grep -c .)" 0 "it never ran with any other uid (root included, set-uid su included)"
+is "$(printf '%s\n' "$log" | grep -v "^euid=$ua\$" | grep -c .)" 0 "it never ran with any other uid (root included; a set-uid su run with it stays A's and ignores it)"
 grep -q preload.so /proc/"$FLEETD_PID"/maps; is "$?" 1 "fleetd itself never loaded it"
 
 # ---- uids are never reused ----

@@ -461,7 +461,7 @@ static int probe_sandbox(char **why)
 	ssize_t n;
 
 	if ((r = user_launch(&spec, &proc)) < 0) {
-		*why = xasprintf("cannot create a sandbox (PID and mount namespaces): %s", strerror(-r));
+		*why = xasprintf("cannot create a sandbox (PID, mount, IPC and network namespaces): %s", strerror(-r));
 		return r;
 	}
 	while ((n = read(proc.report_fd, &rep, sizeof(rep))) < 0 && errno == EINTR)

@@ -40,6 +40,15 @@ void api_stop(struct api *api);
 /* Apply reloadable settings (socket group, body cap). */
 void api_reload(struct api *api);
 
+/*
+ * Be told when the call's connection closes (the client went away). Use
+ * this, not evhttp_connection_set_closecb(): api.c needs the connection's
+ * close itself (to count connections) and passes it on. cb NULL: no more.
+ */
+struct evhttp_connection;
+void api_conn_set_closecb(struct evhttp_connection *evcon, void (*cb)(struct evhttp_connection *, void *),
+			  void *arg);
+
 /* Check the ":name" path segment is a valid agent name; replies 400 and returns false if not. */
 bool api_check_name_param(struct api_call *c);
 

@@ -750,6 +750,11 @@ void api_reload(struct api *api)
 		log_error("api: cannot set owner of %s: %s", api->socket_path, strerror(-r));
 }
 
+long api_connections(const struct api *api)
+{
+	return api ? api->n_conns : 0;
+}
+
 int api_start(struct fleetd *fleetd, struct api **ret)
 {
 	const char *path = config_get(&fleetd->cfg, CFG_SOCKET);

@@ -37,8 +37,10 @@ struct api_call {
 /* Create the socket and start serving on fleetd->base; -errno. */
 int api_start(struct fleetd *fleetd, struct api **ret);
 void api_stop(struct api *api);
-/* Apply reloadable settings (socket group, body cap). */
+/* Apply reloadable settings (socket group, body cap, connection cap, request timeout). */
 void api_reload(struct api *api);
+/* Connections open now, this one included (for GET /v1/status). */
+long api_connections(const struct api *api);
 
 /*
  * Be told when the call's connection closes (the client went away). Use

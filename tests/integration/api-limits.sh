@@ -131,9 +131,15 @@ if [ "$(id -u)" = 0 ]; then
 fi
 
 # --- the connection cap (max_connections = 4) ---
+# only_this_one: fleetd has seen every earlier connection close (the status call is the one open).
+only_this_one() { [ "$(curl -sS --unix-socket "$SOCK" http://fleet/v1/status | jq .api_connections)" = 1 ]; }
+settled() { for ((i = 0; i < 500; i++)); do only_this_one && return 0; sleep 0.02; done; return 1; }
+settled; ok $? "before: one connection open, the status call's own"
 is "$(raw hold 4)" "HTTP/1.1 503 Service Unavailable" "with 4 connections open, a fifth is answered 503"
-check "once they close, fleetd answers again" -- curl -sSf --unix-socket "$SOCK" http://fleet/v1/status
+settled; ok $? "once they close, fleetd counts them gone"
+check "and answers again" -- curl -sSf --unix-socket "$SOCK" http://fleet/v1/status
 is "$(raw hold 3)" "HTTP/1.1 200 OK" "with 3 open, a fourth is served"
+settled; ok $? "and every connection is counted gone once closed (no leak in the count)"
 stop_fleetd; ok $? "fleetd stops"
 
 # --- slowloris: the whole request within request_timeout ---

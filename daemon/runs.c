@@ -421,23 +421,30 @@ int runs_remove_logs(struct fleetd *f, const int64_t *ids, size_t n)
 /*
  * Logs whose run row is gone (fleetd was killed between removing an agent
  * and its logs) are removed at start: nothing can show them any more.
- * Names fleetd did not write are left alone.
+ * Names fleetd did not write are left alone. 0, or -errno if the directory
+ * could not be read, or the number of logs that could not be removed
+ * (each logged).
  */
-static void sweep_logs(struct fleetd *f)
+static int sweep_logs(struct fleetd *f)
 {
 	_cleanup_close_ int dfd = open_log_dir(f);
 	DIR *d;
 	struct dirent *de;
-	int removed = 0;
+	int removed = 0, failed = 0, fd2;
 
 	if (dfd < 0) {
-		if (dfd != -ENOENT)
-			log_error("cannot open the run log directory: %s", strerror(-dfd));
-		return;
+		if (dfd == -ENOENT)
+			return 0;	/* no run ever started */
+		log_error("cannot open the run log directory: %s", strerror(-dfd));
+		return dfd;
 	}
-	if (!(d = fdopendir(dup(dfd)))) {
-		log_error("cannot read the run log directory: %s", strerror(errno));
-		return;
+	if ((fd2 = dup(dfd)) < 0 || !(d = fdopendir(fd2))) {
+		int r = -errno;
+
+		if (fd2 >= 0)
+			close(fd2);
+		log_error("cannot read the run log directory: %s", strerror(-r));
+		return r;
 	}
 	while ((de = readdir(d))) {
 		_cleanup_(run_freep) struct run *run = NULL;
@@ -450,14 +457,17 @@ static void sweep_logs(struct fleetd *f)
 			continue;
 		if (db_run_get(f->db, (int64_t)id, &run) != -ENOENT)
 			continue;	/* its run exists, or the database could not say */
-		if (unlinkat(dfd, de->d_name, 0) < 0)
+		if (unlinkat(dfd, de->d_name, 0) < 0) {
 			log_error("cannot remove the orphaned run log %s: %s", de->d_name, strerror(errno));
-		else
+			failed++;
+		} else {
 			removed++;
+		}
 	}
 	closedir(d);
 	if (removed)
 		log_notice("removed %d run log(s) left behind by removed agents", removed);
+	return failed;
 }
 
 int runs_init(struct fleetd *f)
@@ -470,7 +480,7 @@ int runs_init(struct fleetd *f)
 		log_error("cannot mark interrupted runs: %s", strerror(-r));
 	else if (n > 0)
 		log_warning("%d run(s) were interrupted by fleetd stopping; marked interrupted", n);
-	sweep_logs(f);
+	(void)sweep_logs(f);	/* failures are logged; the logs stay unreachable, and ids are not reused */
 	q->f = f;
 	q->tick = event_new(f->base, -1, EV_PERSIST, on_event, q);
 	q->kick = event_new(f->base, -1, 0, on_event, q);

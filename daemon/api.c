@@ -20,53 +20,91 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 
 #include "db.h"
 #include "fleetd.h"
 #include "log.h"
 #include "names.h"
 
+struct conn;
+
 struct api {
 	struct fleetd *fleetd;
 	struct evhttp *http;
 	char *socket_path;
 	gid_t group;		/* (gid_t)-1: root only */
-	size_t max_body;
+	size_t max_body;	/* JSON bodies (max_body_bytes) */
+	long max_conns;		/* max_connections */
+	long request_timeout_s;	/* request_timeout */
+	struct conn *conns;	/* every open connection */
+	long n_conns;
+	time_t refused_at;	/* rate limit of the refusal log and audit */
+	long refused_quiet;	/* refusals not logged since */
+};
+
+/*
+ * One connection to the API, from accept to close. evhttp (libevent 2.1)
+ * accepts by itself and has no public way to take an accepted fd, but it
+ * asks us for each connection's bufferevent (evhttp_set_bevcb) right after
+ * accept(); the setup event, made active there, runs before the event loop
+ * polls again, so before a byte of the request is read: that is where the
+ * peer is checked and the connection counted. Each connection carries one
+ * request (the answer says Connection: close), so its request line tells
+ * the body limit before evhttp reads a header, and one deadline covers
+ * receiving the whole request.
+ */
+struct conn {
+	struct conn *next;
+	struct api *api;
+	struct bufferevent *bev;	/* evhttp's: never touched after setup */
+	struct evhttp_connection *evcon;	/* NULL until set up */
+	struct event *setup;
+	struct event *deadline;
+	bool limited;			/* the request line was seen, its route's limit set */
+	bool dispatched;		/* the whole request arrived */
+	bool refused;			/* answered at connect, never read; closes when deadline fires */
+	void (*closecb)(struct evhttp_connection *, void *);	/* a handler's (api_conn_set_closecb) */
+	void *closecb_arg;
 };
 
 /* exec carries the command's stdin in its body. */
 #define EXEC_MAX_BODY (16u << 20)
+/* GET, DELETE and unknown routes take no body; the HTTP layer refuses one larger than this. */
+#define NO_BODY_MAX 1024u
+/* Until the request line has been read: no body can come before it anyway. */
+#define FIRST_LINE_MAX 8192u
 
 struct route {
 	const char *method;
 	const char *pattern;	/* ":name" matches one path segment */
 	void (*handler)(struct api_call *c);
 	const char *action;	/* audit action for calls that change state */
-	size_t max_body;	/* 0: the configured max_body_bytes */
+	size_t max_body;	/* 0: the configured max_body_bytes; NO_BODY_MAX: none expected */
 };
 
 static const struct route routes[] = {
-	{ "GET", "/v1/status", api_status_get, NULL, 0 },
-	{ "GET", "/v1/audit", api_audit_get, NULL, 0 },
-	{ "GET", "/v1/agents", api_agents_list, NULL, 0 },
+	{ "GET", "/v1/status", api_status_get, NULL, NO_BODY_MAX },
+	{ "GET", "/v1/audit", api_audit_get, NULL, NO_BODY_MAX },
+	{ "GET", "/v1/agents", api_agents_list, NULL, NO_BODY_MAX },
 	{ "POST", "/v1/agents", api_agents_create, "agent.create", 0 },
-	{ "GET", "/v1/agents/:name", api_agent_get, NULL, 0 },
-	{ "DELETE", "/v1/agents/:name", api_agent_delete, "agent.remove", 0 },
+	{ "GET", "/v1/agents/:name", api_agent_get, NULL, NO_BODY_MAX },
+	{ "DELETE", "/v1/agents/:name", api_agent_delete, "agent.remove", NO_BODY_MAX },
 	{ "PATCH", "/v1/agents/:name", api_agent_update, "agent.update", 0 },
 	{ "POST", "/v1/agents/:name/health", api_agent_health, NULL, 0 },
 	{ "POST", "/v1/agents/:name/start", api_agent_start, "agent.start", 0 },
 	{ "POST", "/v1/agents/:name/stop", api_agent_stop, "agent.stop", 0 },
 	{ "POST", "/v1/agents/:name/restart", api_agent_restart, "agent.restart", 0 },
 	{ "POST", "/v1/agents/:name/exec", api_agent_exec, "agent.exec", EXEC_MAX_BODY },
-	{ "GET", "/v1/agents/:name/console", api_agent_console, NULL, 0 },
-	{ "GET", "/v1/agents/:name/snapshots", api_snapshots_list, NULL, 0 },
+	{ "GET", "/v1/agents/:name/console", api_agent_console, NULL, NO_BODY_MAX },
+	{ "GET", "/v1/agents/:name/snapshots", api_snapshots_list, NULL, NO_BODY_MAX },
 	{ "POST", "/v1/agents/:name/snapshots", api_snapshot_create, "snapshot.create", 0 },
-	{ "DELETE", "/v1/agents/:name/snapshots/:snap", api_snapshot_delete, "snapshot.remove", 0 },
+	{ "DELETE", "/v1/agents/:name/snapshots/:snap", api_snapshot_delete, "snapshot.remove", NO_BODY_MAX },
 	{ "PATCH", "/v1/agents/:name/snapshots/:snap", api_snapshot_update, "snapshot.update", 0 },
 	{ "POST", "/v1/agents/:name/restore", api_snapshot_restore, "snapshot.restore", 0 },
 	{ "POST", "/v1/agents/:name/runs", api_run_trigger, "run.trigger", 0 },
-	{ "GET", "/v1/agents/:name/runs", api_runs_list, NULL, 0 },
-	{ "GET", "/v1/agents/:name/runs/:id", api_run_get, NULL, 0 },
+	{ "GET", "/v1/agents/:name/runs", api_runs_list, NULL, NO_BODY_MAX },
+	{ "GET", "/v1/agents/:name/runs/:id", api_run_get, NULL, NO_BODY_MAX },
 };
 
 static const char *method_name(enum evhttp_cmd_type t)
@@ -346,6 +384,255 @@ static bool route_match(const char *pattern, const char *path, char bufs[2][256]
 	}
 }
 
+/* ---- connections: see struct conn ---- */
+
+/* The api being served: api_conn_set_closecb() gets only a connection (there is one api per fleetd). */
+static struct api *serving;
+
+/* The body limit the HTTP layer enforces for method and path: JSON routes 4x theirs, so api_body_object answers 413 in JSON up to that. */
+static size_t route_http_limit(struct api *api, const char *method, const char *path)
+{
+	char bufs[2][256];
+
+	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+		const char *p[2];
+
+		if (strcmp(routes[i].method, method) != 0 || !route_match(routes[i].pattern, path, bufs, p))
+			continue;
+		if (routes[i].max_body == 0)
+			return api->max_body * 4;
+		if (routes[i].max_body == NO_BODY_MAX)
+			return NO_BODY_MAX;
+		return routes[i].max_body + 4096;	/* the JSON around exec's stdin */
+	}
+	return NO_BODY_MAX;
+}
+
+static struct conn *conn_find(struct api *api, struct evhttp_connection *evcon)
+{
+	for (struct conn *cn = api->conns; cn; cn = cn->next)
+		if (cn->evcon == evcon)
+			return cn;
+	return NULL;
+}
+
+static void conn_free(struct conn *cn)
+{
+	struct conn **pp = &cn->api->conns;
+
+	while (*pp && *pp != cn)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = cn->next;
+	cn->api->n_conns--;
+	event_free(cn->setup);
+	event_free(cn->deadline);
+	free(cn);
+}
+
+/* evhttp frees the connection: forget it, then tell the handler that asked. */
+static void conn_closed(struct evhttp_connection *evcon, void *arg)
+{
+	struct conn *cn = arg;
+	void (*cb)(struct evhttp_connection *, void *) = cn->closecb;
+	void *cb_arg = cn->closecb_arg;
+
+	conn_free(cn);
+	if (cb)
+		cb(evcon, cb_arg);
+}
+
+void api_conn_set_closecb(struct evhttp_connection *evcon, void (*cb)(struct evhttp_connection *, void *),
+			  void *arg)
+{
+	struct conn *cn = serving ? conn_find(serving, evcon) : NULL;
+
+	if (!cn) {
+		evhttp_connection_set_closecb(evcon, cb, arg);
+		return;
+	}
+	cn->closecb = cb;
+	cn->closecb_arg = arg;
+}
+
+/* Refusals are logged and audited at most once per 10 s, so a flood cannot fill the log or the audit table. */
+static bool refusal_note(struct api *api, long *quiet)
+{
+	time_t now = time(NULL);
+
+	if (api->refused_at && now - api->refused_at < 10) {
+		api->refused_quiet++;
+		return false;
+	}
+	*quiet = api->refused_quiet;
+	api->refused_at = now;
+	api->refused_quiet = 0;
+	return true;
+}
+
+/*
+ * Answer status with the JSON error shape straight on the socket; nothing
+ * of the request is ever read. A client still writing its request would get
+ * EPIPE, not the answer, if the socket closed at once; so it stays open for
+ * REFUSED_LINGER_S (unread, counted as a connection) unless connections are
+ * at their cap, when it closes at once.
+ */
+#define REFUSED_LINGER_S 2
+static void conn_refuse(struct conn *cn, int status, const char *reason, const char *code, const char *msg)
+{
+	struct timeval linger = { REFUSED_LINGER_S, 0 };
+	json_t *body = json_pack("{s:s, s:s}", "error", msg, "code", code);
+	char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+	char *resp;
+	int fd = bufferevent_getfd(cn->bev);
+
+	if (!text)
+		abort();
+	resp = xasprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+			 "Connection: close\r\n\r\n%s\n", status, reason, strlen(text) + 1, text);
+	/* A fresh socket's send buffer takes this at once; if not, the client just sees the close. */
+	(void)!send(fd, resp, strlen(resp), MSG_DONTWAIT | MSG_NOSIGNAL);
+	free(resp);
+	free(text);
+	json_decref(body);
+	cn->refused = true;
+	bufferevent_disable(cn->bev, EV_READ | EV_WRITE);
+	if (cn->api->n_conns > cn->api->max_conns) {
+		evhttp_connection_free(cn->evcon);	/* conn_closed frees cn */
+		return;
+	}
+	(void)shutdown(fd, SHUT_WR);	/* the answer is complete */
+	evtimer_add(cn->deadline, &linger);
+}
+
+/* Right after accept, before any read: who is it, and is there room. */
+static void conn_setup(evutil_socket_t unused, short what, void *arg)
+{
+	struct conn *cn = arg;
+	struct api *api = cn->api;
+	struct timeval tv = { api->request_timeout_s, 0 };
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	void *evcon = NULL;
+	_cleanup_free_ char *msg = NULL;
+	long quiet = 0;
+
+	(void)unused;
+	(void)what;
+	bufferevent_getcb(cn->bev, NULL, NULL, NULL, &evcon);
+	if (!evcon) {
+		/* evhttp could not set the connection up (out of memory) and has dropped it. */
+		log_error("api: a connection could not be set up");
+		conn_free(cn);
+		return;
+	}
+	cn->evcon = evcon;
+	evhttp_connection_set_closecb(cn->evcon, conn_closed, cn);
+	if (getsockopt(bufferevent_getfd(cn->bev), SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+		log_warning("api: cannot read a caller's credentials: %s", strerror(errno));
+		conn_refuse(cn, 403, "Forbidden", "forbidden", "caller credentials unavailable");
+		return;
+	}
+	if (!peer_allowed(api, cred.uid)) {
+		msg = xasprintf("uid %ld may not use fleetd", (long)cred.uid);
+		if (refusal_note(api, &quiet)) {
+			_cleanup_free_ char *detail = xasprintf("pid %ld; %ld more refused, not logged", (long)cred.pid, quiet);
+
+			log_notice("api: refused uid %ld (pid %ld) at connect: not root and not in the socket group"
+				   " (%ld more refusals not logged)", (long)cred.uid, (long)cred.pid, quiet);
+			(void)db_audit_add(api->fleetd->db, (long)cred.uid, "api.connect", NULL, "refused", detail);
+		}
+		conn_refuse(cn, 403, "Forbidden", "forbidden", msg);
+		return;
+	}
+	if (api->n_conns > api->max_conns) {
+		if (refusal_note(api, &quiet))
+			log_warning("api: %ld connections are open, the most max_connections allows; refused one from"
+				    " uid %ld (%ld more refusals not logged)", api->max_conns, (long)cred.uid, quiet);
+		msg = xasprintf("fleetd has %ld connections open, its limit (max_connections); try again later",
+				api->max_conns);
+		conn_refuse(cn, 503, "Service Unavailable", "busy", msg);
+		return;
+	}
+	evhttp_connection_set_max_body_size(cn->evcon, NO_BODY_MAX);
+	evtimer_add(cn->deadline, &tv);
+}
+
+/* The whole request did not arrive in time (a slow or stalled client): drop the connection. */
+static void conn_deadline(evutil_socket_t unused, short what, void *arg)
+{
+	struct conn *cn = arg;
+
+	(void)unused;
+	(void)what;
+	if (cn->dispatched)
+		return;
+	if (cn->refused) {
+		evhttp_connection_free(cn->evcon);	/* its answer had its time to be read */
+		return;
+	}
+	log_info("api: a client did not send its whole request within %ld s (request_timeout); disconnected",
+		 cn->api->request_timeout_s);
+	evhttp_connection_free(cn->evcon);	/* conn_closed frees cn */
+}
+
+/*
+ * Data arrived, before evhttp parses it: once the request line is complete,
+ * its route sets the body limit, so an over-long body is refused (413) from
+ * its Content-Length, before it is read.
+ */
+static void conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct conn *cn = arg;
+	char line[FIRST_LINE_MAX + 1], *sp, *target, *end;
+	struct evhttp_uri *uri;
+	struct evbuffer_ptr eol;
+	size_t eol_len = 0;
+
+	if (cn->limited || !cn->evcon || info->n_added == 0)
+		return;
+	eol = evbuffer_search_eol(buf, NULL, &eol_len, EVBUFFER_EOL_CRLF);
+	if (eol.pos < 0)
+		return;		/* not yet; evhttp refuses a line longer than max_headers_size */
+	cn->limited = true;
+	if ((size_t)eol.pos > FIRST_LINE_MAX)
+		return;		/* keep the smallest limit */
+	if (evbuffer_copyout(buf, line, (size_t)eol.pos) != eol.pos)
+		return;
+	line[eol.pos] = '\0';
+	if (!(sp = strchr(line, ' ')))
+		return;
+	*sp = '\0';
+	target = sp + 1;
+	if ((end = strchr(target, ' ')))
+		*end = '\0';
+	if (!(uri = evhttp_uri_parse(target)))
+		return;
+	evhttp_connection_set_max_body_size(cn->evcon, (ev_ssize_t)route_http_limit(cn->api, line,
+				evhttp_uri_get_path(uri) ? evhttp_uri_get_path(uri) : ""));
+	evhttp_uri_free(uri);
+}
+
+/* evhttp's bevcb: called for each accepted connection, before evhttp sets the fd. */
+static struct bufferevent *conn_new(struct event_base *base, void *arg)
+{
+	struct api *api = arg;
+	struct conn *cn = xcalloc(1, sizeof(*cn));
+
+	cn->api = api;
+	cn->bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	cn->setup = event_new(base, -1, 0, conn_setup, cn);
+	cn->deadline = evtimer_new(base, conn_deadline, cn);
+	if (!cn->bev || !cn->setup || !cn->deadline || !evbuffer_add_cb(bufferevent_get_input(cn->bev), conn_input, cn))
+		abort();
+	cn->next = api->conns;
+	api->conns = cn;
+	api->n_conns++;
+	/* Runs in this pass of the loop, after evhttp has the connection and before anything is read. */
+	event_active(cn->setup, EV_TIMEOUT, 1);
+	return cn->bev;
+}
+
 static void api_dispatch(struct evhttp_request *req, void *arg)
 {
 	struct api *api = arg;
@@ -358,10 +645,18 @@ static void api_dispatch(struct evhttp_request *req, void *arg)
 	socklen_t clen = sizeof(cred);
 	char bufs[2][256];
 	bool path_known = false;
+	struct conn *cn;
 	int fd;
 
 	if (api_exec_claim(req))
 		return;		/* libevent reporting a write error on a stream: exec's done() ends it */
+	if ((cn = conn_find(api, conn))) {
+		cn->dispatched = true;	/* the request is in: no deadline for the answer */
+		evtimer_del(cn->deadline);
+	}
+	/* One request per connection: the next one's limits are set from its own request line. */
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+	/* Checked at connect already; again here, as it costs nothing. */
 	fd = bufferevent_getfd(evhttp_connection_get_bufferevent(conn));
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
 		log_warning("api: cannot read the caller's credentials: %s", strerror(errno));
@@ -449,14 +744,15 @@ void api_reload(struct api *api)
 
 	api->group = resolve_group(cfg);
 	api->max_body = (size_t)config_get_long(cfg, CFG_MAX_BODY);
-	/*
-	 * Bodies up to 4x the cap (at least the exec cap, 16 MiB) reach api_body_object, which
-	 * answers 413 in our JSON shape; libevent cuts larger ones off itself
-	 * (a plain 413) before buffering them.
-	 */
-	evhttp_set_max_body_size(api->http, (ev_ssize_t)(api->max_body * 4 > EXEC_MAX_BODY ? api->max_body * 4 : EXEC_MAX_BODY + 4096));
+	api->max_conns = config_get_long(cfg, CFG_MAX_CONNECTIONS);
+	api->request_timeout_s = config_get_long(cfg, CFG_REQUEST_TIMEOUT);
 	if ((r = socket_set_owner(api)) < 0)
 		log_error("api: cannot set owner of %s: %s", api->socket_path, strerror(-r));
+}
+
+long api_connections(const struct api *api)
+{
+	return api ? api->n_conns : 0;
 }
 
 int api_start(struct fleetd *fleetd, struct api **ret)
@@ -513,8 +809,13 @@ int api_start(struct fleetd *fleetd, struct api **ret)
 	evhttp_set_allowed_methods(api->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
 				   EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH | EVHTTP_REQ_HEAD);
 	evhttp_set_max_headers_size(api->http, 16384);
+	/* Each connection's is set from its request line (conn_input); until then, no body. */
+	evhttp_set_max_body_size(api->http, NO_BODY_MAX);
+	/* Idle time per read or write; request_timeout bounds receiving the whole request. */
 	evhttp_set_timeout(api->http, 120);
+	evhttp_set_bevcb(api->http, conn_new, api);
 	evhttp_set_gencb(api->http, api_dispatch, api);
+	serving = api;
 	api_reload(api);
 	if ((r = socket_set_owner(api)) < 0) {
 		log_error("api: cannot set permissions on %s: %s", path, strerror(-r));
@@ -532,7 +833,11 @@ void api_stop(struct api *api)
 	if (!api)
 		return;
 	if (api->http)
-		evhttp_free(api->http);
+		evhttp_free(api->http);	/* frees its connections: conn_closed for each set up */
+	while (api->conns)
+		conn_free(api->conns);	/* accepted, not yet set up */
+	if (serving == api)
+		serving = NULL;
 	if (api->socket_path)
 		unlink(api->socket_path);
 	free(api->socket_path);

@@ -37,8 +37,19 @@ struct api_call {
 /* Create the socket and start serving on fleetd->base; -errno. */
 int api_start(struct fleetd *fleetd, struct api **ret);
 void api_stop(struct api *api);
-/* Apply reloadable settings (socket group, body cap). */
+/* Apply reloadable settings (socket group, body cap, connection cap, request timeout). */
 void api_reload(struct api *api);
+/* Connections open now, this one included (for GET /v1/status). */
+long api_connections(const struct api *api);
+
+/*
+ * Be told when the call's connection closes (the client went away). Use
+ * this, not evhttp_connection_set_closecb(): api.c needs the connection's
+ * close itself (to count connections) and passes it on. cb NULL: no more.
+ */
+struct evhttp_connection;
+void api_conn_set_closecb(struct evhttp_connection *evcon, void (*cb)(struct evhttp_connection *, void *),
+			  void *arg);
 
 /* Check the ":name" path segment is a valid agent name; replies 400 and returns false if not. */
 bool api_check_name_param(struct api_call *c);

@@ -16,6 +16,7 @@
 #include "health.h"
 #include "log.h"
 #include "names.h"
+#include "runs.h"
 #include "snapshots.h"
 #include "cron.h"
 
@@ -419,6 +420,8 @@ void api_agent_delete(struct api_call *c)
 	const struct backend_ops *ops = NULL;
 	_cleanup_(agent_freep) struct agent *a = load_agent(c, &ops);
 	_cleanup_free_ char *msg = NULL;
+	_cleanup_free_ int64_t *run_ids = NULL;
+	size_t n_runs = 0;
 	char force_arg[8] = "";
 	bool force;
 	int r;
@@ -444,11 +447,17 @@ void api_agent_delete(struct api_call *c)
 			return;
 		}
 	}
+	if ((r = runs_ids_of(c->fleetd, a->name, &run_ids, &n_runs)) < 0) {
+		api_error_errno(c, r, "agent '%s': cannot list its runs: %s", a->name, strerror(-r));
+		return;
+	}
 	if ((r = db_agent_delete(c->fleetd->db, a->name)) < 0) {
 		log_error("agent '%s': remove failed: %s", a->name, strerror(-r));
 		api_error_errno(c, r, "agent '%s': remove failed: %s", a->name, strerror(-r));
 		return;
 	}
+	/* Only after the rows are gone: a log without a row is swept at the next start. */
+	(void)runs_remove_logs(c->fleetd, run_ids, n_runs);
 	log_info("agent '%s': removed by uid %ld", a->name, (long)c->uid);
 	api_reply(c, 200, json_pack("{s:s}", "removed", a->name));
 }

@@ -108,7 +108,7 @@ static void on_done(void *userdata, const struct exec_result *res)
 	else
 		stream_line(s, json_pack("{s:i}", "exit_code", res->exit_code));
 	if (!s->gone)
-		evhttp_connection_set_closecb(s->conn, NULL, NULL);
+		api_conn_set_closecb(s->conn, NULL, NULL);
 	else
 		log_info("agent '%s': exec finished after its client went away", s->agent);
 	/* Ends the stream, or frees the request libevent detached from its dead connection. */
@@ -252,7 +252,7 @@ void api_agent_exec(struct api_call *c)
 	c->replied = true;
 	evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type", "application/x-ndjson");
 	evhttp_send_reply_start(c->req, 200, "OK");
-	evhttp_connection_set_closecb(s->conn, on_client_gone, s);
+	api_conn_set_closecb(s->conn, on_client_gone, s);
 	s->next = streams;
 	streams = s;
 	log_info("agent '%s': exec %s%s by uid %ld", a->name, req.root ? "(root) " : "", argv[0], (long)c->uid);

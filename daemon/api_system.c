@@ -28,7 +28,7 @@ void api_status_get(struct api_call *c)
 		json_object_set_new(backends, backend_kind_to_string((enum backend_kind)k), json_string(status));
 		free(status);
 	}
-	api_reply(c, 200, json_pack("{s:s, s:i, s:s, s:I, s:i, s:s, s:s, s:i, s:o}",
+	api_reply(c, 200, json_pack("{s:s, s:i, s:s, s:I, s:i, s:s, s:s, s:i, s:I, s:o}",
 		"version", PACKAGE_VERSION,
 		"pid", (int)getpid(),
 		"started_at", format_utc(f->started_at, started, sizeof(started)),
@@ -37,6 +37,7 @@ void api_status_get(struct api_call *c)
 		"state_dir", config_get(&f->cfg, CFG_STATE_DIR),
 		"socket", config_get(&f->cfg, CFG_SOCKET),
 		"schema_version", db_schema_version(),
+		"api_connections", (json_int_t)api_connections(f->api),
 		"backends", backends));
 }
 

@@ -105,6 +105,28 @@ static int check_boot_timeout(const char *v, const char **why)
 	return 0;
 }
 
+static int check_max_conns(const char *v, const char **why)
+{
+	long n;
+
+	if (parse_long(v, 1, 4096, &n) < 0) {
+		*why = "must be a number of connections from 1 to 4096";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_request_timeout(const char *v, const char **why)
+{
+	long n;
+
+	if (parse_long(v, 1, 3600, &n) < 0) {
+		*why = "must be a number of seconds from 1 to 3600";
+		return -EINVAL;
+	}
+	return 0;
+}
+
 const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_STATE_DIR] = { "state_dir", "state-dir", "DIR", "/var/lib/fleet", false,
 		"directory for the database, keys, disks and snapshots", check_abs_path },
@@ -131,6 +153,13 @@ const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_VM_BOOT_TIMEOUT] = { "vm_boot_timeout", "vm-boot-timeout", "S", "180", false,
 		"seconds a VM guest has from start to answer on its control channel; past that it does not "
 		"boot (the agent turns bad, or is rolled back)", check_boot_timeout },
+	[CFG_MAX_CONNECTIONS] = { "max_connections", "max-connections", "N", "64", true,
+		"most control API connections open at once; one more is answered 503 and closed",
+		check_max_conns },
+	[CFG_REQUEST_TIMEOUT] = { "request_timeout", "request-timeout", "S", "30", true,
+		"seconds a client has from connecting to sending its whole request (headers and body); "
+		"a slower one is disconnected (a long answer, such as exec output, is not limited)",
+		check_request_timeout },
 };
 
 void config_init(struct config *c)

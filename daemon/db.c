@@ -113,6 +113,35 @@ static const char *const migrations[] = {
 	"ALTER TABLE agents ADD COLUMN restoring TEXT;"	/* snapshot a restore is under way to */
 	"ALTER TABLE runs ADD COLUMN snapshot TEXT;"		/* taken before the run */
 	"ALTER TABLE runs ADD COLUMN error TEXT;",
+	/*
+	 * 5: run ids are never reused. Without AUTOINCREMENT SQLite hands out
+	 * max(id) + 1, so after the newest runs went (agent removed) a new run
+	 * took an old id and truncated that run's log. SQLite can only add
+	 * AUTOINCREMENT by rebuilding the table; nothing references runs, so
+	 * dropping it is safe with foreign keys on. The copy seeds
+	 * sqlite_sequence with the highest id kept.
+	 */
+	"CREATE TABLE runs_new ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,"
+	"  event_id INTEGER REFERENCES events(id) ON DELETE SET NULL,"
+	"  trigger TEXT NOT NULL,"
+	"  state TEXT NOT NULL DEFAULT 'queued',"
+	"  queued_at INTEGER NOT NULL,"
+	"  started_at INTEGER,"
+	"  finished_at INTEGER,"
+	"  exit_code INTEGER,"
+	"  log_path TEXT,"
+	"  snapshot TEXT,"
+	"  error TEXT"
+	");"
+	"INSERT INTO runs_new (id, agent_id, event_id, trigger, state, queued_at, started_at, finished_at,"
+	"  exit_code, log_path, snapshot, error)"
+	"  SELECT id, agent_id, event_id, trigger, state, queued_at, started_at, finished_at,"
+	"  exit_code, log_path, snapshot, error FROM runs;"
+	"DROP TABLE runs;"
+	"ALTER TABLE runs_new RENAME TO runs;"
+	"CREATE INDEX runs_by_agent_state ON runs (agent_id, state);",
 };
 
 static inline void stmt_finalizep(sqlite3_stmt **st)
@@ -197,6 +226,9 @@ static int db_migrate(struct db *db)
 	if ((r = db_step(db, st)) <= 0)
 		return r < 0 ? r : -EIO;
 	version = sqlite3_column_int(st, 0);
+	/* A statement still open would make migration 5's DROP TABLE fail (table locked). */
+	sqlite3_finalize(st);
+	st = NULL;
 	if (version > (int)ARRAY_SIZE(migrations)) {
 		log_error("database schema version %d is newer than this fleetd understands (%zu)",
 			  version, ARRAY_SIZE(migrations));

@@ -17,6 +17,7 @@
 #include "cron.h"
 #include "http_client.h"
 #include "names.h"
+#include "termsafe.h"
 #include "util.h"
 
 #define DEFAULT_SOCKET "/run/fleet/fleetd.sock"
@@ -792,7 +793,16 @@ static int cmd_console(struct ctl *ctl, const struct command *cmd, int argc, cha
 		fprintf(stderr, "fleetctl: fleetd sent a console that is not base64\n");
 		return 1;
 	}
-	(void)write_all(STDOUT_FILENO, text, n);
+	/* Guest bytes on a terminal could drive it (escape sequences); piped, they stay raw. */
+	if (isatty(STDOUT_FILENO)) {
+		size_t clean_len;
+		char *clean = term_sanitize(text, n, &clean_len);
+
+		(void)write_all(STDOUT_FILENO, clean, clean_len);
+		free(clean);
+	} else {
+		(void)write_all(STDOUT_FILENO, text, n);
+	}
 	free(text);
 	return 0;
 }

@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -364,6 +366,110 @@ int runs_enqueue(struct fleetd *f, const char *agent, const char *trigger, int64
 	return 0;
 }
 
+int runs_ids_of(struct fleetd *f, const char *agent, int64_t **ret_ids, size_t *ret_n)
+{
+	struct run **list = NULL;
+	int64_t *ids;
+	size_t n = 0;
+	int r;
+
+	if ((r = db_run_list(f->db, agent, NULL, 0, &list, &n)) < 0)
+		return r;
+	ids = xcalloc(n ? n : 1, sizeof(*ids));
+	for (size_t i = 0; i < n; i++)
+		ids[i] = list[i]->id;
+	run_list_free(list);
+	*ret_ids = ids;
+	*ret_n = n;
+	return 0;
+}
+
+/* STATE/runs, opened without following links; -errno. */
+static int open_log_dir(struct fleetd *f)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/runs", config_get(&f->cfg, CFG_STATE_DIR));
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int runs_remove_logs(struct fleetd *f, const int64_t *ids, size_t n)
+{
+	_cleanup_close_ int dfd = -1;
+	int failed = 0;
+
+	if (n == 0)
+		return 0;
+	if ((dfd = open_log_dir(f)) < 0) {
+		if (dfd == -ENOENT)
+			return 0;	/* no run ever started */
+		log_error("cannot open the run log directory: %s", strerror(-dfd));
+		return (int)n;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "%" PRId64 ".log", ids[i]);
+		if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT) {
+			log_error("run %" PRId64 ": cannot remove its log: %s", ids[i], strerror(errno));
+			failed++;
+		}
+	}
+	return failed;
+}
+
+/*
+ * Logs whose run row is gone (fleetd was killed between removing an agent
+ * and its logs) are removed at start: nothing can show them any more.
+ * Names fleetd did not write are left alone. 0, or -errno if the directory
+ * could not be read, or the number of logs that could not be removed
+ * (each logged).
+ */
+static int sweep_logs(struct fleetd *f)
+{
+	_cleanup_close_ int dfd = open_log_dir(f);
+	DIR *d;
+	struct dirent *de;
+	int removed = 0, failed = 0, fd2;
+
+	if (dfd < 0) {
+		if (dfd == -ENOENT)
+			return 0;	/* no run ever started */
+		log_error("cannot open the run log directory: %s", strerror(-dfd));
+		return dfd;
+	}
+	if ((fd2 = dup(dfd)) < 0 || !(d = fdopendir(fd2))) {
+		int r = -errno;
+
+		if (fd2 >= 0)
+			close(fd2);
+		log_error("cannot read the run log directory: %s", strerror(-r));
+		return r;
+	}
+	while ((de = readdir(d))) {
+		_cleanup_(run_freep) struct run *run = NULL;
+		char *end;
+		long long id;
+
+		errno = 0;
+		id = strtoll(de->d_name, &end, 10);
+		if (de->d_name[0] < '1' || de->d_name[0] > '9' || errno || strcmp(end, ".log") != 0)
+			continue;
+		if (db_run_get(f->db, (int64_t)id, &run) != -ENOENT)
+			continue;	/* its run exists, or the database could not say */
+		if (unlinkat(dfd, de->d_name, 0) < 0) {
+			log_error("cannot remove the orphaned run log %s: %s", de->d_name, strerror(errno));
+			failed++;
+		} else {
+			removed++;
+		}
+	}
+	closedir(d);
+	if (removed)
+		log_notice("removed %d run log(s) left behind by removed agents", removed);
+	return failed;
+}
+
 int runs_init(struct fleetd *f)
 {
 	struct runs *q = xcalloc(1, sizeof(*q));
@@ -374,6 +480,7 @@ int runs_init(struct fleetd *f)
 		log_error("cannot mark interrupted runs: %s", strerror(-r));
 	else if (n > 0)
 		log_warning("%d run(s) were interrupted by fleetd stopping; marked interrupted", n);
+	(void)sweep_logs(f);	/* failures are logged; the logs stay unreachable, and ids are not reused */
 	q->f = f;
 	q->tick = event_new(f->base, -1, EV_PERSIST, on_event, q);
 	q->kick = event_new(f->base, -1, 0, on_event, q);

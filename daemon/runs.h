@@ -15,6 +15,7 @@
 #ifndef FLEET_RUNS_H
 #define FLEET_RUNS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct fleetd;
@@ -33,5 +34,16 @@ void runs_free(struct fleetd *f);
  * agent, -EINVAL it has no command, -EAGAIN not provisioned.
  */
 int runs_enqueue(struct fleetd *f, const char *agent, const char *trigger, int64_t *ret_id, char **why);
+
+/*
+ * An agent's runs, for removing their logs once the agent is gone: call
+ * runs_ids_of() before deleting the agent's row, runs_remove_logs() after.
+ * A kill -9 in between leaves logs without a run row; runs_init() sweeps
+ * those, and run ids are never reused (AUTOINCREMENT), so no new run
+ * writes into one. runs_ids_of: 0 and *ret_ids (caller frees) or -errno.
+ */
+int runs_ids_of(struct fleetd *f, const char *agent, int64_t **ret_ids, size_t *ret_n);
+/* Remove the logs of these runs; the number that could not be removed (each logged). */
+int runs_remove_logs(struct fleetd *f, const int64_t *ids, size_t n);
 
 #endif

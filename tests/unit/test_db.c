@@ -171,6 +171,59 @@ int main(void)
 		free(v1);
 	}
 
+	/*
+	 * A version-4 database (runs without AUTOINCREMENT) migrates, keeps its
+	 * runs, and from then on never hands out an id again: not even after
+	 * the newest runs went with their agent.
+	 */
+	{
+		char *v4 = xasprintf("%s/v4.db", dir);
+		char *mk;
+		struct db *old = NULL;
+		struct agent *na;
+		struct run *run = NULL;
+		int64_t id = 0;
+
+		unlink(v4);
+		is_int(db_open(v4, &old), 0, "a fresh database for the version-4 case");
+		db_close(old);
+		/* The real v4 runs table (migrations 1 and 4), with three runs of agent 'old'. */
+		mk = xasprintf("sqlite3 %s \"DROP TABLE runs; CREATE TABLE runs ("
+			       " id INTEGER PRIMARY KEY,"
+			       " agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,"
+			       " event_id INTEGER REFERENCES events(id) ON DELETE SET NULL,"
+			       " trigger TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'queued', queued_at INTEGER NOT NULL,"
+			       " started_at INTEGER, finished_at INTEGER, exit_code INTEGER, log_path TEXT,"
+			       " snapshot TEXT, error TEXT);"
+			       " CREATE INDEX runs_by_agent_state ON runs (agent_id, state);"
+			       " PRAGMA user_version = 4;"
+			       " INSERT INTO agents (id, name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
+			       " VALUES (7, 'old', 'user', 'stopped', 256, 1, 2, 1, 1);"
+			       " INSERT INTO runs (id, agent_id, trigger, state, queued_at, exit_code, log_path)"
+			       " VALUES (1, 7, 'manual', 'succeeded', 1, 0, '/x/1.log'), (2, 7, 'manual', 'failed', 2, 3, NULL),"
+			       " (3, 7, 'cron', 'queued', 3, NULL, NULL);\"", v4);
+		ok(system(mk) == 0, "turned it into a version-4 database with three runs");
+		free(mk);
+		old = NULL;
+		is_int(db_open(v4, &old), 0, "version 4 migrates to version %d", db_schema_version());
+		is_int(db_run_get(old, 2, &run), 0, "run 2 survives the migration");
+		ok(run && strcmp(run->agent, "old") == 0 && strcmp(run->state, "failed") == 0 && run->exit_code == 3 &&
+		   run->queued_at == 2, "with its agent, state, exit code and times");
+		run_free(run);
+		run = NULL;
+		is_int(db_run_get(old, 1, &run), 0, "run 1 survives");
+		ok(run && run->log_path && strcmp(run->log_path, "/x/1.log") == 0, "with its log path");
+		run_free(run);
+		is_int(db_agent_delete(old, "old"), 0, "remove the agent and (cascade) its runs");
+		na = make_agent("new");
+		is_int(db_agent_insert(old, na), 0, "a new agent");
+		is_int(db_run_insert(old, "new", "manual", &id), 0, "a run of the new agent");
+		ok(id > 3, "its id (%lld) is above every id used before (3): ids are never reused", (long long)id);
+		agent_free(na);
+		db_close(old);
+		free(v4);
+	}
+
 	/* A database from a newer fleetd is refused rather than damaged. */
 	cmd = xasprintf("sqlite3 %s 'PRAGMA user_version = 999'", path);
 	if (system(cmd) == 0) {

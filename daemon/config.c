@@ -105,6 +105,17 @@ static int check_boot_timeout(const char *v, const char **why)
 	return 0;
 }
 
+static int check_console_max(const char *v, const char **why)
+{
+	long n;
+
+	if (parse_long(v, 65536, 1L << 30, &n) < 0) {
+		*why = "must be a number of bytes from 65536 to 1073741824";
+		return -EINVAL;
+	}
+	return 0;
+}
+
 const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_STATE_DIR] = { "state_dir", "state-dir", "DIR", "/var/lib/fleet", false,
 		"directory for the database, keys, disks and snapshots", check_abs_path },
@@ -131,6 +142,9 @@ const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_VM_BOOT_TIMEOUT] = { "vm_boot_timeout", "vm-boot-timeout", "S", "180", false,
 		"seconds a VM guest has from start to answer on its control channel; past that it does not "
 		"boot (the agent turns bad, or is rolled back)", check_boot_timeout },
+	[CFG_VM_CONSOLE_MAX] = { "vm_console_max_bytes", "vm-console-max-bytes", "N", "8388608", true,
+		"most bytes a VM agent's console log files (console.log*) take together; fleetd trims beyond",
+		check_console_max },
 };
 
 void config_init(struct config *c)

@@ -741,8 +741,9 @@ static int console_backup_number(const char *name)
  * Keep an agent's console files within vm_console_max_bytes together,
  * whatever virtlogd.conf says (max_size = 0 never rotates): drop the oldest
  * backups first; if console.log alone is too big, keep its last quarter of
- * the cap as console.log.0 and truncate it. Its writer appends (O_APPEND), so it carries on at the
- * new end; bytes written between the copy and the truncate are lost.
+ * the cap as console.log.0 and truncate it. Its writer appends (O_APPEND),
+ * so it carries on at the new end; bytes written between the copy and the
+ * truncate are lost.
  * Returns 1 when it trimmed, 0 when nothing was needed, else -errno.
  */
 static int console_enforce_cap(struct vm_backend *b, const char *agent)
@@ -829,7 +830,7 @@ static void on_console_timer(evutil_socket_t fd, short what, void *arg)
 	while (d && (de = readdir(d))) {
 		int r;
 
-		if (de->d_type != DT_DIR || de->d_name[0] == '.')
+		if ((de->d_type != DT_DIR && de->d_type != DT_UNKNOWN) || de->d_name[0] == '.')
 			continue;
 		if ((r = console_enforce_cap(b, de->d_name)) < 0 && r != -ENOENT)
 			log_debug("agent '%s': console cap: %s", de->d_name, strerror(-r));
@@ -1244,7 +1245,11 @@ static void vm_exec_cancel(struct exec_handle *h)
 
 static int vm_console(struct fleetd *f, const struct agent *a, size_t max, char **ret, size_t *ret_len)
 {
-	return console_read(backend(f), a->name, max, ret, ret_len);
+	int r = console_read(backend(f), a->name, max, ret, ret_len);
+
+	if (r == -EINVAL)
+		log_warning("agent '%s': a console file is not a regular file (a symlink or FIFO?); not read", a->name);
+	return r;
 }
 
 /* --- snapshots ------------------------------------------------------------------- */

@@ -20,7 +20,7 @@ UMIN=$((4800000 + ($$ % 500) * 100)); UMAX=$((UMIN + 99))
 # would hide it and make the reads below fail for the wrong reason.
 S=$(mktemp -d /var/lib/fleet-sf.XXXXXX); on_exit "rm -rf '$S'"
 mv "$STATE"/* "$S"/; STATE=$S
-on_exit "'$FLEETCTL' rm --force $U; '$FLEETCTL' rm --force $V; userdel fleet-$U; groupdel fleet-$U"
+on_exit "timeout 120 '$FLEETCTL' rm --force $U; timeout 120 '$FLEETCTL' rm --force $V; userdel fleet-$U; groupdel fleet-$U"
 
 # A host whose virtlogd never rotates (max_size = 0): fleet must cap the console itself.
 echo 'max_size = 0' >> "$VMNS_DIR/etc/libvirt/virtlogd.conf"
@@ -84,7 +84,12 @@ rm "$D/console.log"; mkfifo "$D/console.log"
 timeout 60 "$FLEETCTL" console $V >/dev/null 2>&1; rc=$?
 ok $([ "$rc" != 124 ] && echo 0 || echo 1) "fleetctl console returns with a FIFO at console.log"
 out=$(curl -sS -m 30 --unix-socket "$SOCK" -w ' %{http_code}' http://fleet/v1/status 2>&1)
-is "${out##* }" 200 "fleetd still answers"
+if ! is "${out##* }" 200 "fleetd still answers"; then
+	# Its loop is stuck in open() of the FIFO: every later call would hang too.
+	diag "fleetd hangs; stopping it and the test here"
+	kill -9 "$FLEETD_PID"
+	done_testing
+fi
 rm "$D/console.log"; mv "$D/console.log.real" "$D/console.log"
 like "$("$FLEETCTL" console $V)" "Linux version" "fleetctl console reads the real log again"
 

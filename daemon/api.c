@@ -33,6 +33,8 @@ struct api {
 	struct fleetd *fleetd;
 	struct evhttp *http;
 	char *socket_path;
+	dev_t sock_dev;		/* the socket we bound, so a replacement is never chowned */
+	ino_t sock_ino;
 	gid_t group;		/* (gid_t)-1: root only */
 	size_t max_body;	/* JSON bodies (max_body_bytes) */
 	long max_conns;		/* max_connections */
@@ -726,13 +728,52 @@ static gid_t resolve_group(const struct config *cfg)
 	return gr->gr_gid;
 }
 
+/*
+ * The socket's directory must be nobody else's to write: whoever can write
+ * there could swap the socket for a symlink, or for a socket of their own,
+ * under fleetd's feet. -EPERM (logged) when it is.
+ */
+static int socket_dir_check(const char *dir)
+{
+	struct stat st;
+
+	if (stat(dir, &st) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	if ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & S_IWOTH) ||
+	    ((st.st_mode & S_IWGRP) && st.st_gid != 0)) {
+		log_error("api: refusing socket directory %s: others can write it (mode %04o, owner uid %u, group gid %u); "
+			  "use a directory only root can write, such as /run/fleet",
+			  dir, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid, (unsigned)st.st_gid);
+		return -EPERM;
+	}
+	return 0;
+}
+
+/*
+ * Owner and mode of the socket, through its directory and without following
+ * a symlink: only the very socket we bound (same device and inode) is
+ * changed. -ESTALE when something else is at its path.
+ */
 static int socket_set_owner(struct api *api)
 {
 	gid_t gid = api->group == (gid_t)-1 ? 0 : api->group;
+	_cleanup_free_ char *dir = xstrdup(api->socket_path);
+	char *slash = strrchr(dir, '/');
+	const char *name = slash + 1;
+	_cleanup_close_ int dfd = -1;
+	struct stat st;
 
-	if (chown(api->socket_path, 0, gid) < 0 && geteuid() == 0)
+	*slash = '\0';
+	dfd = open(*dir ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
-	if (chmod(api->socket_path, 0660) < 0)
+	if (!S_ISSOCK(st.st_mode) || st.st_dev != api->sock_dev || st.st_ino != api->sock_ino)
+		return -ESTALE;
+	if (fchownat(dfd, name, 0, gid, AT_SYMLINK_NOFOLLOW) < 0 && geteuid() == 0)
+		return -errno;
+	if (fchmodat(dfd, name, 0660, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	return 0;
 }
@@ -746,7 +787,10 @@ void api_reload(struct api *api)
 	api->max_body = (size_t)config_get_long(cfg, CFG_MAX_BODY);
 	api->max_conns = config_get_long(cfg, CFG_MAX_CONNECTIONS);
 	api->request_timeout_s = config_get_long(cfg, CFG_REQUEST_TIMEOUT);
-	if ((r = socket_set_owner(api)) < 0)
+	if ((r = socket_set_owner(api)) == -ESTALE)
+		log_error("api: %s is no longer fleetd's socket (replaced); its owner and mode are left alone",
+			  api->socket_path);
+	else if (r < 0)
 		log_error("api: cannot set owner of %s: %s", api->socket_path, strerror(-r));
 }
 
@@ -769,8 +813,16 @@ int api_start(struct fleetd *fleetd, struct api **ret)
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
 	*strrchr(dir, '/') = '\0';
-	if (*dir && (r = mkdir_p(dir, 0755)) < 0) {
-		log_error("api: cannot create %s: %s", dir, strerror(-r));
+	if (*dir && access(dir, F_OK) < 0) {
+		/* 0755 whatever the umask: members of socket_group must reach the socket. */
+		if ((r = mkdir_p(dir, 0755)) < 0 || (chmod(dir, 0755) < 0 && (r = -errno))) {
+			log_error("api: cannot create %s: %s", dir, strerror(-r));
+			return r;
+		}
+	}
+	if ((r = socket_dir_check(*dir ? dir : "/")) < 0) {
+		if (r != -EPERM)
+			log_error("api: cannot use socket directory %s: %s", *dir ? dir : "/", strerror(-r));
 		return r;
 	}
 	if ((r = socket_claim(path)) < 0) {
@@ -793,7 +845,16 @@ int api_start(struct fleetd *fleetd, struct api **ret)
 		log_error("api: cannot listen on %s: %s", path, strerror(-r));
 		return r;
 	}
-	api = xcalloc(1, sizeof(*api));
+	{
+		struct stat st;
+		if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+			log_error("api: the socket %s vanished after bind", path);
+			return -EIO;
+		}
+		api = xcalloc(1, sizeof(*api));
+		api->sock_dev = st.st_dev;
+		api->sock_ino = st.st_ino;
+	}
 	api->fleetd = fleetd;
 	api->socket_path = xstrdup(path);
 	api->http = evhttp_new(fleetd->base);

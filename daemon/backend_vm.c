@@ -8,16 +8,17 @@
  * (virt.c), never from guesses. This file never includes libvirt or libssh2.
  *
  * Files per agent:
- *   <state_dir>/vms/NAME/   disk.qcow2, seed.img, console.log, ctl.sock (qemu's)
+ *   <state_dir>/vms/NAME/   0711 root: disk.qcow2, seed.img (0600), console.log[.N] (virtlogd's),
+ *                           ctl.sock (libvirtd makes it for QEMU)
  *   <state_dir>/keys/NAME/  client (OpenSSH), host (dropbear), host.fingerprint; 0700 root
  */
 #include "backend_vm.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
 #include <linux/kvm.h>
-#include <pwd.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -86,6 +87,7 @@ struct vm_backend {
 	char *image_dir;
 	const char *domain_type;	/* "kvm" or "qemu" */
 	bool kvm_proven;		/* a KVM guest printed its kernel banner */
+	struct event *console_timer;	/* the console logs' cap */
 	struct vm *vms;
 };
 
@@ -180,15 +182,26 @@ static void vm_free(struct vm *v)
 
 /* --- the control channel ----------------------------------------------------- */
 
+/* The first line of a small file of ours; no symlink, FIFO or device is followed. */
 static int read_file(const char *path, char **ret)
 {
-	_cleanup_fclose_ FILE *f = fopen(path, "re");
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	struct stat st;
 	char buf[512];
+	ssize_t n;
 
-	if (!f)
+	if (fd < 0)
 		return -errno;
-	if (!fgets(buf, sizeof(buf), f))
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	if (n < 0)
+		return -errno;
+	if (n == 0)
 		return -EIO;
+	buf[n] = '\0';
 	buf[strcspn(buf, "\n")] = '\0';
 	*ret = xstrdup(buf);
 	return 0;
@@ -360,7 +373,7 @@ static int run_tool(const char *const argv[], const char *what, char **why)
 
 static int write_text(const char *path, const char *text, mode_t mode)
 {
-	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
 
 	if (fd < 0)
 		return -errno;
@@ -503,6 +516,7 @@ static int vm_provision(struct fleetd *f, const struct agent *a, char **why)
 	_cleanup_free_ char *client = key_path(b, a->name, "client"), *host = key_path(b, a->name, "host");
 	_cleanup_free_ char *fp_file = key_path(b, a->name, "host.fingerprint");
 	_cleanup_free_ char *disk = vm_path(b, a->name, "disk.qcow2"), *base = image_path(b, "base.qcow2");
+	_cleanup_free_ char *seed = vm_path(b, a->name, "seed.img");
 	_cleanup_free_ char *size = xasprintf("%dG", a->disk_gib);
 	_cleanup_free_ char *client_pub = NULL, *host_fp = NULL, *fp_line = NULL, *xml = NULL;
 	const char *img[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base, disk, size, NULL };
@@ -525,17 +539,17 @@ static int vm_provision(struct fleetd *f, const struct agent *a, char **why)
 		*why = xasprintf("%s or %s already exists (left by an earlier fleetd?); remove it first", dir, keys);
 		return -EEXIST;
 	}
-	/* chmod too: under systemd's UMask=0077 mkdir alone would leave QEMU outside. */
+	/*
+	 * chmod too: under fleetd's umask 0077 mkdir alone would leave QEMU
+	 * outside. dir stays root's: QEMU only opens files libvirt names, and
+	 * libvirtd (root) creates the control socket and virtlogd (root) the
+	 * console log there, so no symlink or FIFO of QEMU's can wait where
+	 * fleetd reads.
+	 */
 	if ((r = mkdir_p(dir, 0711)) < 0 || (r = mkdir_p(keys, 0700)) < 0 ||
 	    (chmod(dir, 0711) < 0 && (r = -errno)) || (chmod(keys, 0700) < 0 && (r = -errno))) {
 		*why = xasprintf("cannot create %s: %s", dir, strerror(-r));
 		goto fail;
-	}
-	/* QEMU (libvirt-qemu) creates the control socket and the console log in dir. */
-	{
-		struct passwd *pw = getpwnam("libvirt-qemu");
-		if (pw && chown(dir, pw->pw_uid, pw->pw_gid) < 0)
-			log_debug("agent '%s': chown %s: %s", a->name, dir, strerror(errno));
 	}
 	if ((r = ssh_keygen(client, SSH_KEY_OPENSSH, "fleetd", &client_pub, NULL)) < 0 ||
 	    (r = ssh_keygen(host, SSH_KEY_DROPBEAR, a->name, NULL, &host_fp)) < 0) {
@@ -549,6 +563,11 @@ static int vm_provision(struct fleetd *f, const struct agent *a, char **why)
 	}
 	if ((r = run_tool(img, "qemu-img create", why)) < 0 || (r = make_seed(b, a, client_pub, why)) < 0)
 		goto fail;
+	/* Not left to the tools' modes: the disk holds the agent's files, the seed its host key. */
+	if ((chmod(disk, 0600) < 0 || chmod(seed, 0600) < 0) && (r = -errno)) {
+		*why = xasprintf("cannot chmod the disks in %s: %s", dir, strerror(-r));
+		goto fail;
+	}
 	if (a->network == NETWORK_NAT) {
 		_cleanup_free_ char *net = network_xml();
 		if ((r = virt_network_ensure(b->virt, NETWORK_NAME, net, why)) < 0)
@@ -606,6 +625,218 @@ static int vm_destroy(struct fleetd *f, const struct agent *a, bool force, char 
 	return 0;
 }
 
+/* --- the console log ------------------------------------------------------------- */
+
+/*
+ * virtlogd (root) writes the serial console to vms/NAME/console.log and
+ * rotates it to console.log.0, .1, ... (max_size, max_backups in
+ * virtlogd.conf). fleetd reads and trims those files as root, so each is
+ * opened below a root-owned dir with O_NOFOLLOW|O_NONBLOCK and used only if
+ * it is a regular file: a symlink never leaks another file, a FIFO never
+ * stalls the loop.
+ */
+#define CONSOLE_LOG "console.log"
+#define CONSOLE_CHECK_S 5		/* how often the cap is enforced */
+
+static void closedirp(DIR **d)
+{
+	if (*d)
+		closedir(*d);
+}
+
+/* The agent's dir, opened without following a symlink; -errno. */
+static int vm_dir_open(struct vm_backend *b, const char *agent)
+{
+	_cleanup_free_ char *dir = vm_path(b, agent, NULL);
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+/* A regular file in dfd, opened with flags; -EINVAL for anything else (symlink, FIFO, device), else -errno. */
+static int open_regular_at(int dfd, const char *name, int flags, struct stat *ret_st)
+{
+	_cleanup_close_ int fd = openat(dfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	struct stat st;
+
+	if (fd < 0)
+		return errno == ELOOP ? -EINVAL : -errno;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	if (ret_st)
+		*ret_st = st;
+	return TAKE_FD(fd);
+}
+
+/* Append up to want bytes from the end of fd (size bytes long) to buf at *len; -errno. */
+static int read_tail(int fd, off_t size, size_t want, char *buf, size_t *len)
+{
+	off_t from = size > (off_t)want ? size - (off_t)want : 0;
+	size_t n = (size_t)(size - from), got = 0;
+
+	while (got < n) {
+		ssize_t k = pread(fd, buf + *len + got, n - got, from + (off_t)got);
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			break;	/* trimmed meanwhile */
+		got += (size_t)k;
+	}
+	*len += got;
+	return 0;
+}
+
+/*
+ * The newest max bytes of the console: the end of console.log, preceded by
+ * the end of console.log.0 when the current file is shorter (just rotated).
+ * Missing files read as empty; -errno (-EINVAL: not a regular file).
+ */
+static int console_read(struct vm_backend *b, const char *agent, size_t max, char **ret, size_t *ret_len)
+{
+	_cleanup_close_ int dfd = vm_dir_open(b, agent), cur = -1, prev = -1;
+	struct stat cst = { 0 }, pst = { 0 };
+	size_t len = 0, want_prev = 0, want_cur;
+	_cleanup_free_ char *buf = NULL;
+	int r;
+
+	if (dfd == -ENOENT)
+		return (*ret = xstrdup(""), *ret_len = 0, 0);
+	if (dfd < 0)
+		return dfd;
+	cur = open_regular_at(dfd, CONSOLE_LOG, O_RDONLY, &cst);
+	if (cur < 0 && cur != -ENOENT)
+		return cur;
+	want_cur = cur >= 0 ? ((size_t)cst.st_size < max ? (size_t)cst.st_size : max) : 0;
+	if (want_cur < max) {
+		prev = open_regular_at(dfd, CONSOLE_LOG ".0", O_RDONLY, &pst);
+		if (prev >= 0)
+			want_prev = (size_t)pst.st_size < max - want_cur ? (size_t)pst.st_size : max - want_cur;
+	}
+	buf = xmalloc(want_prev + want_cur + 1);
+	if ((prev >= 0 && (r = read_tail(prev, pst.st_size, want_prev, buf, &len)) < 0) ||
+	    (cur >= 0 && (r = read_tail(cur, cst.st_size, want_cur, buf, &len)) < 0))
+		return r;
+	buf[len] = '\0';
+	*ret = TAKE_PTR(buf);
+	*ret_len = len;
+	return 0;
+}
+
+/* N for "console.log.N", else -1. */
+static int console_backup_number(const char *name)
+{
+	const char *p = name + strlen(CONSOLE_LOG ".");
+	char *end;
+	long n;
+
+	if (strncmp(name, CONSOLE_LOG ".", strlen(CONSOLE_LOG ".")) != 0 || *p < '0' || *p > '9')
+		return -1;
+	n = strtol(p, &end, 10);
+	return *end || n > 999 ? -1 : (int)n;
+}
+
+/*
+ * Keep an agent's console files within vm_console_max_bytes together,
+ * whatever virtlogd.conf says (max_size = 0 never rotates): drop the oldest
+ * backups first; if console.log alone is too big, keep its last quarter of
+ * the cap as console.log.0 and truncate it. Its writer appends (O_APPEND),
+ * so it carries on at the new end; bytes written between the copy and the
+ * truncate are lost.
+ * Returns 1 when it trimmed, 0 when nothing was needed, else -errno.
+ */
+static int console_enforce_cap(struct vm_backend *b, const char *agent)
+{
+	const long long cap = config_get_long(&b->f->cfg, CFG_VM_CONSOLE_MAX), keep = cap / 4;
+	_cleanup_close_ int dfd = vm_dir_open(b, agent), cur = -1, tmp = -1;
+	_cleanup_(closedirp) DIR *d = NULL;
+	long long sizes[1000] = { 0 }, total = 0, cur_size = 0;
+	struct dirent *de;
+	struct stat st;
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+	int top = -1, r;
+
+	if (dfd < 0)
+		return dfd;
+	if (fstat(dfd, &st) < 0)
+		return -errno;
+	if (st.st_uid != geteuid())
+		return -EPERM;	/* not our dir (an old layout QEMU could write): never act in it */
+	{
+		int dup = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+		if (dup < 0 || !(d = fdopendir(dup))) {
+			if (dup >= 0)
+				close(dup);
+			return -errno;
+		}
+	}
+	while ((de = readdir(d))) {
+		int n = console_backup_number(de->d_name);
+		bool is_cur = strcmp(de->d_name, CONSOLE_LOG) == 0;
+
+		if ((n < 0 && !is_cur) || fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		total += (long long)st.st_size;
+		if (is_cur)
+			cur_size = (long long)st.st_size;
+		else {
+			sizes[n] = (long long)st.st_size;
+			top = n > top ? n : top;
+		}
+	}
+	if (total <= cap)
+		return 0;
+	for (int n = top; n >= 0 && total > cap; n--) {
+		char name[32];
+
+		if (!sizes[n])
+			continue;
+		snprintf(name, sizeof(name), CONSOLE_LOG ".%d", n);
+		if (unlinkat(dfd, name, 0) == 0)
+			total -= sizes[n];
+	}
+	if (total <= cap || cur_size <= keep)
+		return 1;
+	/* console.log alone is too big: keep its end as console.log.0, then empty it. */
+	if ((cur = open_regular_at(dfd, CONSOLE_LOG, O_RDWR, &st)) < 0)
+		return cur;
+	buf = xmalloc((size_t)keep);
+	if ((r = read_tail(cur, st.st_size, (size_t)keep, buf, &len)) < 0)
+		return r;
+	(void)unlinkat(dfd, CONSOLE_LOG ".0.tmp", 0);
+	tmp = openat(dfd, CONSOLE_LOG ".0.tmp", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (tmp < 0 || write_all(tmp, buf, len) < 0 || renameat(dfd, CONSOLE_LOG ".0.tmp", dfd, CONSOLE_LOG ".0") < 0) {
+		r = -errno;
+		(void)unlinkat(dfd, CONSOLE_LOG ".0.tmp", 0);
+		return r;
+	}
+	if (ftruncate(cur, 0) < 0)
+		return -errno;
+	log_info("agent '%s': console log files over %lld bytes; kept the last %lld of %s as %s.0", agent, cap,
+		 keep, CONSOLE_LOG, CONSOLE_LOG);
+	return 1;
+}
+
+/* Every CONSOLE_CHECK_S: every agent's console within its cap (all of vms/, running or not). */
+static void on_console_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct vm_backend *b = arg;
+	_cleanup_free_ char *vms = xasprintf("%s/vms", b->state_dir);
+	_cleanup_(closedirp) DIR *d = opendir(vms);
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		int r;
+
+		if ((de->d_type != DT_DIR && de->d_type != DT_UNKNOWN) || de->d_name[0] == '.')
+			continue;
+		if ((r = console_enforce_cap(b, de->d_name)) < 0 && r != -ENOENT)
+			log_debug("agent '%s': console cap: %s", de->d_name, strerror(-r));
+	}
+}
+
 /* --- KVM that exists but does not run guests ---------------------------------------- */
 
 static char *virt_type_file(struct vm_backend *b)
@@ -615,14 +846,13 @@ static char *virt_type_file(struct vm_backend *b)
 
 static bool console_has_kernel_banner(struct vm_backend *b, const char *agent)
 {
-	_cleanup_free_ char *path = vm_path(b, agent, "console.log");
-	_cleanup_fclose_ FILE *f = fopen(path, "re");
-	char line[512];
+	_cleanup_free_ char *text = NULL;
+	size_t len;
 
-	while (f && fgets(line, sizeof(line), f))
-		if (strstr(line, "Linux version"))
-			return true;
-	return false;
+	/* The banner comes in the first KiB of a boot: the newest 1 MiB holds it unless the guest talked a lot since. */
+	if (console_read(b, agent, 1 << 20, &text, &len) < 0)
+		return false;
+	return memmem(text, len, "Linux version", 13) != NULL;
 }
 
 /*
@@ -652,7 +882,7 @@ static bool kvm_watchdog(struct vm *v)
 			    "guests on this host; switching to TCG (domain type qemu)", v->name, KVM_WATCHDOG_S);
 		b->domain_type = "qemu";
 		file = virt_type_file(b);
-		if (write_text(file, "qemu\n", 0644) < 0)
+		if (write_text(file, "qemu\n", 0600) < 0)
 			log_warning("vm backend: cannot remember the switch in %s", file);
 	} else {
 		log_info("agent '%s': rebooting under TCG like the rest of this host", v->name);
@@ -693,6 +923,49 @@ static int ensure_domain_type(struct vm_backend *b, const struct agent *a, char 
 	return virt_domain_define(b->virt, xml, why);
 }
 
+/*
+ * Before a boot: the agent's dir is root's and 0711 (an older fleetd gave
+ * it to QEMU's user), and the disks are 0600, so virtlogd (root, follows
+ * symlinks) and fleetd never meet a link of QEMU's there. -errno with *why.
+ */
+static int vm_dir_secure(struct vm_backend *b, const char *agent, char **why)
+{
+	_cleanup_close_ int dfd = vm_dir_open(b, agent);
+	static const char *const disks[] = { "disk.qcow2", "seed.img" };
+	struct stat st;
+	uid_t was;
+
+	if (dfd < 0 || fstat(dfd, &st) < 0) {
+		int r = dfd < 0 ? dfd : -errno;
+		*why = xasprintf("cannot open the agent's directory: %s", strerror(-r));
+		return r;
+	}
+	/* virtlogd (root) appends to console.log and would follow a link there. */
+	if (fstatat(dfd, CONSOLE_LOG, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode) &&
+	    unlinkat(dfd, CONSOLE_LOG, 0) == 0)
+		log_warning("agent '%s': removed a %s that was not a regular file", agent, CONSOLE_LOG);
+	if (fstat(dfd, &st) < 0) {
+		int r = -errno;
+		*why = xasprintf("cannot stat the agent's directory: %s", strerror(-r));
+		return r;
+	}
+	if (st.st_uid == geteuid() && (st.st_mode & 07777) == 0711)
+		return 0;
+	was = st.st_uid;
+	if (fchown(dfd, geteuid(), getegid()) < 0 || fchmod(dfd, 0711) < 0) {
+		int r = -errno;
+		*why = xasprintf("cannot make the agent's directory root's: %s", strerror(-r));
+		return r;
+	}
+	/* Disks an older fleetd left 0644: the agent's files and its host key. */
+	for (size_t i = 0; i < ARRAY_SIZE(disks); i++) {
+		if (fstatat(dfd, disks[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+			(void)fchmodat(dfd, disks[i], 0600, 0);
+	}
+	log_notice("agent '%s': its directory is root's now (was uid %u)", agent, (unsigned)was);
+	return 0;
+}
+
 /* --- lifecycle ------------------------------------------------------------------ */
 
 static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn done, void *userdata, char **why)
@@ -725,7 +998,8 @@ static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn don
 			if ((r = virt_network_ensure(b->virt, NETWORK_NAME, net, why)) < 0)
 				return r;
 		}
-		if ((r = ensure_domain_type(b, a, why)) < 0 || (r = virt_domain_start(b->virt, dom, why)) < 0)
+		if ((r = vm_dir_secure(b, a->name, why)) < 0 || (r = ensure_domain_type(b, a, why)) < 0 ||
+		    (r = virt_domain_start(b->virt, dom, why)) < 0)
 			return r;
 		v->booted_type = b->domain_type;
 		v->started_at = now_usec();
@@ -971,28 +1245,11 @@ static void vm_exec_cancel(struct exec_handle *h)
 
 static int vm_console(struct fleetd *f, const struct agent *a, size_t max, char **ret, size_t *ret_len)
 {
-	_cleanup_free_ char *path = vm_path(backend(f), a->name, "console.log");
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	off_t from;
-	char *buf;
-	ssize_t n;
+	int r = console_read(backend(f), a->name, max, ret, ret_len);
 
-	if (fd < 0)
-		return errno == ENOENT ? (*ret = xstrdup(""), *ret_len = 0, 0) : -errno;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	from = st.st_size > (off_t)max ? st.st_size - (off_t)max : 0;
-	buf = xmalloc((size_t)(st.st_size - from) + 1);
-	n = pread(fd, buf, (size_t)(st.st_size - from), from);
-	if (n < 0) {
-		free(buf);
-		return -errno;
-	}
-	buf[n] = '\0';
-	*ret = buf;
-	*ret_len = (size_t)n;
-	return 0;
+	if (r == -EINVAL)
+		log_warning("agent '%s': a console file is not a regular file (a symlink or FIFO?); not read", a->name);
+	return r;
 }
 
 /* --- snapshots ------------------------------------------------------------------- */
@@ -1429,6 +1686,12 @@ static int vm_init(struct fleetd *f, char **why)
 	} else {
 		sync_states(b);
 	}
+	{
+		struct timeval tv = { CONSOLE_CHECK_S, 0 };
+		b->console_timer = event_new(f->base, -1, EV_PERSIST, on_console_timer, b);
+		if (!b->console_timer || event_add(b->console_timer, &tv) < 0)
+			abort();	/* only on allocation failure */
+	}
 	log_info("vm backend: domain type %s, image %s", b->domain_type, b->image_dir);
 	return 0;
 fail:
@@ -1449,6 +1712,8 @@ static void vm_shutdown(struct fleetd *f)
 	/* Guests keep running: fleetd's restart never touches them. */
 	while (b->vms)
 		vm_free(b->vms);
+	if (b->console_timer)
+		event_free(b->console_timer);
 	virt_close(b->virt);
 	free(b->state_dir);
 	free(b->image_dir);

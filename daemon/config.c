@@ -127,6 +127,17 @@ static int check_request_timeout(const char *v, const char **why)
 	return 0;
 }
 
+static int check_console_max(const char *v, const char **why)
+{
+	long n;
+
+	if (parse_long(v, 65536, 1L << 30, &n) < 0) {
+		*why = "must be a number of bytes from 65536 to 1073741824";
+		return -EINVAL;
+	}
+	return 0;
+}
+
 const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_STATE_DIR] = { "state_dir", "state-dir", "DIR", "/var/lib/fleet", false,
 		"directory for the database, keys, disks and snapshots", check_abs_path },
@@ -160,6 +171,9 @@ const struct config_def config_defs[CFG__COUNT] = {
 		"seconds a client has from connecting to sending its whole request (headers and body); "
 		"a slower one is disconnected (a long answer, such as exec output, is not limited)",
 		check_request_timeout },
+	[CFG_VM_CONSOLE_MAX] = { "vm_console_max_bytes", "vm-console-max-bytes", "N", "8388608", true,
+		"most bytes a VM agent's console log files (console.log*) take together; fleetd trims beyond",
+		check_console_max },
 };
 
 void config_init(struct config *c)

@@ -228,6 +228,13 @@ int main(int argc, char **argv)
 	const char *state_dir;
 	_cleanup_free_ char *db_path = NULL;
 
+	/*
+	 * Whatever umask we were started with (a shell's 022), nothing fleetd or
+	 * the tools it runs (qemu-img, mke2fs, cp) create is for other users: VM
+	 * disks and seeds hold an agent's files and its SSH host key. Modes that
+	 * must be looser (the state dir's 0711, the socket's 0660) are set explicitly.
+	 */
+	umask(0077);
 	log_setup("fleetd", LOG_INFO);
 	config_init(&f.cmdline);
 	for (int i = 0; i < CFG__COUNT; i++)

@@ -67,6 +67,9 @@ static const struct route routes[] = {
 	{ "POST", "/v1/agents/:name/runs", api_run_trigger, "run.trigger", 0 },
 	{ "GET", "/v1/agents/:name/runs", api_runs_list, NULL, 0 },
 	{ "GET", "/v1/agents/:name/runs/:id", api_run_get, NULL, 0 },
+	{ "POST", "/v1/agents/:name/upgrade", api_agent_upgrade, "agent.upgrade", 0 },
+	{ "GET", "/v1/images", api_images_list, NULL, 0 },
+	{ "DELETE", "/v1/images/:id", api_image_delete, "image.remove", 0 },
 };
 
 static const char *method_name(enum evhttp_cmd_type t)

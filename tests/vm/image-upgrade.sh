@@ -10,7 +10,7 @@
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
-vmfleet_setup --tcg jq
+vmfleet_setup --tcg jq sqlite3 perl
 
 IMGDIR=$STATE/images		# fleetd's image_dir: the default
 cp "$IMG/manifest.json" "$IMGDIR/"
@@ -52,6 +52,23 @@ xml_inactive=$(virsh_ns dumpxml --inactive fleet-iua | tr -d '\n' | sed 's/  */ 
 like "$xml_inactive" "<backingStore type='file'> ?<format type='qcow2'/> ?<source file='$STORE1/base.qcow2'/>" \
 	"the persistent definition pins it too"
 
+# --- an agent from before the image store ------------------------------------------------------------
+# Made as the old code made them: an overlay on image_dir/base.qcow2, image_dir's kernel in its
+# domain, no <backingStore>, no image recorded. fleetd adopts it at start (the image now in
+# image_dir, which its disk is younger than); its next boot moves it to the store's copy.
+"$FLEETCTL" create iul --backend vm --network none --health-interval 0 --restart never >/dev/null
+ok $? "another agent is created"
+stop_fleetd; ok $? "fleetd stops"
+sqlite3 "$STATE/fleet.db" "UPDATE agents SET image = NULL, boot_image = NULL WHERE name = 'iul'" &&
+	qemu-img rebase -u -f qcow2 -F qcow2 -b "$IMGDIR/base.qcow2" "$STATE/vms/iul/disk.qcow2" &&
+	virsh_ns dumpxml --inactive fleet-iul | sed "s|$STORE1/|$IMGDIR/|g" |
+	perl -0pe 's|\s*<backingStore.*?</backingStore>||s' > "$TEST_TMP/iul.xml" &&
+	virsh_ns define "$TEST_TMP/iul.xml" >/dev/null
+ok $? "it is made into an agent from before the image store"
+like "$(virsh_ns dumpxml --inactive fleet-iul)" "<kernel>$IMGDIR/vmlinuz</kernel>" "its domain boots image_dir's kernel"
+fleetd_ns_start; ok $? "fleetd starts again"
+is "$(users "$ID1")" "iua:disk iua:boot iul:disk iul:boot" "fleetd adopted it: it uses the image then in image_dir"
+
 # --- rebuild in place, with a changed agentd --------------------------------------------------------
 "$FLEET_SRCDIR/images/build-image.sh" --agentd "$AGENTD2" --dropbear "$IMAGE_DROPBEAR" --out "$IMGDIR" 2>&1 |
 	sed 's/^/#   /'
@@ -62,6 +79,14 @@ grep -q "\"agentd_sha256\": \"$NEW_SHA\"" "$IMGDIR/manifest.json"; ok $? "image_
 is "$("$FLEETCTL" exec iua -- cat /home/agent/keep)" precious "the file on its disk is still there"
 is "$(guest_sums)" "$sums_before" "the rest of its disk reads as before"
 is "$(guest_agentd)" "$OLD_SHA" "it still runs the agentd of its own image"
+
+"$FLEETCTL" start iul >/dev/null; ok $? "the adopted agent starts after the rebuild (and boots)"
+backing=$(qemu-img info -U --output=json "$STATE/vms/iul/disk.qcow2" | jq -r '."backing-filename"')
+is "$backing" "$STORE1/base.qcow2" "its overlay was moved to the store's copy"
+like "$(virsh_ns dumpxml --inactive fleet-iul)" "<kernel>$STORE1/vmlinuz</kernel>" "its domain to the store's kernel"
+is "$("$FLEETCTL" exec iul --root -- sha256sum /usr/bin/agentd | cut -d' ' -f1)" "$OLD_SHA" \
+	"it runs the agentd of the image it was made from"
+"$FLEETCTL" rm --force iul >/dev/null; ok $? "it is removed"
 
 # --- a new agent gets the new image; image ls shows both -------------------------------------------
 "$FLEETCTL" create iub --backend vm --network none --health-interval 0 --restart never >/dev/null

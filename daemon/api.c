@@ -107,6 +107,9 @@ static const struct route routes[] = {
 	{ "POST", "/v1/agents/:name/runs", api_run_trigger, "run.trigger", 0 },
 	{ "GET", "/v1/agents/:name/runs", api_runs_list, NULL, NO_BODY_MAX },
 	{ "GET", "/v1/agents/:name/runs/:id", api_run_get, NULL, NO_BODY_MAX },
+	{ "POST", "/v1/agents/:name/upgrade", api_agent_upgrade, "agent.upgrade", 0 },
+	{ "GET", "/v1/images", api_images_list, NULL, NO_BODY_MAX },
+	{ "DELETE", "/v1/images/:id", api_image_delete, "image.remove", NO_BODY_MAX },
 };
 
 static const char *method_name(enum evhttp_cmd_type t)

@@ -115,4 +115,9 @@ void api_run_trigger(struct api_call *c);
 void api_runs_list(struct api_call *c);
 void api_run_get(struct api_call *c);
 
+/* api_images.c */
+void api_images_list(struct api_call *c);
+void api_image_delete(struct api_call *c);
+void api_agent_upgrade(struct api_call *c);
+
 #endif

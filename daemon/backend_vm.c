@@ -10,6 +10,10 @@
  * Files per agent:
  *   <state_dir>/vms/NAME/   0711 root: disk.qcow2, seed.img (0600), console.log[.N] (virtlogd's),
  *                           ctl.sock (libvirtd makes it for QEMU)
+ * Guest images: the agent's disk is an overlay on the base.qcow2 of an image
+ * in the content-addressed store (images.h), and it boots the kernel and
+ * initramfs of a store image; never the files in image_dir, which a rebuild
+ * replaces.
  *   <state_dir>/keys/NAME/  client (OpenSSH), host (dropbear), host.fingerprint; 0700 root
  */
 #include "backend_vm.h"
@@ -30,6 +34,7 @@
 #include "db.h"
 #include "fleetd.h"
 #include "health.h"
+#include "images.h"
 #include "log.h"
 #include "spawn.h"
 #include "ssh.h"
@@ -343,22 +348,6 @@ static void wait_ready(struct vm *v, backend_done_fn done, void *userdata)
 
 /* --- provisioning ------------------------------------------------------------- */
 
-/* The guest's kernel, initramfs and base disk; -ENOENT with *why naming what is missing. */
-static int check_image(struct vm_backend *b, char **why)
-{
-	static const char *const files[] = { "vmlinuz", "initramfs.img", "base.qcow2" };
-
-	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
-		_cleanup_free_ char *p = image_path(b, files[i]);
-		if (access(p, R_OK) < 0) {
-			*why = xasprintf("guest image missing: %s (build it with images/build-image.sh --out %s)",
-					 p, b->image_dir);
-			return -ENOENT;
-		}
-	}
-	return 0;
-}
-
 static int run_tool(const char *const argv[], const char *what, char **why)
 {
 	_cleanup_free_ char *out = NULL;
@@ -416,16 +405,37 @@ static int make_seed(struct vm_backend *b, const struct agent *a, const char *cl
 	return 0;
 }
 
-/* The domain definition; uuid (or NULL for a new domain) keeps a redefinition the same domain. */
-static char *domain_xml(struct vm_backend *b, const struct agent *a, const char *uuid)
+/*
+ * The domain definition; uuid (or NULL for a new domain) keeps a redefinition
+ * the same domain. The kernel and initramfs are those of the agent's boot
+ * image; the disk's backing chain is pinned to its image's base.qcow2, so
+ * libvirt never probes it from the qcow2 header (an agent from before the
+ * image store, not yet moved to it, keeps image_dir's files).
+ */
+static char *domain_xml(struct vm_backend *b, const struct agent *a, const struct agent_images *im, const char *uuid)
 {
 	_cleanup_free_ char *dom = domain_name(a->name);
-	_cleanup_free_ char *kernel = image_path(b, "vmlinuz"), *initrd = image_path(b, "initramfs.img");
+	_cleanup_free_ char *kernel = NULL, *initrd = NULL, *backing = NULL, *base = NULL;
 	_cleanup_free_ char *disk = vm_path(b, a->name, "disk.qcow2"), *seed = vm_path(b, a->name, "seed.img");
 	_cleanup_free_ char *console = vm_path(b, a->name, "console.log");
 	_cleanup_free_ char *sock = vm_path(b, a->name, "ctl.sock");
 	_cleanup_free_ char *nic = NULL, *uuid_el = uuid ? xasprintf("  <uuid>%s</uuid>\n", uuid) : NULL;
 
+	if (im->boot_image) {
+		kernel = image_store_path(b->state_dir, im->boot_image, "vmlinuz");
+		initrd = image_store_path(b->state_dir, im->boot_image, "initramfs.img");
+	} else {
+		kernel = image_path(b, "vmlinuz");
+		initrd = image_path(b, "initramfs.img");
+	}
+	if (im->image) {
+		base = image_store_path(b->state_dir, im->image, "base.qcow2");
+		backing = xasprintf("      <backingStore type='file'>\n"
+				    "        <format type='qcow2'/>\n"
+				    "        <source file='%s'/>\n"
+				    "        <backingStore/>\n"
+				    "      </backingStore>\n", base);
+	}
 	if (a->network == NETWORK_NAT)
 		nic = xasprintf("    <interface type='network'>\n"
 				"      <source network='" NETWORK_NAME "'/>\n"
@@ -460,6 +470,7 @@ static char *domain_xml(struct vm_backend *b, const struct agent *a, const char 
 		"    <disk type='file' device='disk'>\n"
 		"      <driver name='qemu' type='qcow2'/>\n"
 		"      <source file='%s'/>\n"
+		"%s"
 		"      <target dev='vda' bus='virtio'/>\n"
 		"    </disk>\n"
 		"    <disk type='file' device='disk'>\n"
@@ -484,7 +495,8 @@ static char *domain_xml(struct vm_backend *b, const struct agent *a, const char 
 		"    <memballoon model='none'/>\n"
 		"  </devices>\n"
 		"</domain>\n",
-		b->domain_type, dom, uuid_el ? uuid_el : "", a->name, a->name, a->memory_mib, a->vcpus, kernel, initrd, disk, seed,
+		b->domain_type, dom, uuid_el ? uuid_el : "", a->name, a->name, a->memory_mib, a->vcpus, kernel, initrd, disk,
+		backing ? backing : "", seed,
 		console, console, sock, nic ? nic : "");
 }
 
@@ -508,6 +520,253 @@ static void remove_tree(const char *path)
 	(void)spawn_run(rm, NULL);
 }
 
+/* --- guest images ---------------------------------------------------------------- */
+
+static void agent_images_clearp(struct agent_images *im)
+{
+	agent_images_clear(im);
+}
+#define _cleanup_images_ _cleanup_(agent_images_clearp)
+
+static uint64_t be64(const unsigned char *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+/*
+ * The backing file a qcow2 file's header names; -ENOENT if none, -EINVAL if
+ * it is no qcow2. The header is written by qemu-img and QEMU, not by the guest.
+ */
+static int qcow2_backing_file(const char *path, char **ret)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	unsigned char h[20];
+	uint64_t off;
+	uint32_t len;
+	char *name;
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	if ((n = pread(fd, h, sizeof(h), 0)) < 0)
+		return -errno;
+	if (n != (ssize_t)sizeof(h) || memcmp(h, "QFI\xfb", 4) != 0)
+		return -EINVAL;
+	off = be64(h + 8);
+	len = (uint32_t)h[16] << 24 | (uint32_t)h[17] << 16 | (uint32_t)h[18] << 8 | h[19];
+	if (off == 0 || len == 0)
+		return -ENOENT;
+	if (len > 1023 || off > (1u << 20))
+		return -EINVAL;		/* qcow2 allows at most 1023 bytes, within the first cluster */
+	name = xmalloc(len + 1);
+	if ((n = pread(fd, name, len, (off_t)off)) != (ssize_t)len) {
+		free(name);
+		return n < 0 ? -errno : -EINVAL;
+	}
+	name[len] = '\0';
+	*ret = name;
+	return 0;
+}
+
+static int load_images(struct vm_backend *b, const char *agent, struct agent_images *im)
+{
+	int r = db_agent_get_images(b->f->db, agent, im);
+
+	if (r < 0)
+		log_warning("agent '%s': cannot read its guest images from the database: %s", agent, strerror(-r));
+	return r;
+}
+
+/*
+ * An agent created before the image store has an overlay on
+ * <image_dir>/base.qcow2 and no image recorded. Record the image now in
+ * image_dir as both its images (importing it), unless that base was
+ * replaced after the disk was made: then its disk already reads another
+ * base than it was made on, and no record would be true (-ESTALE). -ENOENT:
+ * not such an agent. Its overlay and domain move to the store copy at its
+ * next start (prepare_boot()): a running QEMU holds the file open.
+ */
+static int adopt_legacy(struct vm_backend *b, const struct agent *a, struct agent_images *im, char **why)
+{
+	_cleanup_free_ char *disk = vm_path(b, a->name, "disk.qcow2"), *legacy = image_path(b, "base.qcow2");
+	_cleanup_free_ char *backing = NULL;
+	char id[IMAGE_ID_LEN + 1];
+	struct statx dx, bx;
+	int r;
+
+	if (qcow2_backing_file(disk, &backing) < 0 || strcmp(backing, legacy) != 0)
+		return -ENOENT;
+	if (statx(AT_FDCWD, disk, AT_SYMLINK_NOFOLLOW, STATX_BTIME, &dx) == 0 && (dx.stx_mask & STATX_BTIME) &&
+	    statx(AT_FDCWD, legacy, 0, STATX_MTIME, &bx) == 0 && bx.stx_mtime.tv_sec > dx.stx_btime.tv_sec) {
+		*why = xasprintf("its disk was made before %s was last replaced (rebuilt?): it no longer reads the "
+				 "base it was made on, and fleet cannot tell which image that was", legacy);
+		return -ESTALE;
+	}
+	if ((r = image_import(b->state_dir, b->image_dir, id, why)) < 0)
+		return r;
+	agent_images_clear(im);
+	im->image = xstrdup(id);
+	im->boot_image = xstrdup(id);
+	if ((r = db_agent_set_images(b->f->db, a->name, im)) < 0) {
+		*why = xasprintf("cannot record its image: %s", strerror(-r));
+		return r;
+	}
+	log_notice("agent '%s': created before the image store; its image is now sha256:%.12s (copied from %s)",
+		   a->name, id, b->image_dir);
+	return 0;
+}
+
+/* At fleetd's start: adopt every agent from before the image store (see adopt_legacy()). */
+static void adopt_legacy_agents(struct vm_backend *b)
+{
+	struct agent **list = NULL;
+	size_t n = 0;
+
+	if (db_agent_list(b->f->db, &list, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_images_ struct agent_images im = { 0 };
+		_cleanup_free_ char *why = NULL;
+		int r;
+
+		if (list[i]->backend != BACKEND_VM || list[i]->state == AGENT_DEFINED ||
+		    list[i]->state == AGENT_PROVISIONING || db_agent_get_images(b->f->db, list[i]->name, &im) < 0 ||
+		    im.image)
+			continue;
+		if ((r = adopt_legacy(b, list[i], &im, &why)) < 0 && r != -ENOENT)
+			log_error("agent '%s': cannot move it to the image store: %s", list[i]->name,
+				  why ? why : strerror(-r));
+	}
+	agent_list_free(list);
+}
+
+/*
+ * Before a boot: the overlay names its image's store base (an adopted
+ * agent's overlay is moved there: the same bytes, so only its header
+ * changes), and the domain definition names its images and this host's
+ * domain type (else it is redefined: an adopted agent, a revert to a
+ * snapshot taken before an upgrade, a switch from KVM to TCG).
+ */
+static int prepare_boot(struct vm_backend *b, const struct agent *a, char **why)
+{
+	_cleanup_free_ char *dom = domain_name(a->name), *cur = NULL, *xml = NULL, *kernel = NULL, *base = NULL;
+	_cleanup_free_ char *disk = vm_path(b, a->name, "disk.qcow2"), *backing = NULL, *legacy = NULL;
+	_cleanup_images_ struct agent_images im = { 0 };
+	char uuid[40];
+	int r;
+
+	if (load_images(b, a->name, &im) < 0)
+		return 0;	/* boot as defined */
+	if (!im.image && (r = adopt_legacy(b, a, &im, why)) < 0) {
+		if (r != -ENOENT)
+			log_warning("agent '%s': %s", a->name, *why ? *why : strerror(-r));
+		free(*why);
+		*why = NULL;
+	}
+	if (im.image) {
+		base = image_store_path(b->state_dir, im.image, "base.qcow2");
+		legacy = image_path(b, "base.qcow2");
+		if ((r = qcow2_backing_file(disk, &backing)) < 0) {
+			*why = xasprintf("cannot read the backing file of %s: %s", disk, strerror(-r));
+			return r;
+		}
+		if (strcmp(backing, base) != 0) {
+			const char *rebase[] = { "qemu-img", "rebase", "-q", "-u", "-f", "qcow2", "-F", "qcow2",
+						 "-b", base, disk, NULL };
+
+			if (strcmp(backing, legacy) != 0) {
+				*why = xasprintf("its disk %s is backed by %s, not by its image's %s; fleet will not "
+						 "guess which is right", disk, backing, base);
+				return -EIO;
+			}
+			if ((r = run_tool(rebase, "qemu-img rebase -u", why)) < 0)
+				return r;
+			log_notice("agent '%s': its disk is now backed by the image store's copy %s", a->name, base);
+		}
+	}
+	if (virt_domain_xml(b->virt, dom, &cur) < 0 || virt_domain_uuid(b->virt, dom, uuid) < 0)
+		return 0;	/* the start reports what is wrong */
+	{
+		_cleanup_free_ char *k = im.boot_image ? image_store_path(b->state_dir, im.boot_image, "vmlinuz")
+						       : image_path(b, "vmlinuz");
+		kernel = xasprintf("<kernel>%s</kernel>", k);
+		if (base) {
+			char *src = xasprintf("<source file='%s'/>", base);
+			free(base);
+			base = src;
+		}
+	}
+	if (strstr(cur, kernel) && (!base || strstr(cur, base)) &&
+	    !(strcmp(b->domain_type, "qemu") == 0 && strstr(cur, "<domain type='kvm'")))
+		return 0;
+	xml = domain_xml(b, a, &im, uuid);
+	log_info("agent '%s': redefining domain %s (its images, domain type %s)", a->name, dom, b->domain_type);
+	return virt_domain_define(b->virt, xml, why);
+}
+
+int vm_upgrade(struct fleetd *f, const struct agent *a, char **ret_from, char **ret_to, char **why)
+{
+	struct vm_backend *b = backend(f);
+	_cleanup_free_ char *dom = NULL, *xml = NULL, *old = NULL;
+	_cleanup_images_ struct agent_images im = { 0 };
+	struct agent_images next = { 0 };
+	char id[IMAGE_ID_LEN + 1], uuid[40];
+	struct vm *v;
+	int r;
+
+	if (!b) {
+		*why = xstrdup("the vm backend is not available");
+		return -ENODEV;
+	}
+	if ((v = vm_find(b, a->name)) && v->busy) {
+		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
+		return -EBUSY;
+	}
+	if ((r = db_agent_get_images(f->db, a->name, &im)) < 0) {
+		*why = xasprintf("cannot read its images: %s", strerror(-r));
+		return r;
+	}
+	if (!im.image && (r = adopt_legacy(b, a, &im, why)) < 0) {
+		if (r == -ENOENT)
+			*why = xstrdup("the base image of its disk is unknown (its overlay is not on the image store)");
+		return r == -ENOENT ? -EINVAL : r;
+	}
+	if ((r = image_import(b->state_dir, b->image_dir, id, why)) < 0)
+		return r;
+	*ret_from = xstrdup(im.boot_image ? im.boot_image : im.image);
+	*ret_to = xstrdup(id);
+	if (im.boot_image && strcmp(im.boot_image, id) == 0)
+		return 0;	/* boots it already */
+	/* Its snapshots' saved definitions may name the boot image it leaves: keep that in use. */
+	old = im.old_images ? xstrdup(im.old_images) : xstrdup("");
+	if (im.boot_image && strcmp(im.boot_image, im.image) != 0 && !strstr(old, im.boot_image)) {
+		char *t = xasprintf("%s%s%s", old, *old ? " " : "", im.boot_image);
+		free(old);
+		old = t;
+	}
+	next = (struct agent_images){ .image = im.image, .boot_image = id, .old_images = *old ? old : NULL };
+	dom = domain_name(a->name);
+	if ((r = virt_domain_uuid(b->virt, dom, uuid)) < 0) {
+		*why = xasprintf("cannot read the UUID of domain %s", dom);
+		return r;
+	}
+	/* For a running domain this is its next boot's definition. */
+	xml = domain_xml(b, a, &next, uuid);
+	if ((r = virt_domain_define(b->virt, xml, why)) < 0)
+		return r;
+	if ((r = db_agent_set_images(f->db, a->name, &next)) < 0) {
+		*why = xasprintf("cannot record its new boot image: %s", strerror(-r));
+		return r;
+	}
+	log_notice("agent '%s': boots image sha256:%.12s from its next start on (was sha256:%.12s)", a->name, id,
+		   *ret_from);
+	return 0;
+}
+
 static int vm_provision(struct fleetd *f, const struct agent *a, char **why)
 {
 	struct vm_backend *b = backend(f);
@@ -515,16 +774,20 @@ static int vm_provision(struct fleetd *f, const struct agent *a, char **why)
 	_cleanup_free_ char *dir = vm_path(b, a->name, NULL), *keys = key_path(b, a->name, NULL);
 	_cleanup_free_ char *client = key_path(b, a->name, "client"), *host = key_path(b, a->name, "host");
 	_cleanup_free_ char *fp_file = key_path(b, a->name, "host.fingerprint");
-	_cleanup_free_ char *disk = vm_path(b, a->name, "disk.qcow2"), *base = image_path(b, "base.qcow2");
+	_cleanup_free_ char *disk = vm_path(b, a->name, "disk.qcow2"), *base = NULL;
 	_cleanup_free_ char *seed = vm_path(b, a->name, "seed.img");
 	_cleanup_free_ char *size = xasprintf("%dG", a->disk_gib);
 	_cleanup_free_ char *client_pub = NULL, *host_fp = NULL, *fp_line = NULL, *xml = NULL;
-	const char *img[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base, disk, size, NULL };
+	char id[IMAGE_ID_LEN + 1];
+	struct agent_images im = { .image = id, .boot_image = id };
 	enum virt_state st;
 	int r;
 
-	if ((r = check_image(b, why)) < 0)
+	/* Its own copy of the image as built: a later rebuild in image_dir leaves this agent alone. */
+	if ((r = image_import(b->state_dir, b->image_dir, id, why)) < 0)
 		return r;
+	base = image_store_path(b->state_dir, id, "base.qcow2");
+	const char *img[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base, disk, size, NULL };
 	if ((r = virt_connect(b->virt, why)) < 0) {
 		char *inner = *why;
 		*why = xasprintf("cannot reach libvirt (is libvirtd running?): %s", inner ? inner : "");
@@ -573,11 +836,16 @@ static int vm_provision(struct fleetd *f, const struct agent *a, char **why)
 		if ((r = virt_network_ensure(b->virt, NETWORK_NAME, net, why)) < 0)
 			goto fail;
 	}
-	xml = domain_xml(b, a, NULL);
+	if ((r = db_agent_set_images(f->db, a->name, &im)) < 0) {
+		*why = xasprintf("cannot record its image: %s", strerror(-r));
+		goto fail;
+	}
+	xml = domain_xml(b, a, &im, NULL);
 	if ((r = virt_domain_define(b->virt, xml, why)) < 0)
 		goto fail;
-	log_info("agent '%s': provisioned domain %s (%s, %d MiB, %d vcpus, %d GiB disk, network %s)", a->name, dom,
-		 b->domain_type, a->memory_mib, a->vcpus, a->disk_gib, network_kind_to_string(a->network));
+	log_info("agent '%s': provisioned domain %s (%s, %d MiB, %d vcpus, %d GiB disk, network %s, image sha256:%.12s)",
+		 a->name, dom, b->domain_type, a->memory_mib, a->vcpus, a->disk_gib, network_kind_to_string(a->network),
+		 id);
 	return 0;
 fail:
 	/* Nothing half-created: no orphan overlay, keys or domain. */
@@ -894,7 +1162,11 @@ static bool kvm_watchdog(struct vm *v)
 		waiters_finish(v, -EIO, "cannot read the domain's UUID to redefine it");
 		return true;
 	}
-	xml = domain_xml(b, v->boot_agent, uuid);
+	{
+		_cleanup_images_ struct agent_images im = { 0 };
+		(void)load_images(b, v->name, &im);
+		xml = domain_xml(b, v->boot_agent, &im, uuid);
+	}
 	if (virt_domain_define(b->virt, xml, &why) < 0 || virt_domain_start(b->virt, dom, &why) < 0) {
 		waiters_finish(v, -EIO, why ? why : "cannot boot the guest under TCG");
 		return true;
@@ -905,22 +1177,6 @@ static bool kvm_watchdog(struct vm *v)
 	v->boot_deadline = now_usec() + boot_timeout_s(v) * 1000000LL;
 	schedule_connect(v);
 	return true;
-}
-
-/* A domain defined as kvm before the host was switched to TCG is redefined before it boots. */
-static int ensure_domain_type(struct vm_backend *b, const struct agent *a, char **why)
-{
-	_cleanup_free_ char *dom = domain_name(a->name), *cur = NULL, *xml = NULL, *want = NULL;
-
-	if (strcmp(b->domain_type, "qemu") != 0 || virt_domain_xml(b->virt, dom, &cur) < 0)
-		return 0;
-	char uuid[40];
-
-	if (!strstr(cur, "<domain type='kvm'") || virt_domain_uuid(b->virt, dom, uuid) < 0)
-		return 0;
-	xml = domain_xml(b, a, uuid);
-	log_info("agent '%s': redefining domain %s for TCG", a->name, dom);
-	return virt_domain_define(b->virt, xml, why);
 }
 
 /*
@@ -998,7 +1254,7 @@ static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn don
 			if ((r = virt_network_ensure(b->virt, NETWORK_NAME, net, why)) < 0)
 				return r;
 		}
-		if ((r = vm_dir_secure(b, a->name, why)) < 0 || (r = ensure_domain_type(b, a, why)) < 0 ||
+		if ((r = vm_dir_secure(b, a->name, why)) < 0 || (r = prepare_boot(b, a, why)) < 0 ||
 		    (r = virt_domain_start(b->virt, dom, why)) < 0)
 			return r;
 		v->booted_type = b->domain_type;
@@ -1674,6 +1930,7 @@ static int vm_init(struct fleetd *f, char **why)
 		goto fail;
 	}
 	f->backend_state[BACKEND_VM] = b;
+	adopt_legacy_agents(b);
 	r = virt_open(f->base, config_get(&f->cfg, CFG_LIBVIRT_URI), on_virt_event, b, &b->virt, why);
 	if (r == -ENOTCONN) {
 		/* libvirtd may come later: stay available and keep trying. */

@@ -142,6 +142,15 @@ static const char *const migrations[] = {
 	"DROP TABLE runs;"
 	"ALTER TABLE runs_new RENAME TO runs;"
 	"CREATE INDEX runs_by_agent_state ON runs (agent_id, state);",
+	/*
+	 * 6: guest images (images.c): the store image an agent's disk is
+	 * backed by (fixed for the disk's life), the one it boots (kernel and
+	 * initramfs; 'fleetctl upgrade' changes it), and the boot images it
+	 * had before, which its snapshots' saved definitions may still name.
+	 */
+	"ALTER TABLE agents ADD COLUMN image TEXT;"
+	"ALTER TABLE agents ADD COLUMN boot_image TEXT;"
+	"ALTER TABLE agents ADD COLUMN old_images TEXT;",
 };
 
 static inline void stmt_finalizep(sqlite3_stmt **st)
@@ -759,6 +768,49 @@ int db_agent_set_restoring(struct db *db, const char *name, const char *snap)
 	if ((r = db_step(db, st)) < 0)
 		return r;
 	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
+}
+
+int db_agent_get_images(struct db *db, const char *name, struct agent_images *ret)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "SELECT image, boot_image, old_images FROM agents WHERE name = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	r = sqlite3_step(st);
+	if (r == SQLITE_DONE)
+		return -ENOENT;
+	if (r != SQLITE_ROW)
+		return db_err(db, r, "reading an agent's images");
+	ret->image = col_strdup(st, 0);
+	ret->boot_image = col_strdup(st, 1);
+	ret->old_images = col_strdup(st, 2);
+	return 0;
+}
+
+int db_agent_set_images(struct db *db, const char *name, const struct agent_images *im)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "UPDATE agents SET image = ?, boot_image = ?, old_images = ? WHERE name = ?")) < 0)
+		return r;
+	bind_text_or_null(st, 1, im->image);
+	bind_text_or_null(st, 2, im->boot_image);
+	bind_text_or_null(st, 3, im->old_images);
+	sqlite3_bind_text(st, 4, name, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
+}
+
+void agent_images_clear(struct agent_images *im)
+{
+	free(im->image);
+	free(im->boot_image);
+	free(im->old_images);
+	*im = (struct agent_images){ 0 };
 }
 
 int db_snapshot_set_state(struct db *db, const char *agent, const char *name, const char *state)

@@ -51,6 +51,21 @@ int db_agent_set_rollback(struct db *db, const char *name, const char *what);
 int db_agent_set_settings(struct db *db, const struct agent *a);
 /* Record that a restore to snap is under way (NULL: none is), so a kill -9 in it can be finished. */
 int db_agent_set_restoring(struct db *db, const char *name, const char *snap);
+/*
+ * A VM agent's guest images (store ids, images.h), each NULL when none is
+ * recorded: image backs its disk, boot_image gives its kernel and
+ * initramfs, old_images (ids separated by spaces) are boot images it had
+ * before, which its snapshots' saved domain definitions may still name.
+ */
+struct agent_images {
+	char *image;
+	char *boot_image;
+	char *old_images;
+};
+void agent_images_clear(struct agent_images *im);
+/* -ENOENT if there is no such agent. */
+int db_agent_get_images(struct db *db, const char *name, struct agent_images *ret);
+int db_agent_set_images(struct db *db, const char *name, const struct agent_images *im);
 /* Delete the agent and (by foreign keys) its snapshots, runs and secrets; -ENOENT. */
 int db_agent_delete(struct db *db, const char *name);
 

@@ -1231,6 +1231,108 @@ static int cmd_runs(struct ctl *ctl, const struct command *cmd, int argc, char *
 	return 0;
 }
 
+/* "a (disk, boot), b (boot)" from an image's used_by list; caller frees. */
+static char *image_users_text(json_t *users)
+{
+	char *text = xstrdup("");
+	const char *last = NULL;
+	json_t *u;
+	size_t i;
+
+	json_array_foreach(users, i, u) {
+		const char *agent = str(u, "agent");
+		char *t = last && strcmp(last, agent) == 0 ? xasprintf("%.*s, %s)", (int)strlen(text) - 1, text, str(u, "as"))
+			: xasprintf("%s%s%s (%s)", text, *text ? ", " : "", agent, str(u, "as"));
+		free(text);
+		text = t;
+		last = agent;
+	}
+	return text;
+}
+
+static int cmd_image(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+	_cleanup_free_ char *path = NULL;
+	json_t *j = NULL, *images, *im;
+	const char *sub;
+	size_t i;
+	int r;
+
+	if ((r = parse_opts(cmd, argc, argv, help_only, no_opts, NULL)) != 0)
+		return r < 0 ? EXIT_USAGE : 0;
+	if (argc - optind < 1)
+		return usage_error(cmd, "image needs ls or rm");
+	sub = argv[optind];
+	if (strcmp(sub, "rm") == 0) {
+		if (argc - optind != 2)
+			return usage_error(cmd, "image rm needs exactly one image ID");
+		path = xasprintf("/v1/images/%s", argv[optind + 1]);
+		if (strspn(argv[optind + 1], "0123456789abcdefsha:") != strlen(argv[optind + 1]))
+			return usage_error(cmd, "an image ID is hex digits, as 'fleetctl image ls' shows it");
+		if (call(ctl, "DELETE", path, NULL, &j))
+			return 1;
+		if (ctl->json)
+			print_json(j);
+		else
+			printf("image sha256:%.12s removed\n", str(j, "removed"));
+		json_decref(j);
+		return 0;
+	}
+	if (strcmp(sub, "ls") != 0 || argc - optind != 1)
+		return usage_error(cmd, "unknown image command '%s'", sub);
+	if (call(ctl, "GET", "/v1/images", NULL, &j))
+		return 1;
+	images = json_object_get(j, "images");
+	if (ctl->json) {
+		print_json(j);
+	} else if (json_array_size(images) == 0) {
+		printf("no stored images (the image in %s is stored when an agent is created from it)\n",
+		       str(j, "image_dir"));
+	} else {
+		printf("%-20s %-8s %-20s %-20s %-16s %8s  %s\n", "ID", "CURRENT", "IMPORTED", "BUILT", "KERNEL", "SIZE",
+		       "USED BY");
+		json_array_foreach(images, i, im) {
+			_cleanup_free_ char *users = image_users_text(json_object_get(im, "used_by"));
+
+			printf("sha256:%-13.12s %-8s %-20s %-20s %-16s %5lldMiB  %s\n", str(im, "id"),
+			       json_is_true(json_object_get(im, "current")) ? "yes" : "", str(im, "imported_at"),
+			       str(im, "built"), str(im, "kernel"), num(im, "size_bytes") >> 20, *users ? users : "-");
+		}
+		if (json_is_null(json_object_get(j, "current")))
+			printf("the image in %s is not stored yet (it is when an agent is created or upgraded)\n",
+			       str(j, "image_dir"));
+	}
+	json_decref(j);
+	return 0;
+}
+
+static int cmd_upgrade(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+	_cleanup_free_ char *path = NULL;
+	json_t *j = NULL;
+	int r;
+
+	if ((r = parse_opts(cmd, argc, argv, help_only, no_opts, NULL)) != 0)
+		return r < 0 ? EXIT_USAGE : 0;
+	if (argc - optind != 1)
+		return usage_error(cmd, "upgrade needs exactly one agent NAME");
+	if (!name_ok(cmd, argv[optind]))
+		return EXIT_USAGE;
+	path = xasprintf("/v1/agents/%s/upgrade", argv[optind]);
+	if (call(ctl, "POST", path, NULL, &j))
+		return 1;
+	if (ctl->json)
+		print_json(j);
+	else if (!json_is_true(json_object_get(j, "changed")))
+		printf("agent '%s' boots image sha256:%.12s already\n", str(j, "agent"), str(j, "to"));
+	else
+		printf("agent '%s' boots image sha256:%.12s (was sha256:%.12s) from its next start%s\n", str(j, "agent"),
+		       str(j, "to"), str(j, "from"),
+		       json_is_true(json_object_get(j, "running")) ? ": 'fleetctl restart' it" : "");
+	json_decref(j);
+	return 0;
+}
+
 static int cmd_help(struct ctl *ctl, const struct command *cmd, int argc, char **argv);
 
 #define SNAPSHOT_OPTIONS_HELP \
@@ -1315,6 +1417,19 @@ static const struct command commands[] = {
 	  "  --limit N   show the newest N runs (default 20)\n", cmd_runs },
 	{ "audit", "[--limit N]", "Show the audit log: who changed what, when, and the outcome.",
 	  "  --limit N   show the newest N records (default 50, at most 10000)\n", cmd_audit },
+	{ "image", "ls  |  image rm ID", "List the stored guest images and who uses each, or remove an unused one.",
+	  "Every VM agent keeps the image it was created from (its disk's base) in the\n"
+	  "image store, whatever is rebuilt in image_dir later. 'image ls' shows each\n"
+	  "stored image, whether it is the one now in image_dir (CURRENT), and which\n"
+	  "agents use it: as the base of their disk, as the kernel and initramfs they\n"
+	  "boot, or through snapshots taken before an upgrade. 'image rm ID' (a unique\n"
+	  "prefix will do) removes an image no agent uses, and refuses otherwise.\n",
+	  cmd_image },
+	{ "upgrade", "NAME", "Make a VM agent boot the image now in image_dir (new agentd, kernel).",
+	  "The agent keeps its disk (still on the base it was made on); from its next\n"
+	  "start it boots the current image's kernel and initramfs, which install that\n"
+	  "image's agentd and dropbear on its disk. A running agent: 'fleetctl restart'.\n",
+	  cmd_upgrade },
 	{ "help", "[COMMAND]", "Show help for fleetctl or one command.", NULL, cmd_help },
 };
 

@@ -201,12 +201,34 @@ while [ ! -b "$root" ] && [ $i -lt 100 ]; do usleep 100000; i=$((i + 1)); done
 mount -t ext4 -o "$rootflags" "$root" /newroot || rescue "cannot mount $root"
 [ -x "/newroot$init" ] || rescue "$init not found on $root"
 
+# This image's agentd and dropbear onto the root disk, when they differ: an
+# agent's disk keeps the files of the image it was made from, and an agent
+# upgraded to a newer image (fleetctl upgrade: it boots that image's kernel
+# and initramfs) gets the newer ones here. Renamed into place: never half.
+if [ "$rootflags" = rw ]; then
+    for f in usr/bin/agentd usr/sbin/dropbear; do
+        [ -f "/fleet/$f" ] && [ -d "/newroot/${f%/*}" ] || continue
+        cmp -s "/fleet/$f" "/newroot/$f" && continue
+        if cp "/fleet/$f" "/newroot/$f.fleet-new" && chmod 0755 "/newroot/$f.fleet-new" &&
+            mv -f "/newroot/$f.fleet-new" "/newroot/$f"; then
+            echo "initramfs: installed this image's /$f"
+        else
+            echo "initramfs: could not install /$f" >&2
+            rm -f "/newroot/$f.fleet-new"
+        fi
+    done
+    sync
+fi
+
 umount /proc /sys
 # Move /dev rather than unmount it: our console fds live on it.
 mount --move /dev /newroot/dev
 exec switch_root /newroot "$init"
 EOF
 chmod 0755 "$INITRD/init"
+# What /init installs on the root disk (see there); their libraries are the disk's.
+install -D -m 0755 "$AGENTD" "$INITRD/fleet/usr/bin/agentd"
+install -D -m 0755 "$DROPBEAR" "$INITRD/fleet/usr/sbin/dropbear"
 (cd "$INITRD" && find . -print0 | sort -z | cpio --null -o -H newc --quiet -R 0:0) | gzip -9 > "$WORK/initramfs.img"
 
 # ---------------------------------------------------------------- root tree
@@ -465,6 +487,7 @@ jstr() { printf '"%s"' "$(printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g')"; }
     echo "  \"dropbear\": $(jstr "$DROPBEAR_DESC"),"
     echo "  \"dropbear_sha256\": $(jstr "$DROPBEAR_SHA"),"
     echo "  \"agentd_sha256\": $(jstr "$(sha256sum "$AGENTD" | cut -d' ' -f1)"),"
+    echo "  \"build_script_sha256\": $(jstr "$(sha256sum "$0" | cut -d' ' -f1)"),"
     echo "  \"modules\": [$(printf '"%s",' "${ORDER[@]}" | sed 's/,$//')],"
     echo "  \"root_fs_mib\": $SIZE_MIB,"
     echo "  \"cmdline\": \"console=ttyS0 root=/dev/vda rw\","

@@ -26,6 +26,9 @@ images/build-dropbear.sh --out build/images/dropbear
 DROPBEAR=$PWD/build/images/dropbear/dropbear
 
 step "Building the guest image from Debian packages (kernel, busybox, dropbear, agentd)"
+# Rebuilding in place is safe: every VM agent uses its own copy in the image
+# store ($STATE/images/sha256/, 'fleetctl image ls'); 'fleetctl upgrade NAME'
+# moves one to the new build's agentd and kernel (docs/vm-backend.md).
 mkdir -p "$STATE/images"
 want=$(sha256sum /usr/local/bin/agentd | cut -d' ' -f1)
 want_db=$(sha256sum "$DROPBEAR" | cut -d' ' -f1)

@@ -28,7 +28,8 @@ _image_fresh() {
 	local f
 	for f in vmlinuz initramfs.img base.qcow2 manifest.json; do [ -s "$IMG/$f" ] || return 1; done
 	grep -q "\"agentd_sha256\": \"$(sha256sum "$AGENTD" | cut -d' ' -f1)\"" "$IMG/manifest.json" &&
-		grep -q "\"dropbear_sha256\": \"$(sha256sum "$IMAGE_DROPBEAR" | cut -d' ' -f1)\"" "$IMG/manifest.json"
+		grep -q "\"dropbear_sha256\": \"$(sha256sum "$IMAGE_DROPBEAR" | cut -d' ' -f1)\"" "$IMG/manifest.json" &&
+		grep -q "\"build_script_sha256\": \"$(sha256sum "$FLEET_SRCDIR/images/build-image.sh" | cut -d' ' -f1)\"" "$IMG/manifest.json"
 }
 
 image_ensure() {

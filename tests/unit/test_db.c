@@ -153,7 +153,9 @@ int main(void)
 			       " ALTER TABLE agents DROP COLUMN last_rollback; ALTER TABLE agents DROP COLUMN snapshot_policy;"
 			       " ALTER TABLE agents DROP COLUMN snapshot_schedule; ALTER TABLE agents DROP COLUMN snapshot_keep;"
 			       " ALTER TABLE agents DROP COLUMN restoring; ALTER TABLE runs DROP COLUMN snapshot;"
-			       " ALTER TABLE runs DROP COLUMN error; PRAGMA user_version = 1;"
+			       " ALTER TABLE runs DROP COLUMN error; ALTER TABLE agents DROP COLUMN image;"
+			       " ALTER TABLE agents DROP COLUMN boot_image; ALTER TABLE agents DROP COLUMN old_images;"
+			       " PRAGMA user_version = 1;"
 			       " INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
 			       " VALUES ('old', 'vm', 'stopped', 256, 1, 2, 1, 1);\"", v1);
 		ok(system(mk) == 0, "turned it back into a version-1 database with a row");
@@ -166,6 +168,18 @@ int main(void)
 		ok(!o->auto_rollback && o->health == -1, "auto-rollback off, health unknown");
 		ok(o->snapshot_policy == SNAPSHOT_POLICY_NONE && o->snapshot_keep == 0 && !o->snapshot_schedule &&
 		   !o->restoring, "no snapshot policy, keep all, no restore under way");
+		{
+			struct agent_images im = { 0 };
+			is_int(db_agent_get_images(old, "old", &im), 0, "its guest images can be read");
+			ok(!im.image && !im.boot_image && !im.old_images, "none recorded (fleetd adopts it at start)");
+			im.image = "abc";
+			im.boot_image = "def";
+			is_int(db_agent_set_images(old, "old", &im), 0, "and recorded");
+			im = (struct agent_images){ 0 };
+			is_int(db_agent_get_images(old, "old", &im), 0, "and read back");
+			is_str(im.boot_image, "def", "as written");
+			agent_images_clear(&im);
+		}
 		agent_free(o);
 		db_close(old);
 		free(v1);
@@ -196,6 +210,8 @@ int main(void)
 			       " started_at INTEGER, finished_at INTEGER, exit_code INTEGER, log_path TEXT,"
 			       " snapshot TEXT, error TEXT);"
 			       " CREATE INDEX runs_by_agent_state ON runs (agent_id, state);"
+			       " ALTER TABLE agents DROP COLUMN image; ALTER TABLE agents DROP COLUMN boot_image;"
+			       " ALTER TABLE agents DROP COLUMN old_images;"
 			       " PRAGMA user_version = 4;"
 			       " INSERT INTO agents (id, name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
 			       " VALUES (7, 'old', 'user', 'stopped', 256, 1, 2, 1, 1);"

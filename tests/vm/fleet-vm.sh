@@ -23,7 +23,8 @@ is "$(virsh_ns list --all --name | sort | tr '\n' ' ')" "fleet-alpha fleet-beta 
 xml=$(virsh_ns dumpxml fleet-alpha)
 like "$xml" "<fleet:name>alpha</fleet:name>" "the domain carries fleet's metadata"
 like "$xml" "<target type='virtio' name='org.fleet.ctl'/>" "with the virtio-serial control channel"
-like "$(qemu-img info "$STATE/vms/alpha/disk.qcow2")" "backing file: $STATE/images/base.qcow2" "its disk is an overlay on the shared base"
+like "$(qemu-img info "$STATE/vms/alpha/disk.qcow2")" "backing file: $STATE/images/sha256/[0-9a-f]{64}/base.qcow2" \
+	"its disk is an overlay on the image store's copy of the base"
 check "alpha's keys are root-only" -- test "$(stat -c %a "$STATE/keys/alpha")" = 700
 
 t0=$SECONDS

@@ -771,6 +771,9 @@ static void exec_collect(struct ssh_exec *e)
 	} else {
 		e->res.exit_code = libssh2_channel_get_exit_status(e->ch);
 	}
+	/* Every command line starts with the shell's pid line: without it, no shell ran. */
+	if (!e->internal && e->pid <= 0 && e->res.error == 0 && !e->timed_out && !e->cancelled)
+		e->res.not_started = true;
 }
 
 /*

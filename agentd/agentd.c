@@ -4,10 +4,13 @@
  * sshd; later issues give it run, health and memory. It links against libc
  * only, so the guest image needs nothing else for it.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +33,10 @@ static void usage(FILE *out)
 		"        TCP service at HOST:PORT (default 127.0.0.1:22), reconnecting for each\n"
 		"        new host connection; runs until killed\n"
 		"\n"
-		"  run-as USER -- CMD [ARG]...\n"
-		"        run CMD as USER (no supplementary groups; HOME, USER and PATH set; in HOME);\n"
-		"        fleetd's exec uses it to drop from root to the agent user\n"
+		"  run-as USER [--env NAME=VALUE]... -- CMD [ARG]...\n"
+		"        run CMD as USER in a new session (no supplementary groups; in HOME), with\n"
+		"        a clean environment: HOME, USER, LOGNAME, SHELL and PATH, then each --env,\n"
+		"        set only after the drop; fleetd runs every exec through it\n"
 		"\n"
 		"  health\n"
 		"        check this environment can do an agent's work: its home has room and\n"
@@ -77,41 +81,116 @@ static int cmd_relay(int argc, char **argv)
 	return 0;
 }
 
-/* Become user and exec argv; returns only on failure. */
+/* A shell variable name followed by '=': what run-as --env takes. */
+static bool env_entry_ok(const char *e)
+{
+	const char *eq = strchr(e, '=');
+
+	if (!eq || eq == e || !(isalpha((unsigned char)e[0]) || e[0] == '_'))
+		return false;
+	for (const char *p = e; p < eq; p++)
+		if (!isalnum((unsigned char)*p) && *p != '_')
+			return false;
+	return true;
+}
+
+/*
+ * Lead a new session, so `kill -9 -PID` (PID: ours, which fleetd read from
+ * the shell that exec'd us) ends everything the command starts. Only a
+ * process group leader cannot: as setsid(1) does, fork then, and wait for
+ * the child to pass on its status. Returns in the process that goes on;
+ * -1 when no session could be started.
+ */
+static int new_session(void)
+{
+	pid_t pid;
+	int status;
+
+	if (setsid() >= 0 || getsid(0) == getpid())
+		return 0;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0)
+		return setsid() < 0 ? -1 : 0;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			_exit(126);
+	if (WIFSIGNALED(status)) {
+		signal(WTERMSIG(status), SIG_DFL);
+		raise(WTERMSIG(status));
+	}
+	_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 126);
+}
+
+/*
+ * Become USER and exec CMD with a clean, fixed environment plus the
+ * caller's --env entries, applied only after the privileges are dropped:
+ * nothing the caller sets may reach a process that still runs as root
+ * (LD_PRELOAD for ld.so, say). Returns only on failure.
+ */
 static int cmd_run_as(int argc, char **argv)
 {
+	static const char usage_line[] = "agentd: usage: agentd run-as USER [--env NAME=VALUE]... -- CMD [ARG]...\n";
+	const char *user;
 	struct passwd *pw;
+	char path[512];
+	int first_env, cmd;
 
-	if (argc < 4 || strcmp(argv[2], "--") != 0) {
-		fprintf(stderr, "agentd: usage: agentd run-as USER -- CMD [ARG]...\n");
+	/* What we were started with is the caller's; none of it is used. */
+	if (clearenv() != 0)
+		return 126;
+	if (argc < 2) {
+		fputs(usage_line, stderr);
 		return 2;
 	}
-	pw = getpwnam(argv[1]);
+	user = argv[1];
+	first_env = 2;
+	for (cmd = first_env; cmd < argc && strcmp(argv[cmd], "--") != 0; cmd += 2) {
+		if (strcmp(argv[cmd], "--env") != 0 || cmd + 1 >= argc || !env_entry_ok(argv[cmd + 1])) {
+			fputs(usage_line, stderr);
+			return 2;
+		}
+	}
+	if (++cmd >= argc) {
+		fputs(usage_line, stderr);
+		return 2;
+	}
+	if (new_session() < 0) {
+		fprintf(stderr, "agentd: run-as %s: cannot start a session: %s\n", user, strerror(errno));
+		return 126;
+	}
+	pw = getpwnam(user);
 	if (!pw) {
-		fprintf(stderr, "agentd: run-as: no user '%s'\n", argv[1]);
+		fprintf(stderr, "agentd: run-as: no user '%s'\n", user);
 		return 126;
 	}
 	if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0) {
-		fprintf(stderr, "agentd: run-as %s: cannot drop privileges: %s\n", argv[1], strerror(errno));
+		fprintf(stderr, "agentd: run-as %s: cannot drop privileges: %s\n", user, strerror(errno));
 		return 126;
 	}
-	if (setuid(0) == 0 && pw->pw_uid != 0) {
-		fprintf(stderr, "agentd: run-as %s: privileges could be regained; refusing\n", argv[1]);
+	if (pw->pw_uid != 0 && setuid(0) == 0) {
+		fprintf(stderr, "agentd: run-as %s: privileges could be regained; refusing\n", user);
 		return 126;
 	}
 	if (chdir(pw->pw_dir) < 0 && chdir("/") < 0)
 		return 126;
-	setenv("HOME", pw->pw_dir, 1);
-	setenv("USER", pw->pw_name, 1);
-	setenv("LOGNAME", pw->pw_name, 1);
 	/* What the agent installs for itself lives in /usr/local/bin and ~/.local/bin. */
-	{
-		char path[512];
+	if (pw->pw_uid == 0)
+		snprintf(path, sizeof(path), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	else
 		snprintf(path, sizeof(path), "%s/.local/bin:/usr/local/bin:/usr/bin:/bin", pw->pw_dir);
-		setenv("PATH", path, 1);
-	}
-	execvp(argv[3], argv + 3);
-	fprintf(stderr, "agentd: %s: %s\n", argv[3], strerror(errno));
+	if (setenv("HOME", pw->pw_dir, 1) < 0 || setenv("USER", pw->pw_name, 1) < 0 ||
+	    setenv("LOGNAME", pw->pw_name, 1) < 0 ||
+	    setenv("SHELL", pw->pw_shell && *pw->pw_shell ? pw->pw_shell : "/bin/sh", 1) < 0 ||
+	    setenv("PATH", path, 1) < 0)
+		return 126;
+	/* Now, as the user: the caller's entries, which may override the above. */
+	for (int i = first_env; i < cmd - 1; i += 2)
+		if (putenv(argv[i + 1]) != 0)
+			return 126;
+	execvp(argv[cmd], argv + cmd);
+	fprintf(stderr, "agentd: %s: %s\n", argv[cmd], strerror(errno));
 	return errno == ENOENT ? 127 : 126;
 }
 
@@ -124,14 +203,14 @@ static int unhealthy(const char *why, const char *what)
 /* The checks fleetd's default health check runs; each failure says which. */
 static int cmd_health(void)
 {
-	const char *home = getenv("HOME");
+	/* The home passwd names, not $HOME: this may run as root with the caller's environment. */
+	struct passwd *pw = getpwuid(geteuid());
+	const char *home = pw && pw->pw_dir && *pw->pw_dir ? pw->pw_dir : "/";
 	char path[4096];
 	struct statvfs vfs;
 	int fd, status;
 	pid_t pid;
 
-	if (!home || !*home)
-		home = "/";
 	if (statvfs(home, &vfs) < 0)
 		return unhealthy("cannot stat the home file system", strerror(errno));
 	if ((unsigned long long)vfs.f_bavail * vfs.f_frsize < (1ULL << 20))

@@ -45,6 +45,12 @@ struct exec_result {
 	bool timed_out;
 	int error;		/* < 0 (negative errno) when it could not be run at all; then why says so */
 	const char *why;
+	/*
+	 * The environment's shell exited before starting the command (a vm
+	 * guest whose /bin/sh is gone, say): exit_code and stderr are its
+	 * SSH server's ("Exit (root) from ...: Child failed"), not the command's.
+	 */
+	bool not_started;
 };
 
 struct exec_callbacks {

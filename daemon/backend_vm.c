@@ -257,8 +257,9 @@ static int session_start(struct vm *v, int timeout_s, char **why)
 	_cleanup_free_ char *fp_path = key_path(b, v->name, "host.fingerprint");
 	_cleanup_free_ char *fp = NULL;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	/* The session is root's; agentd run-as drops each exec to the agent user (or not, for --root). */
 	struct ssh_session_config cfg = { .user = "root", .key_path = key, .connect_timeout_s = timeout_s,
-					  .keepalive_s = 15 };
+					  .keepalive_s = 15, .agentd = AGENTD_IN_GUEST, .exec_user = "agent" };
 	struct ssh_session_callbacks cb = { session_ready, session_failed, v };
 	int fd, r;
 
@@ -1361,6 +1362,7 @@ struct exec_handle {
 	char *stdin_data;
 	size_t stdin_len;
 	int timeout_s;
+	bool root;
 };
 
 static void exec_handle_free(struct exec_handle *h)
@@ -1404,6 +1406,7 @@ static int exec_start(struct exec_handle *h, char **why)
 	struct exec_request req = {
 		.argv = (const char *const *)h->argv, .env = (const char *const *)h->env,
 		.stdin_data = h->stdin_data, .stdin_len = h->stdin_len, .timeout_s = h->timeout_s,
+		.root = h->root,
 	};
 
 	return ssh_exec(h->vm->ssh, &req, &(struct exec_callbacks){ exec_output, exec_done, h }, &h->ssh, why);
@@ -1435,7 +1438,6 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 	struct vm *v = vm_get(b, a->name);
 	struct exec_handle *h;
 	enum virt_state st;
-	size_t n = 0;
 	int r;
 
 	/* First: a snapshot pauses the guest, which is not "not running". */
@@ -1463,20 +1465,8 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 		memcpy(h->stdin_data, req->stdin_data, req->stdin_len);
 		h->stdin_len = req->stdin_len;
 	}
-	while (req->argv[n])
-		n++;
-	if (req->root) {
-		h->argv = strv_copy(req->argv);
-	} else {
-		/* The session is root's; agentd drops to the agent user inside the guest. */
-		h->argv = xcalloc(n + 5, sizeof(*h->argv));
-		h->argv[0] = xstrdup(AGENTD_IN_GUEST);
-		h->argv[1] = xstrdup("run-as");
-		h->argv[2] = xstrdup("agent");
-		h->argv[3] = xstrdup("--");
-		for (size_t i = 0; i < n; i++)
-			h->argv[4 + i] = xstrdup(req->argv[i]);
-	}
+	h->argv = strv_copy(req->argv);
+	h->root = req->root;
 	if (v->ready) {
 		if ((r = exec_start(h, why)) < 0) {
 			v->execs--;

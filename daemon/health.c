@@ -45,8 +45,10 @@ struct health {
 struct check {
 	struct fleetd *f;
 	char *agent;
-	char output[DETAIL_MAX];
+	char output[DETAIL_MAX];	/* stdout; a failed start's reason */
 	size_t len;
+	char errout[DETAIL_MAX];	/* stderr */
+	size_t err_len;
 	struct event *timer;
 	struct exec_handle *exec;
 	const struct backend_ops *ops;
@@ -105,20 +107,31 @@ static void check_report(struct check *c, int healthy, const char *detail)
 static void check_output(void *userdata, enum exec_stream stream, const char *data, size_t len)
 {
 	struct check *c = userdata;
-	size_t room = sizeof(c->output) - 1 - c->len;
+	char *buf = stream == EXEC_STDERR ? c->errout : c->output;
+	size_t *used = stream == EXEC_STDERR ? &c->err_len : &c->len;
+	size_t room = DETAIL_MAX - 1 - *used;
 
 	if (len > room)
 		len = room;
-	memcpy(c->output + c->len, data, len);
-	c->len += len;
-	c->output[c->len] = '\0';
+	memcpy(buf + *used, data, len);
+	*used += len;
+	buf[*used] = '\0';
+}
+
+/* The first non-blank line of buf, cut in place (buf is the check's, NUL-terminated). */
+static const char *first_line(char *buf)
+{
+	char *line = buf + strspn(buf, "\r\n \t");
+
+	line[strcspn(line, "\r\n")] = '\0';
+	return line;
 }
 
 static void check_exec_done(void *userdata, const struct exec_result *res)
 {
 	struct check *c = userdata;
-	char detail[DETAIL_MAX + 64];
-	char *last;
+	char detail[2 * DETAIL_MAX + 96], printed[2 * DETAIL_MAX + 16];
+	const char *out, *err;
 
 	c->exec_done = true;
 	if (c->reported) {
@@ -126,24 +139,29 @@ static void check_exec_done(void *userdata, const struct exec_result *res)
 		return;
 	}
 	/*
-	 * The first line the command printed says it best: what follows can be
-	 * noise, such as the SSH server logging that its child failed.
+	 * What the check printed, in a line: the first line of its stdout (its
+	 * verdict, as agentd health prints it) and of its stderr.
 	 */
-	last = c->output;
-	while (*last == '\n' || *last == '\r')
-		last++;
-	last[strcspn(last, "\r\n")] = '\0';
+	out = first_line(c->output);
+	err = first_line(c->errout);
+	snprintf(printed, sizeof(printed), "%s%s%s%s", out, *out && *err ? "; " : "", *err && *out ? "stderr: " : "", err);
 	if (res->error < 0)
 		snprintf(detail, sizeof(detail), "the check could not run: %s", res->why ? res->why : strerror(-res->error));
 	else if (res->timed_out)
 		snprintf(detail, sizeof(detail), "the check timed out");
+	else if (res->not_started)
+		/* Then stderr is the SSH server's log ("Exit (root) from ...: Child failed"), not the check's. */
+		snprintf(detail, sizeof(detail), "the check did not start: the environment's shell did not run%s%s%s",
+			 *err ? " (its SSH server says: " : "", err, *err ? ")" : "");
 	else if (res->signal > 0)
-		snprintf(detail, sizeof(detail), "the check was killed by signal %d", res->signal);
+		snprintf(detail, sizeof(detail), "the check was killed by signal %d%s%s", res->signal,
+			 *printed ? ": " : "", printed);
 	else if (res->exit_code != 0)
-		snprintf(detail, sizeof(detail), "exit %d%s%s", res->exit_code, *last ? ": " : "", last);
+		snprintf(detail, sizeof(detail), "exit status %d%s%s", res->exit_code, *printed ? ": " : "", printed);
 	else
-		snprintf(detail, sizeof(detail), "%s", *last ? last : "healthy");
-	check_report(c, res->error == 0 && !res->timed_out && res->signal == 0 && res->exit_code == 0, detail);
+		snprintf(detail, sizeof(detail), "%s", *out ? out : "healthy");
+	check_report(c, res->error == 0 && !res->timed_out && !res->not_started && res->signal == 0 &&
+			 res->exit_code == 0, detail);
 	check_free(c);
 }
 

@@ -377,31 +377,44 @@ static void append_word(char **line, size_t *len, const char *word)
 	*len += n;
 }
 
-int ssh_command_line(const char *const *argv, const char *const *env, char **ret)
+int ssh_command_line(const char *agentd, const char *user, const char *const *argv, const char *const *env,
+		     char **ret)
 {
 	/*
-	 * The shell prints its pid, then becomes (through setsid, which does
-	 * not fork when its caller leads no process group, and env) the
-	 * command itself: so the exit status and signal dropbear reports are
-	 * the command's, and every process it starts shares its process group,
-	 * which `kill -9 -PID` ends.
+	 * The shell prints its pid, then becomes the command itself (through
+	 * agentd run-as, or setsid and env, none of which forks here): so the
+	 * exit status and signal dropbear reports are the command's, and
+	 * every process it starts shares its session and process group, which
+	 * `kill -9 -PID` ends. With agentd nothing of env comes before the
+	 * privilege drop: the caller's LD_PRELOAD must not reach root's agentd.
 	 */
-	char *line = xstrdup("echo $$ >&2; exec setsid --");
-	size_t len = strlen(line);
+	char *line;
+	size_t len;
 
-	if (!argv || !argv[0] || !argv[0][0] || strchr(argv[0], '=')) {
-		free(line);
+	if (!argv || !argv[0] || !argv[0][0] || strchr(argv[0], '=') || (agentd && (!user || !*user)))
 		return -EINVAL;
-	}
-	if (env && env[0]) {
-		append_word(&line, &len, "env");
-		append_word(&line, &len, "--");
-		for (size_t i = 0; env[i]; i++) {
-			if (!env_entry_ok(env[i])) {
-				free(line);
-				return -EINVAL;
-			}
+	for (size_t i = 0; env && env[i]; i++)
+		if (!env_entry_ok(env[i]))
+			return -EINVAL;
+	line = xstrdup("echo $$ >&2; exec");
+	len = strlen(line);
+	if (agentd) {
+		append_word(&line, &len, agentd);
+		append_word(&line, &len, "run-as");
+		append_word(&line, &len, user);
+		for (size_t i = 0; env && env[i]; i++) {
+			append_word(&line, &len, "--env");
 			append_word(&line, &len, env[i]);
+		}
+		append_word(&line, &len, "--");
+	} else {
+		append_word(&line, &len, "setsid");
+		append_word(&line, &len, "--");
+		if (env && env[0]) {
+			append_word(&line, &len, "env");
+			append_word(&line, &len, "--");
+			for (size_t i = 0; env[i]; i++)
+				append_word(&line, &len, env[i]);
 		}
 	}
 	for (size_t i = 0; argv[i]; i++)
@@ -487,6 +500,7 @@ struct ssh_session {
 	LIBSSH2_SESSION *ssh;
 	enum session_state state;
 	char *user, *key_path, *fingerprint;
+	char *agentd, *exec_user;	/* see struct ssh_session_config; NULL: no agentd */
 	int connect_timeout_s, keepalive_s;
 	struct ssh_session_callbacks cb;
 
@@ -757,6 +771,9 @@ static void exec_collect(struct ssh_exec *e)
 	} else {
 		e->res.exit_code = libssh2_channel_get_exit_status(e->ch);
 	}
+	/* Every command line starts with the shell's pid line: without it, no shell ran. */
+	if (!e->internal && e->pid <= 0 && e->res.error == 0 && !e->timed_out && !e->cancelled)
+		e->res.not_started = true;
 }
 
 /*
@@ -1231,9 +1248,11 @@ int ssh_session_new(struct event_base *base, int fd, const struct ssh_session_co
 	int flags;
 
 	if (!cfg->user || !*cfg->user || !cfg->key_path || !cfg->host_fingerprint ||
-	    strncmp(cfg->host_fingerprint, "SHA256:", 7) != 0) {
+	    strncmp(cfg->host_fingerprint, "SHA256:", 7) != 0 ||
+	    (cfg->agentd && (!cfg->exec_user || !*cfg->exec_user))) {
 		close(fd);
-		*why = xstrdup("a user, a client key and a pinned SHA256 host key fingerprint are required");
+		*why = xstrdup("a user, a client key and a pinned SHA256 host key fingerprint are required "
+			       "(and with agentd, the user execs run as)");
 		return -EINVAL;
 	}
 	if (!initialized) {
@@ -1259,6 +1278,8 @@ int ssh_session_new(struct event_base *base, int fd, const struct ssh_session_co
 	s->user = xstrdup(cfg->user);
 	s->key_path = xstrdup(cfg->key_path);
 	s->fingerprint = xstrdup(cfg->host_fingerprint);
+	s->agentd = cfg->agentd ? xstrdup(cfg->agentd) : NULL;
+	s->exec_user = cfg->agentd ? xstrdup(cfg->exec_user) : NULL;
 	s->connect_timeout_s = cfg->connect_timeout_s > 0 ? cfg->connect_timeout_s : 30;
 	s->keepalive_s = cfg->keepalive_s;
 	s->cb = *cb;
@@ -1321,6 +1342,8 @@ static void session_destroy(struct ssh_session *s)
 	free(s->user);
 	free(s->key_path);
 	free(s->fingerprint);
+	free(s->agentd);
+	free(s->exec_user);
 	free(s);
 }
 
@@ -1355,7 +1378,7 @@ int ssh_exec(struct ssh_session *s, const struct exec_request *req, const struct
 		*why = xstrdup("the SSH session to the guest has failed");
 		return -ENOTCONN;
 	}
-	r = ssh_command_line(req->argv, req->env, &cmdline);
+	r = ssh_command_line(s->agentd, req->root ? "root" : s->exec_user, req->argv, req->env, &cmdline);
 	if (r == -E2BIG) {
 		*why = xasprintf("command line too long (at most %d bytes with its environment; "
 				 "pass big data on stdin)", SSH_COMMAND_MAX);

@@ -56,13 +56,19 @@ char *ssh_quote(const char *s);
 /*
  * The command line that runs argv with the extra env in its own session
  * (so a timeout can kill every process it started) and first writes the
- * shell's pid as one line on stderr, which ssh_exec strips:
- *   echo $$ >&2; exec setsid env -- 'NAME=VALUE'... 'argv0' 'argv1'...
- * -EINVAL for an empty argv, an argv[0] containing '=' or an env entry
- * that is not NAME=VALUE with a shell-name NAME; -E2BIG past
- * SSH_COMMAND_MAX.
+ * shell's pid as one line on stderr, which ssh_exec strips. With agentd
+ * (its path in the guest), agentd starts the session, drops to user,
+ * clears the environment and sets env only after the drop, so nothing in
+ * env reaches a process running as root unless user is root:
+ *   echo $$ >&2; exec AGENTD run-as USER --env 'NAME=VALUE'... -- 'argv0' 'argv1'...
+ * Without (agentd NULL; user unused) the login user runs it directly:
+ *   echo $$ >&2; exec setsid -- env -- 'NAME=VALUE'... 'argv0' 'argv1'...
+ * -EINVAL for an empty argv, an argv[0] containing '=', an env entry
+ * that is not NAME=VALUE with a shell-name NAME, or agentd without user;
+ * -E2BIG past SSH_COMMAND_MAX.
  */
-int ssh_command_line(const char *const *argv, const char *const *env, char **ret);
+int ssh_command_line(const char *agentd, const char *user, const char *const *argv, const char *const *env,
+		     char **ret);
 
 /* --- sessions ---------------------------------------------------------------- */
 
@@ -72,6 +78,13 @@ struct ssh_session_config {
 	const char *host_fingerprint;	/* pinned "SHA256:..." of the guest's host key; required */
 	int connect_timeout_s;		/* handshake + authentication; 0: 30 */
 	int keepalive_s;		/* 0: none */
+	/*
+	 * agentd's path in the guest: every exec runs through `agentd run-as`
+	 * as exec_user (as root with req->root), its env set only after the
+	 * privilege drop. NULL: the login user runs execs itself.
+	 */
+	const char *agentd;
+	const char *exec_user;
 };
 
 struct ssh_session_callbacks {
@@ -114,8 +127,9 @@ bool ssh_session_is_ready(const struct ssh_session *s);
  * through cb on the loop, never from inside this call. req->timeout_s
  * counts from this call; on expiry the command's whole process group is
  * killed and done() reports timed_out (and signal SIGKILL when the guest
- * reports it). req->root is not looked at: the session's user runs the
- * command. req and what it points to may be freed after the call.
+ * reports it). Who runs the command: with the session's agentd, root if
+ * req->root, else its exec_user; without, the session's user (req->root
+ * is not looked at). req and what it points to may be freed after the call.
  * -EINVAL/-E2BIG for a bad request, -ENOTCONN for a failed session, with
  * *why.
  */

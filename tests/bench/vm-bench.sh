@@ -276,10 +276,10 @@ done
 
 # One OpenSSH connection kept open, as root (the guest's port takes one host
 # connection at a time), used for two commands: plain `true`, and the very
-# command line fleetd sends for `fleetctl exec A -- true` (ssh.c's pid line and
-# setsid, agentd run-as): the same guest-side work, so the difference is
+# command line fleetd sends for `fleetctl exec A -- true` (ssh.c's pid line,
+# agentd run-as): the same guest-side work, so the difference is
 # fleet's host-side path (fleetctl, HTTP, fleetd, libvirt state check, libssh2).
-FLEET_LINE='echo $$ >&2; exec setsid -- /usr/bin/agentd run-as agent -- true'
+FLEET_LINE='echo $$ >&2; exec /usr/bin/agentd run-as agent -- true'
 CTL=$BT/ssh-ctl
 "${SSH[@]}" -M -N -S "$CTL" -o ControlPersist=no root@bench-guest </dev/null >/dev/null 2>&1 &
 MASTER_PID=$!

@@ -60,5 +60,12 @@ is "$("$AGENTD" run-as nobody -- id -G)" "$(id -g nobody)" "with no supplementar
 is "$("$AGENTD" run-as nobody -- sh -c 'echo $HOME $USER')" "$(getent passwd nobody | cut -d: -f6) nobody" "and its HOME and USER"
 "$AGENTD" run-as no-such-user -- true 2>/dev/null; is "$?" 126 "run-as an unknown user exits 126"
 "$AGENTD" run-as nobody -- /no/such/program 2>/dev/null; is "$?" 127 "run-as a missing program exits 127"
+is "$(FLEET_LEAK=x "$AGENTD" run-as nobody --env A=1 --env 'B=x y' -- sh -c 'echo "$A|$B|${FLEET_LEAK-unset}"')" \
+	"1|x y|unset" "run-as: --env reaches the command, its caller's environment does not"
+is "$("$AGENTD" run-as nobody --env HOME=/elsewhere -- sh -c 'echo $HOME')" /elsewhere "--env is applied last"
+is "$("$AGENTD" run-as nobody -- sh -c 'echo $$ $(cut -d" " -f6 /proc/$$/stat)' | awk '{print ($1 == $2)}')" 1 \
+	"run-as: the command leads its own session"
+"$AGENTD" run-as nobody --env 1A=x -- true 2>/dev/null; is "$?" 2 "run-as: a bad --env name exits 2"
+"$AGENTD" run-as nobody --env A=1 2>/dev/null; is "$?" 2 "run-as: no -- CMD exits 2"
 
 done_testing

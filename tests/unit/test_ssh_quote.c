@@ -146,12 +146,12 @@ static void test_command_line(void)
 	char *l = NULL;
 	struct ran r;
 
-	is_int(ssh_command_line(argv, NULL, &line), 0, "command line built");
+	is_int(ssh_command_line(NULL, NULL, argv, NULL, &line), 0, "command line built");
 	is_str(line, "echo $$ >&2; exec setsid -- printf '%s|' 'a b' '' '$HOME' '`id`' 'it'\\''s' 'x\ny'",
 	       "command line: pid line, setsid, quoted argv");
 	free(line);
 	line = NULL;
-	is_int(ssh_command_line(argv, env, &line), 0, "command line with env built");
+	is_int(ssh_command_line(NULL, NULL, argv, env, &line), 0, "command line with env built");
 	is_str(line, "echo $$ >&2; exec setsid -- env -- 'A=1' 'B=it'\\''s $HOME `id`' '_C9=' printf '%s|' 'a b' '' "
 		     "'$HOME' '`id`' 'it'\\''s' 'x\ny'", "env passed as `env -- NAME=VALUE...`");
 
@@ -168,7 +168,7 @@ static void test_command_line(void)
 	line = NULL;
 	{
 		const char *show[] = { "sh", "-c", "printf '%s|%s|%s' \"$A\" \"$B\" \"${_C9-unset}\"", NULL };
-		ok(ssh_command_line(show, env, &line) == 0 && run_shell("/bin/sh", line, &r) == 0, "env command runs");
+		ok(ssh_command_line(NULL, NULL, show, env, &line) == 0 && run_shell("/bin/sh", line, &r) == 0, "env command runs");
 		is_str(r.out, "1|it's $HOME `id`|", "env values arrive literally");
 		free(line);
 		line = NULL;
@@ -179,7 +179,7 @@ static void test_command_line(void)
 		int pid = 0, pgrp = 0, sid = 0;
 		const char *p;
 
-		ok(ssh_command_line(stat, NULL, &line) == 0 && run_shell("/bin/sh", line, &r) == 0, "stat command runs");
+		ok(ssh_command_line(NULL, NULL, stat, NULL, &line) == 0 && run_shell("/bin/sh", line, &r) == 0, "stat command runs");
 		p = strrchr(r.out, ')');
 		ok(p && sscanf(r.out, "%d", &pid) == 1 && sscanf(p + 2, "%*c %*d %d %d", &pgrp, &sid) == 2,
 		   "stat parsed");
@@ -188,20 +188,92 @@ static void test_command_line(void)
 		line = NULL;
 	}
 
-	is_int(ssh_command_line(no_argv, NULL, &l), -EINVAL, "empty argv refused");
-	is_int(ssh_command_line(NULL, NULL, &l), -EINVAL, "NULL argv refused");
-	is_int(ssh_command_line(empty0, NULL, &l), -EINVAL, "empty argv[0] refused");
-	is_int(ssh_command_line(eq0, NULL, &l), -EINVAL, "argv[0] with '=' refused (env would take it)");
-	is_int(ssh_command_line(argv, bad_env1, &l), -EINVAL, "env name starting with a digit refused");
-	is_int(ssh_command_line(argv, bad_env2, &l), -EINVAL, "env entry without '=' refused");
-	is_int(ssh_command_line(argv, bad_env3, &l), -EINVAL, "env name with '-' refused");
-	is_int(ssh_command_line(argv, bad_env4, &l), -EINVAL, "empty env name refused");
+	is_int(ssh_command_line(NULL, NULL, no_argv, NULL, &l), -EINVAL, "empty argv refused");
+	is_int(ssh_command_line(NULL, NULL, NULL, NULL, &l), -EINVAL, "NULL argv refused");
+	is_int(ssh_command_line(NULL, NULL, empty0, NULL, &l), -EINVAL, "empty argv[0] refused");
+	is_int(ssh_command_line(NULL, NULL, eq0, NULL, &l), -EINVAL, "argv[0] with '=' refused (env would take it)");
+	is_int(ssh_command_line(NULL, NULL, argv, bad_env1, &l), -EINVAL, "env name starting with a digit refused");
+	is_int(ssh_command_line(NULL, NULL, argv, bad_env2, &l), -EINVAL, "env entry without '=' refused");
+	is_int(ssh_command_line(NULL, NULL, argv, bad_env3, &l), -EINVAL, "env name with '-' refused");
+	is_int(ssh_command_line(NULL, NULL, argv, bad_env4, &l), -EINVAL, "empty env name refused");
 	big = xmalloc(SSH_COMMAND_MAX + 8);
 	memset(big, 'x', SSH_COMMAND_MAX + 7);
 	memcpy(big, "BIG=", 4);
 	big[SSH_COMMAND_MAX + 7] = '\0';
 	big_env[0] = big;
-	is_int(ssh_command_line(argv, big_env, &l), -E2BIG, "command line past SSH_COMMAND_MAX refused");
+	is_int(ssh_command_line(NULL, NULL, argv, big_env, &l), -E2BIG, "command line past SSH_COMMAND_MAX refused");
+	is_int(ssh_command_line("/usr/bin/agentd", NULL, argv, NULL, &l), -EINVAL, "agentd without a user refused");
+	is_int(ssh_command_line("/usr/bin/agentd", "agent", argv, bad_env3, &l), -EINVAL,
+	       "agentd: env name with '-' refused");
+	is_int(ssh_command_line("/usr/bin/agentd", "agent", argv, big_env, &l), -E2BIG,
+	       "agentd: command line past SSH_COMMAND_MAX refused");
+}
+
+/*
+ * The line fleetd sends a guest: agentd run-as gets the env as arguments
+ * and applies it after the privilege drop; nothing comes before agentd.
+ * Run here with the built agentd as root (the guest's session user).
+ */
+static void test_agentd_line(void)
+{
+	const char *argv[] = { "printf", "%s|", "a b", "", "$HOME", "it's", NULL };
+	const char *env[] = { "A=1", "B=it's $HOME `id`", "LD_PRELOAD=/nonexistent.so", NULL };
+	const char *agentd = getenv("AGENTD");
+	_cleanup_free_ char *line = NULL;
+	struct ran r;
+
+	is_int(ssh_command_line("/usr/bin/agentd", "agent", argv, env, &line), 0, "agentd line built");
+	is_str(line, "echo $$ >&2; exec /usr/bin/agentd run-as agent --env 'A=1' --env 'B=it'\\''s $HOME `id`' "
+		     "--env 'LD_PRELOAD=/nonexistent.so' -- printf '%s|' 'a b' '' '$HOME' 'it'\\''s'",
+	       "agentd line: pid line, then agentd first, env as run-as --env arguments, then the command");
+	free(line);
+	line = NULL;
+	is_int(ssh_command_line("/usr/bin/agentd", "root", argv, NULL, &line), 0, "agentd line without env built");
+	is_str(line, "echo $$ >&2; exec /usr/bin/agentd run-as root -- printf '%s|' 'a b' '' '$HOME' 'it'\\''s'",
+	       "agentd line without env");
+	free(line);
+	line = NULL;
+
+	if (!agentd || geteuid() != 0) {
+		printf("# the agentd line is not run here: needs root and $AGENTD (make check sets it)\n");
+		return;
+	}
+	ok(ssh_command_line(agentd, "root", argv, NULL, &line) == 0 && run_shell("/bin/sh", line, &r) == 0 &&
+	   WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "agentd line runs in /bin/sh");
+	is_str(r.out, "a b||$HOME|it's|", "argv arrives intact through agentd run-as");
+	{
+		char want[32];
+		snprintf(want, sizeof(want), "%d\n", (int)r.pid);
+		is_str(r.err, want, "stderr starts with the shell's pid, and agentd adds nothing");
+	}
+	free(line);
+	line = NULL;
+	{
+		/* The caller's own environment (here: this test's) does not pass; --env does, literally. */
+		const char *show[] = { "sh", "-c", "printf '%s|%s|%s|%s' \"$A\" \"$B\" \"${FLEET_LEAK-unset}\" \"$HOME\"", NULL };
+		const char *env2[] = { "A=1", "B=it's $HOME `id`", NULL };
+
+		setenv("FLEET_LEAK", "leaked", 1);
+		ok(ssh_command_line(agentd, "root", show, env2, &line) == 0 && run_shell("/bin/sh", line, &r) == 0,
+		   "agentd env command runs");
+		unsetenv("FLEET_LEAK");
+		is_str(r.out, "1|it's $HOME `id`|unset|/root", "env values arrive literally, the caller's own do not");
+		free(line);
+		line = NULL;
+	}
+	{
+		const char *stat[] = { "sh", "-c", "cat /proc/$$/stat", NULL };
+		int pid = 0, pgrp = 0, sid = 0;
+		const char *p;
+
+		ok(ssh_command_line(agentd, "root", stat, NULL, &line) == 0 && run_shell("/bin/sh", line, &r) == 0,
+		   "agentd stat command runs");
+		p = strrchr(r.out, ')');
+		ok(p && sscanf(r.out, "%d", &pid) == 1 && sscanf(p + 2, "%*c %*d %d %d", &pgrp, &sid) == 2,
+		   "stat parsed");
+		ok(pid == r.pid && pgrp == pid && sid == pid,
+		   "through agentd, the command is the shell's pid, a group and session leader");
+	}
 }
 
 static void test_fingerprint(void)
@@ -269,6 +341,7 @@ int main(void)
 {
 	test_quote();
 	test_command_line();
+	test_agentd_line();
 	test_fingerprint();
 	test_keygen();
 	return tap_done();

@@ -1,0 +1,135 @@
+#!/bin/bash
+# An exec's environment with a real guest. What --env sets reaches only the
+# command, after agentd run-as dropped to the agent user: a library the
+# agent plants in its home and names in LD_PRELOAD or LD_LIBRARY_PATH loads
+# for its own command (a positive control), never into a process that runs
+# as guest root, unless --root asked for root. The command gets a clean,
+# fixed HOME/USER/PATH and its own session. A failing health check shows
+# what the check printed and its exit status (not the SSH server's log).
+. "$FLEET_SRCDIR/tests/lib/common.sh"
+
+command -v gcc >/dev/null || skip_all "gcc not installed (it builds the planted library)"
+. "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
+vmfleet_setup --tcg
+
+unlike() {	# unlike TEXT PATTERN DESCRIPTION (grep -E)
+	if printf '%s' "$1" | grep -qE -- "$2"; then ok 1 "$3"; echo "#   '$1'"; echo "#   matches /$2/"; else ok 0 "$3"; fi
+}
+
+A=eenv
+ex() { "$FLEETCTL" exec "$A" "$@"; }
+# marks: which /tmp/preload-uid-* files the guest holds (checked as root).
+marks() { ex --root -- sh -c 'cd /tmp && ls -1 preload-uid-* 2>/dev/null | tr "\n" " "'; }
+clear_marks() { ex --root -- sh -c 'rm -f /tmp/preload-uid-*'; }
+
+# The planted library: its constructor records the euid it ran with. The
+# guest's agentd and dropbear are the host's glibc build (images/build-image.sh).
+cat > "$TEST_TMP/mark.c" <<'EOF'
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+static void mark(void)
+{
+	char p[64];
+	snprintf(p, sizeof(p), "/tmp/preload-uid-%d", (int)geteuid());
+	close(open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+}
+__attribute__((constructor)) static void ctor(void) { mark(); }
+EOF
+gcc -shared -fPIC -o "$TEST_TMP/x.so" "$TEST_TMP/mark.c"; ok $? "build the LD_PRELOAD library on the host"
+# For LD_LIBRARY_PATH: a "libc.so.6" that filters the real libc (so the
+# program still runs) and carries the constructor. ld.so wants the version
+# names agentd needs, and two locking functions and the early init of
+# whatever is called libc.so.6 first.
+LIBC=$(ldd "$AGENTD" | awk '$1 == "libc.so.6" {print $3}')
+{
+	echo 'GLIBC_2.2.5 { global: pthread_mutex_lock; pthread_mutex_unlock; local: *; };'
+	prev=GLIBC_2.2.5
+	for v in $(readelf -V "$AGENTD" | grep -o 'Name: GLIBC_[0-9.]*' | cut -d' ' -f2 | sort -uV); do
+		[ "$v" = GLIBC_2.2.5 ] && continue
+		echo "$v { } $prev;"
+		prev=$v
+	done
+	echo "GLIBC_PRIVATE { global: __libc_early_init; } $prev;"
+} > "$TEST_TMP/libc.map"
+cat "$TEST_TMP/mark.c" - > "$TEST_TMP/fakelibc.c" <<'EOF'
+int pthread_mutex_lock(void *m) { (void)m; return 0; }
+int pthread_mutex_unlock(void *m) { (void)m; return 0; }
+void __libc_early_init(_Bool initial) { (void)initial; }
+EOF
+gcc -shared -fPIC -nostdlib -o "$TEST_TMP/libc.so.6" "$TEST_TMP/fakelibc.c" -Wl,-soname,libc.so.6 \
+	-Wl,--version-script,"$TEST_TMP/libc.map" -Wl,--filter,"$LIBC"
+ok $? "build the LD_LIBRARY_PATH libc.so.6 on the host"
+
+fleetd_ns_start; ok $? "fleetd starts inside the namespace"
+"$FLEETCTL" create "$A" --backend vm >/dev/null; ok $? "create a VM agent"
+"$FLEETCTL" start "$A" >/dev/null; ok $? "start it"
+
+AUID=$(ex -- id -u)
+like "$AUID" '^[1-9][0-9]*$' "the agent's uid is not 0 ($AUID)"
+ex -- sh -c 'cat > /home/agent/x.so' < "$TEST_TMP/x.so"; ok $? "the agent puts x.so in its home"
+ex -- sh -c 'mkdir -p /home/agent/lib && cat > /home/agent/lib/libc.so.6' < "$TEST_TMP/libc.so.6"
+ok $? "and a libc.so.6 in ~/lib"
+clear_marks
+is "$(marks)" "" "no marks in the guest's /tmp yet"
+
+# LD_PRELOAD: agentd itself is the guest's dynamically linked program (busybox is static).
+ex --env LD_PRELOAD=/home/agent/x.so -- /usr/bin/agentd --version >/dev/null; ok $? "exec --env LD_PRELOAD=~/x.so"
+m=$(marks)
+unlike "$m" "preload-uid-0 " "LD_PRELOAD did not run the agent's library as guest root ($m)"
+like "$m" "preload-uid-$AUID " "but it did load for the agent's own command (as uid $AUID)"
+ex --env LD_PRELOAD=/home/agent/x.so -- true; ok $? "exec --env LD_PRELOAD=~/x.so -- true"
+unlike "$(marks)" "preload-uid-0 " "not as root with a static command either"
+clear_marks
+
+# LD_LIBRARY_PATH: ld.so would take the agent's libc.so.6 for root's agentd.
+ex --env LD_LIBRARY_PATH=/home/agent/lib -- /usr/bin/agentd --version >/dev/null
+ok $? "exec --env LD_LIBRARY_PATH=~/lib"
+m=$(marks)
+unlike "$m" "preload-uid-0 " "LD_LIBRARY_PATH did not run the agent's library as guest root ($m)"
+like "$m" "preload-uid-$AUID " "but it did load for the agent's own command"
+clear_marks
+
+# Asked for: --root runs the command as root, and the env then is root's to give.
+ex --root --env LD_PRELOAD=/home/agent/x.so -- /usr/bin/agentd --version >/dev/null
+ok $? "exec --root --env LD_PRELOAD=~/x.so"
+like "$(marks)" "preload-uid-0 " "with --root the library runs as root, as asked"
+clear_marks
+
+# The environment the command sees.
+is "$(ex --env FLEET_T1='a b $x' -- sh -c 'echo "$FLEET_T1"')" 'a b $x' "--env reaches the command literally"
+is "$(ex -- sh -c 'echo "$HOME|$USER|$LOGNAME"')" "/home/agent|agent|agent" "HOME, USER and LOGNAME are the agent's"
+like "$(ex -- sh -c 'echo "$PATH"')" "^/home/agent/.local/bin:" "PATH starts with the agent's ~/.local/bin"
+is "$(ex -- sh -c 'echo "${SSH_CONNECTION-unset}|${SSH_CLIENT-unset}"')" "unset|unset" \
+	"nothing of the SSH session's environment reaches the command"
+is "$(ex --root -- sh -c 'echo "$HOME|$USER"')" "/root|root" "--root: root's HOME and USER"
+is "$(ex --root -- sh -c 'echo ${SSH_CONNECTION-unset}')" unset "--root gets a clean environment too"
+# Field 6 of /proc/PID/stat is the session id: the command (sh, exec'd by agentd) leads its own.
+is "$(ex -- sh -c 'set -- $(cat /proc/$$/stat); [ "$6" = $$ ] && echo leader')" leader \
+	"the command leads its own session"
+is "$(ex --root -- sh -c 'set -- $(cat /proc/$$/stat); [ "$6" = $$ ] && echo leader')" leader \
+	"so does a --root command"
+
+# A failing health check says what it printed and how it exited.
+"$FLEETCTL" set "$A" --health-cmd 'echo the-check-said-this; echo and-this-on-stderr >&2; exit 5' >/dev/null
+ok $? "set a health check that prints and exits 5"
+out=$("$FLEETCTL" health "$A" 2>&1); rc=$?
+is "$rc" 3 "fleetctl health exits 3 (unhealthy)"
+like "$out" "exit status 5: the-check-said-this; stderr: and-this-on-stderr\)$" \
+	"the health detail: its exit status, what it printed on stdout and on stderr ($out)"
+unlike "$out" "Exit \(|Child failed" "not the SSH server's log"
+show=$("$FLEETCTL" show "$A")
+like "$show" "health: .*the-check-said-this" "fleetctl show has the check's output"
+like "$show" "health: .*exit status 5" "and its exit status"
+"$FLEETCTL" set "$A" --health-cmd 'exit 4' >/dev/null
+like "$("$FLEETCTL" health "$A" 2>&1)" "exit status 4\)?$" "a silent failing check: just its exit status"
+
+# Without a shell in the guest, dropbear's log line is all there is: say the check did not start.
+ex --root -- /bin/busybox mv /bin/sh /bin/sh.off; ok $? "(guest root moves /bin/sh away)"
+out=$("$FLEETCTL" health "$A" 2>&1)
+like "$out" "unhealthy \(the check did not start: the environment's shell did not run" \
+	"a check whose shell cannot start says so ($out)"
+unlike "$out" "exit status" "rather than an exit status of the SSH server's"
+
+"$FLEETCTL" rm --force "$A" >/dev/null; ok $? "rm"
+done_testing

@@ -300,7 +300,9 @@ static void mount_private(const struct launch_prep *p, const char *dir, const ch
 		for (char *c = path + dl + 1; *c; c++)
 			if (*c == '/') {
 				*c = '\0';
-				(void)mkdir(path, 0711);
+				/* chmod too: fleetd's umask (077) would leave the agent unable to traverse */
+				if (mkdir(path, 0711) == 0)
+					(void)chmod(path, 0711);
 				*c = '/';
 			}
 		(void)mkdir(path, 0700);

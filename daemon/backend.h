@@ -136,9 +136,10 @@ struct backend_ops {
 	 * pipe or an SSH channel window of it waits on the host, the command
 	 * blocks in write(), and output() is called no more (bar what one read
 	 * already took). done() comes after the last output, so it waits too.
-	 * A cancelled, timed-out or otherwise killed exec ignores the pause:
-	 * its remaining output is bounded by those buffers and is read to the
-	 * end. Must not be called after done().
+	 * A cancelled, timed-out or otherwise killed exec ignores the pause, so
+	 * that it always ends: what it still prints until the kill lands (a
+	 * VM: a second SSH channel away) is read regardless. Must not be
+	 * called after done().
 	 */
 	void (*exec_pause)(struct exec_handle *h, bool paused);
 };

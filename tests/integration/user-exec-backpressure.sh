@@ -50,13 +50,13 @@ ok $([ $((peak - idle)) -lt $BOUND_KIB ] && echo 0 || echo 1) \
 idle=$(status_kib VmRSS)
 echo 5 > "/proc/$FLEETD_PID/clear_refs"
 for i in 1 2; do
-	( "$FLEETCTL" exec $A --no-stdin -- sh -c 'head -c 268435456 /dev/zero; echo tail >&2' 2>"$TEST_TMP/err$i" |
+	( "$FLEETCTL" exec $A --no-stdin -- sh -c 'head -c 134217728 /dev/zero; echo tail >&2' 2>"$TEST_TMP/err$i" |
 		{ sleep 5; cat; } | wc -c > "$TEST_TMP/n$i"; echo "${PIPESTATUS[0]}" > "$TEST_TMP/st$i" ) &
 	pids[$i]=$!
 done
 wait "${pids[1]}" "${pids[2]}"
 peak=$(status_kib VmHWM)
-is "$(cat "$TEST_TMP/n1") $(cat "$TEST_TMP/n2")" "268435456 268435456" "two slow readers at once: 256 MiB each, complete"
+is "$(cat "$TEST_TMP/n1") $(cat "$TEST_TMP/n2")" "134217728 134217728" "two slow readers at once: 128 MiB each, complete"
 is "$(cat "$TEST_TMP/err1" "$TEST_TMP/err2" | tr '\n' ' ')" "tail tail " "stderr after stdout on both"
 is "$(cat "$TEST_TMP/st1") $(cat "$TEST_TMP/st2")" "0 0" "both exit 0"
 ok $([ $((peak - idle)) -lt $BOUND_KIB ] && echo 0 || echo 1) \

@@ -16,6 +16,9 @@ GIB=1073741824
 # of the base64 output the client has not read (over 1 GiB here).
 BOUND_KIB=$((16 * 1024))
 
+# Under --enable-asan, ASan's quarantine (256 MiB by default) would hold
+# freed buffers and be all the RSS measures: keep it small.
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=4
 user_fleetd_setup ubkp
 user_fleetd_start; ok $? "fleetd starts"
 A=bkpq7			# unlikely to collide with other tests' users (fleet-bkpq7)

@@ -9,9 +9,19 @@
  * The last line always says how it ended. When the client goes away the
  * exec is cancelled; the backend still calls done() once, and only then is
  * the stream's state freed.
+ *
+ * Flow control: a command can print faster than its client reads. Once
+ * more than EXEC_HIGH_WATER bytes of the reply wait unsent in the
+ * connection's output buffer, the backend stops reading the command's
+ * output (exec_pause); the command then blocks on a full pipe or SSH
+ * window. When the client has taken all but EXEC_LOW_WATER of it, reading
+ * resumes. So a stream holds at most about EXEC_HIGH_WATER plus one chunk
+ * in fleetd, plus what the backend buffers (a pipe, an SSH window).
  */
 #include <errno.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <string.h>
 
@@ -25,6 +35,8 @@
 
 #define EXEC_MAX_ARGS 4096
 #define EXEC_MAX_TIMEOUT 86400
+#define EXEC_HIGH_WATER (1024 * 1024)	/* unsent reply bytes that pause the command's output */
+#define EXEC_LOW_WATER (256 * 1024)	/* ... and that resume it */
 
 /*
  * libevent 2.1 and a client that hangs up mid-stream: the request is
@@ -37,6 +49,7 @@
 struct exec_reply {
 	struct evhttp_request *req;
 	bool gone;			/* the client hung up: send nothing more */
+	bool paused;			/* the backend was told to stop reading output */
 	struct evhttp_connection *conn;
 	const struct backend_ops *ops;
 	struct exec_handle *handle;
@@ -55,14 +68,59 @@ static void stream_unlink(struct exec_reply *s)
 		}
 }
 
+/*
+ * The connection failed under a stream: nothing drains it any more, so a
+ * paused exec would wait forever. Treat it as the client going away, and
+ * drop the close callback, which could otherwise run after done() freed s.
+ */
 bool api_exec_claim(struct evhttp_request *req)
 {
 	for (struct exec_reply *s = streams; s; s = s->next)
 		if (s->req == req) {
-			s->gone = true;
+			if (!s->gone) {
+				s->gone = true;
+				api_conn_set_closecb(s->conn, NULL, NULL);
+				log_info("agent '%s': exec client's connection failed; cancelling the command", s->agent);
+				s->ops->exec_cancel(s->handle);
+			}
 			return true;
 		}
 	return false;
+}
+
+/*
+ * Pause or resume the command's output by what the client left unsent.
+ * While paused, the write low watermark makes libevent call on_drained()
+ * when the buffer falls to EXEC_LOW_WATER rather than only when it is empty.
+ */
+static void stream_flow(struct exec_reply *s)
+{
+	struct bufferevent *bev;
+	size_t unsent;
+
+	if (s->gone)
+		return;
+	bev = evhttp_connection_get_bufferevent(s->conn);
+	unsent = evbuffer_get_length(bufferevent_get_output(bev));
+	if (!s->paused && unsent >= EXEC_HIGH_WATER) {
+		s->paused = true;
+		bufferevent_setwatermark(bev, EV_WRITE, EXEC_LOW_WATER, 0);
+		s->ops->exec_pause(s->handle, true);
+	} else if (s->paused && unsent <= EXEC_LOW_WATER) {
+		s->paused = false;
+		bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+		s->ops->exec_pause(s->handle, false);
+	}
+}
+
+/*
+ * libevent: the connection's output fell to its write low watermark. Set
+ * with each chunk; evhttp_send_reply_end() replaces it, so it never runs
+ * after done().
+ */
+static void on_drained(struct evhttp_connection *conn, void *userdata)
+{
+	stream_flow(userdata);
 }
 
 static void stream_line(struct exec_reply *s, json_t *line)
@@ -76,7 +134,7 @@ static void stream_line(struct exec_reply *s, json_t *line)
 		if (!text || !buf)
 			abort();
 		evbuffer_add_printf(buf, "%s\n", text);
-		evhttp_send_reply_chunk(s->req, buf);
+		evhttp_send_reply_chunk_with_cb(s->req, buf, on_drained, s);
 		evbuffer_free(buf);
 		free(text);
 	}
@@ -93,6 +151,7 @@ static void on_output(void *userdata, enum exec_stream stream, const char *data,
 	b64 = base64_encode(data, len);
 	stream_line(s, json_pack("{s:s, s:s}", "stream", stream == EXEC_STDERR ? "stderr" : "stdout", "data", b64));
 	free(b64);
+	stream_flow(s);
 }
 
 static void on_done(void *userdata, const struct exec_result *res)
@@ -107,9 +166,11 @@ static void on_done(void *userdata, const struct exec_result *res)
 		stream_line(s, json_pack("{s:i}", "signal", res->signal));
 	else
 		stream_line(s, json_pack("{s:i}", "exit_code", res->exit_code));
-	if (!s->gone)
+	if (!s->gone) {
 		api_conn_set_closecb(s->conn, NULL, NULL);
-	else
+		/* libevent ends the reply when its output is empty, not at a watermark */
+		bufferevent_setwatermark(evhttp_connection_get_bufferevent(s->conn), EV_WRITE, 0, 0);
+	} else
 		log_info("agent '%s': exec finished after its client went away", s->agent);
 	/* Ends the stream, or frees the request libevent detached from its dead connection. */
 	evhttp_send_reply_end(s->req);

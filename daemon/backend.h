@@ -136,6 +136,18 @@ struct backend_ops {
 
 	/* Kill everything the exec started; done() is still called once, later. */
 	void (*exec_cancel)(struct exec_handle *h);
+	/*
+	 * Flow control of an exec's output (the reader is slow): paused, the
+	 * backend stops reading the command's stdout and stderr, so at most a
+	 * pipe or an SSH channel window of it waits on the host, the command
+	 * blocks in write(), and output() is called no more (bar what one read
+	 * already took). done() comes after the last output, so it waits too.
+	 * A cancelled, timed-out or otherwise killed exec ignores the pause, so
+	 * that it always ends: what it still prints until the kill lands (a
+	 * VM: a second SSH channel away) is read regardless. Must not be
+	 * called after done().
+	 */
+	void (*exec_pause)(struct exec_handle *h, bool paused);
 };
 
 #endif

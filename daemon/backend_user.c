@@ -64,6 +64,7 @@ struct exec_handle {
 	size_t report_len;
 	struct user_launch_report report;	/* the last FAILED or EXITED record */
 	bool have_report, reaped, timed_out, killed;
+	bool paused;		/* the reader is slow: out and err are not read (ev_out, ev_err not added) */
 	int init_status;
 };
 
@@ -100,6 +101,8 @@ static struct user_state {
 	char **shared_dirs;		/* other world-writable host directories, private in each sandbox */
 	size_t n_shared_dirs;
 } *us;
+
+static void exec_watch_output(struct exec_handle *h);
 
 static bool job_busy(const char *agent, char **why);
 static void thaw_leftover(const char *agent);
@@ -427,6 +430,7 @@ static int kill_everything(const char *agent, uid_t uid)
 		if (!h->reaped && strcmp(h->agent, agent) == 0) {
 			h->killed = true;
 			(void)syscall(SYS_pidfd_send_signal, h->proc.pidfd, SIGKILL, NULL, 0);
+			exec_watch_output(h);
 		}
 	if (cgroup_host_usable(us->cg) && (q = cgroup_kill(us->cg, agent, 2000)) < 0)
 		r = q;
@@ -1206,6 +1210,17 @@ static void on_init_exit(evutil_socket_t fd, short what, void *arg)
 	exec_maybe_done(h);
 }
 
+/* Watch the output pipes, or stop: a pause holds unless the exec is being killed. */
+static void exec_watch_output(struct exec_handle *h)
+{
+	bool read = !h->paused || h->killed;
+
+	if (h->ev_out)
+		read ? event_add(h->ev_out, NULL) : event_del(h->ev_out);
+	if (h->ev_err)
+		read ? event_add(h->ev_err, NULL) : event_del(h->ev_err);
+}
+
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct exec_handle *h = arg;
@@ -1213,6 +1228,7 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 	h->timed_out = true;
 	h->killed = true;
 	(void)syscall(SYS_pidfd_send_signal, h->proc.pidfd, SIGKILL, NULL, 0);
+	exec_watch_output(h);	/* what is left in the pipes is read to the end */
 }
 
 static int user_exec(struct fleetd *f, const struct agent *a, const struct exec_request *req,
@@ -1302,10 +1318,22 @@ fail:
 
 static void user_exec_cancel(struct exec_handle *h)
 {
-	if (!h || h->reaped)
+	if (!h)
 		return;
 	h->killed = true;
-	(void)syscall(SYS_pidfd_send_signal, h->proc.pidfd, SIGKILL, NULL, 0);
+	if (!h->reaped)
+		(void)syscall(SYS_pidfd_send_signal, h->proc.pidfd, SIGKILL, NULL, 0);
+	exec_watch_output(h);	/* also when it ended but paused output still waits in the pipes */
+}
+
+/*
+ * Unread output waits in the pipes (64 KiB each by default), and the
+ * command blocks writing once they are full: that is the whole bound.
+ */
+static void user_exec_pause(struct exec_handle *h, bool paused)
+{
+	h->paused = paused;
+	exec_watch_output(h);
 }
 
 /* ---- snapshots ----
@@ -2065,4 +2093,5 @@ const struct backend_ops backend_user_ops = {
 	.snapshot_delete = user_snapshot_delete,
 	.snapshot_exists = user_snapshot_exists,
 	.exec_cancel = user_exec_cancel,
+	.exec_pause = user_exec_pause,
 };

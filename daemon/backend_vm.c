@@ -1357,6 +1357,7 @@ struct exec_handle {
 	struct exec_callbacks user;
 	struct vm *vm;
 	bool cancelled;
+	bool paused;		/* the reader is slow (backend.h, exec_pause) */
 	/* the request, kept while waiting for the session */
 	char **argv, **env;
 	char *stdin_data;
@@ -1409,7 +1410,12 @@ static int exec_start(struct exec_handle *h, char **why)
 		.root = h->root,
 	};
 
-	return ssh_exec(h->vm->ssh, &req, &(struct exec_callbacks){ exec_output, exec_done, h }, &h->ssh, why);
+	int r;
+
+	r = ssh_exec(h->vm->ssh, &req, &(struct exec_callbacks){ exec_output, exec_done, h }, &h->ssh, why);
+	if (r == 0 && h->paused)
+		ssh_exec_pause(h->ssh, true);
+	return r;
 }
 
 static void exec_when_ready(void *userdata, int r, const char *why)
@@ -1487,6 +1493,14 @@ static void vm_exec_cancel(struct exec_handle *h)
 		ssh_exec_cancel(h->ssh);
 	else
 		h->cancelled = true;	/* done() comes when the wait for the session ends */
+}
+
+/* The channel is not read while paused: its SSH window bounds what waits on the host. */
+static void vm_exec_pause(struct exec_handle *h, bool paused)
+{
+	h->paused = paused;
+	if (h->ssh)
+		ssh_exec_pause(h->ssh, paused);
 }
 
 static int vm_console(struct fleetd *f, const struct agent *a, size_t max, char **ret, size_t *ret_len)
@@ -1984,4 +1998,5 @@ const struct backend_ops backend_vm_ops = {
 	.snapshot_delete = vm_snapshot_delete,
 	.snapshot_exists = vm_snapshot_exists,
 	.exec_cancel = vm_exec_cancel,
+	.exec_pause = vm_exec_pause,
 };

@@ -16,7 +16,7 @@
  *   call is repeated; some packets (EOF, keepalive) even live on the stack.
  *   Many channels on one session cannot live with that, so session_send()
  *   replaces libssh2's send and never blocks: it queues instead.
- * - libssh2_channel_open_session() keeps its progress in the session: one
+ * - libssh2_channel_open_ex() keeps its progress in the session: one
  *   channel opens at a time (s->opening).
  * - ed25519 private keys load only from the OpenSSH format
  *   ("BEGIN OPENSSH PRIVATE KEY", unencrypted here), not from PKCS#8 PEM.
@@ -460,7 +460,7 @@ enum session_state { SESSION_HANDSHAKE, SESSION_AUTH, SESSION_READY, SESSION_FAI
 
 enum exec_state {
 	EXEC_QUEUED,		/* waiting for the session, or for its turn to open a channel */
-	EXEC_OPENING,		/* libssh2_channel_open_session() */
+	EXEC_OPENING,		/* libssh2_channel_open_ex() */
 	EXEC_STARTING,		/* libssh2_channel_exec() */
 	EXEC_RUNNING,		/* stdin out, stdout/stderr in */
 	EXEC_CLOSING,		/* libssh2_channel_close(): waits for the server's close */
@@ -487,6 +487,7 @@ struct ssh_exec {
 	bool internal;		/* fleet's own kill command: no callbacks, no pid line */
 	bool kill_wanted, kill_sent, grace_over;
 	bool timed_out, cancelled;
+	bool paused;		/* ssh_exec_pause(): stdout and stderr are not read */
 	bool reported;		/* done() was called; the channel may still be closing */
 	struct event *ev_timer;	/* the timeout, then the grace after a kill */
 	struct exec_callbacks cb;
@@ -515,7 +516,7 @@ struct ssh_session {
 	bool keepalive_due;
 
 	struct ssh_exec *execs, **execs_tail;
-	struct ssh_exec *opening;	/* the one exec inside libssh2_channel_open_session() */
+	struct ssh_exec *opening;	/* the one exec inside libssh2_channel_open_ex() */
 
 	int busy;		/* > 0 while inside one of our event callbacks */
 	bool closing;		/* ssh_session_free() was called */
@@ -795,6 +796,15 @@ static bool exec_call_failed(struct ssh_exec *e, int rc, const char *what)
 	return false;
 }
 
+/*
+ * Not reading output for a slow reader. A kill (timeout, cancel) overrides
+ * the pause: it needs the pid line, and what is left is read to the end.
+ */
+static bool exec_quiet(const struct ssh_exec *e)
+{
+	return e->paused && !e->kill_wanted && !e->reported;
+}
+
 /* One read call: > 0 bytes delivered, 0 end of stream, -1 nothing now. */
 static ssize_t exec_read(struct ssh_exec *e, int stream_id)
 {
@@ -857,10 +867,15 @@ static bool exec_step_running(struct ssh_exec *e)
 		progress = true;
 	}
 
-	/* stdout and stderr until both are drained and the server sent EOF */
+	/*
+	 * stdout and stderr until both are drained and the server sent EOF,
+	 * or until paused: then the window fills and the guest's sender waits.
+	 */
+	if (exec_quiet(e))
+		return progress;
 	while ((n = exec_read(e, 0)) > 0) {
 		progress = true;
-		if (s->state != SESSION_READY || s->closing)
+		if (s->state != SESSION_READY || s->closing || exec_quiet(e))
 			return true;
 	}
 	out_end = n == 0;
@@ -868,7 +883,7 @@ static bool exec_step_running(struct ssh_exec *e)
 		return true;
 	while ((n = exec_read(e, SSH_EXTENDED_DATA_STDERR)) > 0) {
 		progress = true;
-		if (s->state != SESSION_READY || s->closing)
+		if (s->state != SESSION_READY || s->closing || exec_quiet(e))
 			return true;
 	}
 	err_end = n == 0;
@@ -906,7 +921,9 @@ static bool exec_step(struct ssh_exec *e)
 		return true;
 
 	case EXEC_OPENING:
-		e->ch = libssh2_channel_open_session(s->ssh);
+		/* a window smaller than libssh2's default: it bounds what a paused exec leaves buffered */
+		e->ch = libssh2_channel_open_ex(s->ssh, "session", sizeof("session") - 1, SSH_EXEC_WINDOW,
+						LIBSSH2_CHANNEL_PACKET_DEFAULT, NULL, 0);
 		if (!e->ch) {
 			rc = libssh2_session_last_errno(s->ssh);
 			if (exec_call_failed(e, rc, "opening a channel"))
@@ -1072,6 +1089,21 @@ static bool session_has_channels(const struct ssh_session *s)
 	return false;
 }
 
+/*
+ * Does any channel make libssh2 read the socket? A paused exec with its
+ * stdin sent makes no call at all: if only such channels are open, a
+ * readable socket would wake the loop again and again for nothing. Its
+ * bytes wait (the window bounds them) until a resume or another channel
+ * reads them.
+ */
+static bool session_wants_input(const struct ssh_session *s)
+{
+	for (const struct ssh_exec *e = s->execs; e; e = e->next)
+		if (e->state != EXEC_FINISHED && !(e->state == EXEC_RUNNING && exec_quiet(e) && e->eof_sent))
+			return true;
+	return false;
+}
+
 static bool session_step_ready(struct ssh_session *s)
 {
 	bool progress = false;
@@ -1147,7 +1179,7 @@ static void session_watch(struct ssh_session *s)
 	 * call returned EAGAIN. Channels at work are read whenever bytes come.
 	 */
 	if (s->state == SESSION_READY)
-		want_r = session_has_channels(s) || !s->idle_unread;
+		want_r = session_has_channels(s) ? session_wants_input(s) : !s->idle_unread;
 	else
 		want_r = true;
 	if (want_r)
@@ -1406,6 +1438,14 @@ int ssh_exec(struct ssh_session *s, const struct exec_request *req, const struct
 	kick(s);
 	*ret = e;
 	return 0;
+}
+
+void ssh_exec_pause(struct ssh_exec *e, bool paused)
+{
+	if (!e || e->reported || e->paused == paused)
+		return;
+	e->paused = paused;
+	kick(e->s);	/* resume reading, or stop watching the socket for it */
 }
 
 void ssh_exec_cancel(struct ssh_exec *e)

@@ -70,6 +70,12 @@ char *ssh_quote(const char *s);
 int ssh_command_line(const char *agentd, const char *user, const char *const *argv, const char *const *env,
 		     char **ret);
 
+/*
+ * The receive window each exec channel offers (libssh2's default is 2 MiB):
+ * the most output of one exec libssh2 buffers while it is not read.
+ */
+#define SSH_EXEC_WINDOW (512 * 1024)
+
 /* --- sessions ---------------------------------------------------------------- */
 
 struct ssh_session_config {
@@ -143,5 +149,17 @@ int ssh_exec(struct ssh_session *s, const struct exec_request *req, const struct
  * called after done().
  */
 void ssh_exec_cancel(struct ssh_exec *e);
+
+/*
+ * Stop (paused) or resume reading the exec's stdout and stderr, for a
+ * reader that is slower than the command. Paused, the channel is not read:
+ * the guest can send no more than the channel's receive window
+ * (SSH_EXEC_WINDOW), which libssh2 holds, and then its sender blocks;
+ * output() is not called (bar the rest of one read), nor done(), which
+ * follows the last output. The session goes on serving its other channels.
+ * Ignored once the exec is being killed (timeout, cancel): its remaining
+ * output is read to the end. Must not be called after done().
+ */
+void ssh_exec_pause(struct ssh_exec *e, bool paused);
 
 #endif

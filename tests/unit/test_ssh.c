@@ -595,6 +595,10 @@ struct run {
 	struct exec_result res;
 	char *why;
 	long long started, finished;
+	/* flow control: pause the exec each time out_len reaches pause_at, then pause_at += pause_every */
+	size_t pause_at, pause_every;
+	bool paused;
+	int pauses;
 };
 
 static void grow_append(char **buf, size_t *len, size_t *cap, const char *d, size_t n)
@@ -618,6 +622,12 @@ static void run_output(void *u, enum exec_stream stream, const char *d, size_t n
 		grow_append(&r->out, &r->out_len, &r->out_cap, d, n);
 	else
 		grow_append(&r->err, &r->err_len, &r->err_cap, d, n);
+	if (r->pause_at && !r->paused && r->out_len >= r->pause_at && !r->done) {
+		ssh_exec_pause(r->e, true);
+		r->paused = true;
+		r->pauses++;
+		r->pause_at = r->pause_every ? r->pause_at + r->pause_every : 0;
+	}
 }
 
 static void run_done(void *u, const struct exec_result *res)
@@ -922,6 +932,79 @@ static void test_cancel(struct sess *x)
 	free_run(&r);
 }
 
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct run *r = arg;
+
+	if (r->paused && !r->done) {
+		r->paused = false;
+		ssh_exec_pause(r->e, false);
+	}
+}
+
+/* Flow control: a paused exec is not read, its sender blocks, the session serves others. */
+static void test_pause(struct sess *x)
+{
+	const char *big[] = { "sh", "-c", "head -c 33554432 /dev/zero; echo end >&2", NULL };
+	const char *endless[] = { "sh", "-c", "echo going; exec cat /dev/zero", NULL };
+	const char *echo[] = { "echo", "beside", NULL };
+	struct timeval tv = { 0, 20000 };
+	struct run r, o;
+	struct event *t;
+	size_t at_pause;
+	bool all = true;
+
+	/* pause at the first output and hold it */
+	start_run(x, &r, big, NULL, NULL, 0, 0);
+	r.pause_at = 1;
+	while (!r.paused && !r.done)
+		loop_once();
+	at_pause = r.out_len;
+	loop_for(1500);
+	ok(r.paused && !r.done && r.out_len == at_pause,
+	   "paused: no output for 1.5 s (%zu bytes before the pause, %zu after)", at_pause, r.out_len - at_pause);
+	run_cmd(x, &o, echo, NULL, NULL, 0, 0);
+	is_str(o.out, "beside\n", "another exec on the session runs meanwhile");
+	free_run(&o);
+	ok(!r.done, "and the paused one is still not done");
+	ssh_exec_pause(r.e, false);
+	r.paused = false;
+	wait_run(&r);
+	for (size_t i = 0; i < r.out_len && all; i++)
+		all = r.out[i] == 0;
+	ok(r.out_len == 32 << 20 && all, "resumed: all 32 MiB arrive (%zu)", r.out_len);
+	ok(strcmp(r.err, "end\n") == 0 && r.res.exit_code == 0, "then stderr's last line and exit 0");
+	free_run(&r);
+
+	/* paused every 1 MiB, resumed 20 ms later: many turns, nothing lost */
+	start_run(x, &r, big, NULL, NULL, 0, 0);
+	r.pause_at = r.pause_every = 1 << 20;
+	t = event_new(base, -1, EV_PERSIST, resume_cb, &r);
+	evtimer_add(t, &tv);
+	wait_run(&r);
+	event_free(t);
+	ok(r.out_len == 32 << 20 && r.res.exit_code == 0 && r.pauses >= 16,
+	   "paused and resumed %d times: all 32 MiB and exit 0 (%zu)", r.pauses, r.out_len);
+	free_run(&r);
+
+	/* a kill overrides the pause: a timeout and a cancel still end a paused exec */
+	start_run(x, &r, endless, NULL, NULL, 0, 2);
+	r.pause_at = 1;
+	wait_run(&r);
+	ok(r.res.timed_out && r.res.signal == SIGKILL, "a paused exec still times out (signal %d)", r.res.signal);
+	is_int(wait_no_procs("cat"), 0, "and its command is gone");
+	free_run(&r);
+	start_run(x, &r, endless, NULL, NULL, 0, 0);
+	r.pause_at = 1;
+	while (!r.paused && !r.done)
+		loop_once();
+	ssh_exec_cancel(r.e);
+	wait_run(&r);
+	is_int(r.res.error, -ECANCELED, "a paused exec can be cancelled");
+	is_int(wait_no_procs("cat"), 0, "and its command is gone");
+	free_run(&r);
+}
+
 static void test_session_end(void)
 {
 	const char *sleep100[] = { "sleep", "100", NULL };
@@ -1216,6 +1299,7 @@ int main(void)
 		test_concurrent(&x);
 		test_timeout(&x);
 		test_cancel(&x);
+		test_pause(&x);
 	}
 	close_sess(&x);
 	test_session_end();

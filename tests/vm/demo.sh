@@ -58,6 +58,8 @@ set +e
 	echo "libvirt socket before the demo: $([ -S /run/libvirt/libvirt-sock ] && echo present || echo absent)"
 } > "$D/before"
 
+# As a newcomer's shell would: no fleet variables from make check or a developer.
+unset FLEET_SOCKET FLEET_BUILD_DIR FLEET_IMAGE_DIR
 bash "$SRC/scripts/demo.sh" </dev/null > "$D/demo.out" 2>&1
 echo $? > "$D/demo.rc"
 

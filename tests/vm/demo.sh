@@ -23,6 +23,20 @@ chmod 0755 "$D" "$D"/*
 ls -A /usr/local/bin /usr/local/sbin > "$TEST_TMP/usrlocal.before" 2>&1
 host_fleet_before=$([ -e /var/lib/fleet ] && echo present || echo absent)
 
+# The demo builds with scripts/build.sh, which cleans a source tree
+# configured in place (README: "Building by hand") before its out-of-tree
+# build: under a make check of such a tree that would delete the build under
+# test, so then the demo runs on a copy of the sources (a fresh checkout).
+src=$FLEET_SRCDIR
+if [ -f "$FLEET_SRCDIR/config.status" ]; then
+	src=$TEST_TMP/src
+	mkdir -p "$src"
+	tar -C "$FLEET_SRCDIR" --exclude=./.git --exclude=./build --exclude='*.o' --exclude='*.a' \
+		--exclude=config.status --exclude=config.log --exclude=./Makefile --exclude=autoconfig.h -cf - . |
+		tar -C "$src" -xf -
+	diag "the source tree is configured in place: the demo runs on a copy, $src"
+fi
+
 # Runs as PID 1 of the new namespaces; its exit ends them.
 cat > "$D/inner.sh" <<'EOF'
 set -eu	# until the demo starts: it must never run with the host's /etc or /var/lib
@@ -82,7 +96,7 @@ ps -eo pid=,stat=,comm= | awk '$2 !~ /^Z/' > "$D/left"
 EOF
 
 # A bound on a hung demo, not a timed check: --kill-child ends the namespace.
-timeout 3600 unshare --mount --net --pid --fork --kill-child --mount-proc -- bash "$D/inner.sh" "$D" "$FLEET_SRCDIR" \
+timeout 3600 unshare --mount --net --pid --fork --kill-child --mount-proc -- bash "$D/inner.sh" "$D" "$src" \
 	</dev/null >"$TEST_TMP/ns.log" 2>&1
 ok $? "the namespaces were set up and torn down" || sed 's/^/#   /' "$TEST_TMP/ns.log"
 is "$(cat "$D/before" 2>/dev/null)" $'libvirtd before the demo: none\nlibvirt socket before the demo: absent' \

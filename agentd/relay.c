@@ -178,6 +178,15 @@ static void nap_for_sigio(const sigset_t *sigio, int ms)
 /* Sleep until a host connects and sends its first bytes, and read them into b.
  * Bytes already in b (kept from an attempt that found no sshd) count: they
  * are the host's, so return at once. */
+/* Could b be the first bytes of an SSH connection? (A read shorter than the
+ * prefix counts if it matches as far as it goes.) */
+static int starts_like_banner(const struct buf *b)
+{
+    size_t have = b->len - b->off, n = have < strlen(SSH_BANNER_PREFIX) ? have : strlen(SSH_BANNER_PREFIX);
+
+    return memcmp(b->data + b->off, SSH_BANNER_PREFIX, n) == 0;
+}
+
 static int wait_host_data(int fd, struct buf *b, const sigset_t *sigio)
 {
     while (b->len == 0) {
@@ -418,6 +427,15 @@ int relay_run(const char *port_name, const char *host, int port)
         if (r < 0) {
             relay_log("waiting for the host: %s", strerror(-r));
             break;
+        }
+        if (!starts_like_banner(&from_host)) {
+            /* The tail of a host connection whose sshd already closed (its
+             * client's last packets came after): given to a new sshd, they
+             * would end it before the next client's banner, which then
+             * lands inside a dead session. */
+            relay_log("dropping %zu bytes that do not begin an SSH connection", from_host.len - from_host.off);
+            from_host.off = from_host.len = 0;
+            continue;
         }
         tcp = connect_tcp(host, port);
         if (tcp < 0) {

@@ -6,6 +6,19 @@ cd "$(dirname "$0")/.."
 src=$PWD
 build=${FLEET_BUILD_DIR:-$src/build}
 [ -x configure ] && [ configure -nt configure.ac ] && [ configure -nt Makefile.am ] || ./autogen.sh >/dev/null
+# A tree configured in place (the README's "Building by hand": ./configure
+# in the source dir) makes every out-of-tree configure refuse ("source
+# directory already configured"): clean it first, as configure asks.
+if [ -f "$src/config.status" ] && [ "$(cd "$src" && pwd -P)" != "$(mkdir -p "$build" && cd "$build" && pwd -P)" ]; then
+	echo "build: $src was configured in place (./configure there); running 'make distclean' in it" \
+		"so it can be built out of tree in $build" >&2
+	if ! make -C "$src" distclean >"$src/distclean.out" 2>&1; then
+		tail -20 "$src/distclean.out" >&2
+		echo "build: 'make distclean' in $src failed; remove its config.status and Makefile by hand" >&2
+		exit 1
+	fi
+	rm -f "$src/distclean.out"
+fi
 mkdir -p "$build"
 cd "$build"
 if [ ! -f Makefile ] || [ "$src/configure" -nt Makefile ] || [ $# -gt 0 ]; then

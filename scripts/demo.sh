@@ -49,7 +49,10 @@ else
 		virsh -c qemu:///system version >/dev/null 2>&1 && break
 		sleep 0.1
 	done
-	virsh -c qemu:///system version | head -1
+	# Not "| head -1": head exits after one line, virsh gets SIGPIPE on the
+	# next, and pipefail turns that into the demo's end.
+	version=$(virsh -c qemu:///system version) || { echo "libvirtd does not answer" >&2; exit 1; }
+	echo "${version%%$'\n'*}"
 fi
 
 step "Starting fleetd"

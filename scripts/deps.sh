@@ -20,6 +20,8 @@ PACKAGES=(
 	passwd util-linux
 	# tests and demo
 	curl jq socat sqlite3 openssh-client iproute2 procps valgrind
+	# test_cron's DST tests need the zone files (they skip without, and CI fails)
+	tzdata
 )
 
 if [ "${1:-}" = --list ]; then

@@ -44,7 +44,15 @@ diag() { printf '# %s\n' "$@"; }
 
 # Skip the whole file when a prerequisite is missing, except under CI=true,
 # where a missing prerequisite is a failure: CI must never pass silently.
+# Only before the first result: a skip plan after results is invalid TAP
+# (the driver reports an error, or worse, the results before it are lost),
+# so a late call is a failure of the test file, CI or not.
 skip_all() {
+	if [ "$_tap_n" -gt 0 ]; then
+		echo "not ok $((_tap_n + 1)) - skip_all after $_tap_n results (check prerequisites first): $*"
+		echo "1..$((_tap_n + 1))"
+		exit 1
+	fi
 	if [ "${CI:-}" = true ]; then
 		echo "not ok 1 - prerequisite missing under CI: $*"
 		echo "1..1"
@@ -141,13 +149,22 @@ user_fleetd_start() {
 }
 
 # stop_fleetd [SIGNAL]: stop the current fleetd and wait for it to exit.
+# Fails when fleetd had already exited before the signal (it crashed, or
+# something else stopped it: a test must not count that as "stopped"), or
+# when it is still there after 60 s.
 stop_fleetd() {
 	local sig=${1:-TERM} i
-	kill -"$sig" "$FLEETD_PID" 2>/dev/null || return 0
-	for ((i = 0; i < 500; i++)); do
+	# The comm check: a dead fleetd's pid may belong to someone else by now.
+	if [ "$(cat "/proc/${FLEETD_PID:-none}/comm" 2>/dev/null)" != fleetd ] ||
+		! kill -"$sig" "$FLEETD_PID" 2>/dev/null; then
+		diag "stop_fleetd: fleetd (pid ${FLEETD_PID:-none}) had already exited"
+		return 1
+	fi
+	for ((i = 0; i < 6000; i++)); do
 		kill -0 "$FLEETD_PID" 2>/dev/null || return 0
 		sleep 0.01
 	done
+	diag "stop_fleetd: fleetd (pid $FLEETD_PID) still runs 60 s after SIG$sig"
 	return 1
 }
 

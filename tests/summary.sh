@@ -1,0 +1,25 @@
+#!/bin/bash
+# tests/summary.sh CHECK_OUT MAKE_RC: the end of tests/run.sh. Lists every
+# result of `make check`'s output (CHECK_OUT) that is not a PASS, then prints
+# "N passed, N failed, N skipped" and exits non-zero when anything failed.
+# Under CI=true a skip is a failure too (a missing package must not let CI
+# pass silently): the skipped tests are named and counted as failed.
+set -uo pipefail
+out=$1 rc=$2
+grep -E '^(PASS|FAIL|XFAIL|XPASS|SKIP|ERROR):' "$out" | grep -vE '^PASS:' | sed 's/^/  /'
+summary() { sed -n "s/^# $1: *//p" "$out" | tail -1; }
+pass=$(summary PASS); fail=$(summary FAIL); err=$(summary ERROR); xpass=$(summary XPASS); skip=$(summary SKIP)
+if [ -z "$pass" ]; then
+	tail -30 "$out"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+failed=$(( ${fail:-0} + ${err:-0} + ${xpass:-0} ))
+[ "$rc" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1
+if [ "${CI:-}" = true ] && [ "${skip:-0}" -gt 0 ]; then
+	echo "CI=true: ${skip} skipped, each counted as a failure:"
+	grep -E '^SKIP:' "$out" | sed 's/^SKIP: /  /'
+	failed=$((failed + skip))
+fi
+echo "${pass} passed, ${failed} failed, ${skip:-0} skipped"
+[ "$failed" -eq 0 ]

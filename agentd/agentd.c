@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "names.h"
 #include "relay.h"
 
 
@@ -81,19 +82,6 @@ static int cmd_relay(int argc, char **argv)
 	return 0;
 }
 
-/* A shell variable name followed by '=': what run-as --env takes. */
-static bool env_entry_ok(const char *e)
-{
-	const char *eq = strchr(e, '=');
-
-	if (!eq || eq == e || !(isalpha((unsigned char)e[0]) || e[0] == '_'))
-		return false;
-	for (const char *p = e; p < eq; p++)
-		if (!isalnum((unsigned char)*p) && *p != '_')
-			return false;
-	return true;
-}
-
 /*
  * Lead a new session, so `kill -9 -PID` (PID: ours, which fleetd read from
  * the shell that exec'd us) ends everything the command starts. Only a
@@ -147,7 +135,7 @@ static int cmd_run_as(int argc, char **argv)
 	user = argv[1];
 	first_env = 2;
 	for (cmd = first_env; cmd < argc && strcmp(argv[cmd], "--") != 0; cmd += 2) {
-		if (strcmp(argv[cmd], "--env") != 0 || cmd + 1 >= argc || !env_entry_ok(argv[cmd + 1])) {
+		if (strcmp(argv[cmd], "--env") != 0 || cmd + 1 >= argc || !env_entry_valid(argv[cmd + 1])) {
 			fputs(usage_line, stderr);
 			return 2;
 		}

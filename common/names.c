@@ -65,3 +65,15 @@ int snapshot_name_check(const char *name, const char **why)
 	}
 	return 0;
 }
+
+bool env_entry_valid(const char *entry)
+{
+	const char *eq = strchr(entry, '=');
+
+	if (!eq || eq == entry || (*entry >= '0' && *entry <= '9'))
+		return false;
+	for (const char *p = entry; p < eq; p++)
+		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
+			return false;
+	return true;
+}

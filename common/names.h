@@ -18,4 +18,11 @@ int agent_name_check(const char *name, const char **why);
 /* Snapshot names: [a-zA-Z0-9][a-zA-Z0-9._-]{0,63}, no "..". */
 int snapshot_name_check(const char *name, const char **why);
 
+/*
+ * An environment entry NAME=VALUE whose NAME is a shell variable name,
+ * [A-Za-z_][A-Za-z0-9_]*: what every layer that passes an exec's
+ * environment on (ssh.c, agentd run-as, the user launcher) accepts.
+ */
+bool env_entry_valid(const char *entry);
+
 #endif

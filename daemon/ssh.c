@@ -43,6 +43,7 @@
 #include <openssl/rand.h>
 
 #include "log.h"
+#include "names.h"
 #include "util.h"
 
 #define ED25519_LEN 32
@@ -354,18 +355,6 @@ char *ssh_quote(const char *s)
 	return out;
 }
 
-static bool env_entry_ok(const char *e)
-{
-	const char *eq = strchr(e, '=');
-
-	if (!eq || eq == e || !(isalpha((unsigned char)e[0]) || e[0] == '_'))
-		return false;
-	for (const char *p = e; p < eq; p++)
-		if (!isalnum((unsigned char)*p) && *p != '_')
-			return false;
-	return true;
-}
-
 static void append_word(char **line, size_t *len, const char *word)
 {
 	_cleanup_free_ char *q = ssh_quote(word);
@@ -394,7 +383,7 @@ int ssh_command_line(const char *agentd, const char *user, const char *const *ar
 	if (!argv || !argv[0] || !argv[0][0] || strchr(argv[0], '=') || (agentd && (!user || !*user)))
 		return -EINVAL;
 	for (size_t i = 0; env && env[i]; i++)
-		if (!env_entry_ok(env[i]))
+		if (!env_entry_valid(env[i]))
 			return -EINVAL;
 	line = xstrdup("echo $$ >&2; exec");
 	len = strlen(line);

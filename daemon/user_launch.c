@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "names.h"
 #include "util.h"
 
 #ifndef P_PIDFD
@@ -56,18 +57,6 @@ const char *user_launch_stage_to_string(enum user_launch_stage s)
 	return s >= 0 && s < LAUNCH_STAGE__COUNT ? stage_names[s] : "?";
 }
 
-static bool env_name_ok(const char *e)
-{
-	const char *eq = strchr(e, '=');
-
-	if (!eq || eq == e || (*e >= '0' && *e <= '9'))
-		return false;
-	for (const char *p = e; p < eq; p++)
-		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
-			return false;
-	return true;
-}
-
 static bool env_is_fixed(const char *e)
 {
 	static const char *const fixed[] = { "HOME=", "USER=", "PATH=", "FLEET_AGENT=" };
@@ -85,7 +74,7 @@ int user_launch_env(const char *agent, const char *user, const char *home,
 	char **env;
 
 	for (; extra && extra[n]; n++)
-		if (!env_name_ok(extra[n]))
+		if (!env_entry_valid(extra[n]))
 			return -EINVAL;
 	env = xcalloc(n + 5, sizeof(*env));
 	for (size_t i = 0; i < n; i++)

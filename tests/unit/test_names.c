@@ -25,5 +25,15 @@ int main(void)
 	ok(snapshot_name_check("a..b", NULL) == -EINVAL, "snapshot name with .. refused");
 	ok(snapshot_name_check(".hidden", NULL) == -EINVAL, "snapshot name starting with . refused");
 	ok(snapshot_name_check("a/b", NULL) == -EINVAL, "snapshot name with / refused");
+
+	{
+		static const char *const good_env[] = { "A=1", "_x=", "LD_PRELOAD=/x.so", "path2=a=b" };
+		static const char *const bad_env[] = { "A", "=1", "1A=x", "A-B=x", "A B=x", "A;B=x", "" };
+
+		for (size_t i = 0; i < sizeof(good_env) / sizeof(*good_env); i++)
+			ok(env_entry_valid(good_env[i]), "env entry '%s' accepted", good_env[i]);
+		for (size_t i = 0; i < sizeof(bad_env) / sizeof(*bad_env); i++)
+			ok(!env_entry_valid(bad_env[i]), "env entry '%s' refused", bad_env[i]);
+	}
 	return tap_done();
 }

@@ -25,20 +25,6 @@ step "Building fleet's patched dropbear from Debian's source (images/README.md)"
 images/build-dropbear.sh --out build/images/dropbear
 DROPBEAR=$PWD/build/images/dropbear/dropbear
 
-step "Building the guest image from Debian packages (kernel, busybox, dropbear, agentd)"
-# Rebuilding in place is safe: every VM agent uses its own copy in the image
-# store ($STATE/images/sha256/, 'fleetctl image ls'); 'fleetctl upgrade NAME'
-# moves one to the new build's agentd and kernel (docs/vm-backend.md).
-mkdir -p "$STATE/images"
-want=$(sha256sum /usr/local/bin/agentd | cut -d' ' -f1)
-want_db=$(sha256sum "$DROPBEAR" | cut -d' ' -f1)
-if grep -q "\"agentd_sha256\": \"$want\"" "$STATE/images/manifest.json" 2>/dev/null &&
-	grep -q "\"dropbear_sha256\": \"$want_db\"" "$STATE/images/manifest.json"; then
-	echo "up to date: $STATE/images"
-else
-	images/build-image.sh --agentd /usr/local/bin/agentd --dropbear "$DROPBEAR" --out "$STATE/images"
-fi
-
 step "Starting libvirtd"
 if virsh -c qemu:///system version >/dev/null 2>&1; then
 	echo "libvirtd is already running"
@@ -63,6 +49,23 @@ else
 	fleetd
 fi
 fleetctl status
+
+step "Building the guest image from Debian packages (kernel, busybox, dropbear, agentd)"
+# After fleetd started: an agent made by a fleetd from before the image
+# store is adopted at start with the image then in $STATE/images, so that
+# image must still be there. From then on, rebuilding in place is safe:
+# every VM agent uses its own copy in the image
+# store ($STATE/images/sha256/, 'fleetctl image ls'); 'fleetctl upgrade NAME'
+# moves one to the new build's agentd and kernel (docs/vm-backend.md).
+mkdir -p "$STATE/images"
+want=$(sha256sum /usr/local/bin/agentd | cut -d' ' -f1)
+want_db=$(sha256sum "$DROPBEAR" | cut -d' ' -f1)
+if grep -q "\"agentd_sha256\": \"$want\"" "$STATE/images/manifest.json" 2>/dev/null &&
+	grep -q "\"dropbear_sha256\": \"$want_db\"" "$STATE/images/manifest.json"; then
+	echo "up to date: $STATE/images"
+else
+	images/build-image.sh --agentd /usr/local/bin/agentd --dropbear "$DROPBEAR" --out "$STATE/images"
+fi
 
 step "Creating agents: a VM (no network at all) and a Unix user"
 for a in demo-vm demo-user; do

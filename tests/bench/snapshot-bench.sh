@@ -59,7 +59,7 @@ case "$ROUNDS" in ''|*[!0-9]*|0) echo "snapshot-bench: --rounds wants a positive
 FLEET_SRCDIR=${FLEET_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 FLEET_BUILDDIR=${FLEET_BUILDDIR:-$PWD}
 FLEETD=${FLEETD:-$FLEET_BUILDDIR/daemon/fleetd}
-FLEETCTL=${FLEETCTL:-$FLEET_BUILDDIR/daemon/fleetctl}
+FLEETCTL=${FLEETCTL:-$FLEET_BUILDDIR/ctl/fleetctl}
 AGENTD=${AGENTD:-$FLEET_BUILDDIR/agentd/agentd}
 export FLEET_SRCDIR FLEET_BUILDDIR FLEETD FLEETCTL AGENTD
 

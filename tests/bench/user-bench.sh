@@ -12,7 +12,7 @@
 set -u
 N=${1:-500}
 FLEETD=${FLEETD:-$PWD/daemon/fleetd}
-FLEETCTL=${FLEETCTL:-$PWD/daemon/fleetctl}
+FLEETCTL=${FLEETCTL:-$PWD/ctl/fleetctl}
 SAMPLES=${SAMPLES:-200}
 
 [ "$(id -u)" = 0 ] || { echo "user-bench: needs root" >&2; exit 77; }

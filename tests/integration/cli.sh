@@ -96,6 +96,22 @@ err=$("$FLEETCTL" exec ghost -- true 2>&1); is "$?" 1 "exec in an unknown agent 
 is "$err" "fleetctl: agent 'ghost': no such agent" "and says so"
 err=$("$FLEETCTL" stop cli-triage --timeout soon 2>&1); is "$?" 2 "a non-numeric --timeout is a usage error"
 
+# Every "VERB NAME" command shares one argument check (ctl/call.c): the same
+# words, exit 2 before anything is sent; and --help shows the command's usage.
+for c in show rm start stop restart console snapshots health trigger upgrade; do
+	err=$("$FLEETCTL" $c 2>&1); is "$?" 2 "$c without a name is a usage error"
+	like "$err" "^fleetctl: $c needs exactly one agent NAME" "$c says what it needs"
+	err=$("$FLEETCTL" $c cli-triage cli-review 2>&1); is "$?" 2 "$c with two names is a usage error"
+	err=$("$FLEETCTL" $c Bad 2>&1); is "$?" 2 "$c with an invalid name is a usage error"
+	like "$err" "^fleetctl: invalid agent name 'Bad'" "$c says why the name is invalid"
+	out=$("$FLEETCTL" $c --help); is "$?" 0 "$c --help exits 0"
+	like "$out" "^Usage: fleetctl .* $c NAME" "$c --help shows its usage"
+done
+for c in status list audit; do
+	err=$("$FLEETCTL" $c extra 2>&1); is "$?" 2 "$c with an argument is a usage error"
+	like "$err" "^fleetctl: $c takes no arguments" "$c says it takes none"
+done
+
 # Help comes from the command table.
 out=$("$FLEETCTL" help); ok $? "help exits 0"
 for c in status create list show rm start stop restart exec audit; do like "$out" "^  $c " "help lists $c"; done

@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "http_client.h"
+#include "ctl/http_client.h"
 #include "../tap.h"
 
 static int parse(const char *text, struct http_response *r)

@@ -1,5 +1,5 @@
 /* http_client: see http_client.h. */
-#include "http_client.h"
+#include "ctl/http_client.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-#include "util.h"
+#include "common/util.h"
 
 #define MAX_RESPONSE (64u << 20)
 

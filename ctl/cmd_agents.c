@@ -1,0 +1,346 @@
+/* fleetctl's agent commands: create, list, show, rm, start, stop, restart, set, health. */
+#include <string.h>
+
+#include "common/cron.h"
+#include "ctl/commands.h"
+#include "daemon/agent.h"
+
+static void print_agent_details(json_t *a)
+{
+	printf("name:       %s\nbackend:    %s\nstate:      %s\nmemory:     %lld MiB\nvcpus:      %lld\n"
+	       "disk:       %lld GiB\nnetwork:    %s\nrestart:    %s\ncommand:    %s\ncreated:    %s\nupdated:    %s\n",
+	       str(a, "name"), str(a, "backend"), str(a, "state"), num(a, "memory_mib"), num(a, "vcpus"),
+	       num(a, "disk_gib"), str(a, "network"), str(a, "restart"), str(a, "command"), str(a, "created_at"),
+	       str(a, "updated_at"));
+	{
+		json_t *h = json_object_get(a, "health");
+		if (h) {
+			printf("health:     %s%s%s%s%s\n", str(h, "status"),
+			       json_object_get(h, "detail") ? " (" : "", json_object_get(h, "detail") ? str(h, "detail") : "",
+			       json_object_get(h, "detail") ? ")" : "",
+			       json_is_string(json_object_get(h, "checked_at")) ? "" : "");
+			if (json_is_string(json_object_get(h, "checked_at")))
+				printf("checked:    %s\n", str(h, "checked_at"));
+			printf("check:      %s, every %llds%s\n",
+			       json_object_get(h, "command") ? str(h, "command") : "default",
+			       num(h, "interval_s"), json_is_true(json_object_get(h, "auto_rollback")) ? ", auto-rollback on" : "");
+			if (json_object_get(h, "last_rollback"))
+				printf("rollback:   %s\n", str(h, "last_rollback"));
+		}
+	}
+	{
+		json_t *sn = json_object_get(a, "snapshots");
+		if (sn) {
+			printf("snapshots:  policy %s", str(sn, "policy"));
+			if (json_is_string(json_object_get(sn, "schedule")))
+				printf(" (%s)", str(sn, "schedule"));
+			if (num(sn, "keep") > 0)
+				printf(", keep the newest %lld (plus pinned and the newest good)\n", num(sn, "keep"));
+			else
+				printf(", keep all\n");
+			if (json_is_string(json_object_get(sn, "restoring")))
+				printf("restoring:  %s\n", str(sn, "restoring"));
+		}
+	}
+	if (json_object_get(a, "note"))
+		printf("note:       %s\n", str(a, "note"));
+}
+
+struct create_opts {
+	const struct command *cmd;
+	json_t *body;
+};
+
+/* An option naming a value of one of the agent's enums: checked here, sent as given. */
+static int enum_opt(struct create_opts *o, const char *key, const char *arg, int (*from_string)(const char *),
+		    const char *must)
+{
+	if (from_string(arg) < 0) {
+		usage_error(o->cmd, "%s, not '%s'", must, arg);
+		return -1;
+	}
+	json_object_set_new(o->body, key, json_string(arg));
+	return 0;
+}
+
+static int create_opt(int c, const char *arg, void *data)
+{
+	struct create_opts *o = data;
+	long v;
+
+	switch (c) {
+	case 'b':
+		return enum_opt(o, "backend", arg, backend_kind_from_string, "--backend must be 'vm' or 'user'");
+	case 'n':
+		return enum_opt(o, "network", arg, network_kind_from_string, "--network must be 'none' or 'nat'");
+	case 'c':
+		json_object_set_new(o->body, "command", json_string(arg));
+		return 0;
+	case 'H':
+		json_object_set_new(o->body, "health_command", json_string(arg));
+		return 0;
+	case 'I':
+		if (parse_long(arg, 0, 86400, &v) < 0) {
+			usage_error(o->cmd, "--health-interval needs seconds from 0 to 86400, not '%s'", arg);
+			return -1;
+		}
+		json_object_set_new(o->body, "health_interval_s", json_integer(v));
+		return 0;
+	case 'A':
+		json_object_set_new(o->body, "auto_rollback", json_true());
+		return 0;
+	case 'P':
+		return enum_opt(o, "snapshot_policy", arg, snapshot_policy_from_string, "--snapshot-policy must be none, before-run or cron");
+	case 'S': {
+		_cleanup_free_ char *why = NULL;
+		struct cron_spec spec;
+
+		if (*arg && cron_parse(arg, &spec, &why) < 0) {
+			usage_error(o->cmd, "--snapshot-schedule '%s': %s", arg, why);
+			return -1;
+		}
+		json_object_set_new(o->body, "snapshot_schedule", json_string(arg));
+		return 0;
+	}
+	case 'K':
+		if (parse_long(arg, 0, SNAPSHOT_KEEP_MAX, &v) < 0) {
+			usage_error(o->cmd, "--snapshot-keep needs a count from 0 to %d, not '%s'", SNAPSHOT_KEEP_MAX, arg);
+			return -1;
+		}
+		json_object_set_new(o->body, "snapshot_keep", json_integer(v));
+		return 0;
+	case 'R':
+		return enum_opt(o, "restart", arg, restart_policy_from_string, "--restart must be 'on-failure', 'always' or 'never'");
+	case 'm':
+	case 'v':
+	case 'd': {
+		const char *key = c == 'm' ? "memory_mib" : c == 'v' ? "vcpus" : "disk_gib";
+		/* Range checks are fleetd's; here only "is it a number". */
+		if (parse_long(arg, 0, 1L << 30, &v) < 0) {
+			usage_error(o->cmd, "--%s needs a whole number, not '%s'",
+				    c == 'm' ? "memory" : c == 'v' ? "vcpus" : "disk", arg);
+			return -1;
+		}
+		json_object_set_new(o->body, key, json_integer(v));
+		return 0;
+	}
+	}
+	return -1;
+}
+
+int cmd_create(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "backend", required_argument, NULL, 'b' }, { "memory", required_argument, NULL, 'm' },
+		{ "vcpus", required_argument, NULL, 'v' }, { "disk", required_argument, NULL, 'd' },
+		{ "network", required_argument, NULL, 'n' }, { "command", required_argument, NULL, 'c' },
+		{ "restart", required_argument, NULL, 'R' }, { "health-cmd", required_argument, NULL, 'H' },
+		{ "health-interval", required_argument, NULL, 'I' }, { "auto-rollback", no_argument, NULL, 'A' },
+		{ "snapshot-policy", required_argument, NULL, 'P' }, { "snapshot-schedule", required_argument, NULL, 'S' },
+		{ "snapshot-keep", required_argument, NULL, 'K' },
+		{ "help", no_argument, NULL, 'h' }, { 0 },
+	};
+	struct create_opts o = { cmd, json_object() };
+	json_t *a = NULL;
+	int r;
+
+	if ((r = parse_opts(cmd, argc, argv, opts, create_opt, &o)) != 0) {
+		json_decref(o.body);
+		return r < 0 ? EXIT_USAGE : 0;
+	}
+	if (optind >= argc) {
+		json_decref(o.body);
+		return usage_error(cmd, "create needs an agent NAME");
+	}
+	json_object_set_new(o.body, "name", json_string(argv[optind++]));
+	if (optind != argc) {
+		json_decref(o.body);
+		return usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+	}
+	if (!name_ok(cmd, json_string_value(json_object_get(o.body, "name")))) {
+		json_decref(o.body);
+		return EXIT_USAGE;
+	}
+	r = call(ctl, "POST", "/v1/agents", o.body, &a);
+	json_decref(o.body);
+	if (r)
+		return 1;
+	if (ctl->json) {
+		print_json(a);
+	} else {
+		printf("agent '%s' created (backend %s, state %s)\n", str(a, "name"), str(a, "backend"), str(a, "state"));
+		if (json_object_get(a, "note"))
+			printf("note: %s\n", str(a, "note"));
+	}
+	json_decref(a);
+	return 0;
+}
+
+int cmd_list(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+	json_t *j = NULL, *agents, *a;
+	size_t i;
+	int status;
+
+	if (!no_args(cmd, argc, argv, help_only, no_opts, NULL, &status))
+		return status;
+	if (call(ctl, "GET", "/v1/agents", NULL, &j))
+		return 1;
+	agents = json_object_get(j, "agents");
+	if (ctl->json) {
+		print_json(agents);
+	} else if (json_array_size(agents) == 0) {
+		puts("no agents");
+	} else {
+		printf("%-32s %-7s %-12s %8s %5s %-7s %s\n", "NAME", "BACKEND", "STATE", "MEMORY", "VCPUS", "NETWORK",
+		       "CREATED");
+		json_array_foreach(agents, i, a)
+			printf("%-32s %-7s %-12s %5lldMiB %5lld %-7s %s\n", str(a, "name"), str(a, "backend"),
+			       str(a, "state"), num(a, "memory_mib"), num(a, "vcpus"), str(a, "network"),
+			       str(a, "created_at"));
+	}
+	json_decref(j);
+	return 0;
+}
+
+int cmd_show(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+	json_t *a = NULL;
+	const char *name;
+	int status;
+
+	if (!one_agent(cmd, argc, argv, help_only, no_opts, NULL, &name, &status))
+		return status;
+	if (callf(ctl, "GET", NULL, &a, "/v1/agents/%s", name))
+		return 1;
+	if (ctl->json)
+		print_json(a);
+	else
+		print_agent_details(a);
+	json_decref(a);
+	return 0;
+}
+
+int cmd_rm(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "force", no_argument, NULL, 'f' }, { "help", no_argument, NULL, 'h' }, { 0 },
+	};
+	bool force = false;
+	json_t *a = NULL;
+	const char *name;
+	int status;
+
+	if (!one_agent(cmd, argc, argv, opts, flag_opt, &force, &name, &status))
+		return status;
+	if (callf(ctl, "DELETE", NULL, &a, "/v1/agents/%s%s", name, force ? "?force=1" : ""))
+		return 1;
+	if (ctl->json)
+		print_json(a);
+	else
+		printf("agent '%s' removed\n", str(a, "removed"));
+	json_decref(a);
+	return 0;
+}
+
+/* start, stop, restart: NAME [--timeout S] -> POST /v1/agents/NAME/VERB. */
+int cmd_lifecycle(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "timeout", required_argument, NULL, 't' }, { "help", no_argument, NULL, 'h' }, { 0 },
+	};
+	json_t *a = NULL, *body = NULL;
+	long timeout = -1;
+	const char *name;
+	int r, status;
+
+	if (!one_agent(cmd, argc, argv, opts, timeout_opt, &timeout, &name, &status))
+		return status;
+	if (timeout >= 0)
+		body = json_pack("{s:i}", "timeout_s", (int)timeout);
+	r = callf(ctl, "POST", body, &a, "/v1/agents/%s/%s", name, cmd->name);
+	json_decref(body);
+	if (r)
+		return 1;
+	if (ctl->json)
+		print_json(a);
+	else
+		printf("agent '%s' %s (state %s)\n", str(a, "name"),
+		       strcmp(cmd->name, "stop") == 0 ? "stopped" : strcmp(cmd->name, "start") == 0 ? "started" : "restarted",
+		       str(a, "state"));
+	json_decref(a);
+	return 0;
+}
+
+static int set_opt(int c, const char *arg, void *data)
+{
+	struct create_opts *o = data;
+
+	if (c == 'A') {
+		if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0) {
+			usage_error(o->cmd, "--auto-rollback takes on or off, not '%s'", arg);
+			return -1;
+		}
+		json_object_set_new(o->body, "auto_rollback", json_boolean(strcmp(arg, "on") == 0));
+		return 0;
+	}
+	if (c == 'D') {
+		json_object_set_new(o->body, "health_command", json_string(""));
+		return 0;
+	}
+	return create_opt(c, arg, data);
+}
+
+int cmd_set(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "health-cmd", required_argument, NULL, 'H' }, { "default-health", no_argument, NULL, 'D' },
+		{ "health-interval", required_argument, NULL, 'I' }, { "auto-rollback", required_argument, NULL, 'A' },
+		{ "snapshot-policy", required_argument, NULL, 'P' }, { "snapshot-schedule", required_argument, NULL, 'S' },
+		{ "snapshot-keep", required_argument, NULL, 'K' },
+		{ "command", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' }, { 0 },
+	};
+	struct create_opts o = { cmd, json_object() };
+	_cleanup_(json_decrefp) json_t *a = NULL;
+	int r;
+
+	if ((r = parse_opts(cmd, argc, argv, opts, set_opt, &o)) != 0 || argc - optind != 1 ||
+	    json_object_size(o.body) == 0) {
+		json_decref(o.body);
+		if (r > 0)
+			return 0;
+		return r < 0 ? EXIT_USAGE : usage_error(cmd, "set needs an agent NAME and at least one setting");
+	}
+	if (!name_ok(cmd, argv[optind])) {
+		json_decref(o.body);
+		return EXIT_USAGE;
+	}
+	r = callf(ctl, "PATCH", o.body, &a, "/v1/agents/%s", argv[optind]);
+	json_decref(o.body);
+	if (r)
+		return 1;
+	if (ctl->json)
+		print_json(a);
+	else
+		print_agent_details(a);
+	return 0;
+}
+
+int cmd_health(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+	_cleanup_(json_decrefp) json_t *j = NULL;
+	const char *name;
+	int status;
+
+	if (!one_agent(cmd, argc, argv, help_only, no_opts, NULL, &name, &status))
+		return status;
+	if (callf(ctl, "POST", NULL, &j, "/v1/agents/%s/health", name))
+		return 1;
+	if (ctl->json)
+		print_json(j);
+	else
+		printf("agent '%s': %s (%s)\n", name,
+		       json_is_true(json_object_get(j, "healthy")) ? "healthy" : "unhealthy", str(j, "detail"));
+	return json_is_true(json_object_get(j, "healthy")) ? 0 : 3;
+}

@@ -1,0 +1,38 @@
+/*
+ * commands: fleetctl's command handlers, one file per resource; fleetctl.c
+ * puts each into its table row. A handler gets argv from the command name
+ * on and returns the exit status (call.h).
+ */
+#ifndef FLEET_CTL_COMMANDS_H
+#define FLEET_CTL_COMMANDS_H
+
+#include "ctl/call.h"
+
+#define CMD_HANDLER(name) int name(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+
+/* cmd_system.c */
+CMD_HANDLER(cmd_status);
+CMD_HANDLER(cmd_audit);
+/* cmd_agents.c: start, stop and restart share cmd_lifecycle */
+CMD_HANDLER(cmd_create);
+CMD_HANDLER(cmd_list);
+CMD_HANDLER(cmd_show);
+CMD_HANDLER(cmd_rm);
+CMD_HANDLER(cmd_lifecycle);
+CMD_HANDLER(cmd_set);
+CMD_HANDLER(cmd_health);
+/* cmd_exec.c */
+CMD_HANDLER(cmd_exec);
+CMD_HANDLER(cmd_console);
+/* cmd_snapshots.c */
+CMD_HANDLER(cmd_snapshot);
+CMD_HANDLER(cmd_snapshots);
+CMD_HANDLER(cmd_restore);
+/* cmd_runs.c */
+CMD_HANDLER(cmd_trigger);
+CMD_HANDLER(cmd_runs);
+/* cmd_images.c */
+CMD_HANDLER(cmd_image);
+CMD_HANDLER(cmd_upgrade);
+
+#endif

@@ -1,0 +1,183 @@
+/*
+ * fleetctl: the operator's CLI. A thin client: one table row per command,
+ * each handler packs what the user typed into an API call and prints the
+ * answer; fleetd validates everything again. Exit codes: 0 success, 1 an
+ * error from fleetd (or fleetd unreachable), 2 a usage error.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl/commands.h"
+
+#define DEFAULT_SOCKET "/run/fleet/fleetd.sock"
+
+static CMD_HANDLER(cmd_help);
+
+#define SNAPSHOT_OPTIONS_HELP \
+	"  --snapshot-policy P when fleet snapshots the agent by itself: none (default),\n" \
+	"                      before-run (before every run), or cron (on a schedule)\n" \
+	"  --snapshot-schedule CRON  5-field cron spec in the host's time zone, e.g.\n" \
+	"                      '0 * * * *' or '@daily'; implies --snapshot-policy cron\n" \
+	"  --snapshot-keep N   keep the newest N snapshots plus pinned ones and the newest\n" \
+	"                      good one, delete the rest (default 0: keep all)\n"
+
+static const struct command commands[] = {
+	{ "status", "", "Show whether fleetd runs, its version, uptime and agent count.", NULL, cmd_status },
+	{ "create", "NAME [--backend vm|user] [--memory MIB] [--vcpus N] [--disk GIB] [--network none|nat]\n"
+	  "                [--restart on-failure|always|never] [--health-cmd CMD] [--health-interval S]\n"
+	  "                [--auto-rollback] [--command CMD] [--snapshot-policy none|before-run|cron]\n"
+	  "                [--snapshot-schedule CRON] [--snapshot-keep N]",
+	  "Create an agent and its isolated environment.",
+	  "NAME is 1 to 32 characters: a lower-case letter, then lower-case letters, digits or '-'.\n"
+	  "  --backend vm|user   a libvirt VM (default) or a Unix user on the host\n"
+	  "  --memory MIB        guest memory, 64 to 65536 (default 256; vm only)\n"
+	  "  --vcpus N           guest CPUs, 1 to 64 (default 1; vm only)\n"
+	  "  --disk GIB          guest disk size, 1 to 1024 (default 2; vm only)\n"
+	  "  --network none|nat  no network (default) or an isolated NAT network (vm only)\n"
+	  "  --restart POLICY    when the environment stops without being asked: restart it\n"
+	  "                      on-failure (default: crashed or killed), always, or never\n"
+	  "  --health-cmd CMD    its health check, run as the agent (default: agentd health;\n"
+	  "                      user agents: a write to the home)\n"
+	  "  --health-interval S seconds between checks while it runs (default 60; 0: none)\n"
+	  "  --auto-rollback     when a check fails, restore the newest good snapshot\n"
+	  "  --command CMD       what the agent runs when triggered\n"
+	  SNAPSHOT_OPTIONS_HELP,
+	  cmd_create },
+	{ "list", "", "List agents with their backend and state.", NULL, cmd_list },
+	{ "show", "NAME", "Show one agent in detail.", NULL, cmd_show },
+	{ "rm", "NAME [--force]", "Remove an agent, its environment and everything it owns.",
+	  "  --force   remove even while the agent is running\n", cmd_rm },
+	{ "start", "NAME", "Start an agent's environment (boot its VM).", NULL, cmd_lifecycle },
+	{ "stop", "NAME [--timeout S]", "Stop an agent's environment: clean shutdown, forced after S seconds.",
+	  "  --timeout S   seconds to wait for a clean shutdown (default 30)\n", cmd_lifecycle },
+	{ "restart", "NAME [--timeout S]", "Stop, then start an agent's environment.",
+	  "  --timeout S   seconds to wait for a clean shutdown (default 30)\n", cmd_lifecycle },
+	{ "exec", "NAME [--root] [--timeout S] [--env NAME=VALUE]... [--no-stdin] -- CMD [ARG]...",
+	  "Run a command in an agent's environment; exit with its exit code.",
+	  "Output streams back as it comes; stdin is forwarded when it is not a terminal\n"
+	  "(at most 12 MiB). Exit status: the command's, 128+N if it was killed by signal N,\n"
+	  "124 if it timed out, 1 if fleetd could not run it.\n"
+	  "  --root          run as the environment's root (vm agents)\n"
+	  "  --timeout S     kill the command after S seconds\n"
+	  "  --env N=V       set an environment variable (repeatable)\n"
+	  "  --no-stdin      do not read stdin\n",
+	  cmd_exec },
+	{ "console", "NAME [--bytes N]", "Show the end of a VM agent's console log.",
+	  "  --bytes N   how much of the end to show (default 65536)\n", cmd_console },
+	{ "snapshot", "NAME [SNAP] [--note TEXT] [--pin]  |  snapshot rm|pin|unpin NAME SNAP",
+	  "Take a snapshot of an agent's environment, or delete one.",
+	  "A running VM gets a full checkpoint (memory and disk: processes come back on\n"
+	  "restore); a stopped VM a disk snapshot; a user agent a copy of its home. SNAP\n"
+	  "defaults to snap-YYYYmmdd-HHMMSS.\n"
+	  "  --note TEXT   a note shown by 'fleetctl snapshots'\n"
+	  "  --pin         keep it whatever the retention policy says\n"
+	  "'snapshot pin NAME SNAP' and 'snapshot unpin NAME SNAP' change that later; an\n"
+	  "unpinned snapshot past the agent's --snapshot-keep is deleted at once.\n",
+	  cmd_snapshot },
+	{ "snapshots", "NAME", "List an agent's snapshots.", NULL, cmd_snapshots },
+	{ "restore", "NAME SNAP | NAME --last-good", "Roll an agent back to a snapshot.",
+	  "  --last-good   the newest snapshot marked good by a health check\n", cmd_restore },
+	{ "set", "NAME [--command CMD] [--health-cmd CMD | --default-health] [--health-interval S]\n"
+	  "             [--auto-rollback on|off] [--snapshot-policy none|before-run|cron]\n"
+	  "             [--snapshot-schedule CRON] [--snapshot-keep N]",
+	  "Change an agent's command, health check, automatic rollback and snapshot policy.",
+	  "  --command CMD       what the agent runs when triggered (from the next run on)\n"
+	  SNAPSHOT_OPTIONS_HELP, cmd_set },
+	{ "health", "NAME", "Run an agent's health check now (exit 0 healthy, 3 unhealthy).", NULL, cmd_health },
+	{ "trigger", "NAME [--wait]", "Queue a run of the agent's command (as a webhook or schedule would).",
+	  "Runs of one agent go one at a time, oldest first. A stopped environment is\n"
+	  "started first; with --snapshot-policy before-run a snapshot is taken first;\n"
+	  "the health check runs after. The command runs as the agent with FLEET_RUN_ID,\n"
+	  "FLEET_TRIGGER and FLEET_AGENT set; its output goes to the run's log.\n"
+	  "  --wait   wait for the run, print its log, exit with its exit code\n",
+	  cmd_trigger },
+	{ "runs", "NAME [ID] [--limit N]", "List an agent's runs, or show one with the end of its log.",
+	  "  --limit N   show the newest N runs (default 20)\n", cmd_runs },
+	{ "audit", "[--limit N]", "Show the audit log: who changed what, when, and the outcome.",
+	  "  --limit N   show the newest N records (default 50, at most 10000)\n", cmd_audit },
+	{ "image", "ls  |  image rm ID", "List the stored guest images and who uses each, or remove an unused one.",
+	  "Every VM agent keeps the image it was created from (its disk's base) in the\n"
+	  "image store, whatever is rebuilt in image_dir later. 'image ls' shows each\n"
+	  "stored image, whether it is the one now in image_dir (CURRENT), and which\n"
+	  "agents use it: as the base of their disk, as the kernel and initramfs they\n"
+	  "boot, or through snapshots taken before an upgrade. 'image rm ID' (a unique\n"
+	  "prefix will do) removes an image no agent uses, and refuses otherwise.\n",
+	  cmd_image },
+	{ "upgrade", "NAME", "Make a VM agent boot the image now in image_dir (new agentd, kernel).",
+	  "The agent keeps its disk (still on the base it was made on); from its next\n"
+	  "start it boots the current image's kernel and initramfs, which install that\n"
+	  "image's agentd and dropbear on its disk. A running agent: 'fleetctl restart'.\n",
+	  cmd_upgrade },
+	{ "help", "[COMMAND]", "Show help for fleetctl or one command.", NULL, cmd_help },
+};
+
+static const struct command *find_command(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: fleetctl [-s SOCKET] [--json] COMMAND [ARG]...\n"
+		"Control fleetd, the keeper of isolated per-agent environments.\n"
+		"\n"
+		"  -s, --socket SOCKET  fleetd's control socket (default $FLEET_SOCKET, else " DEFAULT_SOCKET ")\n"
+		"      --json           print fleetd's JSON answers instead of tables\n"
+		"  -h, --help           show this help\n"
+		"      --version        show the version\n"
+		"\nCommands:\n");
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+	fprintf(out, "\nExit status: 0 on success, 1 when fleetd reports an error, 2 on a usage error.\n"
+		     "'fleetctl help COMMAND' shows a command's arguments.\n");
+}
+
+static int cmd_help(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+	const struct command *c;
+
+	if (argc < 2) {
+		usage(stdout);
+		return 0;
+	}
+	if (!(c = find_command(argv[1])))
+		return usage_error(NULL, "unknown command '%s'", argv[1]);
+	print_command_help(c, stdout);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' }, { "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' }, { "version", no_argument, NULL, 'V' }, { 0 },
+	};
+	struct ctl ctl = { .socket = getenv("FLEET_SOCKET") };
+	const struct command *cmd;
+	int c;
+
+	if (!ctl.socket || !*ctl.socket)
+		ctl.socket = DEFAULT_SOCKET;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+s:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': ctl.socket = optarg; break;
+		case 'j': ctl.json = true; break;
+		case 'h': usage(stdout); return 0;
+		case 'V': printf("fleetctl %s\n", PACKAGE_VERSION); return 0;
+		default:
+			return usage_error(NULL, "unknown option '%s' or missing value", argv[optind - 1]);
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (!(cmd = find_command(argv[optind])))
+		return usage_error(NULL, "unknown command '%s'", argv[optind]);
+	return cmd->run(&ctl, cmd, argc - optind, argv + optind);
+}

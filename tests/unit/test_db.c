@@ -155,6 +155,7 @@ int main(void)
 			       " ALTER TABLE agents DROP COLUMN restoring; ALTER TABLE runs DROP COLUMN snapshot;"
 			       " ALTER TABLE runs DROP COLUMN error; ALTER TABLE agents DROP COLUMN image;"
 			       " ALTER TABLE agents DROP COLUMN boot_image; ALTER TABLE agents DROP COLUMN old_images;"
+			       " ALTER TABLE agents DROP COLUMN state_detail;"
 			       " PRAGMA user_version = 1;"
 			       " INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
 			       " VALUES ('old', 'vm', 'stopped', 256, 1, 2, 1, 1);\"", v1);
@@ -211,7 +212,7 @@ int main(void)
 			       " snapshot TEXT, error TEXT);"
 			       " CREATE INDEX runs_by_agent_state ON runs (agent_id, state);"
 			       " ALTER TABLE agents DROP COLUMN image; ALTER TABLE agents DROP COLUMN boot_image;"
-			       " ALTER TABLE agents DROP COLUMN old_images;"
+			       " ALTER TABLE agents DROP COLUMN old_images; ALTER TABLE agents DROP COLUMN state_detail;"
 			       " PRAGMA user_version = 4;"
 			       " INSERT INTO agents (id, name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
 			       " VALUES (7, 'old', 'user', 'stopped', 256, 1, 2, 1, 1);"

@@ -567,8 +567,9 @@ static int ensure_init(struct fleetd *f, char **why)
 	return 0;
 }
 
-static int user_init(struct fleetd *f, char **why)
+static int user_init(struct fleetd *f, backend_event_fn on_event, char **why)
 {
+	(void)on_event;	/* nothing to report yet: a keeper's exit is not watched for the restart policy */
 	_cleanup_free_ char *cg = NULL;
 	int r;
 
@@ -835,6 +836,16 @@ static int user_destroy(struct fleetd *f, const struct agent *a, bool force, cha
 	struct stat st;
 	if (uid != 0 && lstat(home, &st) == 0 && st.st_uid == uid && (r = remove_home(home, ret ? NULL : why)) < 0 && ret == 0)
 		ret = r;
+	/*
+	 * Its user was deleted by hand (the agent is 'missing'): the home is
+	 * still ours if its owner is a uid of fleet's range that no user has
+	 * any more (fleet never hands a uid out twice); anything else is left.
+	 */
+	if (uid == 0 && lstat(home, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    (long)st.st_uid >= config_get_long(&f->cfg, CFG_USER_UID_MIN) &&
+	    (long)st.st_uid <= config_get_long(&f->cfg, CFG_USER_UID_MAX) && !getpwuid(st.st_uid) &&
+	    (r = remove_home(home, ret ? NULL : why)) < 0 && ret == 0)
+		ret = r;
 	if (uid != 0 && (r = remove_user(user, ret ? NULL : why)) < 0 && ret == 0)
 		ret = r;
 	snapshots_forget(f, a->name);	/* its snapshots and a half-made restore; removed in the background */
@@ -1043,16 +1054,29 @@ static int user_stop(struct fleetd *f, const struct agent *a, int timeout_s, bac
 	return 0;
 }
 
-static int user_state(struct fleetd *f, const struct agent *a, enum agent_state *ret)
+static int user_state(struct fleetd *f, const struct agent *a, enum agent_state *ret, char **gone)
 {
-	_cleanup_free_ char *why = NULL;
+	_cleanup_free_ char *why = NULL, *home = NULL;
+	struct stat st;
 	uid_t uid;
 	int r;
 
 	if ((r = ensure_init(f, &why)) < 0)
 		return r;
-	if ((r = agent_user(f, a->name, &uid)) < 0)
+	if ((r = agent_user(f, a->name, &uid)) < 0) {
+		if (gone && r == -ENOENT)
+			*gone = xasprintf("its Unix user " USER_PREFIX "%s is gone", a->name);
+		else if (gone && r == -EPERM)
+			*gone = xasprintf("its Unix user " USER_PREFIX "%s is no longer fleet's", a->name);
 		return r == -EPERM ? -ENOENT : r;
+	}
+	/* The home is the environment too: without it nothing of the agent is left to start. */
+	home = home_dir(f, a->name);
+	if (lstat(home, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != uid) {
+		if (gone)
+			*gone = xasprintf("its home %s is gone", home);
+		return -ENOENT;
+	}
 	*ret = agent_busy(a->name, uid) ? AGENT_RUNNING : AGENT_STOPPED;
 	return 0;
 }

@@ -13,8 +13,11 @@
 
 struct fleetd;
 
-/* Run each built-in backend's init(); a failure makes that backend unavailable, not fleetd. */
-void backends_init(struct fleetd *f);
+/*
+ * Run each built-in backend's init(), giving it on_event for what it
+ * reports on its own; a failure makes that backend unavailable, not fleetd.
+ */
+void backends_init(struct fleetd *f, backend_event_fn on_event);
 void backends_shutdown(struct fleetd *f);
 
 /* Is a backend of this kind compiled into fleetd at all? */
@@ -26,10 +29,5 @@ const struct backend_ops *backend_get(struct fleetd *f, enum backend_kind kind, 
 /* "available", "unavailable: WHY" or "not built in" for /v1/status; caller frees. */
 char *backend_status(struct fleetd *f, enum backend_kind kind);
 
-/*
- * Finish or undo what a kill -9 interrupted: agents left in 'provisioning'
- * are destroyed and removed (they were never acknowledged). Logs each one.
- */
-void backends_reconcile(struct fleetd *f);
 
 #endif

@@ -453,16 +453,17 @@ int db_agent_count(struct db *db, long *ret)
 	return 0;
 }
 
-int db_agent_set_state(struct db *db, const char *name, enum agent_state state)
+int db_agent_set_state(struct db *db, const char *name, enum agent_state state, const char *detail)
 {
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;
 	int r;
 
-	if ((r = db_prepare(db, &st, "UPDATE agents SET state = ?, updated_at = ? WHERE name = ?")) < 0)
+	if ((r = db_prepare(db, &st, "UPDATE agents SET state = ?, updated_at = ?, state_detail = ? WHERE name = ?")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, agent_state_to_string(state), -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, unix_now());
-	sqlite3_bind_text(st, 3, name, -1, SQLITE_STATIC);
+	bind_text_or_null(st, 3, detail);
+	sqlite3_bind_text(st, 4, name, -1, SQLITE_STATIC);
 	if ((r = db_step(db, st)) < 0)
 		return r;
 	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;

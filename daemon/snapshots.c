@@ -10,6 +10,7 @@
 #include "db.h"
 #include "fleetd.h"
 #include "health.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "names.h"
 #include "util.h"
@@ -383,8 +384,8 @@ static void restore_finish(struct restore *rs, int r, const char *why)
 				why ? why : strerror(-r));
 		log_error("%s", msg);
 	} else {
-		if (rs->ops->state(rs->f, rs->agent, &st) == 0)
-			(void)db_agent_set_state(rs->f->db, rs->agent->name, st);
+		if (rs->ops->state(rs->f, rs->agent, &st, NULL) == 0)
+			(void)lifecycle_set_state(rs->f, rs->agent->name, st, NULL);
 		log_notice("agent '%s': restored snapshot '%s'", rs->agent->name, rs->snap);
 	}
 	rs->done(rs->userdata, r, msg);
@@ -483,7 +484,7 @@ static void recovery_done(void *userdata, int r, const char *why)
 	if (r < 0) {
 		log_error("agent '%s': could not finish the interrupted restore of '%s': %s; state bad", rc->agent,
 			  rc->snap, why);
-		(void)db_agent_set_state(rc->f->db, rc->agent, AGENT_BAD);
+		(void)lifecycle_set_state(rc->f, rc->agent, AGENT_BAD, NULL);
 	} else {
 		log_notice("agent '%s': finished the restore of '%s' that fleetd's stop interrupted", rc->agent,
 			   rc->snap);

@@ -58,8 +58,16 @@ int main(void)
 	is_str(list[0]->name, "review", "sorted by name");
 	agent_list_free(list);
 
-	is_int(db_agent_set_state(db, "review", AGENT_RUNNING), 0, "set state");
-	is_int(db_agent_set_state(db, "nobody", AGENT_RUNNING), -ENOENT, "set state of unknown is -ENOENT");
+	is_int(db_agent_set_state(db, "review", AGENT_MISSING, "its user is gone"), 0, "set state with a detail");
+	{
+		struct agent *m = NULL;
+		is_int(db_agent_get(db, "review", &m), 0, "get after set state");
+		is_int(m ? (int)m->state : -1, AGENT_MISSING, "state missing stored");
+		is_str(m ? m->state_detail : NULL, "its user is gone", "its detail stored");
+		agent_free(m);
+	}
+	is_int(db_agent_set_state(db, "review", AGENT_RUNNING, NULL), 0, "set state");
+	is_int(db_agent_set_state(db, "nobody", AGENT_RUNNING, NULL), -ENOENT, "set state of unknown is -ENOENT");
 
 	is_int(db_audit_add(db, 0, "agent.create", "triage", "ok", NULL), 0, "audit add");
 	is_int(db_audit_add(db, 1000, "agent.remove", "x", "refused", "no such agent"), 0, "audit add 2");

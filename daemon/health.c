@@ -492,7 +492,10 @@ int health_init(struct fleetd *f)
 	struct timeval tv = { TICK_S, 0 };
 
 	h->f = f;
+	static const struct snapshots_health for_snapshots = { .checking = health_checking, .check = health_check };
+
 	lifecycle_on_boot_failed(f, health_boot_failed);
+	snapshots_use_health(&for_snapshots);
 	h->tick = event_new(f->base, -1, EV_PERSIST, on_tick, h);
 	event_add(h->tick, &tv);
 	f->health = h;

@@ -47,6 +47,7 @@ struct keeper {
 	char *agent;
 	pid_t pid;
 	int pidfd;
+	bool asked;		/* fleet told it to stop: its exit is no failure */
 	struct event *ev;
 	struct keeper *next;
 };
@@ -98,6 +99,7 @@ static struct user_state {
 	struct snap_job *trash_job;	/* the worker emptying the trash, if one runs */
 	bool trash_again;		/* more was trashed while it ran */
 	bool stopping;
+	backend_event_fn on_event;	/* lifecycle_on_event: a keeper that died unasked */
 	char **shared_dirs;		/* other world-writable host directories, private in each sandbox */
 	size_t n_shared_dirs;
 } *us;
@@ -391,13 +393,34 @@ static bool keeper_alive(const char *agent)
 	return false;
 }
 
+/*
+ * A keeper's pidfd became readable: it exited. Unless fleet stopped it
+ * (stop, remove and restore reap theirs before this runs), report the stop
+ * upward, so the restart policy acts for user agents as for VMs.
+ */
 static void on_keeper_exit(evutil_socket_t fd, short what, void *arg)
 {
-	struct keeper *k = arg;
+	struct keeper *k = arg, **kp = keeper_find(k->agent);
 	_cleanup_free_ char *agent = xstrdup(k->agent);
+	bool asked = k->asked || us->stopping;
+	int status = 0;
 
-	if (!keeper_alive(agent))
-		log_debug("agent '%s': keeper exited", agent);
+	(void)fd;
+	(void)what;
+	if (*kp != k || user_launch_wait(k->pidfd, true, &status) == -EAGAIN)
+		return;
+	*kp = k->next;
+	keeper_free(k);
+	log_debug("agent '%s': keeper exited", agent);
+	if (!asked && us->on_event) {
+		_cleanup_free_ char *detail = WIFSIGNALED(status) ? xasprintf("its sandbox was killed by signal %d",
+									      WTERMSIG(status))
+								  : xasprintf("its sandbox exited with status %d",
+									      WEXITSTATUS(status));
+		struct backend_event ev = { .kind = BACKEND_EV_STOPPED, .backend = BACKEND_USER, .agent = agent,
+					    .clean = false, .detail = detail };
+		us->on_event(us->f, &ev);
+	}
 }
 
 static bool exec_active(const char *agent)
@@ -569,12 +592,12 @@ static int ensure_init(struct fleetd *f, char **why)
 
 static int user_init(struct fleetd *f, backend_event_fn on_event, char **why)
 {
-	(void)on_event;	/* nothing to report yet: a keeper's exit is not watched for the restart policy */
 	_cleanup_free_ char *cg = NULL;
 	int r;
 
 	if ((r = ensure_init(f, why)) < 0)
 		return r;
+	us->on_event = on_event;
 	cg = cgroup_host_describe(us->cg);
 	log_info("user backend: cgroups: %s", cg);
 	if (!cgroup_host_has(us->cg, "memory") || !cgroup_host_has(us->cg, "pids"))
@@ -1045,8 +1068,10 @@ static int user_stop(struct fleetd *f, const struct agent *a, int timeout_s, bac
 	if ((r = agent_ready(f, a, &uid, why)) < 0)
 		return r;
 	/* Clean: SIGTERM to every sandbox init, which passes it to everything in its namespace. */
-	if ((k = *keeper_find(a->name)))
+	if ((k = *keeper_find(a->name))) {
+		k->asked = true;
 		(void)syscall(SYS_pidfd_send_signal, k->pidfd, SIGTERM, NULL, 0);
+	}
 	for (struct exec_handle *h = us->execs; h; h = h->next)
 		if (!h->reaped && strcmp(h->agent, a->name) == 0)
 			(void)syscall(SYS_pidfd_send_signal, h->proc.pidfd, SIGTERM, NULL, 0);

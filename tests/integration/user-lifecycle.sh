@@ -4,7 +4,9 @@
 #   'rm' (while the home is being deleted) is finished at the next start,
 #   never left as a 'stopped' agent whose user or home is gone;
 # - an environment removed behind fleet's back (userdel, rm -rf of the home)
-#   is 'missing' at the next start, with what is gone, and 'rm' cleans up.
+#   is 'missing' at the next start, with what is gone, and 'rm' cleans up;
+# - the restart policy acts for user agents too: a sandbox killed from
+#   outside comes back (on-failure), or stays stopped (never).
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
@@ -79,5 +81,44 @@ is "$("$FLEETCTL" --json show ulc-user | jq -r .state)" missing "still missing a
 gone_entirely ulc-user "missing user, after rm"
 "$FLEETCTL" rm ulc-home >/dev/null; ok $? "rm of the agent without a home succeeds"
 gone_entirely ulc-home "missing home, after rm"
+
+# --- the restart policy for user agents ------------------------------------------------------------
+keeper_of() {	# the agent's keeper: the child of fleetd in the agent's cgroup (its sandbox's init runs as root)
+	local c
+	for c in $(cat /proc/"$FLEETD_PID"/task/*/children 2>/dev/null); do
+		grep -qE ":/fleet/$1\$" /proc/$c/cgroup 2>/dev/null && echo $c
+	done
+}
+wait_state() {	# wait_state NAME STATE: until show says STATE (bounded; the assertion follows)
+	for ((i = 0; i < 6000; i++)); do
+		[ "$("$FLEETCTL" --json show $1 | jq -r .state)" = "$2" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+"$FLEETCTL" create ulc-rs --backend user >/dev/null; ok $? "create ulc-rs (restart on-failure, the default)"
+"$FLEETCTL" create ulc-nr --backend user --restart never >/dev/null; ok $? "create ulc-nr (restart never)"
+"$FLEETCTL" start ulc-rs >/dev/null && "$FLEETCTL" start ulc-nr >/dev/null; ok $? "start both"
+before=$(keeper_of ulc-rs); nr=$(keeper_of ulc-nr)
+ok $([ -n "$before" ] && [ -n "$nr" ] && echo 0 || echo 1) "found both keepers (ulc-rs: ${before:-none}, ulc-nr: ${nr:-none})"
+kill -9 $before $nr
+for ((i = 0; i < 6000; i++)); do
+	grep -q "agent 'ulc-rs': restarted and reachable again" "$LOG" && break
+	sleep 0.05
+done
+like "$(cat "$LOG")" "agent 'ulc-rs': its environment stopped without fleet asking \(its sandbox was killed by signal 9\)" \
+	"fleetd notices the sandbox was killed"
+like "$(cat "$LOG")" "agent 'ulc-rs': restarted and reachable again" "and restarts it (on-failure)"
+wait_state ulc-rs running
+is "$("$FLEETCTL" --json show ulc-rs | jq -r .state)" running "ulc-rs runs again"
+after=$(keeper_of ulc-rs)
+ok $([ -n "$after" ] && [ "$after" != "$before" ] && echo 0 || echo 1) "with a new sandbox ($(echo $after))"
+wait_state ulc-nr stopped
+is "$("$FLEETCTL" --json show ulc-nr | jq -r .state)" stopped "ulc-nr (restart never) stays stopped"
+grep -q "agent 'ulc-nr': restarting" "$LOG"; is "$?" 1 "and is not restarted"
+"$FLEETCTL" stop ulc-rs >/dev/null; ok $? "stop ulc-rs"
+is "$("$FLEETCTL" --json show ulc-rs | jq -r .state)" stopped "a stop fleet was asked for is not restarted"
+is "$(grep -c "agent 'ulc-rs': restarting" "$LOG")" 1 "only the one restart of ulc-rs"
+"$FLEETCTL" rm ulc-rs >/dev/null && "$FLEETCTL" rm ulc-nr >/dev/null; ok $? "remove both"
 
 done_testing

@@ -363,7 +363,7 @@ void api_agents_create(struct api_call *c)
 			goto out;
 		}
 		a->network = (enum network_kind)k;
-		if (a->backend == BACKEND_USER && a->network != NETWORK_NONE) {
+		if (a->network != NETWORK_NONE && backend_caps(a->backend) && !backend_caps(a->backend)->has_network) {
 			api_error(c, 400, "invalid", "network applies to vm agents only");
 			goto out;
 		}

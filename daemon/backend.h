@@ -104,6 +104,14 @@ typedef void (*backend_event_fn)(struct fleetd *f, const struct backend_event *e
 struct backend_ops {
 	const char *name;	/* "vm", "user" */
 
+	/*
+	 * What the backend is and can do, answered here rather than by
+	 * `if (backend == VM)` above the seam.
+	 */
+	const char *env_word;			/* what its environment is called in log lines: "guest", "sandbox" */
+	const char *const *health_default;	/* argv of the health check of an agent without its own */
+	bool has_network;			/* can give an agent a network (--network nat) */
+
 	/* Check the host can serve this backend; -errno and *why when not. on_event: see above. */
 	int (*init)(struct fleetd *f, backend_event_fn on_event, char **why);
 	void (*shutdown)(struct fleetd *f);

@@ -2127,8 +2127,19 @@ static int user_snapshot_exists(struct fleetd *f, const struct agent *a, const c
 	return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
 }
 
+/* agentd's checks, in the shell (no agentd in a user agent's sandbox): the home takes a write, a shell runs. */
+static const char *const user_health_default[] = {
+	"/bin/sh", "-c",
+	"f=\"$HOME/.fleet-health.$$\" && echo ok > \"$f\" && rm -f \"$f\" && echo healthy || "
+	"{ echo \"unhealthy: cannot write to $HOME\"; exit 1; }",
+	NULL,
+};
+
 const struct backend_ops backend_user_ops = {
 	.name = "user",
+	.env_word = "sandbox",
+	.health_default = user_health_default,
+	.has_network = false,	/* nothing to give a user agent: --network nat is for guests */
 	.init = user_init,
 	.shutdown = user_shutdown,
 	.provision = user_provision,

@@ -1917,8 +1917,14 @@ static void vm_shutdown(struct fleetd *f)
 	f->backend_state[BACKEND_VM] = NULL;
 }
 
+/* agentd's own checks inside the guest. */
+static const char *const vm_health_default[] = { "agentd", "health", NULL };
+
 const struct backend_ops backend_vm_ops = {
 	.name = "vm",
+	.env_word = "guest",
+	.health_default = vm_health_default,
+	.has_network = true,
 	.init = vm_init,
 	.shutdown = vm_shutdown,
 	.provision = vm_provision,

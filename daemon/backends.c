@@ -54,6 +54,11 @@ void backends_shutdown(struct fleetd *f)
 	}
 }
 
+const struct backend_ops *backend_caps(enum backend_kind kind)
+{
+	return backend_built_in(kind) ? built_in[kind] : NULL;
+}
+
 const struct backend_ops *backend_get(struct fleetd *f, enum backend_kind kind, const char **why)
 {
 	if ((unsigned)kind >= BACKEND__COUNT || !built_in[kind]) {

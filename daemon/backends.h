@@ -23,6 +23,12 @@ void backends_shutdown(struct fleetd *f);
 /* Is a backend of this kind compiled into fleetd at all? */
 bool backend_built_in(enum backend_kind kind);
 
+/*
+ * What a built-in backend is and can do (env_word, health_default,
+ * has_network), available or not; NULL if it is not built in.
+ */
+const struct backend_ops *backend_caps(enum backend_kind kind);
+
 /* The backend for kind, or NULL with *why (static or owned by f) saying why not. */
 const struct backend_ops *backend_get(struct fleetd *f, enum backend_kind kind, const char **why);
 

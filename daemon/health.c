@@ -18,16 +18,6 @@
 #define TICK_S 2
 #define DETAIL_MAX 300
 
-/* Without a health command of its own an agent gets its backend's default. */
-static const char *const vm_default[] = { "agentd", "health", NULL };
-static const char *const user_default[] = {
-	"/bin/sh", "-c",
-	/* agentd's checks, in the shell: the home takes a write, a shell runs */
-	"f=\"$HOME/.fleet-health.$$\" && echo ok > \"$f\" && rm -f \"$f\" && echo healthy || "
-	"{ echo \"unhealthy: cannot write to $HOME\"; exit 1; }",
-	NULL,
-};
-
 struct tracked {
 	char *name;
 	time_t next_due;
@@ -208,7 +198,7 @@ int health_check(struct fleetd *f, const char *agent, health_done_fn done, void 
 		custom[2] = a->health_command;
 		argv = custom;
 	} else {
-		argv = a->backend == BACKEND_VM ? vm_default : user_default;
+		argv = ops->health_default;	/* without a command of its own: the backend's */
 	}
 	req.argv = argv;
 	c = xcalloc(1, sizeof(*c));

@@ -249,7 +249,7 @@ static void restart_after_failure(struct fleetd *f, const struct backend_ops *op
 	}
 	rs->times[rs->n++] = now;
 	log_warning("agent '%s': restarting its %s (restart %d of at most %d in %d s)", a->name,
-		    a->backend == BACKEND_VM ? "guest" : "sandbox", rs->n, RESTART_LIMIT, RESTART_WINDOW_S);
+		    ops->env_word, rs->n, RESTART_LIMIT, RESTART_WINDOW_S);
 	agent = xstrdup(a->name);
 	if (lifecycle_start(f, ops, a, restarted, agent, &why) < 0) {
 		log_error("agent '%s': automatic restart failed: %s", a->name, why ? why : "unknown error");

@@ -13,6 +13,7 @@ static const char *const backend_names[BACKEND__COUNT] = {
 static const char *const state_names[AGENT_STATE__COUNT] = {
 	[AGENT_DEFINED] = "defined", [AGENT_PROVISIONING] = "provisioning",
 	[AGENT_STOPPED] = "stopped", [AGENT_RUNNING] = "running", [AGENT_BAD] = "bad",
+	[AGENT_REMOVING] = "removing", [AGENT_MISSING] = "missing",
 };
 static const char *const network_names[NETWORK__COUNT] = {
 	[NETWORK_NONE] = "none", [NETWORK_NAT] = "nat",
@@ -39,6 +40,7 @@ void agent_free(struct agent *a)
 	if (!a)
 		return;
 	free(a->name);
+	free(a->state_detail);
 	free(a->command);
 	free(a->health_command);
 	free(a->health_detail);
@@ -54,6 +56,7 @@ struct agent *agent_copy(const struct agent *a)
 
 	*c = *a;
 	c->name = a->name ? xstrdup(a->name) : NULL;
+	c->state_detail = a->state_detail ? xstrdup(a->state_detail) : NULL;
 	c->command = a->command ? xstrdup(a->command) : NULL;
 	c->health_command = a->health_command ? xstrdup(a->health_command) : NULL;
 	c->health_detail = a->health_detail ? xstrdup(a->health_detail) : NULL;

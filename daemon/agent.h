@@ -14,6 +14,10 @@ enum backend_kind { BACKEND_VM, BACKEND_USER, BACKEND__COUNT };
  * defined: recorded, environment not provisioned (no backend could do it).
  * stopped/running: provisioned environment, as its backend reports it.
  * bad: health checks failed and no rollback brought it back.
+ * removing: a remove is under way (written before the backend destroys, so
+ *   a kill -9 leaves an intent that lifecycle_reconcile() finishes).
+ * missing: the record is there but the environment is gone (a user agent's
+ *   Unix user or home, a VM's domain); state_detail says what. Only rm helps.
  */
 enum agent_state {
 	AGENT_DEFINED,
@@ -21,6 +25,8 @@ enum agent_state {
 	AGENT_STOPPED,
 	AGENT_RUNNING,
 	AGENT_BAD,
+	AGENT_REMOVING,
+	AGENT_MISSING,
 	AGENT_STATE__COUNT,
 };
 
@@ -37,6 +43,7 @@ struct agent {
 	char *name;
 	enum backend_kind backend;
 	enum agent_state state;
+	char *state_detail;	/* why the state is what it is (missing: what is gone), or NULL */
 	int memory_mib;
 	int vcpus;
 	int disk_gib;

@@ -14,6 +14,7 @@
 #include "db.h"
 #include "fleetd.h"
 #include "health.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "names.h"
 #include "runs.h"
@@ -49,6 +50,8 @@ static json_t *agent_to_json(const struct agent *a)
 		"schedule", a->snapshot_schedule,
 		"keep", a->snapshot_keep,
 		"restoring", a->restoring));
+	if (a->state_detail)
+		json_object_set_new(j, "state_detail", json_string(a->state_detail));
 	if (a->state == AGENT_DEFINED)
 		json_object_set_new(j, "note", json_sprintf(
 			"environment not provisioned: this fleetd has no %s backend built in",
@@ -106,11 +109,8 @@ static void backend_error(struct api_call *c, const struct agent *a, const char 
 }
 
 /*
- * Record the agent and provision its environment. The row is written first
- * in state 'provisioning' (so a kill -9 in between leaves a trace that
- * backends_reconcile() cleans up) and becomes 'stopped' only once the
- * environment exists; a failed provision removes the row again.
- * Replies on failure; returns 0 on success.
+ * Record the agent and provision its environment (lifecycle_create: two
+ * phases). Replies on failure; returns 0 on success.
  */
 static int create_agent(struct api_call *c, struct agent *a)
 {
@@ -127,34 +127,19 @@ static int create_agent(struct api_call *c, struct agent *a)
 				  backend_kind_to_string(a->backend), why);
 			return -EAGAIN;
 		}
-		a->state = AGENT_PROVISIONING;
 	}
-	r = db_agent_insert(f->db, a);
+	r = lifecycle_create(f, ops, a, &msg);
+	if (r < 0 && msg) {
+		backend_error(c, a, "provision", r, msg);
+		return r;
+	}
 	if (r == -EEXIST) {
 		api_error(c, 409, "exists", "agent '%s': already exists", a->name);
 		return r;
 	}
 	if (r < 0) {
-		log_error("agent '%s': create failed: %s", a->name, strerror(-r));
 		api_error_errno(c, r, "agent '%s': create failed: %s", a->name, strerror(-r));
 		return r;
-	}
-	if (ops) {
-		r = ops->provision(f, a, &msg);
-		if (r < 0) {
-			int r2 = db_agent_delete(f->db, a->name);
-			if (r2 < 0)
-				log_error("agent '%s': cannot remove the record of the failed create: %s", a->name,
-					  strerror(-r2));
-			backend_error(c, a, "provision", r, msg);
-			return r;
-		}
-		a->state = AGENT_STOPPED;
-		if ((r = db_agent_set_state(f->db, a->name, a->state)) < 0) {
-			log_error("agent '%s': cannot record state: %s", a->name, strerror(-r));
-			api_error_errno(c, r, "agent '%s': cannot record state: %s", a->name, strerror(-r));
-			return r;
-		}
 	}
 	log_info("agent '%s': created (backend %s, state %s) by uid %ld", a->name,
 		 backend_kind_to_string(a->backend), agent_state_to_string(a->state), (long)c->uid);
@@ -170,7 +155,6 @@ static struct agent *load_agent(struct api_call *c, const struct backend_ops **r
 {
 	struct agent *a = NULL;
 	const struct backend_ops *ops;
-	enum agent_state st;
 	const char *why;
 	int r;
 
@@ -182,11 +166,7 @@ static struct agent *load_agent(struct api_call *c, const struct backend_ops **r
 		return NULL;
 	}
 	ops = backend_get(c->fleetd, a->backend, &why);
-	if (ops && a->state != AGENT_DEFINED && a->state != AGENT_PROVISIONING &&
-	    ops->state(c->fleetd, a, &st) == 0 && st != a->state && a->state != AGENT_BAD) {
-		if (db_agent_set_state(c->fleetd->db, a->name, st) == 0)
-			a->state = st;
-	}
+	lifecycle_refresh(c->fleetd, ops, a);
 	if (ret_ops)
 		*ret_ops = ops;
 	return a;
@@ -383,7 +363,7 @@ void api_agents_create(struct api_call *c)
 			goto out;
 		}
 		a->network = (enum network_kind)k;
-		if (a->backend == BACKEND_USER && a->network != NETWORK_NONE) {
+		if (a->network != NETWORK_NONE && backend_caps(a->backend) && !backend_caps(a->backend)->has_network) {
 			api_error(c, 400, "invalid", "network applies to vm agents only");
 			goto out;
 		}
@@ -434,25 +414,23 @@ void api_agent_delete(struct api_call *c)
 		api_error(c, 409, "busy", "agent '%s': is running; stop it first or use --force", a->name);
 		return;
 	}
-	if (a->state != AGENT_DEFINED) {
+	if (a->state != AGENT_DEFINED && !ops) {
 		const char *why;
-		if (!ops && !(ops = backend_get(c->fleetd, a->backend, &why))) {
-			api_error(c, 503, "unavailable", "agent '%s': the %s backend is unavailable: %s", a->name,
-				  backend_kind_to_string(a->backend), why);
-			return;
-		}
-		r = ops->destroy(c->fleetd, a, force, &msg);
-		if (r < 0 && r != -ENOENT) {
-			backend_error(c, a, "remove", r, msg);
-			return;
-		}
+		(void)backend_get(c->fleetd, a->backend, &why);
+		api_error(c, 503, "unavailable", "agent '%s': the %s backend is unavailable: %s", a->name,
+			  backend_kind_to_string(a->backend), why);
+		return;
 	}
 	if ((r = runs_ids_of(c->fleetd, a->name, &run_ids, &n_runs)) < 0) {
 		api_error_errno(c, r, "agent '%s': cannot list its runs: %s", a->name, strerror(-r));
 		return;
 	}
-	if ((r = db_agent_delete(c->fleetd->db, a->name)) < 0) {
-		log_error("agent '%s': remove failed: %s", a->name, strerror(-r));
+	r = lifecycle_destroy(c->fleetd, ops, a, force, &msg);
+	if (r < 0 && msg) {
+		backend_error(c, a, "remove", r, msg);
+		return;
+	}
+	if (r < 0) {
 		api_error_errno(c, r, "agent '%s': remove failed: %s", a->name, strerror(-r));
 		return;
 	}
@@ -467,7 +445,7 @@ void api_agent_delete(struct api_call *c)
  * backend verbs in turn (stop before start), recording each new state, and
  * answer with the agent once the last one is done.
  */
-struct lifecycle_op {
+struct verb_op {
 	struct api_call *call;		/* deferred */
 	const struct backend_ops *ops;
 	struct agent *agent;
@@ -476,7 +454,7 @@ struct lifecycle_op {
 	int timeout_s;
 };
 
-static void lifecycle_finish(struct lifecycle_op *op, int r, const char *verb, const char *why)
+static void op_finish(struct verb_op *op, int r, const char *verb, const char *why)
 {
 	if (r < 0)
 		backend_error(op->call, op->agent, verb, r, why);
@@ -486,56 +464,52 @@ static void lifecycle_finish(struct lifecycle_op *op, int r, const char *verb, c
 	free(op);
 }
 
-static void lifecycle_started(void *userdata, int r, const char *why)
+static void op_started(void *userdata, int r, const char *why)
 {
-	struct lifecycle_op *op = userdata;
+	struct verb_op *op = userdata;
 
-	if (r == 0) {
+	if (r == 0) {	/* recorded by lifecycle_start; a boot failure is handled there too */
 		op->agent->state = AGENT_RUNNING;
-		(void)db_agent_set_state(op->call->fleetd->db, op->agent->name, AGENT_RUNNING);
 		log_info("agent '%s': started by uid %ld", op->agent->name, (long)op->call->uid);
-	} else if (r == -ETIMEDOUT) {
-		health_boot_failed(op->call->fleetd, op->agent->name, why);
 	}
-	lifecycle_finish(op, r, "start", why);
+	op_finish(op, r, "start", why);
 }
 
-static void lifecycle_start(struct lifecycle_op *op)
+static void op_start(struct verb_op *op)
 {
 	_cleanup_free_ char *why = NULL;
 	int r;
 
 	if (!op->want_start || (op->agent->state == AGENT_RUNNING && !op->stopped)) {
-		lifecycle_finish(op, 0, "start", NULL);
+		op_finish(op, 0, "start", NULL);
 		return;
 	}
-	r = op->ops->start(op->call->fleetd, op->agent, lifecycle_started, op, &why);
+	r = lifecycle_start(op->call->fleetd, op->ops, op->agent, op_started, op, &why);
 	if (r < 0)
-		lifecycle_finish(op, r, "start", why);
+		op_finish(op, r, "start", why);
 }
 
-static void lifecycle_stopped(void *userdata, int r, const char *why)
+static void op_stopped(void *userdata, int r, const char *why)
 {
-	struct lifecycle_op *op = userdata;
+	struct verb_op *op = userdata;
 
 	if (r < 0) {
-		lifecycle_finish(op, r, "stop", why);
+		op_finish(op, r, "stop", why);
 		return;
 	}
-	op->agent->state = AGENT_STOPPED;
+	op->agent->state = AGENT_STOPPED;	/* recorded by lifecycle_stop */
 	op->stopped = true;
-	(void)db_agent_set_state(op->call->fleetd->db, op->agent->name, AGENT_STOPPED);
 	log_info("agent '%s': stopped by uid %ld", op->agent->name, (long)op->call->uid);
-	lifecycle_start(op);
+	op_start(op);
 }
 
-static void lifecycle(struct api_call *c, bool want_stop, bool want_start)
+static void agent_verb(struct api_call *c, bool want_stop, bool want_start)
 {
 	static const char *const spec[] = { "timeout_s:i", NULL };
 	const struct backend_ops *ops = NULL;
 	_cleanup_(agent_freep) struct agent *a = load_agent(c, &ops);
 	_cleanup_free_ char *why = NULL;
-	struct lifecycle_op *op;
+	struct verb_op *op;
 	json_t *body = NULL, *t;
 	int timeout_s = 30, r;
 
@@ -569,6 +543,12 @@ static void lifecycle(struct api_call *c, bool want_stop, bool want_start)
 		api_error(c, 409, "busy", "agent '%s': is still being provisioned", a->name);
 		return;
 	}
+	if (a->state == AGENT_MISSING || a->state == AGENT_REMOVING) {
+		api_error(c, 409, a->state == AGENT_MISSING ? "missing" : "busy", "agent '%s': %s", a->name,
+			  a->state == AGENT_MISSING ? (a->state_detail ? a->state_detail : "its environment is gone")
+						    : "is being removed");
+		return;
+	}
 	op = xcalloc(1, sizeof(*op));
 	op->ops = ops;
 	op->agent = TAKE_PTR(a);
@@ -577,25 +557,25 @@ static void lifecycle(struct api_call *c, bool want_stop, bool want_start)
 	op->call = api_defer(c);
 	/* A bad agent may still run: stop it for real. */
 	if (want_stop && (op->agent->state == AGENT_RUNNING || op->agent->state == AGENT_BAD)) {
-		r = ops->stop(c->fleetd, op->agent, timeout_s, lifecycle_stopped, op, &why);
+		r = lifecycle_stop(c->fleetd, ops, op->agent, timeout_s, op_stopped, op, &why);
 		if (r < 0)
-			lifecycle_finish(op, r, "stop", why);
+			op_finish(op, r, "stop", why);
 		return;
 	}
-	lifecycle_start(op);
+	op_start(op);
 }
 
 void api_agent_start(struct api_call *c)
 {
-	lifecycle(c, false, true);
+	agent_verb(c, false, true);
 }
 
 void api_agent_stop(struct api_call *c)
 {
-	lifecycle(c, true, false);
+	agent_verb(c, true, false);
 }
 
 void api_agent_restart(struct api_call *c)
 {
-	lifecycle(c, true, true);
+	agent_verb(c, true, true);
 }

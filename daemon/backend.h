@@ -78,11 +78,42 @@ struct snapshot_result {
 };
 typedef void (*backend_snapshot_fn)(void *userdata, const struct snapshot_result *res);
 
+/*
+ * What a backend reports upward on its own (not as the answer to a verb):
+ * the backend is given a backend_event_fn at init and calls it on the loop
+ * thread. The lifecycle owner (lifecycle.c) decides what follows (state,
+ * restart policy); a backend never writes an agent's state itself.
+ */
+enum backend_event_kind {
+	BACKEND_EV_STARTED,	/* the environment runs (maybe started outside fleet) */
+	BACKEND_EV_STOPPED,	/* it stopped; asked: because fleet stopped it */
+	BACKEND_EV_GONE,	/* it was removed outside fleet */
+	BACKEND_EV_RESYNC,	/* the backend lost track for a while (libvirt reconnect): re-read every agent */
+};
+
+struct backend_event {
+	enum backend_event_kind kind;
+	enum backend_kind backend;
+	const char *agent;	/* NULL for BACKEND_EV_RESYNC; valid only during the call */
+	bool asked;		/* STOPPED: fleet asked for it (stop, restore, remove) */
+	bool clean;		/* STOPPED: the environment shut itself down cleanly (not a crash) */
+	const char *detail;	/* for the log, or NULL */
+};
+typedef void (*backend_event_fn)(struct fleetd *f, const struct backend_event *ev);
+
 struct backend_ops {
 	const char *name;	/* "vm", "user" */
 
-	/* Check the host can serve this backend; -errno and *why when not. */
-	int (*init)(struct fleetd *f, char **why);
+	/*
+	 * What the backend is and can do, answered here rather than by
+	 * `if (backend == VM)` above the seam.
+	 */
+	const char *env_word;			/* what its environment is called in log lines: "guest", "sandbox" */
+	const char *const *health_default;	/* argv of the health check of an agent without its own */
+	bool has_network;			/* can give an agent a network (--network nat) */
+
+	/* Check the host can serve this backend; -errno and *why when not. on_event: see above. */
+	int (*init)(struct fleetd *f, backend_event_fn on_event, char **why);
 	void (*shutdown)(struct fleetd *f);
 
 	/* Create the environment of a new agent (a->state is AGENT_PROVISIONING). */
@@ -101,8 +132,12 @@ struct backend_ops {
 	/* Clean stop within timeout_s, then forced; every process of the agent is gone when done() runs. */
 	int (*stop)(struct fleetd *f, const struct agent *a, int timeout_s, backend_done_fn done, void *userdata,
 		    char **why);
-	/* What the environment is now: AGENT_STOPPED or AGENT_RUNNING (or -ENOENT if gone). */
-	int (*state)(struct fleetd *f, const struct agent *a, enum agent_state *ret);
+	/*
+	 * What the environment is now: AGENT_STOPPED or AGENT_RUNNING, or
+	 * -ENOENT if it is gone (then *why, if why is not NULL, says what is
+	 * gone: a user agent's user or home, a VM's domain).
+	 */
+	int (*state)(struct fleetd *f, const struct agent *a, enum agent_state *ret, char **why);
 
 	/*
 	 * Start req in a's environment; output and completion arrive through

@@ -47,6 +47,7 @@ struct keeper {
 	char *agent;
 	pid_t pid;
 	int pidfd;
+	bool asked;		/* fleet told it to stop: its exit is no failure */
 	struct event *ev;
 	struct keeper *next;
 };
@@ -98,6 +99,7 @@ static struct user_state {
 	struct snap_job *trash_job;	/* the worker emptying the trash, if one runs */
 	bool trash_again;		/* more was trashed while it ran */
 	bool stopping;
+	backend_event_fn on_event;	/* lifecycle_on_event: a keeper that died unasked */
 	char **shared_dirs;		/* other world-writable host directories, private in each sandbox */
 	size_t n_shared_dirs;
 } *us;
@@ -391,13 +393,34 @@ static bool keeper_alive(const char *agent)
 	return false;
 }
 
+/*
+ * A keeper's pidfd became readable: it exited. Unless fleet stopped it
+ * (stop, remove and restore reap theirs before this runs), report the stop
+ * upward, so the restart policy acts for user agents as for VMs.
+ */
 static void on_keeper_exit(evutil_socket_t fd, short what, void *arg)
 {
-	struct keeper *k = arg;
+	struct keeper *k = arg, **kp = keeper_find(k->agent);
 	_cleanup_free_ char *agent = xstrdup(k->agent);
+	bool asked = k->asked || us->stopping;
+	int status = 0;
 
-	if (!keeper_alive(agent))
-		log_debug("agent '%s': keeper exited", agent);
+	(void)fd;
+	(void)what;
+	if (*kp != k || user_launch_wait(k->pidfd, true, &status) == -EAGAIN)
+		return;
+	*kp = k->next;
+	keeper_free(k);
+	log_debug("agent '%s': keeper exited", agent);
+	if (!asked && us->on_event) {
+		_cleanup_free_ char *detail = WIFSIGNALED(status) ? xasprintf("its sandbox was killed by signal %d",
+									      WTERMSIG(status))
+								  : xasprintf("its sandbox exited with status %d",
+									      WEXITSTATUS(status));
+		struct backend_event ev = { .kind = BACKEND_EV_STOPPED, .backend = BACKEND_USER, .agent = agent,
+					    .clean = false, .detail = detail };
+		us->on_event(us->f, &ev);
+	}
 }
 
 static bool exec_active(const char *agent)
@@ -567,13 +590,14 @@ static int ensure_init(struct fleetd *f, char **why)
 	return 0;
 }
 
-static int user_init(struct fleetd *f, char **why)
+static int user_init(struct fleetd *f, backend_event_fn on_event, char **why)
 {
 	_cleanup_free_ char *cg = NULL;
 	int r;
 
 	if ((r = ensure_init(f, why)) < 0)
 		return r;
+	us->on_event = on_event;
 	cg = cgroup_host_describe(us->cg);
 	log_info("user backend: cgroups: %s", cg);
 	if (!cgroup_host_has(us->cg, "memory") || !cgroup_host_has(us->cg, "pids"))
@@ -835,6 +859,16 @@ static int user_destroy(struct fleetd *f, const struct agent *a, bool force, cha
 	struct stat st;
 	if (uid != 0 && lstat(home, &st) == 0 && st.st_uid == uid && (r = remove_home(home, ret ? NULL : why)) < 0 && ret == 0)
 		ret = r;
+	/*
+	 * Its user was deleted by hand (the agent is 'missing'): the home is
+	 * still ours if its owner is a uid of fleet's range that no user has
+	 * any more (fleet never hands a uid out twice); anything else is left.
+	 */
+	if (uid == 0 && lstat(home, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    (long)st.st_uid >= config_get_long(&f->cfg, CFG_USER_UID_MIN) &&
+	    (long)st.st_uid <= config_get_long(&f->cfg, CFG_USER_UID_MAX) && !getpwuid(st.st_uid) &&
+	    (r = remove_home(home, ret ? NULL : why)) < 0 && ret == 0)
+		ret = r;
 	if (uid != 0 && (r = remove_user(user, ret ? NULL : why)) < 0 && ret == 0)
 		ret = r;
 	snapshots_forget(f, a->name);	/* its snapshots and a half-made restore; removed in the background */
@@ -1034,8 +1068,10 @@ static int user_stop(struct fleetd *f, const struct agent *a, int timeout_s, bac
 	if ((r = agent_ready(f, a, &uid, why)) < 0)
 		return r;
 	/* Clean: SIGTERM to every sandbox init, which passes it to everything in its namespace. */
-	if ((k = *keeper_find(a->name)))
+	if ((k = *keeper_find(a->name))) {
+		k->asked = true;
 		(void)syscall(SYS_pidfd_send_signal, k->pidfd, SIGTERM, NULL, 0);
+	}
 	for (struct exec_handle *h = us->execs; h; h = h->next)
 		if (!h->reaped && strcmp(h->agent, a->name) == 0)
 			(void)syscall(SYS_pidfd_send_signal, h->proc.pidfd, SIGTERM, NULL, 0);
@@ -1043,16 +1079,29 @@ static int user_stop(struct fleetd *f, const struct agent *a, int timeout_s, bac
 	return 0;
 }
 
-static int user_state(struct fleetd *f, const struct agent *a, enum agent_state *ret)
+static int user_state(struct fleetd *f, const struct agent *a, enum agent_state *ret, char **gone)
 {
-	_cleanup_free_ char *why = NULL;
+	_cleanup_free_ char *why = NULL, *home = NULL;
+	struct stat st;
 	uid_t uid;
 	int r;
 
 	if ((r = ensure_init(f, &why)) < 0)
 		return r;
-	if ((r = agent_user(f, a->name, &uid)) < 0)
+	if ((r = agent_user(f, a->name, &uid)) < 0) {
+		if (gone && r == -ENOENT)
+			*gone = xasprintf("its Unix user " USER_PREFIX "%s is gone", a->name);
+		else if (gone && r == -EPERM)
+			*gone = xasprintf("its Unix user " USER_PREFIX "%s is no longer fleet's", a->name);
 		return r == -EPERM ? -ENOENT : r;
+	}
+	/* The home is the environment too: without it nothing of the agent is left to start. */
+	home = home_dir(f, a->name);
+	if (lstat(home, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != uid) {
+		if (gone)
+			*gone = xasprintf("its home %s is gone", home);
+		return -ENOENT;
+	}
 	*ret = agent_busy(a->name, uid) ? AGENT_RUNNING : AGENT_STOPPED;
 	return 0;
 }
@@ -2078,8 +2127,19 @@ static int user_snapshot_exists(struct fleetd *f, const struct agent *a, const c
 	return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
 }
 
+/* agentd's checks, in the shell (no agentd in a user agent's sandbox): the home takes a write, a shell runs. */
+static const char *const user_health_default[] = {
+	"/bin/sh", "-c",
+	"f=\"$HOME/.fleet-health.$$\" && echo ok > \"$f\" && rm -f \"$f\" && echo healthy || "
+	"{ echo \"unhealthy: cannot write to $HOME\"; exit 1; }",
+	NULL,
+};
+
 const struct backend_ops backend_user_ops = {
 	.name = "user",
+	.env_word = "sandbox",
+	.health_default = user_health_default,
+	.has_network = false,	/* nothing to give a user agent: --network nat is for guests */
 	.init = user_init,
 	.shutdown = user_shutdown,
 	.provision = user_provision,

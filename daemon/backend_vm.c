@@ -33,7 +33,6 @@
 
 #include "db.h"
 #include "fleetd.h"
-#include "health.h"
 #include "images.h"
 #include "log.h"
 #include "spawn.h"
@@ -46,8 +45,6 @@
 #define CHANNEL_NAME "org.fleet.ctl"
 #define NETWORK_NAME "fleet-nat"
 #define CONNECT_RETRY_MS 500
-#define RESTART_LIMIT 5			/* automatic restarts ... */
-#define RESTART_WINDOW_S 600		/* ... per this many seconds, then the agent is 'bad' */
 #define AGENTD_IN_GUEST "/usr/bin/agentd"
 #define KVM_WATCHDOG_S 20		/* a KVM guest that prints no kernel line by then: KVM does not work here */
 #define DISK_FULL_BYTES (4LL << 20)	/* less free than this where a disk lives: the host disk is full */
@@ -79,14 +76,12 @@ struct vm {
 	long long stop_deadline;
 	int execs;			/* execs in flight: snapshots and restores wait for none */
 	bool busy;			/* a snapshot or restore is under way */
-	/* automatic restarts */
-	time_t restart_times[RESTART_LIMIT];
-	int nrestarts;
 	struct vm *next;
 };
 
 struct vm_backend {
 	struct fleetd *f;
+	backend_event_fn on_event;	/* lifecycle_on_event: what happens to guests */
 	struct virt *virt;
 	char *state_dir;
 	char *image_dir;
@@ -1331,14 +1326,17 @@ static int vm_stop(struct fleetd *f, const struct agent *a, int timeout_s, backe
 	return 0;
 }
 
-static int vm_state(struct fleetd *f, const struct agent *a, enum agent_state *ret)
+static int vm_state(struct fleetd *f, const struct agent *a, enum agent_state *ret, char **why)
 {
 	_cleanup_free_ char *dom = domain_name(a->name);
 	enum virt_state st;
 	int r;
 
-	if ((r = virt_domain_state(backend(f)->virt, dom, &st)) < 0)
+	if ((r = virt_domain_state(backend(f)->virt, dom, &st)) < 0) {
+		if (r == -ENOENT && why)
+			*why = xasprintf("its libvirt domain %s is gone", dom);
 		return r;
+	}
 	*ret = (st == VIRT_OFF || st == VIRT_CRASHED) ? AGENT_STOPPED : AGENT_RUNNING;
 	return 0;
 }
@@ -1749,110 +1747,58 @@ static int vm_snapshot_exists(struct fleetd *f, const struct agent *a, const cha
 
 /* --- what libvirt tells us -------------------------------------------------------- */
 
-struct restart {
-	struct fleetd *f;
-	char *name;
-};
-
-static void restarted(void *userdata, int r, const char *why)
+/* Tell the lifecycle owner (lifecycle.c) about an agent's guest; it decides what follows. */
+static void report(struct vm_backend *b, enum backend_event_kind kind, const char *agent, bool asked, bool clean,
+		   const char *detail)
 {
-	struct restart *rs = userdata;
+	struct backend_event ev = { .kind = kind, .backend = BACKEND_VM, .agent = agent, .asked = asked,
+				    .clean = clean, .detail = detail };
 
-	if (r < 0)
-		log_error("agent '%s': automatic restart failed: %s", rs->name, why ? why : strerror(-r));
-	else
-		log_notice("agent '%s': restarted and reachable again", rs->name);
-	if (r == -ETIMEDOUT)
-		health_boot_failed(rs->f, rs->name, why);	/* restarted, and it does not boot */
-	free(rs->name);
-	free(rs);
+	if (b->on_event)
+		b->on_event(b->f, &ev);
 }
 
-/* Restart a guest that stopped without fleet asking, within the rate limit. */
-static void restart_after_failure(struct vm_backend *b, const struct agent *a, struct vm *v)
-{
-	time_t now = time(NULL);
-	_cleanup_free_ char *why = NULL;
-	int recent = 0;
-
-	for (int i = 0; i < v->nrestarts; i++)
-		if (now - v->restart_times[i] < RESTART_WINDOW_S)
-			v->restart_times[recent++] = v->restart_times[i];
-	v->nrestarts = recent;
-	if (recent >= RESTART_LIMIT) {
-		log_error("agent '%s': stopped %d times in %d s; not restarting it again (state bad)", a->name,
-			  recent, RESTART_WINDOW_S);
-		(void)db_agent_set_state(b->f->db, a->name, AGENT_BAD);
-		return;
-	}
-	v->restart_times[v->nrestarts++] = now;
-	log_warning("agent '%s': restarting its guest (restart %d of at most %d in %d s)", a->name, v->nrestarts,
-		    RESTART_LIMIT, RESTART_WINDOW_S);
-	struct restart *rs = xcalloc(1, sizeof(*rs));
-	rs->f = b->f;
-	rs->name = xstrdup(a->name);
-	if (vm_start(b->f, a, restarted, rs, &why) < 0) {
-		log_error("agent '%s': automatic restart failed: %s", a->name, why ? why : "unknown error");
-		free(rs->name);
-		free(rs);
-	}
-}
-
-static void sync_states(struct vm_backend *b);
+static void report_orphans(struct vm_backend *b);
 
 static void on_virt_event(void *userdata, const char *domain, enum virt_event_kind kind)
 {
 	struct vm_backend *b = userdata;
-	_cleanup_(agent_freep) struct agent *a = NULL;
 	const char *name;
 	struct vm *v;
 
 	if (kind == VIRT_EV_RECONNECTED) {
-		sync_states(b);
+		report(b, BACKEND_EV_RESYNC, NULL, false, false, NULL);
+		report_orphans(b);
 		return;
 	}
 	if (strncmp(domain, DOMAIN_PREFIX, strlen(DOMAIN_PREFIX)) != 0)
 		return;
 	name = domain + strlen(DOMAIN_PREFIX);
-	if (db_agent_get(b->f->db, name, &a) < 0 || a->backend != BACKEND_VM || a->state == AGENT_PROVISIONING)
-		return;
-	v = vm_get(b, name);
 	switch (kind) {
 	case VIRT_EV_STARTED:
-		if (a->state != AGENT_BAD)
-			(void)db_agent_set_state(b->f->db, name, AGENT_RUNNING);
+		report(b, BACKEND_EV_STARTED, name, false, false, NULL);
 		break;
 	case VIRT_EV_STOPPED_SHUTDOWN:
 	case VIRT_EV_STOPPED_DESTROYED:
 	case VIRT_EV_STOPPED_CRASHED:
 	case VIRT_EV_STOPPED_OTHER:
-		vm_drop_session(v);
-		if (a->state != AGENT_BAD)
-			(void)db_agent_set_state(b->f->db, name, AGENT_STOPPED);
-		if (v->stopping)
-			break;
-		log_warning("agent '%s': its guest stopped without fleet asking (%s)", name,
-			    kind == VIRT_EV_STOPPED_SHUTDOWN ? "it shut itself down" :
-			    kind == VIRT_EV_STOPPED_DESTROYED ? "destroyed outside fleet" :
-			    kind == VIRT_EV_STOPPED_CRASHED ? "QEMU died or the guest crashed" : "other reason");
-		if (a->restart == RESTART_ALWAYS ||
-		    (a->restart == RESTART_ON_FAILURE && kind != VIRT_EV_STOPPED_SHUTDOWN))
-			restart_after_failure(b, a, v);
+		if ((v = vm_find(b, name)))
+			vm_drop_session(v);
+		report(b, BACKEND_EV_STOPPED, name, v && v->stopping, kind == VIRT_EV_STOPPED_SHUTDOWN,
+		       kind == VIRT_EV_STOPPED_SHUTDOWN ? "it shut itself down" :
+		       kind == VIRT_EV_STOPPED_DESTROYED ? "destroyed outside fleet" :
+		       kind == VIRT_EV_STOPPED_CRASHED ? "QEMU died or the guest crashed" : "other reason");
 		break;
 	case VIRT_EV_UNDEFINED:
-		log_error("agent '%s': its domain %s was undefined outside fleet (state bad)", name, domain);
-		(void)db_agent_set_state(b->f->db, name, AGENT_BAD);
+		report(b, BACKEND_EV_GONE, name, false, false, "its libvirt domain was undefined");
 		break;
 	default:
 		break;
 	}
 }
 
-/*
- * Make the database agree with libvirt and report drift both ways. Never
- * touches a running guest.
- */
-static void sync_states(struct vm_backend *b)
+/* libvirt domains of ours that belong to no agent: reported, never touched. */
+static void report_orphans(struct vm_backend *b)
 {
 	struct agent **list = NULL;
 	char **domains = NULL;
@@ -1865,28 +1811,16 @@ static void sync_states(struct vm_backend *b)
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
-		struct agent *a = list[i];
 		_cleanup_free_ char *dom = NULL;
-		enum agent_state st;
-		int r;
 
-		if (a->backend != BACKEND_VM || a->state == AGENT_DEFINED || a->state == AGENT_PROVISIONING)
+		if (list[i]->backend != BACKEND_VM)
 			continue;
-		dom = domain_name(a->name);
+		dom = domain_name(list[i]->name);
 		for (char **d = domains; *d; d++)
 			if (strcmp(*d, dom) == 0) {
 				free(*d);
 				*d = xstrdup("");	/* accounted for */
 			}
-		r = vm_state(b->f, a, &st);
-		if (r == -ENOENT) {
-			log_error("drift: agent '%s': its domain %s is gone from libvirt (state bad)", a->name, dom);
-			(void)db_agent_set_state(b->f->db, a->name, AGENT_BAD);
-		} else if (r == 0 && st != a->state && a->state != AGENT_BAD) {
-			log_info("agent '%s': libvirt says %s (fleetd had %s)", a->name, agent_state_to_string(st),
-				 agent_state_to_string(a->state));
-			(void)db_agent_set_state(b->f->db, a->name, st);
-		}
 	}
 	for (char **d = domains; *d; d++) {
 		if (**d)
@@ -1910,7 +1844,7 @@ static const char *pick_domain_type(void)
 	return version == KVM_API_VERSION ? "kvm" : "qemu";
 }
 
-static int vm_init(struct fleetd *f, char **why)
+static int vm_init(struct fleetd *f, backend_event_fn on_event, char **why)
 {
 	struct vm_backend *b = xcalloc(1, sizeof(*b));
 	const char *image_dir = config_get(&f->cfg, CFG_IMAGE_DIR);
@@ -1918,6 +1852,7 @@ static int vm_init(struct fleetd *f, char **why)
 	int r;
 
 	b->f = f;
+	b->on_event = on_event;
 	b->state_dir = xstrdup(config_get(&f->cfg, CFG_STATE_DIR));
 	b->image_dir = *image_dir ? xstrdup(image_dir) : xasprintf("%s/images", b->state_dir);
 	b->domain_type = pick_domain_type();
@@ -1945,7 +1880,7 @@ static int vm_init(struct fleetd *f, char **why)
 		f->backend_state[BACKEND_VM] = NULL;
 		goto fail;
 	} else {
-		sync_states(b);
+		report_orphans(b);	/* the agents' own states: lifecycle_reconcile() */
 	}
 	{
 		struct timeval tv = { CONSOLE_CHECK_S, 0 };
@@ -1982,8 +1917,14 @@ static void vm_shutdown(struct fleetd *f)
 	f->backend_state[BACKEND_VM] = NULL;
 }
 
+/* agentd's own checks inside the guest. */
+static const char *const vm_health_default[] = { "agentd", "health", NULL };
+
 const struct backend_ops backend_vm_ops = {
 	.name = "vm",
+	.env_word = "guest",
+	.health_default = vm_health_default,
+	.has_network = true,
 	.init = vm_init,
 	.shutdown = vm_shutdown,
 	.provision = vm_provision,

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db.h"
 #include "fleetd.h"
 #include "log.h"
 #include "util.h"
@@ -24,7 +23,7 @@ bool backend_built_in(enum backend_kind kind)
 	return (unsigned)kind < BACKEND__COUNT && built_in[kind];
 }
 
-void backends_init(struct fleetd *f)
+void backends_init(struct fleetd *f, backend_event_fn on_event)
 {
 	for (int k = 0; k < BACKEND__COUNT; k++) {
 		char *why = NULL;
@@ -32,7 +31,7 @@ void backends_init(struct fleetd *f)
 
 		if (!built_in[k])
 			continue;
-		r = built_in[k]->init(f, &why);
+		r = built_in[k]->init(f, on_event, &why);
 		if (r < 0) {
 			f->backend_why[k] = why ? why : xstrdup(strerror(-r));
 			log_warning("%s backend unavailable: %s", built_in[k]->name, f->backend_why[k]);
@@ -55,6 +54,11 @@ void backends_shutdown(struct fleetd *f)
 	}
 }
 
+const struct backend_ops *backend_caps(enum backend_kind kind)
+{
+	return backend_built_in(kind) ? built_in[kind] : NULL;
+}
+
 const struct backend_ops *backend_get(struct fleetd *f, enum backend_kind kind, const char **why)
 {
 	if ((unsigned)kind >= BACKEND__COUNT || !built_in[kind]) {
@@ -75,45 +79,4 @@ char *backend_status(struct fleetd *f, enum backend_kind kind)
 	if (!f->backends[kind])
 		return xasprintf("unavailable: %s", f->backend_why[kind] ? f->backend_why[kind] : "unknown");
 	return xstrdup("available");
-}
-
-void backends_reconcile(struct fleetd *f)
-{
-	struct agent **list = NULL;
-	size_t n = 0;
-	int r;
-
-	if ((r = db_agent_list(f->db, &list, &n)) < 0) {
-		log_error("reconcile: cannot list agents: %s", strerror(-r));
-		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		struct agent *a = list[i];
-		const struct backend_ops *ops;
-		const char *why;
-		char *msg = NULL;
-
-		if (a->state != AGENT_PROVISIONING)
-			continue;
-		ops = backend_get(f, a->backend, &why);
-		if (!ops) {
-			log_error("agent '%s': provisioning was interrupted and the %s backend is unavailable (%s); "
-				  "left in state provisioning", a->name, backend_kind_to_string(a->backend), why);
-			continue;
-		}
-		r = ops->destroy(f, a, true, &msg);
-		if (r < 0 && r != -ENOENT) {
-			log_error("agent '%s': provisioning was interrupted; cleanup failed: %s", a->name,
-				  msg ? msg : strerror(-r));
-			free(msg);
-			continue;
-		}
-		free(msg);
-		if ((r = db_agent_delete(f->db, a->name)) < 0)
-			log_error("agent '%s': cannot remove the unfinished record: %s", a->name, strerror(-r));
-		else
-			log_warning("agent '%s': provisioning was interrupted (fleetd stopped); removed what was "
-				    "created, the create was never acknowledged", a->name);
-	}
-	agent_list_free(list);
 }

@@ -151,6 +151,12 @@ static const char *const migrations[] = {
 	"ALTER TABLE agents ADD COLUMN image TEXT;"
 	"ALTER TABLE agents ADD COLUMN boot_image TEXT;"
 	"ALTER TABLE agents ADD COLUMN old_images TEXT;",
+	/*
+	 * 7: why an agent is in its state (lifecycle.c): for 'missing', what of
+	 * its environment is gone. The states 'removing' (a remove's intent,
+	 * finished at start) and 'missing' need no schema change: state is TEXT.
+	 */
+	"ALTER TABLE agents ADD COLUMN state_detail TEXT;",
 };
 
 static inline void stmt_finalizep(sqlite3_stmt **st)
@@ -343,7 +349,7 @@ int db_agent_insert(struct db *db, struct agent *a)
 
 #define AGENT_COLUMNS "id, name, backend, state, memory_mib, vcpus, disk_gib, network, command, created_at," \
 	" updated_at, restart_policy, health_command, health_interval_s, auto_rollback, health, health_at," \
-	" health_detail, last_rollback, snapshot_policy, snapshot_schedule, snapshot_keep, restoring"
+	" health_detail, last_rollback, snapshot_policy, snapshot_schedule, snapshot_keep, restoring, state_detail"
 
 /* Copy one row of AGENT_COLUMNS; never keeps a pointer into the statement. */
 static struct agent *agent_from_row(sqlite3_stmt *st)
@@ -379,6 +385,7 @@ static struct agent *agent_from_row(sqlite3_stmt *st)
 	a->snapshot_schedule = col_strdup(st, 20);
 	a->snapshot_keep = sqlite3_column_int(st, 21);
 	a->restoring = col_strdup(st, 22);
+	a->state_detail = col_strdup(st, 23);
 	return a;
 }
 
@@ -446,16 +453,17 @@ int db_agent_count(struct db *db, long *ret)
 	return 0;
 }
 
-int db_agent_set_state(struct db *db, const char *name, enum agent_state state)
+int db_agent_set_state(struct db *db, const char *name, enum agent_state state, const char *detail)
 {
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;
 	int r;
 
-	if ((r = db_prepare(db, &st, "UPDATE agents SET state = ?, updated_at = ? WHERE name = ?")) < 0)
+	if ((r = db_prepare(db, &st, "UPDATE agents SET state = ?, updated_at = ?, state_detail = ? WHERE name = ?")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, agent_state_to_string(state), -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, unix_now());
-	sqlite3_bind_text(st, 3, name, -1, SQLITE_STATIC);
+	bind_text_or_null(st, 3, detail);
+	sqlite3_bind_text(st, 4, name, -1, SQLITE_STATIC);
 	if ((r = db_step(db, st)) < 0)
 		return r;
 	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;

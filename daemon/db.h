@@ -41,7 +41,8 @@ int db_agent_get(struct db *db, const char *name, struct agent **ret);
 int db_agent_list(struct db *db, struct agent ***ret, size_t *n);
 void agent_list_free(struct agent **list);
 int db_agent_count(struct db *db, long *ret);
-int db_agent_set_state(struct db *db, const char *name, enum agent_state state);
+/* Only lifecycle.c calls this. detail (may be NULL) replaces state_detail. */
+int db_agent_set_state(struct db *db, const char *name, enum agent_state state, const char *detail);
 /* Record the result of a health check (healthy 1 or 0) with its detail. */
 int db_agent_set_health(struct db *db, const char *name, int healthy, const char *detail);
 /* Record what the last automatic rollback did. */

@@ -21,6 +21,7 @@
 #include "api.h"
 #include "backends.h"
 #include "health.h"
+#include "lifecycle.h"
 #include "runs.h"
 #include "schedules.h"
 #include "snapshots.h"
@@ -203,6 +204,7 @@ static int finish(struct fleetd *f, int code)
 	runs_shutdown(f);
 	health_shutdown(f);
 	backends_shutdown(f);
+	lifecycle_shutdown(f);
 	runs_free(f);
 	if (f->base)
 		event_base_free(f->base);
@@ -330,8 +332,8 @@ int main(int argc, char **argv)
 		return finish(&f, 1);
 	}
 	f.started_at = time(NULL);
-	backends_init(&f);
-	backends_reconcile(&f);
+	backends_init(&f, lifecycle_on_event);
+	lifecycle_reconcile(&f);
 	health_init(&f);
 	snapshots_recover(&f);
 	sched_init(&f);

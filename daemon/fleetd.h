@@ -18,6 +18,7 @@ struct backend_ops;
 struct health;
 struct sched;
 struct runs;
+struct lifecycle;
 
 struct fleetd {
 	struct event_base *base;
@@ -36,6 +37,7 @@ struct fleetd {
 	struct health *health;			/* health.c */
 	struct sched *sched;			/* schedules.c */
 	struct runs *runs;			/* runs.c */
+	struct lifecycle *lifecycle;		/* lifecycle.c */
 };
 
 #endif

@@ -10,22 +10,13 @@
 #include "backends.h"
 #include "db.h"
 #include "fleetd.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "snapshots.h"
 #include "util.h"
 
 #define TICK_S 2
 #define DETAIL_MAX 300
-
-/* Without a health command of its own an agent gets its backend's default. */
-static const char *const vm_default[] = { "agentd", "health", NULL };
-static const char *const user_default[] = {
-	"/bin/sh", "-c",
-	/* agentd's checks, in the shell: the home takes a write, a shell runs */
-	"f=\"$HOME/.fleet-health.$$\" && echo ok > \"$f\" && rm -f \"$f\" && echo healthy || "
-	"{ echo \"unhealthy: cannot write to $HOME\"; exit 1; }",
-	NULL,
-};
 
 struct tracked {
 	char *name;
@@ -207,7 +198,7 @@ int health_check(struct fleetd *f, const char *agent, health_done_fn done, void 
 		custom[2] = a->health_command;
 		argv = custom;
 	} else {
-		argv = a->backend == BACKEND_VM ? vm_default : user_default;
+		argv = ops->health_default;	/* without a command of its own: the backend's */
 	}
 	req.argv = argv;
 	c = xcalloc(1, sizeof(*c));
@@ -274,7 +265,7 @@ static void rollback_give_up(struct rollback *rb, const char *why)
 	char when[32];
 
 	log_error("agent '%s': %s; it stays bad until a person looks", rb->agent, why);
-	(void)db_agent_set_state(rb->f->db, rb->agent, AGENT_BAD);
+	(void)lifecycle_set_state(rb->f, rb->agent, AGENT_BAD, NULL);
 	what = xasprintf("%s: %s (after: %s)", format_utc(time(NULL), when, sizeof(when)), why, rb->cause);
 	(void)db_agent_set_rollback(rb->f->db, rb->agent, what);
 	audit_rollback(rb, "failed", why);
@@ -293,9 +284,9 @@ static void rollback_verified(void *userdata, int healthy, const char *detail)
 		rollback_give_up(rb, why);
 		return;
 	}
-	if (rb->ops->state(rb->f, rb->record, &st) < 0)
+	if (rb->ops->state(rb->f, rb->record, &st, NULL) < 0)
 		st = AGENT_RUNNING;
-	(void)db_agent_set_state(rb->f->db, rb->agent, st);
+	(void)lifecycle_set_state(rb->f, rb->agent, st, NULL);
 	what = xasprintf("%s: restored '%s' after: %s", format_utc(time(NULL), when, sizeof(when)), rb->snap, rb->cause);
 	(void)db_agent_set_rollback(rb->f->db, rb->agent, what);
 	log_notice("agent '%s': rolled back to snapshot '%s' and healthy again", rb->agent, rb->snap);
@@ -389,13 +380,13 @@ static void periodic_done(void *userdata, int healthy, const char *detail)
 	if (healthy == 1 && db_agent_get(p->f->db, p->agent, &a) == 0 && a->state == AGENT_BAD) {
 		/* It recovered (a restart, a person): no longer bad. */
 		log_notice("agent '%s': healthy again", p->agent);
-		(void)db_agent_set_state(p->f->db, p->agent, AGENT_RUNNING);
+		(void)lifecycle_set_state(p->f, p->agent, AGENT_RUNNING, NULL);
 	} else if (healthy == 0 && (a || db_agent_get(p->f->db, p->agent, &a) == 0) && a->state != AGENT_BAD) {
 		if (a->auto_rollback) {
 			rollback(p->f, t, detail);
 		} else {
 			log_warning("agent '%s': unhealthy and auto-rollback is off: state bad", p->agent);
-			(void)db_agent_set_state(p->f->db, p->agent, AGENT_BAD);
+			(void)lifecycle_set_state(p->f, p->agent, AGENT_BAD, NULL);
 		}
 	}
 	free(p->agent);
@@ -438,7 +429,7 @@ void health_boot_failed(struct fleetd *f, const char *agent, const char *why)
 		rollback(f, t, detail);
 	} else {
 		log_warning("agent '%s': %s; auto-rollback is off: state bad", agent, detail);
-		(void)db_agent_set_state(f->db, agent, AGENT_BAD);
+		(void)lifecycle_set_state(f, agent, AGENT_BAD, NULL);
 	}
 }
 
@@ -491,6 +482,10 @@ int health_init(struct fleetd *f)
 	struct timeval tv = { TICK_S, 0 };
 
 	h->f = f;
+	static const struct snapshots_health for_snapshots = { .checking = health_checking, .check = health_check };
+
+	lifecycle_on_boot_failed(f, health_boot_failed);
+	snapshots_use_health(&for_snapshots);
 	h->tick = event_new(f->base, -1, EV_PERSIST, on_tick, h);
 	event_add(h->tick, &tv);
 	f->health = h;

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "db.h"
 #include "fleetd.h"
+#include "lifecycle.h"
 #include "health.h"
 #include "log.h"
 #include "snapshots.h"
@@ -257,13 +258,10 @@ static void env_started(void *userdata, int r, const char *why)
 		return;
 	if (r < 0) {
 		msg = xasprintf("could not start its environment: %s", why ? why : strerror(-r));
-		finish(act, "failed", -1, msg, false);
-		if (r == -ETIMEDOUT)
-			health_boot_failed(act->q->f, act->agent, why);
+		finish(act, "failed", -1, msg, false);	/* lifecycle_start reports a boot failure */
 		return;
 	}
-	(void)db_agent_set_state(act->q->f->db, act->agent, AGENT_RUNNING);
-	prepare(act);
+	prepare(act);	/* lifecycle_start recorded 'running' */
 }
 
 /* Take run off the queue; it fails at once (with a reason) if the agent cannot run it. */
@@ -313,7 +311,7 @@ static void start_run(struct runs *q, const struct run *run)
 		return;
 	}
 	if (a->state == AGENT_STOPPED) {
-		if ((r = act->ops->start(f, a, env_started, act, &why)) < 0) {
+		if ((r = lifecycle_start(f, act->ops, a, env_started, act, &why)) < 0) {
 			msg = xasprintf("could not start its environment: %s", why ? why : strerror(-r));
 			finish(act, "failed", -1, msg, false);
 		}

@@ -9,7 +9,7 @@
 #include "backends.h"
 #include "db.h"
 #include "fleetd.h"
-#include "health.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "names.h"
 #include "util.h"
@@ -47,6 +47,13 @@ int snapshots_target(struct fleetd *f, const char *agent, struct agent **ret_a, 
 	return 0;
 }
 
+static const struct snapshots_health *health;	/* health.c's, set at its init */
+
+void snapshots_use_health(const struct snapshots_health *h)
+{
+	health = h;
+}
+
 /* Should a busy answer be waited out? Schedules the retry and says yes, or says no. */
 static bool wait_busy(struct fleetd *f, const char *agent, int flags, int *tries, struct event **ev,
 		      event_callback_fn cb, void *arg)
@@ -58,7 +65,7 @@ static bool wait_busy(struct fleetd *f, const char *agent, int flags, int *tries
 			return false;
 		tv.tv_sec = BUSY_WAIT_MS / 1000;
 	} else {
-		if (!health_checking(f, agent) || ++*tries > CHECK_WAIT_TRIES)
+		if (!health || !health->checking(f, agent) || ++*tries > CHECK_WAIT_TRIES)
 			return false;
 		tv.tv_usec = CHECK_WAIT_MS * 1000;
 	}
@@ -240,7 +247,7 @@ int snapshots_take(struct fleetd *f, const char *agent, const char *name, const 
 	t->done = done;
 	t->userdata = userdata;
 	/* A snapshot of a running agent that passes its health check first is marked good. */
-	if (a->state == AGENT_RUNNING && health_check(f, agent, take_checked, t) == 0)
+	if (a->state == AGENT_RUNNING && health && health->check(f, agent, take_checked, t) == 0)
 		return 0;
 	if ((r = take_attempt(t, why)) < 0) {
 		if (!*why)
@@ -383,8 +390,8 @@ static void restore_finish(struct restore *rs, int r, const char *why)
 				why ? why : strerror(-r));
 		log_error("%s", msg);
 	} else {
-		if (rs->ops->state(rs->f, rs->agent, &st) == 0)
-			(void)db_agent_set_state(rs->f->db, rs->agent->name, st);
+		if (rs->ops->state(rs->f, rs->agent, &st, NULL) == 0)
+			(void)lifecycle_set_state(rs->f, rs->agent->name, st, NULL);
 		log_notice("agent '%s': restored snapshot '%s'", rs->agent->name, rs->snap);
 	}
 	rs->done(rs->userdata, r, msg);
@@ -483,7 +490,7 @@ static void recovery_done(void *userdata, int r, const char *why)
 	if (r < 0) {
 		log_error("agent '%s': could not finish the interrupted restore of '%s': %s; state bad", rc->agent,
 			  rc->snap, why);
-		(void)db_agent_set_state(rc->f->db, rc->agent, AGENT_BAD);
+		(void)lifecycle_set_state(rc->f, rc->agent, AGENT_BAD, NULL);
 	} else {
 		log_notice("agent '%s': finished the restore of '%s' that fleetd's stop interrupted", rc->agent,
 			   rc->snap);

@@ -27,6 +27,22 @@ struct snapshot;
 int snapshots_target(struct fleetd *f, const char *agent, struct agent **ret_a, const struct backend_ops **ret_ops,
 		     char **why);
 
+/*
+ * The health check snapshots.c uses: whether a check of agent is running
+ * (its exec makes the backend refuse snapshots for a moment: wait it out),
+ * and a check before a snapshot (passing marks the snapshot good).
+ * health.c hands these over at init, so this module does not include
+ * health.h, which includes this one (rollback is a restore). Without them
+ * no check runs and snapshots are taken unmarked.
+ */
+typedef void (*snapshots_checked_fn)(void *userdata, int healthy, const char *detail);
+struct snapshots_health {
+	bool (*checking)(struct fleetd *f, const char *agent);
+	/* As health_check(): 0 and done() later, or a negative errno and no done(). */
+	int (*check)(struct fleetd *f, const char *agent, snapshots_checked_fn done, void *userdata);
+};
+void snapshots_use_health(const struct snapshots_health *h);
+
 /* The newest snapshot marked good (*ret, malloc'd); -ENOENT if none is. */
 int snapshots_newest_good(struct fleetd *f, const char *agent, char **ret);
 

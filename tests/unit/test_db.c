@@ -58,8 +58,16 @@ int main(void)
 	is_str(list[0]->name, "review", "sorted by name");
 	agent_list_free(list);
 
-	is_int(db_agent_set_state(db, "review", AGENT_RUNNING), 0, "set state");
-	is_int(db_agent_set_state(db, "nobody", AGENT_RUNNING), -ENOENT, "set state of unknown is -ENOENT");
+	is_int(db_agent_set_state(db, "review", AGENT_MISSING, "its user is gone"), 0, "set state with a detail");
+	{
+		struct agent *m = NULL;
+		is_int(db_agent_get(db, "review", &m), 0, "get after set state");
+		is_int(m ? (int)m->state : -1, AGENT_MISSING, "state missing stored");
+		is_str(m ? m->state_detail : NULL, "its user is gone", "its detail stored");
+		agent_free(m);
+	}
+	is_int(db_agent_set_state(db, "review", AGENT_RUNNING, NULL), 0, "set state");
+	is_int(db_agent_set_state(db, "nobody", AGENT_RUNNING, NULL), -ENOENT, "set state of unknown is -ENOENT");
 
 	is_int(db_audit_add(db, 0, "agent.create", "triage", "ok", NULL), 0, "audit add");
 	is_int(db_audit_add(db, 1000, "agent.remove", "x", "refused", "no such agent"), 0, "audit add 2");
@@ -155,6 +163,7 @@ int main(void)
 			       " ALTER TABLE agents DROP COLUMN restoring; ALTER TABLE runs DROP COLUMN snapshot;"
 			       " ALTER TABLE runs DROP COLUMN error; ALTER TABLE agents DROP COLUMN image;"
 			       " ALTER TABLE agents DROP COLUMN boot_image; ALTER TABLE agents DROP COLUMN old_images;"
+			       " ALTER TABLE agents DROP COLUMN state_detail;"
 			       " PRAGMA user_version = 1;"
 			       " INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
 			       " VALUES ('old', 'vm', 'stopped', 256, 1, 2, 1, 1);\"", v1);
@@ -211,7 +220,7 @@ int main(void)
 			       " snapshot TEXT, error TEXT);"
 			       " CREATE INDEX runs_by_agent_state ON runs (agent_id, state);"
 			       " ALTER TABLE agents DROP COLUMN image; ALTER TABLE agents DROP COLUMN boot_image;"
-			       " ALTER TABLE agents DROP COLUMN old_images;"
+			       " ALTER TABLE agents DROP COLUMN old_images; ALTER TABLE agents DROP COLUMN state_detail;"
 			       " PRAGMA user_version = 4;"
 			       " INSERT INTO agents (id, name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
 			       " VALUES (7, 'old', 'user', 'stopped', 256, 1, 2, 1, 1);"

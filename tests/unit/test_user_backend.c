@@ -163,7 +163,7 @@ static int do_stop(struct agent *a, int timeout)
 static int state_of(struct agent *a)
 {
 	enum agent_state s;
-	int r = ops->state(&F, a, &s);
+	int r = ops->state(&F, a, &s, NULL);
 
 	return r < 0 ? r : (int)s;
 }
@@ -252,7 +252,7 @@ int main(void)
 	F.base = event_base_new();
 	atexit(cleanup);
 
-	is_int(ops->init(&F, &why), 0, "init: the host can serve user agents");
+	is_int(ops->init(&F, NULL, &why), 0, "init: the host can serve user agents");
 	free(why);
 	why = NULL;
 

@@ -174,7 +174,7 @@ static int do_stop(struct agent *a)
 static int state_of(struct agent *a)
 {
 	enum agent_state s;
-	int r = ops->state(&F, a, &s);
+	int r = ops->state(&F, a, &s, NULL);
 
 	return r < 0 ? r : (int)s;
 }
@@ -505,7 +505,7 @@ int main(void)
 	atexit(cleanup);
 	cgroup_host_detect(&cg);
 
-	if (ops->init(&F, &why) < 0)
+	if (ops->init(&F, NULL, &why) < 0)
 		skip_all(why);
 	ok(ops->snapshot_create && ops->snapshot_restore && ops->snapshot_delete && ops->snapshot_exists,
 	   "the user backend has the four snapshot verbs");
@@ -770,7 +770,7 @@ int main(void)
 		_cleanup_free_ char *mk = xasprintf("mkdir -p '%s/home/x' '%s/y' '%s/old/z'", t, r, trash);
 		sh(mk);
 		ops->shutdown(&F);
-		is_int(ops->init(&F, &why), 0, "fleetd starts again");
+		is_int(ops->init(&F, NULL, &why), 0, "fleetd starts again");
 		ok(lstat(t, &st) < 0 && lstat(r, &st) < 0, "a half-made snapshot and a half-built restore are swept at init");
 		LOOP_UNTIL(dir_empty(trash));
 		ok(dir_empty(trash), "and removed, with what was left in the trash");
@@ -788,7 +788,7 @@ int main(void)
 		ok(so.error == 0 || so.error == -ECANCELED, "either made or cancelled");
 		ok(lstat(t, &st) < 0, "no .s5.tmp is left");
 		is_int(cgroup_frozen(cg, "ust-a"), 0, "the agent is not left frozen");
-		is_int(ops->init(&F, &why), 0, "init again");
+		is_int(ops->init(&F, NULL, &why), 0, "init again");
 	}
 
 	/* ---- destroy takes the snapshots ---- */

@@ -1,0 +1,124 @@
+#!/bin/bash
+# The lifecycle owner (daemon/lifecycle.c) with real user agents:
+# - a remove writes its intent first: kill -9 of fleetd in the middle of
+#   'rm' (while the home is being deleted) is finished at the next start,
+#   never left as a 'stopped' agent whose user or home is gone;
+# - an environment removed behind fleet's back (userdel, rm -rf of the home)
+#   is 'missing' at the next start, with what is gone, and 'rm' cleans up;
+# - the restart policy acts for user agents too: a sandbox killed from
+#   outside comes back (on-failure), or stays stopped (never).
+. "$FLEET_SRCDIR/tests/lib/common.sh"
+
+[ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
+command -v jq >/dev/null || skip_all "needs jq"
+
+user_fleetd_setup ulc
+user_fleetd_start; ok $? "fleetd starts"
+LOG=$STATE/fleetd.log
+
+gone_entirely() {	# gone_entirely NAME DESC
+	getent passwd fleet-$1 >/dev/null; is "$?" 2 "$2: no user fleet-$1"
+	getent group fleet-$1 >/dev/null; is "$?" 2 "$2: no group fleet-$1"
+	[ -e "$STATE/users/$1" ]; is "$?" 1 "$2: no home"
+	"$FLEETCTL" show $1 >/dev/null 2>&1; is "$?" 1 "$2: no agent record"
+}
+
+# --- kill -9 in the middle of a remove ------------------------------------------------------------
+"$FLEETCTL" create ulc-rm --backend user >/dev/null; ok $? "create ulc-rm"
+home=$STATE/users/ulc-rm
+# Many files, so that deleting the home takes long enough to be caught at it.
+mkdir "$home/work/many" && (cd "$home/work/many" && seq 1 60000 | xargs touch) &&
+	chown -R --reference="$home" "$home/work/many"
+ok $? "its home holds 60000 files"
+
+"$FLEETCTL" rm ulc-rm >/dev/null 2>&1 &
+rm_cli=$!
+# fleetd deletes the home with an 'rm' child: kill -9 fleetd while that child runs.
+child=
+for ((i = 0; i < 30000; i++)); do
+	for c in $(cat /proc/"$FLEETD_PID"/task/*/children 2>/dev/null); do
+		[ "$(cat /proc/$c/comm 2>/dev/null)" = rm ] && child=$c
+	done
+	[ -n "$child" ] && break
+	sleep 0.01
+done
+ok $([ -n "$child" ] && echo 0 || echo 1) "caught fleetd deleting the home (rm pid ${child:-none})"
+kill -9 "$FLEETD_PID"
+wait "$rm_cli" 2>/dev/null
+# The orphaned rm finishes on its own; let it, so the restart does not race it.
+for ((i = 0; i < 60000; i++)); do kill -0 "$child" 2>/dev/null || break; sleep 0.01; done
+getent passwd fleet-ulc-rm >/dev/null; ok $? "after the kill the user fleet-ulc-rm is still there (the remove was cut off)"
+
+user_fleetd_start; ok $? "fleetd starts again"
+like "$(cat "$LOG")" "agent 'ulc-rm': a remove was interrupted \(fleetd stopped\); finished it" \
+	"the start finishes the interrupted remove"
+gone_entirely ulc-rm "interrupted remove"
+
+# --- an environment removed behind fleet's back ---------------------------------------------------
+"$FLEETCTL" create ulc-user --backend user >/dev/null; ok $? "create ulc-user"
+"$FLEETCTL" create ulc-home --backend user >/dev/null; ok $? "create ulc-home"
+stop_fleetd; ok $? "fleetd stops"
+userdel fleet-ulc-user; ok $? "userdel fleet-ulc-user by hand"
+groupdel fleet-ulc-user 2>/dev/null
+rm -rf "$STATE/users/ulc-home"; ok $? "rm -rf the home of ulc-home by hand"
+user_fleetd_start; ok $? "fleetd starts again"
+
+j=$("$FLEETCTL" --json show ulc-user)
+is "$(jq -r .state <<<"$j")" missing "an agent whose user is gone is 'missing', not 'stopped'"
+like "$(jq -r .state_detail <<<"$j")" "Unix user fleet-ulc-user is gone" "and says what is gone"
+j=$("$FLEETCTL" --json show ulc-home)
+is "$(jq -r .state <<<"$j")" missing "an agent whose home is gone is 'missing'"
+like "$(jq -r .state_detail <<<"$j")" "home .*/users/ulc-home is gone" "and says so"
+like "$("$FLEETCTL" list)" "ulc-user +user +missing" "the list shows it"
+err=$("$FLEETCTL" start ulc-user 2>&1); is "$?" 1 "start of a missing agent fails"
+like "$err" "is gone" "with what is gone"
+
+# Still missing after another restart: the record never turns back to 'stopped' by itself.
+stop_fleetd; user_fleetd_start; ok $? "fleetd restarts"
+is "$("$FLEETCTL" --json show ulc-user | jq -r .state)" missing "still missing after a restart"
+
+"$FLEETCTL" rm ulc-user >/dev/null; ok $? "rm of the missing agent succeeds"
+gone_entirely ulc-user "missing user, after rm"
+"$FLEETCTL" rm ulc-home >/dev/null; ok $? "rm of the agent without a home succeeds"
+gone_entirely ulc-home "missing home, after rm"
+
+# --- the restart policy for user agents ------------------------------------------------------------
+keeper_of() {	# the agent's keeper: the child of fleetd in the agent's cgroup (its sandbox's init runs as root)
+	local c
+	for c in $(cat /proc/"$FLEETD_PID"/task/*/children 2>/dev/null); do
+		grep -qE ":/fleet/$1\$" /proc/$c/cgroup 2>/dev/null && echo $c
+	done
+}
+wait_state() {	# wait_state NAME STATE: until show says STATE (bounded; the assertion follows)
+	for ((i = 0; i < 6000; i++)); do
+		[ "$("$FLEETCTL" --json show $1 | jq -r .state)" = "$2" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+"$FLEETCTL" create ulc-rs --backend user >/dev/null; ok $? "create ulc-rs (restart on-failure, the default)"
+"$FLEETCTL" create ulc-nr --backend user --restart never >/dev/null; ok $? "create ulc-nr (restart never)"
+"$FLEETCTL" start ulc-rs >/dev/null && "$FLEETCTL" start ulc-nr >/dev/null; ok $? "start both"
+before=$(keeper_of ulc-rs); nr=$(keeper_of ulc-nr)
+ok $([ -n "$before" ] && [ -n "$nr" ] && echo 0 || echo 1) "found both keepers (ulc-rs: ${before:-none}, ulc-nr: ${nr:-none})"
+kill -9 $before $nr
+for ((i = 0; i < 6000; i++)); do
+	grep -q "agent 'ulc-rs': restarted and reachable again" "$LOG" && break
+	sleep 0.05
+done
+like "$(cat "$LOG")" "agent 'ulc-rs': its environment stopped without fleet asking \(its sandbox was killed by signal 9\)" \
+	"fleetd notices the sandbox was killed"
+like "$(cat "$LOG")" "agent 'ulc-rs': restarted and reachable again" "and restarts it (on-failure)"
+wait_state ulc-rs running
+is "$("$FLEETCTL" --json show ulc-rs | jq -r .state)" running "ulc-rs runs again"
+after=$(keeper_of ulc-rs)
+ok $([ -n "$after" ] && [ "$after" != "$before" ] && echo 0 || echo 1) "with a new sandbox ($(echo $after))"
+wait_state ulc-nr stopped
+is "$("$FLEETCTL" --json show ulc-nr | jq -r .state)" stopped "ulc-nr (restart never) stays stopped"
+grep -q "agent 'ulc-nr': restarting" "$LOG"; is "$?" 1 "and is not restarted"
+"$FLEETCTL" stop ulc-rs >/dev/null; ok $? "stop ulc-rs"
+is "$("$FLEETCTL" --json show ulc-rs | jq -r .state)" stopped "a stop fleet was asked for is not restarted"
+is "$(grep -c "agent 'ulc-rs': restarting" "$LOG")" 1 "only the one restart of ulc-rs"
+"$FLEETCTL" rm ulc-rs >/dev/null && "$FLEETCTL" rm ulc-nr >/dev/null; ok $? "remove both"
+
+done_testing

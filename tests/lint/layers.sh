@@ -24,7 +24,7 @@ layer_of() {
 	daemon/lifecycle) echo 6 ;;			# the one owner of agent state
 	daemon/health | daemon/snapshots | daemon/runs | daemon/schedules) echo 7 ;;
 	daemon/api | daemon/api_*) echo 8 ;;		# the HTTP face
-	daemon/http_client | daemon/fleetctl) echo 8 ;;	# the CLI (agent.h for its limits)
+	ctl/*) echo 8 ;;				# the CLI (fleetctl; agent.h for its limits)
 	daemon/fleetd.c) echo 9 ;;			# main: wires everything
 	*) echo unknown ;;
 	esac

@@ -12,6 +12,9 @@ static void print_agent_details(json_t *a)
 	       str(a, "name"), str(a, "backend"), str(a, "state"), num(a, "memory_mib"), num(a, "vcpus"),
 	       num(a, "disk_gib"), str(a, "network"), str(a, "restart"), str(a, "command"), str(a, "created_at"),
 	       str(a, "updated_at"));
+	/* Why the state is what it is (a missing environment says what is gone). */
+	if (json_is_string(json_object_get(a, "state_detail")))
+		printf("why:        %s\n", str(a, "state_detail"));
 	{
 		json_t *h = json_object_get(a, "health");
 		if (h) {

@@ -70,6 +70,7 @@ j=$("$FLEETCTL" --json show ulc-home)
 is "$(jq -r .state <<<"$j")" missing "an agent whose home is gone is 'missing'"
 like "$(jq -r .state_detail <<<"$j")" "home .*/users/ulc-home is gone" "and says so"
 like "$("$FLEETCTL" list)" "ulc-user +user +missing" "the list shows it"
+like "$("$FLEETCTL" show ulc-user)" "why: +.*Unix user fleet-ulc-user is gone" "show says what is gone, without --json"
 err=$("$FLEETCTL" start ulc-user 2>&1); is "$?" 1 "start of a missing agent fails"
 like "$err" "is gone" "with what is gone"
 

@@ -18,8 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "names.h"
-#include "relay.h"
+#include "common/names.h"
+#include "agentd/relay.h"
 
 
 static void usage(FILE *out)

@@ -35,7 +35,7 @@
  * a snapshot, a restore, a fleetd restart) waited seconds for sshd's banner,
  * or got none before its handshake timed out (docs/vm-backend.md).
  */
-#include "relay.h"
+#include "agentd/relay.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,11 +1,11 @@
 /* base64: see base64.h. */
-#include "base64.h"
+#include "common/base64.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "util.h"
+#include "common/util.h"
 
 static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 

@@ -7,8 +7,8 @@
  * used, so the answer is always a real instant and gaps need no special
  * case. Nothing here may keep state between calls.
  */
-#include "cron.h"
-#include "util.h"
+#include "common/cron.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -7,7 +7,7 @@
 #define FLEET_LOG_H
 
 #include <syslog.h>
-#include "util.h"
+#include "common/util.h"
 
 /* Set the program name and the most verbose priority that is printed. */
 void log_setup(const char *ident, int max_priority);

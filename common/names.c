@@ -1,5 +1,5 @@
 /* names: see names.h. */
-#include "names.h"
+#include "common/names.h"
 
 #include <errno.h>
 #include <string.h>

@@ -1,10 +1,10 @@
 /* termsafe: see termsafe.h. */
-#include "termsafe.h"
+#include "common/termsafe.h"
 
 #include <stdint.h>
 #include <stdio.h>
 
-#include "util.h"
+#include "common/util.h"
 
 /* Length of the valid UTF-8 sequence at s (at most n bytes), 0 if there is none. */
 static size_t utf8_len(const unsigned char *s, size_t n, uint32_t *cp)

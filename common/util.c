@@ -2,7 +2,7 @@
  * util: see util.h. Allocation failure aborts: fleetd cannot do anything
  * useful without memory, and call sites stay readable.
  */
-#include "util.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -3,7 +3,7 @@
 
 #include "common/cron.h"
 #include "ctl/commands.h"
-#include "daemon/agent.h"
+#include "model/agent.h"
 
 static void print_agent_details(json_t *a)
 {

@@ -3,7 +3,7 @@
  * directory lock and the libevent loop. It wires modules together and owns
  * their lifetimes; it makes no decisions about agents.
  */
-#include "fleetd.h"
+#include "model/fleetd.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -18,16 +18,16 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
-#include "api.h"
-#include "backends.h"
-#include "health.h"
-#include "lifecycle.h"
-#include "runs.h"
-#include "schedules.h"
-#include "snapshots.h"
-#include "db.h"
-#include "log.h"
-#include "util.h"
+#include "api/server.h"
+#include "core/backends.h"
+#include "core/health.h"
+#include "core/lifecycle.h"
+#include "core/runs.h"
+#include "core/schedules.h"
+#include "core/snapshots.h"
+#include "store/db.h"
+#include "common/log.h"
+#include "common/util.h"
 
 enum { OPT_FOREGROUND = 1000, OPT_CONFIG, OPT_CHECK, OPT_HELP, OPT_VERSION, OPT_SETTING };
 

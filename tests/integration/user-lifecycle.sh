@@ -1,5 +1,5 @@
 #!/bin/bash
-# The lifecycle owner (daemon/lifecycle.c) with real user agents:
+# The lifecycle owner (core/lifecycle.c) with real user agents:
 # - a remove writes its intent first: kill -9 of fleetd in the middle of
 #   'rm' (while the home is being deleted) is finished at the next start,
 #   never left as a 'stopped' agent whose user or home is gone;

@@ -9,54 +9,65 @@
 src=${1:-${FLEET_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}}
 cd "$src" || exit 1
 
-# Module -> layer (a module may include its own layer and below). Today's
-# flat files; when they move into api/ core/ backend/ vm/ user/ store/
-# model/, this table becomes the folders.
+# Folder -> layer, top down: daemon/ -> api/ -> core/ -> vm/, user/ ->
+# backend/ -> store/ -> model/ -> common/ (docs/architecture.md). A file
+# includes only its own folder and folders of a lower layer, by a path that
+# names the folder ("core/runs.h").
 layer_of() {
 	case $1 in
-	common/*) echo 0 ;;				# libc-only helpers of all three programs
-	agentd/*) echo 1 ;;				# the in-environment helper
-	daemon/agent | daemon/config | daemon/fleetd.h | daemon/spawn | daemon/worker) echo 1 ;;	# model, context
-	daemon/backend) echo 2 ;;			# the seam (types and verbs)
-	daemon/ssh | daemon/virt | daemon/cgroup | daemon/user_launch | daemon/user_snapshot | daemon/images) echo 3 ;;
-	daemon/backend_vm | daemon/backend_user) echo 4 ;;	# backends: only the seam and their mechanisms
-	daemon/backends | daemon/db) echo 5 ;;		# the backend registry; the store
-	daemon/lifecycle) echo 6 ;;			# the one owner of agent state
-	daemon/health | daemon/snapshots | daemon/runs | daemon/schedules) echo 7 ;;
-	daemon/api | daemon/api_*) echo 8 ;;		# the HTTP face
-	ctl/*) echo 8 ;;				# the CLI (fleetctl; agent.h for its limits)
-	daemon/fleetd.c) echo 9 ;;			# main: wires everything
+	common/*) echo 0 ;;		# libc-only helpers of all three programs
+	model/*) echo 1 ;;		# records, enums and name tables, config, the context
+	agentd/*) echo 1 ;;		# the in-environment helper (common/ only)
+	store/*) echo 2 ;;		# the only user of sqlite3
+	backend/*) echo 3 ;;		# the seam and the mechanisms both backends share
+	vm/* | user/*) echo 4 ;;	# the two adapters
+	core/*) echo 5 ;;		# lifecycle (sole writer of agent state), registry, health, snapshots, runs
+	api/*) echo 6 ;;		# the HTTP face
+	ctl/*) echo 6 ;;		# the CLI (model/ for the enum names)
+	daemon/*) echo 7 ;;		# main: wires everything
 	*) echo unknown ;;
 	esac
 }
+folder_of() { echo "${1%%/*}"; }
+
+# Includes that a lower layer number alone would allow but that break a rule:
+# FROM-FOLDER:TO-FOLDER. Backends never touch the store (what they keep per
+# agent reaches them through the seam's host callbacks); the two adapters
+# know nothing of each other; agentd and fleetctl are separate programs.
+denied=(
+	vm:store user:store backend:store
+	vm:user user:vm
+	agentd:model agentd:store agentd:backend
+	ctl:api ctl:store ctl:backend
+)
 
 # Upward includes that are known and have an issue to go away; each is
 # printed as a diagnostic, never silently. FILE:HEADER.
 allowed_up=(
 	# The VM backend keeps each agent's image record (db_agent_get_images,
 	# db_agent_set_images) and lists agents to report foreign domains:
-	# to go through the seam (a store callback) in a later step of issue #10.
-	"daemon/backend_vm.c:db.h"
+	# to go through the seam (host callbacks) in a later step of issue #10.
+	"vm/backend.c:store/db.h"
 )
+is_allowed() { local x; for x in "${allowed_up[@]}"; do [ "$x" = "$1" ] && return 0; done; return 1; }
 
-# Where a quoted include resolves: the including file's directory, then common/ (the -I paths).
-resolve() {	# resolve FILE HEADER -> path or nothing
-	local dir=${1%/*}
-	if [ -f "$dir/$2" ]; then echo "$dir/$2"; elif [ -f "common/$2" ]; then echo "common/$2"; fi
+resolve() {	# resolve FILE HEADER -> path or nothing (includes are relative to the top)
+	if [ -f "$2" ]; then echo "$2"; fi
 }
-module_of() {	# daemon/foo.c -> daemon/foo; fleetd.c and fleetd.h are separate (main vs context)
-	case $1 in
-	daemon/fleetd.c | daemon/fleetd.h) echo "$1" ;;
-	*) echo "${1%.*}" ;;
-	esac
-}
+module_of() { echo "${1%.*}"; }	# X.c and X.h are one module
 
+folders="common model store backend vm user core api daemon agentd ctl"
 n=0 bad=0
 declare -A edge_line	# "A B" -> first FILE:LINE: TEXT that makes module A include module B
 declare -A adj		# A -> "B C ..."
 while IFS= read -r hit; do
 	file=${hit%%:*}; rest=${hit#*:}; line=${rest%%:*}; text=${rest#*:}
 	hdr=$(sed -E 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]+)".*/\1/' <<<"$text")
+	case $hdr in
+	*/*) ;;
+	*)	echo "not ok $((++n)) - include does not name its folder: $file:$line: $text"
+		bad=1; continue ;;
+	esac
 	target=$(resolve "$file" "$hdr")
 	[ -n "$target" ] || continue
 	a=$(module_of "$file"); b=$(module_of "$target")
@@ -66,10 +77,18 @@ while IFS= read -r hit; do
 		echo "not ok $((++n)) - $file:$line: $text: module ${a/unknown} ${b} has no layer in tests/lint/layers.sh"
 		bad=1; continue
 	fi
+	fa=$(folder_of "$a"); fb=$(folder_of "$b")
+	for x in "${denied[@]}"; do
+		[ "$x" = "$fa:$fb" ] || continue
+		if is_allowed "$file:$hdr"; then
+			echo "# known exception ($fa/ may not include $fb/), see allowed_up: $file:$line: $text"
+		else
+			echo "not ok $((++n)) - $fa/ may not include $fb/: $file:$line: $text"
+			bad=1
+		fi
+	done
 	if [ "$lb" -gt "$la" ]; then
-		allowed=0
-		for x in "${allowed_up[@]}"; do [ "$x" = "$file:$hdr" ] && allowed=1; done
-		if [ $allowed = 1 ]; then
+		if is_allowed "$file:$hdr"; then
 			echo "# known upward include (layer $la -> $lb), see allowed_up: $file:$line: $text"
 		else
 			echo "not ok $((++n)) - upward include (layer $la -> $lb): $file:$line: $text"
@@ -80,7 +99,7 @@ while IFS= read -r hit; do
 		edge_line["$a $b"]="$file:$line: $text"
 		adj[$a]+=" $b"
 	fi
-done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' daemon/*.[ch] common/*.[ch] agentd/*.[ch] /dev/null)
+done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' $(printf '%s/*.[ch] ' $folders) /dev/null)
 
 # Cycles: depth-first search; each cycle is printed once, with the include lines that close it.
 declare -A color	# unset: new, 1: on the stack, 2: done
@@ -115,7 +134,7 @@ for u in $(printf '%s\n' "${!adj[@]}" | sort); do
 done
 
 if [ $bad = 0 ]; then
-	echo "ok $((++n)) - no include cycle and no upward include in daemon/ common/ agentd/"
+	echo "ok $((++n)) - no include cycle, no upward or denied include in $folders"
 fi
 echo "1..$n"
 exit $bad

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base64.h"
+#include "common/base64.h"
 #include "../tap.h"
 
 int main(void)

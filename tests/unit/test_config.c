@@ -4,8 +4,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "util.h"
+#include "model/config.h"
+#include "common/util.h"
 #include "../tap.h"
 
 static char dir[] = "/tmp/fleet-test-config-XXXXXX";

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cron.h"
+#include "common/cron.h"
 #include "../tap.h"
 
 #define NY "America/New_York"

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db.h"
-#include "util.h"
+#include "store/db.h"
+#include "common/util.h"
 #include "../tap.h"
 
 static struct agent *make_agent(const char *name)

@@ -1,5 +1,5 @@
 /*
- * test_images: the guest image store (daemon/images.c) on plain files: an
+ * test_images: the guest image store (vm/images.c) on plain files: an
  * import copies the build read-only under its ID (the sha256 of
  * `sha256sum vmlinuz initramfs.img base.qcow2`), a rebuild in image_dir
  * leaves the stored copy as it was, the same build is stored once, and
@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 
 #include "../tap.h"
-#include "images.h"
-#include "util.h"
+#include "vm/images.h"
+#include "common/util.h"
 
 static char *shell(const char *cmd)
 {

@@ -1,7 +1,7 @@
 /* Agent and snapshot name rules: both ends rely on these. */
 #include <errno.h>
 
-#include "names.h"
+#include "common/names.h"
 #include "../tap.h"
 
 int main(void)

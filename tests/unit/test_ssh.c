@@ -43,9 +43,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "ssh.h"
-#include "util.h"
+#include "common/log.h"
+#include "vm/ssh.h"
+#include "common/util.h"
 #include "../tap.h"
 
 #define STOCK_DROPBEAR "/usr/sbin/dropbear"

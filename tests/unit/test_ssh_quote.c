@@ -11,8 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ssh.h"
-#include "util.h"
+#include "vm/ssh.h"
+#include "common/util.h"
 #include "../tap.h"
 
 struct ran {

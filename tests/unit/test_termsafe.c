@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "termsafe.h"
-#include "util.h"
+#include "common/termsafe.h"
+#include "common/util.h"
 #include "../tap.h"
 
 static void check(const char *in, size_t len, const char *want, const char *what)

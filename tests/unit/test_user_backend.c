@@ -17,12 +17,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "backend_user.h"
-#include "config.h"
-#include "fleetd.h"
-#include "user_launch.h"
-#include "util.h"
+#include "model/agent.h"
+#include "user/backend.h"
+#include "model/config.h"
+#include "model/fleetd.h"
+#include "user/launch.h"
+#include "common/util.h"
 #include "../tap.h"
 
 static struct fleetd F;

@@ -15,9 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cgroup.h"
-#include "user_launch.h"
-#include "util.h"
+#include "user/cgroup.h"
+#include "user/launch.h"
+#include "common/util.h"
 #include "../tap.h"
 
 static uid_t test_uid;

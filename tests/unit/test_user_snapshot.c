@@ -26,15 +26,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "backend_user.h"
-#include "cgroup.h"
-#include "config.h"
-#include "fleetd.h"
-#include "log.h"
-#include "user_launch.h"
-#include "user_snapshot.h"
-#include "util.h"
+#include "model/agent.h"
+#include "user/backend.h"
+#include "user/cgroup.h"
+#include "model/config.h"
+#include "model/fleetd.h"
+#include "common/log.h"
+#include "user/launch.h"
+#include "user/snapshot.h"
+#include "common/util.h"
 #include "../tap.h"
 
 static struct fleetd F;

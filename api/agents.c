@@ -1,0 +1,581 @@
+/*
+ * api_agents: /v1/agents and /v1/agents/NAME. Validates every field before
+ * the database is touched, so a refused call changes nothing but the audit
+ * log.
+ */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <string.h>
+
+#include "model/agent.h"
+#include "api/server.h"
+#include "core/backends.h"
+#include "store/db.h"
+#include "model/fleetd.h"
+#include "core/health.h"
+#include "core/lifecycle.h"
+#include "common/log.h"
+#include "common/names.h"
+#include "core/runs.h"
+#include "core/snapshots.h"
+#include "common/cron.h"
+
+static json_t *agent_to_json(const struct agent *a)
+{
+	char created[32], updated[32];
+	json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:s?, s:s, s:s}",
+		"name", a->name,
+		"backend", backend_kind_to_string(a->backend),
+		"state", agent_state_to_string(a->state),
+		"memory_mib", a->memory_mib,
+		"vcpus", a->vcpus,
+		"disk_gib", a->disk_gib,
+		"network", network_kind_to_string(a->network),
+		"restart", restart_policy_to_string(a->restart),
+		"command", a->command,
+		"created_at", format_utc(a->created_at, created, sizeof(created)),
+		"updated_at", format_utc(a->updated_at, updated, sizeof(updated)));
+
+	json_object_set_new(j, "health", json_pack("{s:s, s:s?, s:o, s:s?, s:i, s:b, s:s?}",
+		"status", a->health < 0 ? "unknown" : a->health ? "healthy" : "unhealthy",
+		"detail", a->health_detail,
+		"checked_at", a->health_at > 0 ? json_string(format_utc(a->health_at, created, sizeof(created))) : json_null(),
+		"command", a->health_command,
+		"interval_s", a->health_interval_s,
+		"auto_rollback", a->auto_rollback,
+		"last_rollback", a->last_rollback));
+	json_object_set_new(j, "snapshots", json_pack("{s:s, s:s?, s:i, s:s?}",
+		"policy", snapshot_policy_to_string(a->snapshot_policy),
+		"schedule", a->snapshot_schedule,
+		"keep", a->snapshot_keep,
+		"restoring", a->restoring));
+	if (a->state_detail)
+		json_object_set_new(j, "state_detail", json_string(a->state_detail));
+	if (a->state == AGENT_DEFINED)
+		json_object_set_new(j, "note", json_sprintf(
+			"environment not provisioned: this fleetd has no %s backend built in",
+			backend_kind_to_string(a->backend)));
+	return j;
+}
+
+void api_agents_list(struct api_call *c)
+{
+	struct agent **list = NULL;
+	size_t n = 0;
+	json_t *arr;
+	int r;
+
+	if ((r = db_agent_list(c->fleetd->db, &list, &n)) < 0) {
+		api_error_errno(c, r, "cannot list agents: %s", strerror(-r));
+		return;
+	}
+	arr = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(arr, agent_to_json(list[i]));
+	agent_list_free(list);
+	api_reply(c, 200, json_pack("{s:o}", "agents", arr));
+}
+
+/* Read an optional integer field within [min, max]; replies 400 and returns false when out of range. */
+static bool int_field(struct api_call *c, json_t *body, const char *key, int min, int max, int *out)
+{
+	json_t *v = json_object_get(body, key);
+
+	if (!v)
+		return true;
+	if (json_integer_value(v) < min || json_integer_value(v) > max) {
+		api_error(c, 400, "out_of_range", "%s must be from %d to %d, not %" JSON_INTEGER_FORMAT,
+			  key, min, max, json_integer_value(v));
+		return false;
+	}
+	*out = (int)json_integer_value(v);
+	return true;
+}
+
+/* Reply with the failure of a backend verb, mapping its errno to a status. */
+static void backend_error(struct api_call *c, const struct agent *a, const char *verb, int r, const char *why)
+{
+	log_error("agent '%s': %s failed: %s", a->name, verb, why ? why : strerror(-r));
+	if (r == -ENOSPC)
+		api_error(c, 507, "no_space", "agent '%s': %s failed: %s", a->name, verb, why ? why : strerror(-r));
+	else if (r == -EEXIST || r == -EBUSY)
+		api_error(c, 409, r == -EEXIST ? "exists" : "busy", "agent '%s': %s failed: %s", a->name, verb,
+			  why ? why : strerror(-r));
+	else if (r == -EINVAL)
+		api_error(c, 400, "invalid", "agent '%s': %s failed: %s", a->name, verb, why ? why : strerror(-r));
+	else
+		api_error(c, 500, "backend", "agent '%s': %s failed: %s", a->name, verb, why ? why : strerror(-r));
+}
+
+/*
+ * Record the agent and provision its environment (lifecycle_create: two
+ * phases). Replies on failure; returns 0 on success.
+ */
+static int create_agent(struct api_call *c, struct agent *a)
+{
+	struct fleetd *f = c->fleetd;
+	const struct backend_ops *ops = NULL;
+	_cleanup_free_ char *msg = NULL;
+	const char *why = NULL;
+	int r;
+
+	if (backend_built_in(a->backend)) {
+		ops = backend_get(f, a->backend, &why);
+		if (!ops) {
+			api_error(c, 503, "unavailable", "agent '%s': the %s backend is unavailable: %s", a->name,
+				  backend_kind_to_string(a->backend), why);
+			return -EAGAIN;
+		}
+	}
+	r = lifecycle_create(f, ops, a, &msg);
+	if (r < 0 && msg) {
+		backend_error(c, a, "provision", r, msg);
+		return r;
+	}
+	if (r == -EEXIST) {
+		api_error(c, 409, "exists", "agent '%s': already exists", a->name);
+		return r;
+	}
+	if (r < 0) {
+		api_error_errno(c, r, "agent '%s': create failed: %s", a->name, strerror(-r));
+		return r;
+	}
+	log_info("agent '%s': created (backend %s, state %s) by uid %ld", a->name,
+		 backend_kind_to_string(a->backend), agent_state_to_string(a->state), (long)c->uid);
+	return 0;
+}
+
+/*
+ * Load the agent named by the path and, when its backend runs, refresh its
+ * state from the backend (the backend is the truth, the row a cache).
+ * Replies on failure; returns NULL then.
+ */
+static struct agent *load_agent(struct api_call *c, const struct backend_ops **ret_ops)
+{
+	struct agent *a = NULL;
+	const struct backend_ops *ops;
+	const char *why;
+	int r;
+
+	if (!api_check_name_param(c))
+		return NULL;
+	r = db_agent_get(c->fleetd->db, c->param, &a);
+	if (r < 0) {
+		api_error_errno(c, r, "agent '%s': %s", c->param, r == -ENOENT ? "no such agent" : strerror(-r));
+		return NULL;
+	}
+	ops = backend_get(c->fleetd, a->backend, &why);
+	lifecycle_refresh(c->fleetd, ops, a);
+	if (ret_ops)
+		*ret_ops = ops;
+	return a;
+}
+
+/* health_command, health_interval_s, auto_rollback from body into a; replies 400 and returns false if bad. */
+static bool health_fields(struct api_call *c, json_t *body, struct agent *a)
+{
+	json_t *v;
+
+	if ((v = json_object_get(body, "health_command"))) {
+		const char *cmd = json_string_value(v);
+
+		if (strlen(cmd) > AGENT_COMMAND_MAX) {
+			api_error(c, 400, "invalid", "health_command is longer than %d characters", AGENT_COMMAND_MAX);
+			return false;
+		}
+		free(a->health_command);
+		a->health_command = *cmd ? xstrdup(cmd) : NULL;	/* "": back to the default */
+	}
+	if (!int_field(c, body, "health_interval_s", 0, HEALTH_INTERVAL_MAX, &a->health_interval_s))
+		return false;
+	if ((v = json_object_get(body, "auto_rollback")))
+		a->auto_rollback = json_is_true(v);
+	return true;
+}
+
+/*
+ * snapshot_policy, snapshot_schedule, snapshot_keep from body into a;
+ * replies 400 and returns false if bad. A schedule alone means the cron
+ * policy; the cron policy needs a schedule that parses.
+ */
+static bool snapshot_fields(struct api_call *c, json_t *body, struct agent *a)
+{
+	_cleanup_free_ char *why = NULL;
+	struct cron_spec spec;
+	json_t *v;
+	int p;
+
+	if ((v = json_object_get(body, "snapshot_schedule"))) {
+		const char *text = json_string_value(v);
+
+		free(a->snapshot_schedule);
+		a->snapshot_schedule = NULL;
+		if (*text) {
+			if (cron_parse(text, &spec, &why) < 0) {
+				api_error(c, 400, "invalid", "snapshot_schedule '%s': %s", text, why);
+				return false;
+			}
+			a->snapshot_schedule = xstrdup(text);
+			if (!json_object_get(body, "snapshot_policy"))
+				a->snapshot_policy = SNAPSHOT_POLICY_CRON;
+		}
+	}
+	if ((v = json_object_get(body, "snapshot_policy"))) {
+		if ((p = snapshot_policy_from_string(json_string_value(v))) < 0) {
+			api_error(c, 400, "invalid", "snapshot_policy must be none, before-run or cron");
+			return false;
+		}
+		a->snapshot_policy = (enum snapshot_policy)p;
+	}
+	if (a->snapshot_policy == SNAPSHOT_POLICY_CRON && !a->snapshot_schedule) {
+		api_error(c, 400, "invalid", "snapshot_policy cron needs a snapshot_schedule (a cron spec)");
+		return false;
+	}
+	if (a->snapshot_policy != SNAPSHOT_POLICY_CRON && a->snapshot_schedule) {
+		free(a->snapshot_schedule);	/* a schedule means nothing without the cron policy */
+		a->snapshot_schedule = NULL;
+	}
+	return int_field(c, body, "snapshot_keep", 0, SNAPSHOT_KEEP_MAX, &a->snapshot_keep);
+}
+
+/* command from body into a; replies 400 and returns false if bad. */
+static bool command_field(struct api_call *c, json_t *body, struct agent *a)
+{
+	json_t *v = json_object_get(body, "command");
+	const char *cmd;
+
+	if (!v)
+		return true;
+	cmd = json_string_value(v);
+	if (strlen(cmd) == 0 || strlen(cmd) > AGENT_COMMAND_MAX) {
+		api_error(c, 400, "invalid", "command must be 1 to %d characters", AGENT_COMMAND_MAX);
+		return false;
+	}
+	free(a->command);
+	a->command = xstrdup(cmd);
+	return true;
+}
+
+/* PATCH /v1/agents/NAME: change the command, health and snapshot settings. */
+void api_agent_update(struct api_call *c)
+{
+	static const char *const spec[] = {
+		"command:s", "health_command:s", "health_interval_s:i", "auto_rollback:b",
+		"snapshot_policy:s", "snapshot_schedule:s", "snapshot_keep:i", NULL,
+	};
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	json_t *body;
+	int r;
+
+	if (!(body = api_body_object(c, spec)))
+		return;
+	if ((a = load_agent(c, NULL)) && command_field(c, body, a) && health_fields(c, body, a) &&
+	    snapshot_fields(c, body, a)) {
+		if ((r = db_agent_set_settings(c->fleetd->db, a)) < 0) {
+			api_error_errno(c, r, "agent '%s': cannot update: %s", a->name, strerror(-r));
+		} else {
+			/* Fewer to keep applies now, not at the next snapshot. */
+			if (a->snapshot_keep > 0 && json_object_get(body, "snapshot_keep"))
+				(void)snapshots_prune(c->fleetd, a->name);
+			api_reply(c, 200, agent_to_json(a));
+		}
+	}
+	json_decref(body);
+}
+
+static void health_answered(void *userdata, int healthy, const char *detail)
+{
+	struct api_call *d = userdata;
+
+	api_reply(d, 200, json_pack("{s:s, s:b, s:s}", "agent", d->param, "healthy", healthy == 1,
+				    "detail", detail ? detail : ""));
+}
+
+/* POST /v1/agents/NAME/health: run a check now and answer with its result. */
+void api_agent_health(struct api_call *c)
+{
+	_cleanup_(agent_freep) struct agent *a = load_agent(c, NULL);
+	struct api_call *d;
+	int r;
+
+	if (!a)
+		return;
+	if (a->state == AGENT_DEFINED || a->state == AGENT_PROVISIONING) {
+		api_error(c, 409, "not_provisioned", "agent '%s': its environment is not provisioned", a->name);
+		return;
+	}
+	d = api_defer(c);
+	if ((r = health_check(c->fleetd, a->name, health_answered, d)) < 0)
+		api_error_errno(d, r, "agent '%s': cannot check its health: %s", a->name, strerror(-r));
+}
+
+void api_agents_create(struct api_call *c)
+{
+	static const char *const spec[] = {
+		"name:s", "backend:s", "memory_mib:i", "vcpus:i", "disk_gib:i", "command:s", "network:s", "restart:s",
+		"health_command:s", "health_interval_s:i", "auto_rollback:b",
+		"snapshot_policy:s", "snapshot_schedule:s", "snapshot_keep:i", NULL,
+	};
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	json_t *body, *v;
+	const char *name, *why;
+	int k, r;
+
+	c->target = "-";
+	if (!(body = api_body_object(c, spec)))
+		return;
+	a = xcalloc(1, sizeof(*a));
+	a->memory_mib = AGENT_MEMORY_DEFAULT;
+	a->vcpus = 1;
+	a->disk_gib = AGENT_DISK_DEFAULT;
+	a->backend = BACKEND_VM;
+	a->network = NETWORK_NONE;
+	a->state = AGENT_DEFINED;
+	a->health_interval_s = HEALTH_INTERVAL_DEFAULT;
+
+	name = json_string_value(json_object_get(body, "name"));
+	if (!name) {
+		api_error(c, 400, "missing_field", "field 'name' is required");
+		goto out;
+	}
+	a->name = xstrdup(name);
+	c->target = a->name;
+	/* jansson refuses \u0000 in strings (no JSON_ALLOW_NUL), so strlen is the whole name. */
+	if (agent_name_check(name, &why) < 0) {
+		api_error(c, 400, "invalid_name", "invalid agent name: %s", why);
+		goto out;
+	}
+	if ((v = json_object_get(body, "backend"))) {
+		if ((k = backend_kind_from_string(json_string_value(v))) < 0) {
+			api_error(c, 400, "invalid", "backend must be 'vm' or 'user'");
+			goto out;
+		}
+		a->backend = (enum backend_kind)k;
+	}
+	if (!int_field(c, body, "memory_mib", AGENT_MEMORY_MIN, AGENT_MEMORY_MAX, &a->memory_mib) ||
+	    !int_field(c, body, "vcpus", 1, AGENT_VCPUS_MAX, &a->vcpus) ||
+	    !int_field(c, body, "disk_gib", 1, AGENT_DISK_MAX, &a->disk_gib))
+		goto out;
+	if ((v = json_object_get(body, "network"))) {
+		if ((k = network_kind_from_string(json_string_value(v))) < 0) {
+			api_error(c, 400, "invalid", "network must be 'none' or 'nat'");
+			goto out;
+		}
+		a->network = (enum network_kind)k;
+		if (a->network != NETWORK_NONE && backend_caps(a->backend) && !backend_caps(a->backend)->has_network) {
+			api_error(c, 400, "invalid", "network applies to vm agents only");
+			goto out;
+		}
+	}
+	if ((v = json_object_get(body, "restart"))) {
+		if ((k = restart_policy_from_string(json_string_value(v))) < 0) {
+			api_error(c, 400, "invalid", "restart must be 'on-failure', 'always' or 'never'");
+			goto out;
+		}
+		a->restart = (enum restart_policy)k;
+	}
+	if (!health_fields(c, body, a) || !snapshot_fields(c, body, a))
+		goto out;
+	if (!command_field(c, body, a))
+		goto out;
+
+	r = create_agent(c, a);
+	if (r == 0)
+		api_reply(c, 201, agent_to_json(a));
+out:
+	json_decref(body);
+}
+
+void api_agent_get(struct api_call *c)
+{
+	_cleanup_(agent_freep) struct agent *a = load_agent(c, NULL);
+
+	if (a)
+		api_reply(c, 200, agent_to_json(a));
+}
+
+void api_agent_delete(struct api_call *c)
+{
+	const struct backend_ops *ops = NULL;
+	_cleanup_(agent_freep) struct agent *a = load_agent(c, &ops);
+	_cleanup_free_ char *msg = NULL;
+	_cleanup_free_ int64_t *run_ids = NULL;
+	size_t n_runs = 0;
+	char force_arg[8] = "";
+	bool force;
+	int r;
+
+	if (!a)
+		return;
+	(void)api_query(c, "force", force_arg, sizeof(force_arg));
+	force = strcmp(force_arg, "1") == 0 || strcmp(force_arg, "true") == 0;
+	if (a->state == AGENT_RUNNING && !force) {
+		api_error(c, 409, "busy", "agent '%s': is running; stop it first or use --force", a->name);
+		return;
+	}
+	if (a->state != AGENT_DEFINED && !ops) {
+		const char *why;
+		(void)backend_get(c->fleetd, a->backend, &why);
+		api_error(c, 503, "unavailable", "agent '%s': the %s backend is unavailable: %s", a->name,
+			  backend_kind_to_string(a->backend), why);
+		return;
+	}
+	if ((r = runs_ids_of(c->fleetd, a->name, &run_ids, &n_runs)) < 0) {
+		api_error_errno(c, r, "agent '%s': cannot list its runs: %s", a->name, strerror(-r));
+		return;
+	}
+	r = lifecycle_destroy(c->fleetd, ops, a, force, &msg);
+	if (r < 0 && msg) {
+		backend_error(c, a, "remove", r, msg);
+		return;
+	}
+	if (r < 0) {
+		api_error_errno(c, r, "agent '%s': remove failed: %s", a->name, strerror(-r));
+		return;
+	}
+	/* Only after the rows are gone: a log without a row is swept at the next start. */
+	(void)runs_remove_logs(c->fleetd, run_ids, n_runs);
+	log_info("agent '%s': removed by uid %ld", a->name, (long)c->uid);
+	api_reply(c, 200, json_pack("{s:s}", "removed", a->name));
+}
+
+/*
+ * start, stop and restart share one shape: check, then the asynchronous
+ * backend verbs in turn (stop before start), recording each new state, and
+ * answer with the agent once the last one is done.
+ */
+struct verb_op {
+	struct api_call *call;		/* deferred */
+	const struct backend_ops *ops;
+	struct agent *agent;
+	bool want_start;
+	bool stopped;		/* this op stopped it */
+	int timeout_s;
+};
+
+static void op_finish(struct verb_op *op, int r, const char *verb, const char *why)
+{
+	if (r < 0)
+		backend_error(op->call, op->agent, verb, r, why);
+	else
+		api_reply(op->call, 200, agent_to_json(op->agent));
+	agent_free(op->agent);
+	free(op);
+}
+
+static void op_started(void *userdata, int r, const char *why)
+{
+	struct verb_op *op = userdata;
+
+	if (r == 0) {	/* recorded by lifecycle_start; a boot failure is handled there too */
+		op->agent->state = AGENT_RUNNING;
+		log_info("agent '%s': started by uid %ld", op->agent->name, (long)op->call->uid);
+	}
+	op_finish(op, r, "start", why);
+}
+
+static void op_start(struct verb_op *op)
+{
+	_cleanup_free_ char *why = NULL;
+	int r;
+
+	if (!op->want_start || (op->agent->state == AGENT_RUNNING && !op->stopped)) {
+		op_finish(op, 0, "start", NULL);
+		return;
+	}
+	r = lifecycle_start(op->call->fleetd, op->ops, op->agent, op_started, op, &why);
+	if (r < 0)
+		op_finish(op, r, "start", why);
+}
+
+static void op_stopped(void *userdata, int r, const char *why)
+{
+	struct verb_op *op = userdata;
+
+	if (r < 0) {
+		op_finish(op, r, "stop", why);
+		return;
+	}
+	op->agent->state = AGENT_STOPPED;	/* recorded by lifecycle_stop */
+	op->stopped = true;
+	log_info("agent '%s': stopped by uid %ld", op->agent->name, (long)op->call->uid);
+	op_start(op);
+}
+
+static void agent_verb(struct api_call *c, bool want_stop, bool want_start)
+{
+	static const char *const spec[] = { "timeout_s:i", NULL };
+	const struct backend_ops *ops = NULL;
+	_cleanup_(agent_freep) struct agent *a = load_agent(c, &ops);
+	_cleanup_free_ char *why = NULL;
+	struct verb_op *op;
+	json_t *body = NULL, *t;
+	int timeout_s = 30, r;
+
+	if (!a)
+		return;
+	if (evbuffer_get_length(evhttp_request_get_input_buffer(c->req)) > 0) {
+		if (!(body = api_body_object(c, spec)))
+			return;
+		t = json_object_get(body, "timeout_s");
+		if (t && (json_integer_value(t) < 0 || json_integer_value(t) > 3600)) {
+			json_decref(body);
+			api_error(c, 400, "out_of_range", "timeout_s must be from 0 to 3600");
+			return;
+		}
+		if (t)
+			timeout_s = (int)json_integer_value(t);
+		json_decref(body);
+	}
+	if (a->state == AGENT_DEFINED) {
+		api_error(c, 409, "not_provisioned", "agent '%s': its environment is not provisioned", a->name);
+		return;
+	}
+	if (!ops) {
+		const char *reason;
+		(void)backend_get(c->fleetd, a->backend, &reason);
+		api_error(c, 503, "unavailable", "agent '%s': the %s backend is unavailable: %s", a->name,
+			  backend_kind_to_string(a->backend), reason);
+		return;
+	}
+	if (a->state == AGENT_PROVISIONING) {
+		api_error(c, 409, "busy", "agent '%s': is still being provisioned", a->name);
+		return;
+	}
+	if (a->state == AGENT_MISSING || a->state == AGENT_REMOVING) {
+		api_error(c, 409, a->state == AGENT_MISSING ? "missing" : "busy", "agent '%s': %s", a->name,
+			  a->state == AGENT_MISSING ? (a->state_detail ? a->state_detail : "its environment is gone")
+						    : "is being removed");
+		return;
+	}
+	op = xcalloc(1, sizeof(*op));
+	op->ops = ops;
+	op->agent = TAKE_PTR(a);
+	op->want_start = want_start;
+	op->timeout_s = timeout_s;
+	op->call = api_defer(c);
+	/* A bad agent may still run: stop it for real. */
+	if (want_stop && (op->agent->state == AGENT_RUNNING || op->agent->state == AGENT_BAD)) {
+		r = lifecycle_stop(c->fleetd, ops, op->agent, timeout_s, op_stopped, op, &why);
+		if (r < 0)
+			op_finish(op, r, "stop", why);
+		return;
+	}
+	op_start(op);
+}
+
+void api_agent_start(struct api_call *c)
+{
+	agent_verb(c, false, true);
+}
+
+void api_agent_stop(struct api_call *c)
+{
+	agent_verb(c, true, false);
+}
+
+void api_agent_restart(struct api_call *c)
+{
+	agent_verb(c, true, true);
+}

@@ -1,0 +1,909 @@
+/*
+ * api: see api.h. Everything that reaches fleetd's state from outside comes
+ * through api_dispatch(): the caller is identified from the kernel, the
+ * route decides the handler, and the handler validates every field before
+ * any state changes. This file must never act on agents itself.
+ */
+#include "api/server.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+
+#include "store/db.h"
+#include "model/fleetd.h"
+#include "common/log.h"
+#include "common/names.h"
+
+struct conn;
+
+struct api {
+	struct fleetd *fleetd;
+	struct evhttp *http;
+	char *socket_path;
+	dev_t sock_dev;		/* the socket we bound, so a replacement is never chowned */
+	ino_t sock_ino;
+	gid_t group;		/* (gid_t)-1: root only */
+	size_t max_body;	/* JSON bodies (max_body_bytes) */
+	long max_conns;		/* max_connections */
+	long request_timeout_s;	/* request_timeout */
+	struct conn *conns;	/* every open connection */
+	long n_conns;
+	time_t refused_at;	/* rate limit of the refusal log and audit */
+	long refused_quiet;	/* refusals not logged since */
+};
+
+/*
+ * One connection to the API, from accept to close. evhttp (libevent 2.1)
+ * accepts by itself and has no public way to take an accepted fd, but it
+ * asks us for each connection's bufferevent (evhttp_set_bevcb) right after
+ * accept(); the setup event, made active there, runs before the event loop
+ * polls again, so before a byte of the request is read: that is where the
+ * peer is checked and the connection counted. Each connection carries one
+ * request (the answer says Connection: close), so its request line tells
+ * the body limit before evhttp reads a header, and one deadline covers
+ * receiving the whole request.
+ */
+struct conn {
+	struct conn *next;
+	struct api *api;
+	struct bufferevent *bev;	/* evhttp's: never touched after setup */
+	struct evhttp_connection *evcon;	/* NULL until set up */
+	struct event *setup;
+	struct event *deadline;
+	bool limited;			/* the request line was seen, its route's limit set */
+	bool dispatched;		/* the whole request arrived */
+	bool refused;			/* answered at connect, never read; closes when deadline fires */
+	void (*closecb)(struct evhttp_connection *, void *);	/* a handler's (api_conn_set_closecb) */
+	void *closecb_arg;
+};
+
+/* exec carries the command's stdin in its body. */
+#define EXEC_MAX_BODY (16u << 20)
+/* GET, DELETE and unknown routes take no body; the HTTP layer refuses one larger than this. */
+#define NO_BODY_MAX 1024u
+/* Until the request line has been read: no body can come before it anyway. */
+#define FIRST_LINE_MAX 8192u
+
+struct route {
+	const char *method;
+	const char *pattern;	/* ":name" matches one path segment */
+	void (*handler)(struct api_call *c);
+	const char *action;	/* audit action for calls that change state */
+	size_t max_body;	/* 0: the configured max_body_bytes; NO_BODY_MAX: none expected */
+};
+
+static const struct route routes[] = {
+	{ "GET", "/v1/status", api_status_get, NULL, NO_BODY_MAX },
+	{ "GET", "/v1/audit", api_audit_get, NULL, NO_BODY_MAX },
+	{ "GET", "/v1/agents", api_agents_list, NULL, NO_BODY_MAX },
+	{ "POST", "/v1/agents", api_agents_create, "agent.create", 0 },
+	{ "GET", "/v1/agents/:name", api_agent_get, NULL, NO_BODY_MAX },
+	{ "DELETE", "/v1/agents/:name", api_agent_delete, "agent.remove", NO_BODY_MAX },
+	{ "PATCH", "/v1/agents/:name", api_agent_update, "agent.update", 0 },
+	{ "POST", "/v1/agents/:name/health", api_agent_health, NULL, 0 },
+	{ "POST", "/v1/agents/:name/start", api_agent_start, "agent.start", 0 },
+	{ "POST", "/v1/agents/:name/stop", api_agent_stop, "agent.stop", 0 },
+	{ "POST", "/v1/agents/:name/restart", api_agent_restart, "agent.restart", 0 },
+	{ "POST", "/v1/agents/:name/exec", api_agent_exec, "agent.exec", EXEC_MAX_BODY },
+	{ "GET", "/v1/agents/:name/console", api_agent_console, NULL, NO_BODY_MAX },
+	{ "GET", "/v1/agents/:name/snapshots", api_snapshots_list, NULL, NO_BODY_MAX },
+	{ "POST", "/v1/agents/:name/snapshots", api_snapshot_create, "snapshot.create", 0 },
+	{ "DELETE", "/v1/agents/:name/snapshots/:snap", api_snapshot_delete, "snapshot.remove", NO_BODY_MAX },
+	{ "PATCH", "/v1/agents/:name/snapshots/:snap", api_snapshot_update, "snapshot.update", 0 },
+	{ "POST", "/v1/agents/:name/restore", api_snapshot_restore, "snapshot.restore", 0 },
+	{ "POST", "/v1/agents/:name/runs", api_run_trigger, "run.trigger", 0 },
+	{ "GET", "/v1/agents/:name/runs", api_runs_list, NULL, NO_BODY_MAX },
+	{ "GET", "/v1/agents/:name/runs/:id", api_run_get, NULL, NO_BODY_MAX },
+	{ "POST", "/v1/agents/:name/upgrade", api_agent_upgrade, "agent.upgrade", 0 },
+	{ "GET", "/v1/images", api_images_list, NULL, NO_BODY_MAX },
+	{ "DELETE", "/v1/images/:id", api_image_delete, "image.remove", NO_BODY_MAX },
+};
+
+static const char *method_name(enum evhttp_cmd_type t)
+{
+	switch (t) {
+	case EVHTTP_REQ_GET: return "GET";
+	case EVHTTP_REQ_POST: return "POST";
+	case EVHTTP_REQ_PUT: return "PUT";
+	case EVHTTP_REQ_DELETE: return "DELETE";
+	case EVHTTP_REQ_PATCH: return "PATCH";
+	case EVHTTP_REQ_HEAD: return "HEAD";
+	default: return "OTHER";
+	}
+}
+
+/* Printable, bounded copy of something a caller sent, safe for logs and the audit table. */
+static char *sanitize(const char *s)
+{
+	size_t n = s ? strnlen(s, 110) : 0;
+	char *out = xmalloc(n + 1);
+
+	for (size_t i = 0; i < n; i++)
+		out[i] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+	out[n] = '\0';
+	return out;
+}
+
+void api_audit(struct api_call *c, const char *outcome, const char *detail)
+{
+	_cleanup_free_ char *clean = sanitize(c->target ? c->target : c->param);
+	int r;
+
+	if (!c->action)
+		return;
+	r = db_audit_add(c->fleetd->db, (long)c->uid, c->action, clean, outcome, detail);
+	if (r < 0)
+		log_error("audit: cannot record %s of '%s' by uid %ld: %s", c->action, clean, (long)c->uid,
+			  strerror(-r));
+}
+
+void api_reply(struct api_call *c, int status, json_t *body)
+{
+	struct evbuffer *buf = evbuffer_new();
+	char *text = json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII);
+	const char *reason = status < 300 ? "OK" : status < 500 ? "Client Error" : "Server Error";
+
+	if (!buf || !text)
+		abort();
+	evbuffer_add_printf(buf, "%s\n", text);
+	if (c->action) {
+		json_t *err = status >= 300 ? json_object_get(body, "error") : NULL;
+		const char *outcome = status < 300 ? "ok" : status < 500 ? "refused" : "failed";
+
+		api_audit(c, outcome, err ? json_string_value(err) : NULL);
+	}
+	evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type", "application/json");
+	evhttp_send_reply(c->req, status, reason, buf);
+	evbuffer_free(buf);
+	free(text);
+	json_decref(body);
+	c->replied = true;
+	if (c->deferred)
+		free(c);
+}
+
+struct api_call *api_defer(struct api_call *c)
+{
+	struct api_call *d = xmalloc(sizeof(*d));
+
+	*d = *c;
+	d->deferred = true;
+	d->replied = false;
+	if (c->param) {
+		snprintf(d->param_buf, sizeof(d->param_buf), "%s", c->param);
+		d->param = d->param_buf;
+	}
+	if (c->param2) {
+		snprintf(d->param2_buf, sizeof(d->param2_buf), "%s", c->param2);
+		d->param2 = d->param2_buf;
+	}
+	if (c->target) {
+		snprintf(d->target_buf, sizeof(d->target_buf), "%s", c->target);
+		d->target = d->target_buf;
+	}
+	c->replied = true;	/* the answer is the deferred copy's to give */
+	return d;
+}
+
+static void api_verror(struct api_call *c, int status, const char *code, const char *fmt, va_list ap)
+{
+	_cleanup_free_ char *msg = NULL;
+
+	if (vasprintf(&msg, fmt, ap) < 0)
+		abort();
+	api_reply(c, status, json_pack("{s:s, s:s}", "error", msg, "code", code));
+}
+
+void api_error(struct api_call *c, int status, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	api_verror(c, status, code, fmt, ap);
+	va_end(ap);
+}
+
+void api_error_errno(struct api_call *c, int r, const char *fmt, ...)
+{
+	int status = 500;
+	const char *code = "internal";
+	va_list ap;
+
+	switch (-r) {
+	case ENOENT: status = 404; code = "not_found"; break;
+	case EEXIST: status = 409; code = "exists"; break;
+	case EBUSY: status = 409; code = "busy"; break;
+	case EINVAL: status = 400; code = "invalid"; break;
+	case EACCES: case EPERM: status = 403; code = "forbidden"; break;
+	case ENOSPC: status = 507; code = "no_space"; break;
+	case EOPNOTSUPP: status = 501; code = "unsupported"; break;
+	}
+	va_start(ap, fmt);
+	api_verror(c, status, code, fmt, ap);
+	va_end(ap);
+}
+
+bool api_query(struct api_call *c, const char *key, char *buf, size_t len)
+{
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(c->req);
+	const char *q = uri ? evhttp_uri_get_query(uri) : NULL;
+	struct evkeyvalq kv = { 0 };
+	const char *v;
+	bool found = false;
+
+	if (!q || evhttp_parse_query_str(q, &kv) < 0)
+		return false;
+	v = evhttp_find_header(&kv, key);
+	if (v && strlen(v) < len) {
+		memcpy(buf, v, strlen(v) + 1);
+		found = true;
+	}
+	evhttp_clear_headers(&kv);
+	return found;
+}
+
+json_t *api_body_object(struct api_call *c, const char *const *spec)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
+	const char *ctype = evhttp_find_header(evhttp_request_get_input_headers(c->req), "Content-Type");
+	size_t len = evbuffer_get_length(in);
+	size_t cap = c->max_body ? c->max_body : c->fleetd->api->max_body;
+	json_error_t jerr;
+	const char *key;
+	json_t *obj, *val;
+
+	if (ctype && strncmp(ctype, "application/json", 16) != 0) {
+		api_error(c, 415, "unsupported_media_type", "request body must be application/json, not '%.64s'", ctype);
+		return NULL;
+	}
+	if (len > cap) {
+		api_error(c, 413, "too_large", "request body is %zu bytes; the limit is %zu", len, cap);
+		return NULL;
+	}
+	if (len == 0) {
+		api_error(c, 400, "bad_request", "request body is empty; a JSON object is expected");
+		return NULL;
+	}
+	obj = json_loadb((const char *)evbuffer_pullup(in, -1), len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!obj) {
+		api_error(c, 400, "bad_json", "invalid JSON at line %d column %d: %s", jerr.line, jerr.column, jerr.text);
+		return NULL;
+	}
+	if (!json_is_object(obj)) {
+		json_decref(obj);
+		api_error(c, 400, "bad_json", "request body must be a JSON object");
+		return NULL;
+	}
+	json_object_foreach(obj, key, val) {
+		const char *const *s;
+		size_t klen = strlen(key);
+		char type = 0;
+
+		for (s = spec; *s; s++)
+			if (strncmp(*s, key, klen) == 0 && (*s)[klen] == ':') {
+				type = (*s)[klen + 1];
+				break;
+			}
+		if (!type) {
+			api_error(c, 400, "unknown_field", "unknown field '%.64s'", key);
+			json_decref(obj);
+			return NULL;
+		}
+		if ((type == 's' && !json_is_string(val)) || (type == 'i' && !json_is_integer(val)) ||
+		    (type == 'b' && !json_is_boolean(val)) || (type == 'a' && !json_is_array(val)) ||
+		    (type == 'o' && !json_is_object(val))) {
+			api_error(c, 400, "wrong_type", "field '%s' must be %s", key,
+				  type == 's' ? "a string" : type == 'i' ? "an integer" : type == 'b' ? "true or false" :
+				  type == 'a' ? "an array" : "an object");
+			json_decref(obj);
+			return NULL;
+		}
+	}
+	return obj;
+}
+
+bool api_check_name_param(struct api_call *c)
+{
+	const char *why;
+
+	if (agent_name_check(c->param, &why) < 0) {
+		api_error(c, 400, "invalid_name", "invalid agent name: %s", why);
+		return false;
+	}
+	return true;
+}
+
+/* Defence in depth beside the socket's mode: root, our own uid, or a member of the socket group. */
+static bool peer_allowed(struct api *api, uid_t uid)
+{
+	struct passwd *pw;
+	gid_t groups[256];
+	int n = (int)ARRAY_SIZE(groups);
+
+	if (uid == 0 || uid == geteuid())
+		return true;
+	if (api->group == (gid_t)-1 || !(pw = getpwuid(uid)))
+		return false;
+	if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (groups[i] == api->group)
+			return true;
+	return false;
+}
+
+/*
+ * Match path against pattern segment by segment; a pattern segment starting
+ * with ':' matches any one non-empty path segment, which is percent-decoded
+ * into bufs[k] and pointed to by params[k] (at most two). A segment that
+ * decodes to something containing NUL, or is too long, becomes "\x01", which
+ * no name check accepts.
+ */
+static bool route_match(const char *pattern, const char *path, char bufs[2][256], const char *params[2])
+{
+	int k = 0;
+
+	params[0] = params[1] = NULL;
+	for (;;) {
+		const char *pe = strchrnul(pattern, '/'), *se = strchrnul(path, '/');
+		size_t plen = (size_t)(pe - pattern), slen = (size_t)(se - path);
+
+		if (plen > 0 && pattern[0] == ':') {
+			char *raw, *decoded;
+			size_t dlen = 0;
+
+			if (slen == 0 || k >= 2)
+				return false;
+			raw = xstrndup(path, slen);
+			decoded = evhttp_uridecode(raw, 0, &dlen);
+			free(raw);
+			if (!decoded)
+				return false;
+			if (dlen != strlen(decoded) || dlen >= 256)
+				snprintf(bufs[k], 256, "%s", "\x01");
+			else
+				memcpy(bufs[k], decoded, dlen + 1);
+			free(decoded);
+			params[k] = bufs[k];
+			k++;
+		} else if (plen != slen || strncmp(pattern, path, plen) != 0) {
+			return false;
+		}
+		if (!*pe || !*se)
+			return !*pe && !*se;
+		pattern = pe + 1;
+		path = se + 1;
+	}
+}
+
+/* ---- connections: see struct conn ---- */
+
+/* The api being served: api_conn_set_closecb() gets only a connection (there is one api per fleetd). */
+static struct api *serving;
+
+/* The body limit the HTTP layer enforces for method and path: JSON routes 4x theirs, so api_body_object answers 413 in JSON up to that. */
+static size_t route_http_limit(struct api *api, const char *method, const char *path)
+{
+	char bufs[2][256];
+
+	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+		const char *p[2];
+
+		if (strcmp(routes[i].method, method) != 0 || !route_match(routes[i].pattern, path, bufs, p))
+			continue;
+		if (routes[i].max_body == 0)
+			return api->max_body * 4;
+		if (routes[i].max_body == NO_BODY_MAX)
+			return NO_BODY_MAX;
+		return routes[i].max_body + 4096;	/* the JSON around exec's stdin */
+	}
+	return NO_BODY_MAX;
+}
+
+static struct conn *conn_find(struct api *api, struct evhttp_connection *evcon)
+{
+	for (struct conn *cn = api->conns; cn; cn = cn->next)
+		if (cn->evcon == evcon)
+			return cn;
+	return NULL;
+}
+
+static void conn_free(struct conn *cn)
+{
+	struct conn **pp = &cn->api->conns;
+
+	while (*pp && *pp != cn)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = cn->next;
+	cn->api->n_conns--;
+	event_free(cn->setup);
+	event_free(cn->deadline);
+	free(cn);
+}
+
+/* evhttp frees the connection: forget it, then tell the handler that asked. */
+static void conn_closed(struct evhttp_connection *evcon, void *arg)
+{
+	struct conn *cn = arg;
+	void (*cb)(struct evhttp_connection *, void *) = cn->closecb;
+	void *cb_arg = cn->closecb_arg;
+
+	conn_free(cn);
+	if (cb)
+		cb(evcon, cb_arg);
+}
+
+void api_conn_set_closecb(struct evhttp_connection *evcon, void (*cb)(struct evhttp_connection *, void *),
+			  void *arg)
+{
+	struct conn *cn = serving ? conn_find(serving, evcon) : NULL;
+
+	if (!cn) {
+		evhttp_connection_set_closecb(evcon, cb, arg);
+		return;
+	}
+	cn->closecb = cb;
+	cn->closecb_arg = arg;
+}
+
+/* Refusals are logged and audited at most once per 10 s, so a flood cannot fill the log or the audit table. */
+static bool refusal_note(struct api *api, long *quiet)
+{
+	time_t now = time(NULL);
+
+	if (api->refused_at && now - api->refused_at < 10) {
+		api->refused_quiet++;
+		return false;
+	}
+	*quiet = api->refused_quiet;
+	api->refused_at = now;
+	api->refused_quiet = 0;
+	return true;
+}
+
+/*
+ * Answer status with the JSON error shape straight on the socket; nothing
+ * of the request is ever read. A client still writing its request would get
+ * EPIPE, not the answer, if the socket closed at once; so it stays open for
+ * REFUSED_LINGER_S (unread, counted as a connection) unless connections are
+ * at their cap, when it closes at once.
+ */
+#define REFUSED_LINGER_S 2
+static void conn_refuse(struct conn *cn, int status, const char *reason, const char *code, const char *msg)
+{
+	struct timeval linger = { REFUSED_LINGER_S, 0 };
+	json_t *body = json_pack("{s:s, s:s}", "error", msg, "code", code);
+	char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+	char *resp;
+	int fd = bufferevent_getfd(cn->bev);
+
+	if (!text)
+		abort();
+	resp = xasprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+			 "Connection: close\r\n\r\n%s\n", status, reason, strlen(text) + 1, text);
+	/* A fresh socket's send buffer takes this at once; if not, the client just sees the close. */
+	(void)!send(fd, resp, strlen(resp), MSG_DONTWAIT | MSG_NOSIGNAL);
+	free(resp);
+	free(text);
+	json_decref(body);
+	cn->refused = true;
+	bufferevent_disable(cn->bev, EV_READ | EV_WRITE);
+	if (cn->api->n_conns > cn->api->max_conns) {
+		evhttp_connection_free(cn->evcon);	/* conn_closed frees cn */
+		return;
+	}
+	(void)shutdown(fd, SHUT_WR);	/* the answer is complete */
+	evtimer_add(cn->deadline, &linger);
+}
+
+/* Right after accept, before any read: who is it, and is there room. */
+static void conn_setup(evutil_socket_t unused, short what, void *arg)
+{
+	struct conn *cn = arg;
+	struct api *api = cn->api;
+	struct timeval tv = { api->request_timeout_s, 0 };
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	void *evcon = NULL;
+	_cleanup_free_ char *msg = NULL;
+	long quiet = 0;
+
+	(void)unused;
+	(void)what;
+	bufferevent_getcb(cn->bev, NULL, NULL, NULL, &evcon);
+	if (!evcon) {
+		/* evhttp could not set the connection up (out of memory) and has dropped it. */
+		log_error("api: a connection could not be set up");
+		conn_free(cn);
+		return;
+	}
+	cn->evcon = evcon;
+	evhttp_connection_set_closecb(cn->evcon, conn_closed, cn);
+	if (getsockopt(bufferevent_getfd(cn->bev), SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+		log_warning("api: cannot read a caller's credentials: %s", strerror(errno));
+		conn_refuse(cn, 403, "Forbidden", "forbidden", "caller credentials unavailable");
+		return;
+	}
+	if (!peer_allowed(api, cred.uid)) {
+		msg = xasprintf("uid %ld may not use fleetd", (long)cred.uid);
+		if (refusal_note(api, &quiet)) {
+			_cleanup_free_ char *detail = xasprintf("pid %ld; %ld more refused, not logged", (long)cred.pid, quiet);
+
+			log_notice("api: refused uid %ld (pid %ld) at connect: not root and not in the socket group"
+				   " (%ld more refusals not logged)", (long)cred.uid, (long)cred.pid, quiet);
+			(void)db_audit_add(api->fleetd->db, (long)cred.uid, "api.connect", NULL, "refused", detail);
+		}
+		conn_refuse(cn, 403, "Forbidden", "forbidden", msg);
+		return;
+	}
+	if (api->n_conns > api->max_conns) {
+		if (refusal_note(api, &quiet))
+			log_warning("api: %ld connections are open, the most max_connections allows; refused one from"
+				    " uid %ld (%ld more refusals not logged)", api->max_conns, (long)cred.uid, quiet);
+		msg = xasprintf("fleetd has %ld connections open, its limit (max_connections); try again later",
+				api->max_conns);
+		conn_refuse(cn, 503, "Service Unavailable", "busy", msg);
+		return;
+	}
+	evhttp_connection_set_max_body_size(cn->evcon, NO_BODY_MAX);
+	evtimer_add(cn->deadline, &tv);
+}
+
+/* The whole request did not arrive in time (a slow or stalled client): drop the connection. */
+static void conn_deadline(evutil_socket_t unused, short what, void *arg)
+{
+	struct conn *cn = arg;
+
+	(void)unused;
+	(void)what;
+	if (cn->dispatched)
+		return;
+	if (cn->refused) {
+		evhttp_connection_free(cn->evcon);	/* its answer had its time to be read */
+		return;
+	}
+	log_info("api: a client did not send its whole request within %ld s (request_timeout); disconnected",
+		 cn->api->request_timeout_s);
+	evhttp_connection_free(cn->evcon);	/* conn_closed frees cn */
+}
+
+/*
+ * Data arrived, before evhttp parses it: once the request line is complete,
+ * its route sets the body limit, so an over-long body is refused (413) from
+ * its Content-Length, before it is read.
+ */
+static void conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct conn *cn = arg;
+	char line[FIRST_LINE_MAX + 1], *sp, *target, *end;
+	struct evhttp_uri *uri;
+	struct evbuffer_ptr eol;
+	size_t eol_len = 0;
+
+	if (cn->limited || !cn->evcon || info->n_added == 0)
+		return;
+	eol = evbuffer_search_eol(buf, NULL, &eol_len, EVBUFFER_EOL_CRLF);
+	if (eol.pos < 0)
+		return;		/* not yet; evhttp refuses a line longer than max_headers_size */
+	cn->limited = true;
+	if ((size_t)eol.pos > FIRST_LINE_MAX)
+		return;		/* keep the smallest limit */
+	if (evbuffer_copyout(buf, line, (size_t)eol.pos) != eol.pos)
+		return;
+	line[eol.pos] = '\0';
+	if (!(sp = strchr(line, ' ')))
+		return;
+	*sp = '\0';
+	target = sp + 1;
+	if ((end = strchr(target, ' ')))
+		*end = '\0';
+	if (!(uri = evhttp_uri_parse(target)))
+		return;
+	evhttp_connection_set_max_body_size(cn->evcon, (ev_ssize_t)route_http_limit(cn->api, line,
+				evhttp_uri_get_path(uri) ? evhttp_uri_get_path(uri) : ""));
+	evhttp_uri_free(uri);
+}
+
+/* evhttp's bevcb: called for each accepted connection, before evhttp sets the fd. */
+static struct bufferevent *conn_new(struct event_base *base, void *arg)
+{
+	struct api *api = arg;
+	struct conn *cn = xcalloc(1, sizeof(*cn));
+
+	cn->api = api;
+	cn->bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	cn->setup = event_new(base, -1, 0, conn_setup, cn);
+	cn->deadline = evtimer_new(base, conn_deadline, cn);
+	if (!cn->bev || !cn->setup || !cn->deadline || !evbuffer_add_cb(bufferevent_get_input(cn->bev), conn_input, cn))
+		abort();
+	cn->next = api->conns;
+	api->conns = cn;
+	api->n_conns++;
+	/* Runs in this pass of the loop, after evhttp has the connection and before anything is read. */
+	event_active(cn->setup, EV_TIMEOUT, 1);
+	return cn->bev;
+}
+
+static void api_dispatch(struct evhttp_request *req, void *arg)
+{
+	struct api *api = arg;
+	struct api_call c = { .fleetd = api->fleetd, .req = req, .uid = (uid_t)-1 };
+	struct evhttp_connection *conn = evhttp_request_get_connection(req);
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+	const char *method = method_name(evhttp_request_get_command(req));
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	char bufs[2][256];
+	bool path_known = false;
+	struct conn *cn;
+	int fd;
+
+	if (api_exec_claim(req))
+		return;		/* libevent reporting a write error on a stream: exec's done() ends it */
+	if ((cn = conn_find(api, conn))) {
+		cn->dispatched = true;	/* the request is in: no deadline for the answer */
+		evtimer_del(cn->deadline);
+	}
+	/* One request per connection: the next one's limits are set from its own request line. */
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+	/* Checked at connect already; again here, as it costs nothing. */
+	fd = bufferevent_getfd(evhttp_connection_get_bufferevent(conn));
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+		log_warning("api: cannot read the caller's credentials: %s", strerror(errno));
+		api_error(&c, 403, "forbidden", "caller credentials unavailable");
+		return;
+	}
+	c.uid = cred.uid;
+	c.pid = cred.pid;
+	if (!peer_allowed(api, c.uid)) {
+		log_notice("api: refused uid %ld (pid %ld): not root and not in the socket group",
+			   (long)cred.uid, (long)cred.pid);
+		api_error(&c, 403, "forbidden", "uid %ld may not use fleetd", (long)cred.uid);
+		return;
+	}
+	if (!path)
+		path = "";
+	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+		const char *p[2];
+
+		if (!route_match(routes[i].pattern, path, bufs, p))
+			continue;
+		path_known = true;
+		if (strcmp(routes[i].method, method) != 0)
+			continue;
+		c.param = p[0];
+		c.param2 = p[1];
+		c.action = routes[i].action;
+		c.max_body = routes[i].max_body;
+		log_debug("api: uid %ld %s %s", (long)c.uid, method, path);
+		routes[i].handler(&c);
+		if (!c.replied) {
+			log_error("api: %s %s: handler sent no reply", method, path);
+			api_error(&c, 500, "internal", "internal error");
+		}
+		return;
+	}
+	if (path_known)
+		api_error(&c, 405, "method_not_allowed", "%s is not allowed on this path", method);
+	else
+		api_error(&c, 404, "not_found", "no such API path; see /v1/status");
+}
+
+/* Refuse to steal a socket another live process is serving. */
+static int socket_claim(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	_cleanup_close_ int fd = -1;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+		return -EADDRINUSE;
+	if (unlink(path) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+static gid_t resolve_group(const struct config *cfg)
+{
+	const char *name = config_get(cfg, CFG_SOCKET_GROUP);
+	struct group *gr;
+
+	if (!*name || !(gr = getgrnam(name)))
+		return (gid_t)-1;
+	return gr->gr_gid;
+}
+
+/*
+ * The socket's directory must be nobody else's to write: whoever can write
+ * there could swap the socket for a symlink, or for a socket of their own,
+ * under fleetd's feet. -EPERM (logged) when it is.
+ */
+static int socket_dir_check(const char *dir)
+{
+	struct stat st;
+
+	if (stat(dir, &st) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	if ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & S_IWOTH) ||
+	    ((st.st_mode & S_IWGRP) && st.st_gid != 0)) {
+		log_error("api: refusing socket directory %s: others can write it (mode %04o, owner uid %u, group gid %u); "
+			  "use a directory only root can write, such as /run/fleet",
+			  dir, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid, (unsigned)st.st_gid);
+		return -EPERM;
+	}
+	return 0;
+}
+
+/*
+ * Owner and mode of the socket, through its directory and without following
+ * a symlink: only the very socket we bound (same device and inode) is
+ * changed. -ESTALE when something else is at its path.
+ */
+static int socket_set_owner(struct api *api)
+{
+	gid_t gid = api->group == (gid_t)-1 ? 0 : api->group;
+	_cleanup_free_ char *dir = xstrdup(api->socket_path);
+	char *slash = strrchr(dir, '/');
+	const char *name = slash + 1;
+	_cleanup_close_ int dfd = -1;
+	struct stat st;
+
+	*slash = '\0';
+	dfd = open(*dir ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (!S_ISSOCK(st.st_mode) || st.st_dev != api->sock_dev || st.st_ino != api->sock_ino)
+		return -ESTALE;
+	if (fchownat(dfd, name, 0, gid, AT_SYMLINK_NOFOLLOW) < 0 && geteuid() == 0)
+		return -errno;
+	if (fchmodat(dfd, name, 0660, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	return 0;
+}
+
+void api_reload(struct api *api)
+{
+	const struct config *cfg = &api->fleetd->cfg;
+	int r;
+
+	api->group = resolve_group(cfg);
+	api->max_body = (size_t)config_get_long(cfg, CFG_MAX_BODY);
+	api->max_conns = config_get_long(cfg, CFG_MAX_CONNECTIONS);
+	api->request_timeout_s = config_get_long(cfg, CFG_REQUEST_TIMEOUT);
+	if ((r = socket_set_owner(api)) == -ESTALE)
+		log_error("api: %s is no longer fleetd's socket (replaced); its owner and mode are left alone",
+			  api->socket_path);
+	else if (r < 0)
+		log_error("api: cannot set owner of %s: %s", api->socket_path, strerror(-r));
+}
+
+long api_connections(const struct api *api)
+{
+	return api ? api->n_conns : 0;
+}
+
+int api_start(struct fleetd *fleetd, struct api **ret)
+{
+	const char *path = config_get(&fleetd->cfg, CFG_SOCKET);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct evconnlistener *lev;
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *dir = xstrdup(path);
+	struct api *api;
+	mode_t old;
+	int r;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	*strrchr(dir, '/') = '\0';
+	if (*dir && access(dir, F_OK) < 0) {
+		/* 0755 whatever the umask: members of socket_group must reach the socket. */
+		if ((r = mkdir_p(dir, 0755)) < 0 || (chmod(dir, 0755) < 0 && (r = -errno))) {
+			log_error("api: cannot create %s: %s", dir, strerror(-r));
+			return r;
+		}
+	}
+	if ((r = socket_dir_check(*dir ? dir : "/")) < 0) {
+		if (r != -EPERM)
+			log_error("api: cannot use socket directory %s: %s", *dir ? dir : "/", strerror(-r));
+		return r;
+	}
+	if ((r = socket_claim(path)) < 0) {
+		if (r == -EADDRINUSE)
+			log_error("api: %s is served by another running process; refusing to take it over", path);
+		else
+			log_error("api: cannot remove stale socket %s: %s", path, strerror(-r));
+		return r;
+	}
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	/* Never let the socket exist with looser permissions than 0660, not even briefly. */
+	old = umask(0117);
+	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (r < 0 || listen(fd, 64) < 0) {
+		r = -errno;
+		log_error("api: cannot listen on %s: %s", path, strerror(-r));
+		return r;
+	}
+	{
+		struct stat st;
+		if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+			log_error("api: the socket %s vanished after bind", path);
+			return -EIO;
+		}
+		api = xcalloc(1, sizeof(*api));
+		api->sock_dev = st.st_dev;
+		api->sock_ino = st.st_ino;
+	}
+	api->fleetd = fleetd;
+	api->socket_path = xstrdup(path);
+	api->http = evhttp_new(fleetd->base);
+	if (!api->http)
+		abort();
+	lev = evconnlistener_new(fleetd->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+	if (!lev || !evhttp_bind_listener(api->http, lev)) {
+		log_error("api: cannot serve %s", path);
+		api_stop(api);
+		return -EIO;
+	}
+	TAKE_FD(fd);
+	evhttp_set_allowed_methods(api->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+				   EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH | EVHTTP_REQ_HEAD);
+	evhttp_set_max_headers_size(api->http, 16384);
+	/* Each connection's is set from its request line (conn_input); until then, no body. */
+	evhttp_set_max_body_size(api->http, NO_BODY_MAX);
+	/* Idle time per read or write; request_timeout bounds receiving the whole request. */
+	evhttp_set_timeout(api->http, 120);
+	evhttp_set_bevcb(api->http, conn_new, api);
+	evhttp_set_gencb(api->http, api_dispatch, api);
+	serving = api;
+	api_reload(api);
+	if ((r = socket_set_owner(api)) < 0) {
+		log_error("api: cannot set permissions on %s: %s", path, strerror(-r));
+		api_stop(api);
+		return r;
+	}
+	log_info("api: listening on %s (mode 0660, group %s)", path,
+		 api->group == (gid_t)-1 ? "root only" : config_get(&fleetd->cfg, CFG_SOCKET_GROUP));
+	*ret = api;
+	return 0;
+}
+
+void api_stop(struct api *api)
+{
+	if (!api)
+		return;
+	if (api->http)
+		evhttp_free(api->http);	/* frees its connections: conn_closed for each set up */
+	while (api->conns)
+		conn_free(api->conns);	/* accepted, not yet set up */
+	if (serving == api)
+		serving = NULL;
+	if (api->socket_path)
+		unlink(api->socket_path);
+	free(api->socket_path);
+	free(api);
+}

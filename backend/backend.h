@@ -1,0 +1,188 @@
+/*
+ * backend: the seam between fleetd and an isolation backend. Everything above
+ * it (API, run queue, scheduler) calls these verbs and never asks which
+ * backend it holds; everything below it (libvirt + SSH, Unix users) is
+ * reached only through them.
+ *
+ * Conventions for every implementation:
+ * - Functions that can fail return 0 or a negative errno. Where a user
+ *   needs to know why, *why gets a malloc'd message that names no secret
+ *   (the caller frees it and prefixes "agent 'NAME': ").
+ * - Nothing half-done: a failed provision removes what it created.
+ * - Slow work (booting a VM, a clean shutdown, running a command) does not
+ *   block the event loop: start, stop and exec are asynchronous and report
+ *   through callbacks on fleetd->base, never before they have returned (a
+ *   backend whose work is instant defers the callback, e.g. with
+ *   event_base_once and a zero timeout). Short synchronous steps (useradd,
+ *   defining a domain, creating an overlay) are fine in provision/destroy.
+ */
+#ifndef FLEET_BACKEND_H
+#define FLEET_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "model/agent.h"
+
+struct fleetd;
+
+/* One command to run in an agent's environment. */
+struct exec_request {
+	const char *const *argv;	/* argv[0] is looked up in the environment's PATH */
+	const char *const *env;		/* extra NAME=VALUE pairs (FLEET_*, the agent's secrets); NULL-terminated or NULL */
+	const char *stdin_data;		/* whole stdin, may be NULL */
+	size_t stdin_len;
+	bool root;			/* run as the environment's root (vm only); else as the agent user */
+	int timeout_s;			/* 0: none; on expiry every process of the exec is killed */
+};
+
+enum exec_stream { EXEC_STDOUT = 1, EXEC_STDERR = 2 };
+
+/* Result of a finished exec. */
+struct exec_result {
+	int exit_code;		/* >= 0 when the command exited */
+	int signal;		/* > 0 when it was killed by a signal */
+	bool timed_out;
+	int error;		/* < 0 (negative errno) when it could not be run at all; then why says so */
+	const char *why;
+	/*
+	 * The environment's shell exited before starting the command (a vm
+	 * guest whose /bin/sh is gone, say): exit_code and stderr are its
+	 * SSH server's ("Exit (root) from ...: Child failed"), not the command's.
+	 */
+	bool not_started;
+};
+
+struct exec_callbacks {
+	/* Output as it comes; data is only valid during the call. */
+	void (*output)(void *userdata, enum exec_stream stream, const char *data, size_t len);
+	/* Called exactly once, after the last output; the exec handle is freed after it returns. */
+	void (*done)(void *userdata, const struct exec_result *result);
+	void *userdata;
+};
+
+struct exec_handle;
+
+/*
+ * Completion of an asynchronous start or stop: r is 0 or a negative errno,
+ * why a message (or NULL) valid only during the call. Called exactly once.
+ */
+typedef void (*backend_done_fn)(void *userdata, int r, const char *why);
+
+/* What a finished snapshot is. */
+struct snapshot_result {
+	int error;		/* 0, or a negative errno; then why says so */
+	const char *why;
+	const char *kind;	/* "full" (RAM + disk of a running guest), "disk", or "dir" (a user agent's home) */
+	long long size_bytes;	/* what it occupies, as well as the backend can tell; -1 if unknown */
+};
+typedef void (*backend_snapshot_fn)(void *userdata, const struct snapshot_result *res);
+
+/*
+ * What a backend reports upward on its own (not as the answer to a verb):
+ * the backend is given a backend_event_fn at init and calls it on the loop
+ * thread. The lifecycle owner (lifecycle.c) decides what follows (state,
+ * restart policy); a backend never writes an agent's state itself.
+ */
+enum backend_event_kind {
+	BACKEND_EV_STARTED,	/* the environment runs (maybe started outside fleet) */
+	BACKEND_EV_STOPPED,	/* it stopped; asked: because fleet stopped it */
+	BACKEND_EV_GONE,	/* it was removed outside fleet */
+	BACKEND_EV_RESYNC,	/* the backend lost track for a while (libvirt reconnect): re-read every agent */
+};
+
+struct backend_event {
+	enum backend_event_kind kind;
+	enum backend_kind backend;
+	const char *agent;	/* NULL for BACKEND_EV_RESYNC; valid only during the call */
+	bool asked;		/* STOPPED: fleet asked for it (stop, restore, remove) */
+	bool clean;		/* STOPPED: the environment shut itself down cleanly (not a crash) */
+	const char *detail;	/* for the log, or NULL */
+};
+typedef void (*backend_event_fn)(struct fleetd *f, const struct backend_event *ev);
+
+struct backend_ops {
+	const char *name;	/* "vm", "user" */
+
+	/*
+	 * What the backend is and can do, answered here rather than by
+	 * `if (backend == VM)` above the seam.
+	 */
+	const char *env_word;			/* what its environment is called in log lines: "guest", "sandbox" */
+	const char *const *health_default;	/* argv of the health check of an agent without its own */
+	bool has_network;			/* can give an agent a network (--network nat) */
+
+	/* Check the host can serve this backend; -errno and *why when not. on_event: see above. */
+	int (*init)(struct fleetd *f, backend_event_fn on_event, char **why);
+	void (*shutdown)(struct fleetd *f);
+
+	/* Create the environment of a new agent (a->state is AGENT_PROVISIONING). */
+	int (*provision)(struct fleetd *f, const struct agent *a, char **why);
+	/* Remove the environment and everything it owns; force: even while running. */
+	int (*destroy)(struct fleetd *f, const struct agent *a, bool force, char **why);
+
+	/*
+	 * Start the environment; done() reports when it is running (a VM: booted
+	 * and reachable over its control channel). A negative return means it
+	 * failed at once (*why set) and done() is not called. done() with
+	 * -ETIMEDOUT means it started but never became reachable: it does not
+	 * boot (health_boot_failed() acts on that).
+	 */
+	int (*start)(struct fleetd *f, const struct agent *a, backend_done_fn done, void *userdata, char **why);
+	/* Clean stop within timeout_s, then forced; every process of the agent is gone when done() runs. */
+	int (*stop)(struct fleetd *f, const struct agent *a, int timeout_s, backend_done_fn done, void *userdata,
+		    char **why);
+	/*
+	 * What the environment is now: AGENT_STOPPED or AGENT_RUNNING, or
+	 * -ENOENT if it is gone (then *why, if why is not NULL, says what is
+	 * gone: a user agent's user or home, a VM's domain).
+	 */
+	int (*state)(struct fleetd *f, const struct agent *a, enum agent_state *ret, char **why);
+
+	/*
+	 * Start req in a's environment; output and completion arrive through
+	 * cb on the event loop, never before exec() has returned. req, a and
+	 * their strings are only valid during the call: copy what you keep.
+	 * *ret lets the caller cancel (client went away).
+	 */
+	int (*exec)(struct fleetd *f, const struct agent *a, const struct exec_request *req,
+		    const struct exec_callbacks *cb, struct exec_handle **ret, char **why);
+	/* The environment's console output, at most max bytes from its end (optional; NULL if none). */
+	int (*console)(struct fleetd *f, const struct agent *a, size_t max, char **ret, size_t *ret_len);
+
+	/*
+	 * Snapshots. snap is a valid snapshot name (names.h) not yet used for
+	 * this agent. create and restore are asynchronous like start; both
+	 * refuse with -EBUSY while an exec of the agent is in flight. A
+	 * snapshot must be consistent (a VM: libvirt's checkpoint; a user
+	 * agent: its processes frozen while its home is copied) and live where
+	 * the agent cannot read or write it. restore brings back exactly the
+	 * snapshot's state (a running VM snapshot restores running processes)
+	 * and replaces the current state atomically: a failed restore leaves
+	 * the agent as it was. delete is synchronous; -ENOENT if there is no
+	 * such snapshot. exists: 1, 0, or -errno (for reconciliation at start).
+	 */
+	int (*snapshot_create)(struct fleetd *f, const struct agent *a, const char *snap,
+			       backend_snapshot_fn done, void *userdata, char **why);
+	int (*snapshot_restore)(struct fleetd *f, const struct agent *a, const char *snap,
+				backend_done_fn done, void *userdata, char **why);
+	int (*snapshot_delete)(struct fleetd *f, const struct agent *a, const char *snap, char **why);
+	int (*snapshot_exists)(struct fleetd *f, const struct agent *a, const char *snap);
+
+	/* Kill everything the exec started; done() is still called once, later. */
+	void (*exec_cancel)(struct exec_handle *h);
+	/*
+	 * Flow control of an exec's output (the reader is slow): paused, the
+	 * backend stops reading the command's stdout and stderr, so at most a
+	 * pipe or an SSH channel window of it waits on the host, the command
+	 * blocks in write(), and output() is called no more (bar what one read
+	 * already took). done() comes after the last output, so it waits too.
+	 * A cancelled, timed-out or otherwise killed exec ignores the pause, so
+	 * that it always ends: what it still prints until the kill lands (a
+	 * VM: a second SSH channel away) is read regardless. Must not be
+	 * called after done().
+	 */
+	void (*exec_pause)(struct exec_handle *h, bool paused);
+};
+
+#endif

@@ -1,0 +1,39 @@
+/*
+ * backends: which isolation backends this fleetd has and whether the host
+ * can serve them. The only file that names concrete backends; everything
+ * else asks backend_get() for a struct backend_ops.
+ */
+#ifndef FLEET_BACKENDS_H
+#define FLEET_BACKENDS_H
+
+#include <stdbool.h>
+
+#include "model/agent.h"
+#include "backend/backend.h"
+
+struct fleetd;
+
+/*
+ * Run each built-in backend's init(), giving it on_event for what it
+ * reports on its own; a failure makes that backend unavailable, not fleetd.
+ */
+void backends_init(struct fleetd *f, backend_event_fn on_event);
+void backends_shutdown(struct fleetd *f);
+
+/* Is a backend of this kind compiled into fleetd at all? */
+bool backend_built_in(enum backend_kind kind);
+
+/*
+ * What a built-in backend is and can do (env_word, health_default,
+ * has_network), available or not; NULL if it is not built in.
+ */
+const struct backend_ops *backend_caps(enum backend_kind kind);
+
+/* The backend for kind, or NULL with *why (static or owned by f) saying why not. */
+const struct backend_ops *backend_get(struct fleetd *f, enum backend_kind kind, const char **why);
+
+/* "available", "unavailable: WHY" or "not built in" for /v1/status; caller frees. */
+char *backend_status(struct fleetd *f, enum backend_kind kind);
+
+
+#endif

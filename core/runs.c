@@ -1,0 +1,519 @@
+/* runs: see runs.h. */
+#include "core/runs.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/backends.h"
+#include "model/config.h"
+#include "store/db.h"
+#include "model/fleetd.h"
+#include "core/lifecycle.h"
+#include "core/health.h"
+#include "common/log.h"
+#include "core/snapshots.h"
+#include "common/util.h"
+
+#define TICK_S 1
+#define BUSY_RETRY_S 1		/* the agent is busy (a snapshot, a restore, a check): */
+#define BUSY_RETRIES 300	/* wait up to 5 minutes before the run fails */
+
+/* A run that has left the queue and not finished yet; at most one per agent. */
+struct active {
+	struct active *next;
+	struct runs *q;
+	int64_t id;
+	char *agent;
+	const struct backend_ops *ops;
+	int log_fd;
+	size_t logged;
+	bool truncated;
+	struct exec_handle *exec;
+	struct event *retry;
+	int busy_tries;
+};
+
+struct runs {
+	struct fleetd *f;
+	struct event *tick;
+	struct event *kick;	/* dispatch soon: something was queued or finished */
+	struct active *active;
+	bool closing;		/* fleetd stops: callbacks only free their run */
+};
+
+static struct active *active_find(struct runs *q, const char *agent)
+{
+	for (struct active *a = q->active; a; a = a->next)
+		if (strcmp(a->agent, agent) == 0)
+			return a;
+	return NULL;
+}
+
+static void kick(struct runs *q)
+{
+	event_active(q->kick, 0, 0);
+}
+
+static void active_free(struct active *act)
+{
+	for (struct active **p = &act->q->active; *p; p = &(*p)->next)
+		if (*p == act) {
+			*p = act->next;
+			break;
+		}
+	if (act->retry)
+		event_free(act->retry);
+	if (act->log_fd >= 0)
+		close(act->log_fd);
+	free(act->agent);
+	free(act);
+}
+
+/* fleetd is stopping: the run was marked interrupted; a late callback only frees it. */
+static bool closing(struct active *act)
+{
+	if (!act->q->closing)
+		return false;
+	active_free(act);
+	return true;
+}
+
+/* To a final state; then the agent's health is checked (after a run that got to run) and the queue moves on. */
+static void finish(struct active *act, const char *state, int exit_code, const char *error, bool check_health)
+{
+	struct runs *q = act->q;
+	_cleanup_free_ char *agent = xstrdup(act->agent);
+	int r;
+
+	if ((r = db_run_finish(q->f->db, act->id, state, exit_code, error)) < 0 && r != -ENOENT)
+		log_error("run %" PRId64 ": cannot record its end: %s", act->id, strerror(-r));
+	if (error)
+		log_warning("agent '%s': run %" PRId64 " %s: %s", agent, act->id, state, error);
+	else
+		log_info("agent '%s': run %" PRId64 " %s (exit %d)", agent, act->id, state, exit_code);
+	active_free(act);
+	if (check_health) {
+		r = health_check_and_act(q->f, agent);
+		if (r < 0 && r != -EBUSY)
+			log_info("agent '%s': no health check after the run: %s", agent, strerror(-r));
+	}
+	kick(q);
+}
+
+static void run_output(void *userdata, enum exec_stream stream, const char *data, size_t len)
+{
+	struct active *act = userdata;
+	static const char note[] = "\n[fleet: output truncated here: the run's log is limited to 16 MiB]\n";
+
+	if (act->log_fd < 0 || act->truncated)
+		return;
+	if (act->logged + len > RUN_LOG_MAX) {
+		len = RUN_LOG_MAX - act->logged;
+		act->truncated = true;
+	}
+	while (len > 0) {
+		ssize_t w = write(act->log_fd, data, len);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			log_warning("run %" PRId64 ": cannot write its log: %s", act->id, strerror(errno));
+			act->truncated = true;
+			return;
+		}
+		data += w;
+		len -= (size_t)w;
+		act->logged += (size_t)w;
+	}
+	if (act->truncated)
+		(void)!write(act->log_fd, note, sizeof(note) - 1);
+}
+
+static void run_done(void *userdata, const struct exec_result *res)
+{
+	struct active *act = userdata;
+	_cleanup_free_ char *error = NULL;
+
+	act->exec = NULL;
+	if (closing(act))
+		return;
+	if (res->error < 0) {
+		error = xasprintf("could not run its command: %s", res->why ? res->why : strerror(-res->error));
+		finish(act, "failed", -1, error, true);
+	} else if (res->timed_out) {
+		error = xasprintf("timed out after %d s and was killed", RUN_TIMEOUT_S);
+		finish(act, "failed", 124, error, true);
+	} else if (res->signal > 0) {
+		error = xasprintf("killed by signal %d", res->signal);
+		finish(act, "failed", 128 + res->signal, error, true);
+	} else {
+		finish(act, res->exit_code == 0 ? "succeeded" : "failed", res->exit_code, NULL, true);
+	}
+}
+
+static void launch_retry(evutil_socket_t fd, short what, void *arg);
+
+/* Run the command: `sh -c COMMAND` as the agent, with FLEET_RUN_ID, FLEET_TRIGGER and FLEET_AGENT set. */
+static void launch(struct active *act)
+{
+	struct fleetd *f = act->q->f;
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	_cleanup_(run_freep) struct run *run = NULL;
+	_cleanup_free_ char *why = NULL, *env_id = NULL, *env_trigger = NULL, *env_agent = NULL, *msg = NULL;
+	struct exec_callbacks cb = { run_output, run_done, act };
+	int r;
+
+	if ((r = db_agent_get(f->db, act->agent, &a)) < 0 || (r = db_run_get(f->db, act->id, &run)) < 0) {
+		finish(act, "failed", -1, "the agent or the run was removed", false);
+		return;
+	}
+	if (!a->command) {
+		finish(act, "failed", -1, "the agent has no command to run", false);
+		return;
+	}
+	env_id = xasprintf("FLEET_RUN_ID=%" PRId64, act->id);
+	env_trigger = xasprintf("FLEET_TRIGGER=%s", run->trigger);
+	env_agent = xasprintf("FLEET_AGENT=%s", a->name);
+	{
+		const char *argv[] = { "sh", "-c", a->command, NULL };
+		const char *env[] = { env_id, env_trigger, env_agent, NULL };
+		struct exec_request req = { .argv = argv, .env = env, .timeout_s = RUN_TIMEOUT_S };
+
+		r = act->ops->exec(f, a, &req, &cb, &act->exec, &why);
+	}
+	if (r == -EBUSY && ++act->busy_tries <= BUSY_RETRIES) {
+		struct timeval tv = { BUSY_RETRY_S, 0 };
+
+		if (!act->retry)
+			act->retry = evtimer_new(f->base, launch_retry, act);
+		evtimer_add(act->retry, &tv);
+		return;
+	}
+	if (r < 0) {
+		msg = xasprintf("could not run its command: %s", why ? why : strerror(-r));
+		finish(act, "failed", -1, msg, false);
+	}
+}
+
+static void launch_retry(evutil_socket_t fd, short what, void *arg)
+{
+	if (!closing(arg))
+		launch(arg);
+}
+
+static void pre_run_taken(void *userdata, int r, const char *why, const struct snapshot *s)
+{
+	struct active *act = userdata;
+	_cleanup_free_ char *msg = NULL;
+
+	if (closing(act))
+		return;
+	if (r < 0) {
+		/* The snapshot is the run's safety net: no snapshot, no run. */
+		msg = xasprintf("the snapshot before the run failed: %s", why);
+		finish(act, "failed", -1, msg, false);
+		return;
+	}
+	(void)db_run_set_snapshot(act->q->f->db, act->id, s->name);
+	launch(act);
+}
+
+/* The environment runs: snapshot first if the agent's policy says so, then launch. */
+static void prepare(struct active *act)
+{
+	struct fleetd *f = act->q->f;
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	_cleanup_free_ char *why = NULL, *note = NULL, *msg = NULL;
+	int r;
+
+	if (db_agent_get(f->db, act->agent, &a) < 0) {
+		finish(act, "failed", -1, "the agent was removed", false);
+		return;
+	}
+	if (a->snapshot_policy != SNAPSHOT_POLICY_BEFORE_RUN) {
+		launch(act);
+		return;
+	}
+	note = xasprintf("before run %" PRId64, act->id);
+	r = snapshots_take(f, act->agent, NULL, "run", note, false, SNAPSHOTS_WAIT_ANY, pre_run_taken, act, &why);
+	if (r < 0) {
+		msg = xasprintf("the snapshot before the run failed: %s", why);
+		finish(act, "failed", -1, msg, false);
+	}
+}
+
+static void env_started(void *userdata, int r, const char *why)
+{
+	struct active *act = userdata;
+	_cleanup_free_ char *msg = NULL;
+
+	if (closing(act))
+		return;
+	if (r < 0) {
+		msg = xasprintf("could not start its environment: %s", why ? why : strerror(-r));
+		finish(act, "failed", -1, msg, false);	/* lifecycle_start reports a boot failure */
+		return;
+	}
+	prepare(act);	/* lifecycle_start recorded 'running' */
+}
+
+/* Take run off the queue; it fails at once (with a reason) if the agent cannot run it. */
+static void start_run(struct runs *q, const struct run *run)
+{
+	struct fleetd *f = q->f;
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	_cleanup_free_ char *dir = NULL, *path = NULL, *why = NULL, *msg = NULL;
+	const char *reason;
+	struct active *act;
+	int r;
+
+	if (db_agent_get(f->db, run->agent, &a) < 0)
+		return;		/* removed: its runs went with it */
+	if (a->state == AGENT_PROVISIONING || a->restoring)
+		return;		/* not yet: the next tick looks again */
+	dir = xasprintf("%s/runs", config_get(&f->cfg, CFG_STATE_DIR));
+	path = xasprintf("%s/%" PRId64 ".log", dir, run->id);
+	if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || db_run_start(f->db, run->id, path) < 0) {
+		log_error("run %" PRId64 ": cannot start it: %s", run->id, strerror(errno));
+		return;
+	}
+	act = xcalloc(1, sizeof(*act));
+	act->q = q;
+	act->id = run->id;
+	act->agent = xstrdup(run->agent);
+	act->next = q->active;
+	q->active = act;
+	act->log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (act->log_fd < 0) {
+		msg = xasprintf("cannot create its log %s: %s", path, strerror(errno));
+		finish(act, "failed", -1, msg, false);
+		return;
+	}
+	log_info("agent '%s': run %" PRId64 " (%s) starts", a->name, run->id, run->trigger);
+	if (!(act->ops = backend_get(f, a->backend, &reason))) {
+		msg = xasprintf("the %s backend is unavailable: %s", backend_kind_to_string(a->backend), reason);
+		finish(act, "failed", -1, msg, false);
+		return;
+	}
+	if (a->state == AGENT_DEFINED) {
+		finish(act, "failed", -1, "its environment is not provisioned", false);
+		return;
+	}
+	if (a->state == AGENT_BAD) {
+		finish(act, "failed", -1, "the agent is bad (its health check fails): restore or fix it first", false);
+		return;
+	}
+	if (a->state == AGENT_STOPPED) {
+		if ((r = lifecycle_start(f, act->ops, a, env_started, act, &why)) < 0) {
+			msg = xasprintf("could not start its environment: %s", why ? why : strerror(-r));
+			finish(act, "failed", -1, msg, false);
+		}
+		return;
+	}
+	prepare(act);
+}
+
+static void dispatch(struct runs *q)
+{
+	struct run **queued = NULL;
+	size_t n = 0;
+
+	if (db_run_list(q->f->db, NULL, "queued", 0, &queued, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (!active_find(q, queued[i]->agent))
+			start_run(q, queued[i]);	/* oldest first: at most one per agent starts */
+	run_list_free(queued);
+}
+
+static void on_event(evutil_socket_t fd, short what, void *arg)
+{
+	dispatch(arg);
+}
+
+int runs_enqueue(struct fleetd *f, const char *agent, const char *trigger, int64_t *ret_id, char **why)
+{
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	int r;
+
+	if ((r = db_agent_get(f->db, agent, &a)) < 0) {
+		*why = xasprintf("agent '%s': %s", agent, r == -ENOENT ? "no such agent" : strerror(-r));
+		return r;
+	}
+	if (!a->command) {
+		*why = xasprintf("agent '%s' has no command to run (give it one with --command)", agent);
+		return -EINVAL;
+	}
+	if (a->state == AGENT_DEFINED || a->state == AGENT_PROVISIONING) {
+		*why = xasprintf("agent '%s': its environment is not provisioned", agent);
+		return -EAGAIN;
+	}
+	if ((r = db_run_insert(f->db, agent, trigger, ret_id)) < 0) {
+		*why = xasprintf("agent '%s': cannot queue a run: %s", agent, strerror(-r));
+		return r;
+	}
+	log_info("agent '%s': run %" PRId64 " queued (%s)", agent, *ret_id, trigger);
+	kick(f->runs);
+	return 0;
+}
+
+int runs_ids_of(struct fleetd *f, const char *agent, int64_t **ret_ids, size_t *ret_n)
+{
+	struct run **list = NULL;
+	int64_t *ids;
+	size_t n = 0;
+	int r;
+
+	if ((r = db_run_list(f->db, agent, NULL, 0, &list, &n)) < 0)
+		return r;
+	ids = xcalloc(n ? n : 1, sizeof(*ids));
+	for (size_t i = 0; i < n; i++)
+		ids[i] = list[i]->id;
+	run_list_free(list);
+	*ret_ids = ids;
+	*ret_n = n;
+	return 0;
+}
+
+/* STATE/runs, opened without following links; -errno. */
+static int open_log_dir(struct fleetd *f)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/runs", config_get(&f->cfg, CFG_STATE_DIR));
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int runs_remove_logs(struct fleetd *f, const int64_t *ids, size_t n)
+{
+	_cleanup_close_ int dfd = -1;
+	int failed = 0;
+
+	if (n == 0)
+		return 0;
+	if ((dfd = open_log_dir(f)) < 0) {
+		if (dfd == -ENOENT)
+			return 0;	/* no run ever started */
+		log_error("cannot open the run log directory: %s", strerror(-dfd));
+		return (int)n;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "%" PRId64 ".log", ids[i]);
+		if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT) {
+			log_error("run %" PRId64 ": cannot remove its log: %s", ids[i], strerror(errno));
+			failed++;
+		}
+	}
+	return failed;
+}
+
+/*
+ * Logs whose run row is gone (fleetd was killed between removing an agent
+ * and its logs) are removed at start: nothing can show them any more.
+ * Names fleetd did not write are left alone. 0, or -errno if the directory
+ * could not be read, or the number of logs that could not be removed
+ * (each logged).
+ */
+static int sweep_logs(struct fleetd *f)
+{
+	_cleanup_close_ int dfd = open_log_dir(f);
+	DIR *d;
+	struct dirent *de;
+	int removed = 0, failed = 0, fd2;
+
+	if (dfd < 0) {
+		if (dfd == -ENOENT)
+			return 0;	/* no run ever started */
+		log_error("cannot open the run log directory: %s", strerror(-dfd));
+		return dfd;
+	}
+	if ((fd2 = dup(dfd)) < 0 || !(d = fdopendir(fd2))) {
+		int r = -errno;
+
+		if (fd2 >= 0)
+			close(fd2);
+		log_error("cannot read the run log directory: %s", strerror(-r));
+		return r;
+	}
+	while ((de = readdir(d))) {
+		_cleanup_(run_freep) struct run *run = NULL;
+		char *end;
+		long long id;
+
+		errno = 0;
+		id = strtoll(de->d_name, &end, 10);
+		if (de->d_name[0] < '1' || de->d_name[0] > '9' || errno || strcmp(end, ".log") != 0)
+			continue;
+		if (db_run_get(f->db, (int64_t)id, &run) != -ENOENT)
+			continue;	/* its run exists, or the database could not say */
+		if (unlinkat(dfd, de->d_name, 0) < 0) {
+			log_error("cannot remove the orphaned run log %s: %s", de->d_name, strerror(errno));
+			failed++;
+		} else {
+			removed++;
+		}
+	}
+	closedir(d);
+	if (removed)
+		log_notice("removed %d run log(s) left behind by removed agents", removed);
+	return failed;
+}
+
+int runs_init(struct fleetd *f)
+{
+	struct runs *q = xcalloc(1, sizeof(*q));
+	struct timeval tv = { TICK_S, 0 };
+	int n = 0, r;
+
+	if ((r = db_runs_interrupt(f->db, "fleetd stopped during the run; it was not run again", &n)) < 0)
+		log_error("cannot mark interrupted runs: %s", strerror(-r));
+	else if (n > 0)
+		log_warning("%d run(s) were interrupted by fleetd stopping; marked interrupted", n);
+	(void)sweep_logs(f);	/* failures are logged; the logs stay unreachable, and ids are not reused */
+	q->f = f;
+	q->tick = event_new(f->base, -1, EV_PERSIST, on_event, q);
+	q->kick = event_new(f->base, -1, 0, on_event, q);
+	event_add(q->tick, &tv);
+	f->runs = q;
+	kick(q);
+	return 0;
+}
+
+void runs_shutdown(struct fleetd *f)
+{
+	struct runs *q = f->runs;
+
+	if (!q)
+		return;
+	/* Runs under way end with fleetd: the backends' shutdown ends their execs and reports them. */
+	q->closing = true;
+	for (struct active *act = q->active; act; act = act->next) {
+		(void)db_run_finish(f->db, act->id, "interrupted", -1, "fleetd stopped during the run");
+		if (act->retry)
+			evtimer_del(act->retry);
+	}
+	event_del(q->tick);
+}
+
+void runs_free(struct fleetd *f)
+{
+	struct runs *q = f->runs;
+
+	if (!q)
+		return;
+	while (q->active)
+		active_free(q->active);	/* no callback came for these */
+	event_free(q->tick);
+	event_free(q->kick);
+	free(q);
+	f->runs = NULL;
+}

@@ -1,0 +1,117 @@
+/* agent: see agent.h. */
+#include "model/agent.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+static const char *const backend_names[BACKEND__COUNT] = {
+	[BACKEND_VM] = "vm", [BACKEND_USER] = "user",
+};
+static const char *const state_names[AGENT_STATE__COUNT] = {
+	[AGENT_DEFINED] = "defined", [AGENT_PROVISIONING] = "provisioning",
+	[AGENT_STOPPED] = "stopped", [AGENT_RUNNING] = "running", [AGENT_BAD] = "bad",
+	[AGENT_REMOVING] = "removing", [AGENT_MISSING] = "missing",
+};
+static const char *const network_names[NETWORK__COUNT] = {
+	[NETWORK_NONE] = "none", [NETWORK_NAT] = "nat",
+};
+
+static const char *const restart_names[RESTART__COUNT] = {
+	[RESTART_ON_FAILURE] = "on-failure", [RESTART_ALWAYS] = "always", [RESTART_NEVER] = "never",
+};
+
+static const char *const snapshot_policy_names[SNAPSHOT_POLICY__COUNT] = {
+	[SNAPSHOT_POLICY_NONE] = "none", [SNAPSHOT_POLICY_BEFORE_RUN] = "before-run", [SNAPSHOT_POLICY_CRON] = "cron",
+};
+
+static int lookup(const char *const *names, int n, const char *s)
+{
+	for (int i = 0; i < n; i++)
+		if (s && strcmp(names[i], s) == 0)
+			return i;
+	return -EINVAL;
+}
+
+void agent_free(struct agent *a)
+{
+	if (!a)
+		return;
+	free(a->name);
+	free(a->state_detail);
+	free(a->command);
+	free(a->health_command);
+	free(a->health_detail);
+	free(a->last_rollback);
+	free(a->snapshot_schedule);
+	free(a->restoring);
+	free(a);
+}
+
+struct agent *agent_copy(const struct agent *a)
+{
+	struct agent *c = xmalloc(sizeof(*c));
+
+	*c = *a;
+	c->name = a->name ? xstrdup(a->name) : NULL;
+	c->state_detail = a->state_detail ? xstrdup(a->state_detail) : NULL;
+	c->command = a->command ? xstrdup(a->command) : NULL;
+	c->health_command = a->health_command ? xstrdup(a->health_command) : NULL;
+	c->health_detail = a->health_detail ? xstrdup(a->health_detail) : NULL;
+	c->last_rollback = a->last_rollback ? xstrdup(a->last_rollback) : NULL;
+	c->snapshot_schedule = a->snapshot_schedule ? xstrdup(a->snapshot_schedule) : NULL;
+	c->restoring = a->restoring ? xstrdup(a->restoring) : NULL;
+	return c;
+}
+
+const char *backend_kind_to_string(enum backend_kind k)
+{
+	return (unsigned)k < BACKEND__COUNT ? backend_names[k] : "unknown";
+}
+
+int backend_kind_from_string(const char *s)
+{
+	return lookup(backend_names, BACKEND__COUNT, s);
+}
+
+const char *agent_state_to_string(enum agent_state s)
+{
+	return (unsigned)s < AGENT_STATE__COUNT ? state_names[s] : "unknown";
+}
+
+int agent_state_from_string(const char *s)
+{
+	return lookup(state_names, AGENT_STATE__COUNT, s);
+}
+
+const char *network_kind_to_string(enum network_kind k)
+{
+	return (unsigned)k < NETWORK__COUNT ? network_names[k] : "unknown";
+}
+
+int network_kind_from_string(const char *s)
+{
+	return lookup(network_names, NETWORK__COUNT, s);
+}
+
+const char *restart_policy_to_string(enum restart_policy p)
+{
+	return (unsigned)p < RESTART__COUNT ? restart_names[p] : "unknown";
+}
+
+int restart_policy_from_string(const char *s)
+{
+	return lookup(restart_names, RESTART__COUNT, s);
+}
+
+const char *snapshot_policy_to_string(enum snapshot_policy p)
+{
+	return (unsigned)p < SNAPSHOT_POLICY__COUNT ? snapshot_policy_names[p] : "unknown";
+}
+
+int snapshot_policy_from_string(const char *s)
+{
+	return lookup(snapshot_policy_names, SNAPSHOT_POLICY__COUNT, s);
+}

@@ -1,0 +1,373 @@
+/*
+ * config: see config.h. Syntax of fleetd.conf: one "key = value" per line,
+ * '#' starts a comment line, blank lines are ignored, a key may appear once.
+ */
+#include "model/config.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+static int check_abs_path(const char *v, const char **why)
+{
+	if (v[0] != '/') {
+		*why = "must be an absolute path";
+		return -EINVAL;
+	}
+	if (strlen(v) > 100) {
+		/* Unix socket paths are capped at 108 bytes; keep every path under that. */
+		*why = "path is longer than 100 characters";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_level(const char *v, const char **why)
+{
+	if (log_level_from_string(v) < 0) {
+		*why = "must be one of debug, info, notice, warning, err";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_group(const char *v, const char **why)
+{
+	if (*v == '\0')
+		return 0;	/* empty: root only */
+	for (const char *p = v; *p; p++)
+		if (!(*p == '-' || *p == '_' || (*p >= 'a' && *p <= 'z') ||
+		      (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9'))) {
+			*why = "is not a valid group name";
+			return -EINVAL;
+		}
+	return 0;
+}
+
+static int check_log_file(const char *v, const char **why)
+{
+	if (*v == '\0')
+		return 0;	/* empty: <state_dir>/fleetd.log */
+	return check_abs_path(v, why);
+}
+
+static int check_body(const char *v, const char **why)
+{
+	long n;
+
+	if (parse_long(v, 1024, 16L << 20, &n) < 0) {
+		*why = "must be a number of bytes from 1024 to 16777216";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_uid(const char *v, const char **why)
+{
+	long n;
+
+	/* Above the ranges Debian gives to regular and system users, below nobody (65534) is not required. */
+	if (parse_long(v, 1000, 4000000000L, &n) < 0) {
+		*why = "must be a uid from 1000 to 4000000000";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_uri(const char *v, const char **why)
+{
+	if (!strstr(v, ":///") && !strstr(v, "://")) {
+		*why = "must be a libvirt URI such as qemu:///system";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_image_dir(const char *v, const char **why)
+{
+	if (*v == '\0')
+		return 0;	/* empty: <state_dir>/images */
+	return check_abs_path(v, why);
+}
+
+static int check_boot_timeout(const char *v, const char **why)
+{
+	long n;
+
+	if (parse_long(v, 10, 3600, &n) < 0) {
+		*why = "must be a number of seconds from 10 to 3600";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_max_conns(const char *v, const char **why)
+{
+	long n;
+
+	if (parse_long(v, 1, 4096, &n) < 0) {
+		*why = "must be a number of connections from 1 to 4096";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_request_timeout(const char *v, const char **why)
+{
+	long n;
+
+	if (parse_long(v, 1, 3600, &n) < 0) {
+		*why = "must be a number of seconds from 1 to 3600";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_console_max(const char *v, const char **why)
+{
+	long n;
+
+	if (parse_long(v, 65536, 1L << 30, &n) < 0) {
+		*why = "must be a number of bytes from 65536 to 1073741824";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+const struct config_def config_defs[CFG__COUNT] = {
+	[CFG_STATE_DIR] = { "state_dir", "state-dir", "DIR", "/var/lib/fleet", false,
+		"directory for the database, keys, disks and snapshots", check_abs_path },
+	[CFG_SOCKET] = { "socket", "socket", "PATH", "/run/fleet/fleetd.sock", false,
+		"control socket (HTTP/JSON)", check_abs_path },
+	[CFG_SOCKET_GROUP] = { "socket_group", "socket-group", "GROUP", "fleet", true,
+		"group allowed to use the control socket (default 'fleet' if it exists, else root only; empty: root only)",
+		check_group },
+	[CFG_LOG_LEVEL] = { "log_level", "log-level", "LEVEL", "info", true,
+		"debug, info, notice, warning or err", check_level },
+	[CFG_LOG_FILE] = { "log_file", "log-file", "PATH", "", false,
+		"log file when not in the foreground (default <state_dir>/fleetd.log)", check_log_file },
+	[CFG_MAX_BODY] = { "max_body_bytes", "max-body-bytes", "N", "65536", true,
+		"largest request body the control API accepts", check_body },
+	[CFG_USER_UID_MIN] = { "user_uid_min", "user-uid-min", "UID", "200000", false,
+		"lowest uid (and gid) given to a user agent's account", check_uid },
+	[CFG_USER_UID_MAX] = { "user_uid_max", "user-uid-max", "UID", "209999", false,
+		"highest uid (and gid) given to a user agent's account", check_uid },
+	[CFG_LIBVIRT_URI] = { "libvirt_uri", "libvirt-uri", "URI", "qemu:///system", false,
+		"libvirt connection for VM agents", check_uri },
+	[CFG_IMAGE_DIR] = { "image_dir", "image-dir", "DIR", "", false,
+		"guest image (vmlinuz, initramfs.img, base.qcow2) for VM agents (default <state_dir>/images)",
+		check_image_dir },
+	[CFG_VM_BOOT_TIMEOUT] = { "vm_boot_timeout", "vm-boot-timeout", "S", "180", false,
+		"seconds a VM guest has from start to answer on its control channel; past that it does not "
+		"boot (the agent turns bad, or is rolled back)", check_boot_timeout },
+	[CFG_MAX_CONNECTIONS] = { "max_connections", "max-connections", "N", "64", true,
+		"most control API connections open at once; one more is answered 503 and closed",
+		check_max_conns },
+	[CFG_REQUEST_TIMEOUT] = { "request_timeout", "request-timeout", "S", "30", true,
+		"seconds a client has from connecting to sending its whole request (headers and body); "
+		"a slower one is disconnected (a long answer, such as exec output, is not limited)",
+		check_request_timeout },
+	[CFG_VM_CONSOLE_MAX] = { "vm_console_max_bytes", "vm-console-max-bytes", "N", "8388608", true,
+		"most bytes a VM agent's console log files (console.log*) take together; fleetd trims beyond",
+		check_console_max },
+};
+
+void config_init(struct config *c)
+{
+	memset(c, 0, sizeof(*c));
+	for (int i = 0; i < CFG__COUNT; i++)
+		c->value[i] = xstrdup(config_defs[i].def);
+}
+
+void config_free(struct config *c)
+{
+	for (int i = 0; i < CFG__COUNT; i++)
+		free(c->value[i]);
+	free(c->path);
+	memset(c, 0, sizeof(*c));
+}
+
+void config_copy(struct config *dst, const struct config *src)
+{
+	*dst = *src;
+	for (int i = 0; i < CFG__COUNT; i++)
+		dst->value[i] = src->value[i] ? xstrdup(src->value[i]) : NULL;
+	dst->path = src->path ? xstrdup(src->path) : NULL;
+}
+
+int config_set(struct config *c, enum config_key key, const char *value,
+	       enum config_source source, int line, const char **why)
+{
+	int r;
+
+	if (key < 0 || key >= CFG__COUNT)
+		return -ENOENT;
+	if ((r = config_defs[key].check(value, why)) < 0)
+		return r;
+	free(c->value[key]);
+	c->value[key] = xstrdup(value);
+	c->source[key] = source;
+	c->line[key] = line;
+	return 0;
+}
+
+static void add_error(char **errors, const char *path, int line, const char *fmt, ...) _printf_(4, 5);
+static void add_error(char **errors, const char *path, int line, const char *fmt, ...)
+{
+	_cleanup_free_ char *msg = NULL;
+	char *joined;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	if (line > 0)
+		joined = xasprintf("%s%s:%d: %s\n", *errors ? *errors : "", path, line, msg);
+	else
+		joined = xasprintf("%s%s: %s\n", *errors ? *errors : "", path, msg);
+	free(*errors);
+	*errors = joined;
+}
+
+static char *trim(char *s)
+{
+	char *end;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	end = s + strlen(s);
+	while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r' || end[-1] == '\n'))
+		*--end = '\0';
+	return s;
+}
+
+static int find_key(const char *key)
+{
+	for (int i = 0; i < CFG__COUNT; i++)
+		if (strcmp(config_defs[i].key, key) == 0)
+			return i;
+	return -1;
+}
+
+int config_read_file(struct config *c, const char *path, bool must_exist, char **errors)
+{
+	_cleanup_fclose_ FILE *f = NULL;
+	_cleanup_free_ char *buf = NULL;
+	bool seen[CFG__COUNT] = { false };
+	size_t cap = 0;
+	int lineno = 0, nerr = 0;
+
+	f = fopen(path, "re");
+	if (!f) {
+		if (errno == ENOENT && !must_exist)
+			return 0;
+		add_error(errors, path, 0, "cannot open: %s", strerror(errno));
+		return 1;
+	}
+	free(c->path);
+	c->path = xstrdup(path);
+	while (getline(&buf, &cap, f) >= 0) {
+		char *line, *eq, *key, *value;
+		const char *why = NULL;
+		int k;
+
+		lineno++;
+		if (strlen(buf) > 4096) {
+			add_error(errors, path, lineno, "line is longer than 4096 characters");
+			nerr++;
+			continue;
+		}
+		line = trim(buf);
+		if (*line == '\0' || *line == '#')
+			continue;
+		eq = strchr(line, '=');
+		if (!eq) {
+			add_error(errors, path, lineno, "expected 'key = value'");
+			nerr++;
+			continue;
+		}
+		*eq = '\0';
+		key = trim(line);
+		value = trim(eq + 1);
+		if ((k = find_key(key)) < 0) {
+			add_error(errors, path, lineno, "unknown key '%s'", key);
+			nerr++;
+			continue;
+		}
+		if (seen[k]) {
+			add_error(errors, path, lineno, "'%s' is set twice (first on line %d)", key, c->line[k]);
+			nerr++;
+			continue;
+		}
+		seen[k] = true;
+		if (config_set(c, (enum config_key)k, value, CFG_FROM_FILE, lineno, &why) < 0) {
+			add_error(errors, path, lineno, "%s '%s' %s", key, value, why);
+			nerr++;
+		}
+	}
+	if (ferror(f)) {
+		add_error(errors, path, 0, "read error: %s", strerror(errno));
+		nerr++;
+	}
+	return nerr;
+}
+
+int config_load(struct config *out, const char *path, bool must_exist,
+		const struct config *cmdline, char **errors)
+{
+	int nerr;
+
+	config_init(out);
+	nerr = config_read_file(out, path, must_exist, errors);
+	if (cmdline)
+		for (int i = 0; i < CFG__COUNT; i++)
+			if (cmdline->source[i] == CFG_FROM_CMDLINE) {
+				free(out->value[i]);
+				out->value[i] = xstrdup(cmdline->value[i]);
+				out->source[i] = CFG_FROM_CMDLINE;
+			}
+	/* A group named explicitly must exist; the default 'fleet' is optional. */
+	if (*out->value[CFG_SOCKET_GROUP] && out->source[CFG_SOCKET_GROUP] != CFG_FROM_DEFAULT &&
+	    !getgrnam(out->value[CFG_SOCKET_GROUP])) {
+		if (out->source[CFG_SOCKET_GROUP] == CFG_FROM_FILE)
+			add_error(errors, path, out->line[CFG_SOCKET_GROUP], "socket_group '%s': no such group",
+				  out->value[CFG_SOCKET_GROUP]);
+		else
+			add_error(errors, "--socket-group", 0, "no such group '%s'", out->value[CFG_SOCKET_GROUP]);
+		nerr++;
+	}
+	if (config_get_long(out, CFG_USER_UID_MIN) > config_get_long(out, CFG_USER_UID_MAX)) {
+		add_error(errors, out->path ? out->path : "command line", 0,
+			  "user_uid_min (%s) is above user_uid_max (%s)", out->value[CFG_USER_UID_MIN],
+			  out->value[CFG_USER_UID_MAX]);
+		nerr++;
+	}
+	return nerr;
+}
+
+const char *config_get(const struct config *c, enum config_key key)
+{
+	return c->value[key];
+}
+
+long config_get_long(const struct config *c, enum config_key key)
+{
+	long v = 0;
+
+	(void)parse_long(c->value[key], 0, 1L << 40, &v);	/* validated when set */
+	return v;
+}
+
+void config_print(const struct config *c, FILE *out)
+{
+	static const char *const from[] = { "default", "file", "command line" };
+
+	fprintf(out, "# effective fleetd configuration%s%s\n", c->path ? " from " : "", c->path ? c->path : "");
+	for (int i = 0; i < CFG__COUNT; i++)
+		fprintf(out, "%s = %s\t# %s\n", config_defs[i].key, c->value[i], from[c->source[i]]);
+}

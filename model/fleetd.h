@@ -1,0 +1,43 @@
+/*
+ * fleetd: the daemon's shared context. One instance lives in main(); every
+ * module reaches the database, the config and the event loop through it.
+ */
+#ifndef FLEET_FLEETD_H
+#define FLEET_FLEETD_H
+
+#include <stdbool.h>
+#include <time.h>
+
+#include "model/agent.h"
+#include "model/config.h"
+
+struct event_base;
+struct db;
+struct api;
+struct backend_ops;
+struct health;
+struct sched;
+struct runs;
+struct lifecycle;
+
+struct fleetd {
+	struct event_base *base;
+	struct config cfg;		/* effective settings */
+	struct config cmdline;		/* what the command line set; wins over the file on reload */
+	const char *config_path;
+	bool config_must_exist;		/* --config given: the file must be there */
+	struct db *db;
+	struct api *api;
+	int lock_fd;
+	time_t started_at;
+	/* Backends that passed init(); NULL where not built in or unavailable (see backends.c). */
+	const struct backend_ops *backends[BACKEND__COUNT];
+	char *backend_why[BACKEND__COUNT];	/* why a built-in backend is unavailable */
+	void *backend_state[BACKEND__COUNT];	/* each backend's own runtime state */
+	struct health *health;			/* health.c */
+	struct sched *sched;			/* schedules.c */
+	struct runs *runs;			/* runs.c */
+	struct lifecycle *lifecycle;		/* lifecycle.c */
+};
+
+#endif

@@ -1,0 +1,142 @@
+/*
+ * db: fleetd's SQLite state. The only file that includes <sqlite3.h>.
+ * Owns the schema, its migrations (keyed on PRAGMA user_version) and every
+ * query; every query is parameterized. Returns negative errno codes and logs
+ * SQLite's own words at debug level; callers decide what to tell the user.
+ */
+#ifndef FLEET_DB_H
+#define FLEET_DB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/agent.h"
+
+struct db;
+
+struct audit_entry {
+	int64_t id;
+	int64_t at_ms;		/* unix milliseconds */
+	long uid;
+	char *action;
+	char *target;
+	char *outcome;
+	char *detail;
+};
+
+/* Open (creating and migrating) the database at path; -errno. */
+int db_open(const char *path, struct db **ret);
+void db_close(struct db *db);
+static inline void db_closep(struct db **db) { db_close(*db); }
+
+/* The schema version this build writes. */
+int db_schema_version(void);
+
+/* Insert a new agent; fills a->id. -EEXIST if the name is taken. */
+int db_agent_insert(struct db *db, struct agent *a);
+/* -ENOENT if there is no such agent. */
+int db_agent_get(struct db *db, const char *name, struct agent **ret);
+/* All agents ordered by name; *ret is a NULL-terminated array the caller frees with agent_list_free. */
+int db_agent_list(struct db *db, struct agent ***ret, size_t *n);
+void agent_list_free(struct agent **list);
+int db_agent_count(struct db *db, long *ret);
+/* Only lifecycle.c calls this. detail (may be NULL) replaces state_detail. */
+int db_agent_set_state(struct db *db, const char *name, enum agent_state state, const char *detail);
+/* Record the result of a health check (healthy 1 or 0) with its detail. */
+int db_agent_set_health(struct db *db, const char *name, int healthy, const char *detail);
+/* Record what the last automatic rollback did. */
+int db_agent_set_rollback(struct db *db, const char *name, const char *what);
+/* Store what PATCH can change: a->command, health_command, health_interval_s, auto_rollback,
+ * snapshot_policy, snapshot_schedule and snapshot_keep; one UPDATE. */
+int db_agent_set_settings(struct db *db, const struct agent *a);
+/* Record that a restore to snap is under way (NULL: none is), so a kill -9 in it can be finished. */
+int db_agent_set_restoring(struct db *db, const char *name, const char *snap);
+/*
+ * A VM agent's guest images (store ids, images.h), each NULL when none is
+ * recorded: image backs its disk, boot_image gives its kernel and
+ * initramfs, old_images (ids separated by spaces) are boot images it had
+ * before, which its snapshots' saved domain definitions may still name.
+ */
+struct agent_images {
+	char *image;
+	char *boot_image;
+	char *old_images;
+};
+void agent_images_clear(struct agent_images *im);
+/* -ENOENT if there is no such agent. */
+int db_agent_get_images(struct db *db, const char *name, struct agent_images *ret);
+int db_agent_set_images(struct db *db, const char *name, const struct agent_images *im);
+/* Delete the agent and (by foreign keys) its snapshots, runs and secrets; -ENOENT. */
+int db_agent_delete(struct db *db, const char *name);
+
+struct snapshot {
+	int64_t id;
+	char *agent;		/* agent name */
+	char *name;
+	char *kind;		/* full, disk, dir */
+	char *state;		/* creating, ready, deleting */
+	int64_t created_at;
+	long long size_bytes;	/* -1 unknown */
+	int good;		/* -1 unknown, 0 bad, 1 good */
+	bool pinned;
+	char *note;
+};
+
+void snapshot_free(struct snapshot *s);
+void snapshot_list_free(struct snapshot **list);
+
+/* Record the intent to make a snapshot (state 'creating'); -EEXIST if the name is taken. */
+int db_snapshot_begin(struct db *db, const char *agent, const char *name, const char *note, bool pinned);
+/* The snapshot exists now: state 'ready' with its kind and size. */
+int db_snapshot_ready(struct db *db, const char *agent, const char *name, const char *kind, long long size_bytes);
+int db_snapshot_get(struct db *db, const char *agent, const char *name, struct snapshot **ret);
+/* Snapshots of agent (all agents if NULL) in state (any if NULL), oldest first; NULL-terminated. */
+int db_snapshot_list(struct db *db, const char *agent, const char *state, struct snapshot ***ret, size_t *n);
+int db_snapshot_delete(struct db *db, const char *agent, const char *name);
+/* state: creating, ready or deleting (a delete under way, finished at start if interrupted). */
+int db_snapshot_set_state(struct db *db, const char *agent, const char *name, const char *state);
+int db_snapshot_set_pinned(struct db *db, const char *agent, const char *name, bool pinned);
+/* good: 1, 0, or -1 (unknown). */
+int db_snapshot_set_good(struct db *db, const char *agent, const char *name, int good);
+
+/* A run: one execution of an agent's command (runs.c). */
+struct run {
+	int64_t id;
+	char *agent;
+	char *trigger;		/* manual, cron, github, ... */
+	char *state;		/* queued, running, succeeded, failed, interrupted */
+	int64_t queued_at, started_at, finished_at;	/* unix seconds; 0 not yet */
+	int exit_code;		/* -1 none */
+	char *log_path;
+	char *snapshot;		/* taken before it (snapshot policy before-run), or NULL */
+	char *error;		/* why it failed without an exit code, or NULL */
+};
+
+void run_free(struct run *r);
+void run_list_free(struct run **list);
+static inline void run_freep(struct run **r) { run_free(*r); }
+
+/* Queue a run of agent (durable once this returns 0); -ENOENT if there is no such agent. */
+int db_run_insert(struct db *db, const char *agent, const char *trigger, int64_t *ret_id);
+int db_run_get(struct db *db, int64_t id, struct run **ret);
+/* The newest `limit` (0: all) runs of agent (all if NULL) in state (any if NULL), oldest first. */
+int db_run_list(struct db *db, const char *agent, const char *state, int limit, struct run ***ret, size_t *n);
+/* queued -> running; -ENOENT if the run is not queued. */
+int db_run_start(struct db *db, int64_t id, const char *log_path);
+int db_run_set_snapshot(struct db *db, int64_t id, const char *snap);
+/* To a final state: succeeded, failed or interrupted; exit_code -1 for none. */
+int db_run_finish(struct db *db, int64_t id, const char *state, int exit_code, const char *error);
+/* At start: runs left 'running' by a kill -9 become 'interrupted' with error. */
+int db_runs_interrupt(struct db *db, const char *error, int *ret_count);
+
+/* Append one audit record. */
+int db_audit_add(struct db *db, long uid, const char *action, const char *target,
+		 const char *outcome, const char *detail);
+/* How many records of action about agent (target NAME or NAME/...) since since_ms. */
+int db_audit_count(struct db *db, const char *action, const char *agent, int64_t since_ms, int *ret);
+/* The newest `limit` records, oldest first. */
+int db_audit_list(struct db *db, int limit, struct audit_entry **ret, size_t *n);
+void audit_entries_free(struct audit_entry *e, size_t n);
+
+#endif

@@ -1,0 +1,165 @@
+/*
+ * ssh: fleetd's SSH client and the only file that includes <libssh2.h>.
+ *
+ * It makes the keys of the control channel (the client key fleetd logs in
+ * with, in OpenSSH format, and a guest's host key, in dropbear's format),
+ * drives one non-blocking libssh2 session per guest on the event loop over
+ * a socket fd it is handed (fleetd connects the guest's virtio-serial Unix
+ * socket), pins the guest's host key, and runs commands on channels of
+ * that session with the exec contract of backend.h.
+ *
+ * It knows nothing of libvirt or agents, never blocks the loop, and never
+ * logs above debug: callers get -errno plus a message and decide.
+ */
+#ifndef FLEET_SSH_H
+#define FLEET_SSH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "backend/backend.h"
+
+struct event_base;
+struct ssh_session;
+struct ssh_exec;
+
+/* --- keys ------------------------------------------------------------------ */
+
+enum ssh_key_format {
+	SSH_KEY_OPENSSH,	/* "BEGIN OPENSSH PRIVATE KEY": what libssh2 1.10 loads for ed25519 */
+	SSH_KEY_DROPBEAR,	/* dropbear's binary host key format (dropbear -r FILE) */
+};
+
+/*
+ * Generate a new ed25519 key pair with OpenSSL: the private key goes to path
+ * (mode 0600, in fmt; an existing file is replaced atomically), the public
+ * key line "ssh-ed25519 AAAA... comment" to path.pub. Optionally returns
+ * that line (without newline) and its fingerprint "SHA256:...". -errno.
+ */
+int ssh_keygen(const char *path, enum ssh_key_format fmt, const char *comment,
+	       char **pubkey_ret, char **fingerprint_ret);
+
+/* Fingerprint "SHA256:<base64, no padding>" of a raw public key blob. */
+char *ssh_fingerprint_blob(const void *blob, size_t len);
+
+/* Fingerprint of a public key line "TYPE BASE64 [comment]"; -EINVAL if malformed. */
+int ssh_fingerprint_pubkey(const char *line, char **ret);
+
+/* --- command lines ----------------------------------------------------------- */
+
+/* Longest command line sent; dropbear refuses more than 9000 bytes. */
+#define SSH_COMMAND_MAX 8192
+
+/* Quote s as one word for a POSIX shell (single quotes unless plainly safe). */
+char *ssh_quote(const char *s);
+
+/*
+ * The command line that runs argv with the extra env in its own session
+ * (so a timeout can kill every process it started) and first writes the
+ * shell's pid as one line on stderr, which ssh_exec strips. With agentd
+ * (its path in the guest), agentd starts the session, drops to user,
+ * clears the environment and sets env only after the drop, so nothing in
+ * env reaches a process running as root unless user is root:
+ *   echo $$ >&2; exec AGENTD run-as USER --env 'NAME=VALUE'... -- 'argv0' 'argv1'...
+ * Without (agentd NULL; user unused) the login user runs it directly:
+ *   echo $$ >&2; exec setsid -- env -- 'NAME=VALUE'... 'argv0' 'argv1'...
+ * -EINVAL for an empty argv, an argv[0] containing '=', an env entry
+ * that is not NAME=VALUE with a shell-name NAME, or agentd without user;
+ * -E2BIG past SSH_COMMAND_MAX.
+ */
+int ssh_command_line(const char *agentd, const char *user, const char *const *argv, const char *const *env,
+		     char **ret);
+
+/*
+ * The receive window each exec channel offers (libssh2's default is 2 MiB):
+ * the most output of one exec libssh2 buffers while it is not read.
+ */
+#define SSH_EXEC_WINDOW (512 * 1024)
+
+/* --- sessions ---------------------------------------------------------------- */
+
+struct ssh_session_config {
+	const char *user;		/* who to log in as */
+	const char *key_path;		/* client private key, OpenSSH format (ssh_keygen SSH_KEY_OPENSSH) */
+	const char *host_fingerprint;	/* pinned "SHA256:..." of the guest's host key; required */
+	int connect_timeout_s;		/* handshake + authentication; 0: 30 */
+	int keepalive_s;		/* 0: none */
+	/*
+	 * agentd's path in the guest: every exec runs through `agentd run-as`
+	 * as exec_user (as root with req->root), its env set only after the
+	 * privilege drop. NULL: the login user runs execs itself.
+	 */
+	const char *agentd;
+	const char *exec_user;
+};
+
+struct ssh_session_callbacks {
+	/* Handshake, host key check and authentication done; execs run now. */
+	void (*ready)(void *userdata);
+	/*
+	 * The session failed (before or after ready) and stays unusable:
+	 * host key mismatch, authentication refused, connection lost, ...
+	 * Called at most once, after every exec in flight got its done().
+	 * The session may be freed from inside this callback.
+	 */
+	void (*failed)(void *userdata, int error, const char *why);
+	void *userdata;
+};
+
+/*
+ * Start a session on fd, an already connected stream socket whose
+ * ownership passes to the session (it is closed by ssh_session_free, or
+ * here on failure). Progress and results come through cb on base. -errno
+ * and *why (malloc'd) when it cannot even start.
+ */
+int ssh_session_new(struct event_base *base, int fd, const struct ssh_session_config *cfg,
+		    const struct ssh_session_callbacks *cb, struct ssh_session **ret, char **why);
+
+/*
+ * Close the session and its socket. Every exec still in flight gets its
+ * done() with -ECONNABORTED before this returns; no callback of the
+ * session runs afterwards. Commands still running in the guest are not
+ * killed (cancel them and wait for done() first). NULL is fine; safe
+ * inside any callback of the session.
+ */
+void ssh_session_free(struct ssh_session *s);
+
+/* Authenticated and not failed. */
+bool ssh_session_is_ready(const struct ssh_session *s);
+
+/*
+ * Run req on a new channel of s (execs sent before ready wait for it, and
+ * fail with the session if it fails). Output and the single done() arrive
+ * through cb on the loop, never from inside this call. req->timeout_s
+ * counts from this call; on expiry the command's whole process group is
+ * killed and done() reports timed_out (and signal SIGKILL when the guest
+ * reports it). Who runs the command: with the session's agentd, root if
+ * req->root, else its exec_user; without, the session's user (req->root
+ * is not looked at). req and what it points to may be freed after the call.
+ * -EINVAL/-E2BIG for a bad request, -ENOTCONN for a failed session, with
+ * *why.
+ */
+int ssh_exec(struct ssh_session *s, const struct exec_request *req, const struct exec_callbacks *cb,
+	     struct ssh_exec **ret, char **why);
+
+/*
+ * Kill every process the exec started (its process group) and close its
+ * channel; done() still comes once, later, with error -ECANCELED (exit
+ * code or signal filled in when the guest reported one). Must not be
+ * called after done().
+ */
+void ssh_exec_cancel(struct ssh_exec *e);
+
+/*
+ * Stop (paused) or resume reading the exec's stdout and stderr, for a
+ * reader that is slower than the command. Paused, the channel is not read:
+ * the guest can send no more than the channel's receive window
+ * (SSH_EXEC_WINDOW), which libssh2 holds, and then its sender blocks;
+ * output() is not called (bar the rest of one read), nor done(), which
+ * follows the last output. The session goes on serving its other channels.
+ * Ignored once the exec is being killed (timeout, cancel): its remaining
+ * output is read to the end. Must not be called after done().
+ */
+void ssh_exec_pause(struct ssh_exec *e, bool paused);
+
+#endif

@@ -1,0 +1,557 @@
+/* virt: see virt.h. */
+#include "vm/virt.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+#define RECONNECT_SECONDS 2
+#define EVENT_QUEUE_MAX 1024
+
+struct virt_event {
+	char domain[128];
+	enum virt_event_kind kind;
+};
+
+struct virt {
+	struct event_base *base;
+	char *uri;
+	virConnectPtr conn;
+	int lifecycle_cb;		/* libvirt callback id, -1 when none */
+	virt_event_fn fn;
+	void *userdata;
+
+	/* Events travel from libvirt's thread to ours through a locked queue and a pipe. */
+	pthread_t thread;
+	bool thread_started;
+	volatile int stopping;
+	pthread_mutex_t lock;
+	struct virt_event queue[EVENT_QUEUE_MAX];
+	size_t queued;
+	int wake[2];
+	struct event *wake_ev;
+	struct event *reconnect_ev;
+	bool lost;			/* set from libvirt's thread when the connection closed */
+};
+
+static bool event_impl_registered;
+
+/* libvirt prints every error to stderr by default; ours go through last_error() and our log. */
+static void quiet_errors(void *userdata, virErrorPtr error)
+{
+}
+
+/* libvirt's last error as a message and an errno. */
+static int last_error(const char *what, char **why)
+{
+	virErrorPtr e = virGetLastError();
+	int r = -EIO;
+
+	if (e) {
+		switch (e->code) {
+		case VIR_ERR_NO_DOMAIN:
+		case VIR_ERR_NO_NETWORK:
+			r = -ENOENT;
+			break;
+		case VIR_ERR_OPERATION_INVALID:
+			r = -EINVAL;
+			break;
+		case VIR_ERR_OPERATION_DENIED:
+		case VIR_ERR_AUTH_FAILED:
+			r = -EACCES;
+			break;
+		case VIR_ERR_NO_CONNECT:
+		case VIR_ERR_INVALID_CONN:
+		case VIR_ERR_SYSTEM_ERROR:
+		case VIR_ERR_RPC:
+			r = -ENOTCONN;
+			break;
+		case VIR_ERR_DOM_EXIST:
+		case VIR_ERR_OPERATION_FAILED:
+			r = e->code == VIR_ERR_DOM_EXIST ? -EEXIST : -EIO;
+			break;
+		default:
+			break;
+		}
+	}
+	log_debug("libvirt: %s: %s", what, e && e->message ? e->message : "unknown error");
+	if (why)
+		*why = xasprintf("%s: %s", what, e && e->message ? e->message : "unknown libvirt error");
+	return r;
+}
+
+static void *event_thread(void *arg)
+{
+	struct virt *v = arg;
+
+	while (!v->stopping)
+		if (virEventRunDefaultImpl() < 0)
+			log_debug("libvirt event loop: %s", virGetLastErrorMessage());
+	return NULL;
+}
+
+static void push_event(struct virt *v, const char *domain, enum virt_event_kind kind)
+{
+	pthread_mutex_lock(&v->lock);
+	if (v->queued < EVENT_QUEUE_MAX) {
+		snprintf(v->queue[v->queued].domain, sizeof(v->queue[0].domain), "%s", domain ? domain : "");
+		v->queue[v->queued].kind = kind;
+		v->queued++;
+	}
+	pthread_mutex_unlock(&v->lock);
+	(void)write(v->wake[1], "x", 1);
+}
+
+static int on_lifecycle(virConnectPtr conn, virDomainPtr dom, int event, int detail, void *opaque)
+{
+	struct virt *v = opaque;
+	enum virt_event_kind kind = VIRT_EV_OTHER;
+
+	switch (event) {
+	case VIR_DOMAIN_EVENT_STARTED:
+		kind = VIRT_EV_STARTED;
+		break;
+	case VIR_DOMAIN_EVENT_STOPPED:
+		switch (detail) {
+		case VIR_DOMAIN_EVENT_STOPPED_SHUTDOWN: kind = VIRT_EV_STOPPED_SHUTDOWN; break;
+		case VIR_DOMAIN_EVENT_STOPPED_DESTROYED: kind = VIRT_EV_STOPPED_DESTROYED; break;
+		case VIR_DOMAIN_EVENT_STOPPED_CRASHED:
+		case VIR_DOMAIN_EVENT_STOPPED_FAILED: kind = VIRT_EV_STOPPED_CRASHED; break;
+		default: kind = VIRT_EV_STOPPED_OTHER; break;
+		}
+		break;
+	case VIR_DOMAIN_EVENT_CRASHED:
+		kind = VIRT_EV_STOPPED_CRASHED;
+		break;
+	case VIR_DOMAIN_EVENT_UNDEFINED:
+		kind = VIRT_EV_UNDEFINED;
+		break;
+	default:
+		return 0;
+	}
+	push_event(v, virDomainGetName(dom), kind);
+	return 0;
+}
+
+static void on_close(virConnectPtr conn, int reason, void *opaque)
+{
+	struct virt *v = opaque;
+
+	pthread_mutex_lock(&v->lock);
+	v->lost = true;
+	pthread_mutex_unlock(&v->lock);
+	(void)write(v->wake[1], "x", 1);
+}
+
+static void disconnect(struct virt *v)
+{
+	if (!v->conn)
+		return;
+	if (v->lifecycle_cb >= 0)
+		virConnectDomainEventDeregisterAny(v->conn, v->lifecycle_cb);
+	v->lifecycle_cb = -1;
+	virConnectUnregisterCloseCallback(v->conn, on_close);
+	virConnectClose(v->conn);
+	v->conn = NULL;
+}
+
+int virt_connect(struct virt *v, char **why)
+{
+	if (v->conn && virConnectIsAlive(v->conn) == 1)
+		return 0;
+	disconnect(v);
+	v->conn = virConnectOpen(v->uri);
+	if (!v->conn)
+		return (void)last_error(v->uri, why), -ENOTCONN;
+	if (virConnectSetKeepAlive(v->conn, 5, 3) < 0)
+		log_debug("libvirt: keepalive unavailable: %s", virGetLastErrorMessage());
+	virConnectRegisterCloseCallback(v->conn, on_close, v, NULL);
+	v->lifecycle_cb = virConnectDomainEventRegisterAny(v->conn, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+							   VIR_DOMAIN_EVENT_CALLBACK(on_lifecycle), v, NULL);
+	if (v->lifecycle_cb < 0) {
+		int r = last_error("cannot subscribe to domain events", why);
+		disconnect(v);
+		return r;
+	}
+	return 0;
+}
+
+bool virt_is_connected(struct virt *v)
+{
+	return v->conn && virConnectIsAlive(v->conn) == 1;
+}
+
+static void on_reconnect_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct virt *v = arg;
+	struct timeval tv = { RECONNECT_SECONDS, 0 };
+	_cleanup_free_ char *why = NULL;
+
+	if (virt_connect(v, &why) < 0) {
+		log_debug("libvirt: still cannot reconnect: %s", why ? why : "?");
+		evtimer_add(v->reconnect_ev, &tv);
+		return;
+	}
+	log_notice("libvirt: reconnected to %s", v->uri);
+	v->fn(v->userdata, NULL, VIRT_EV_RECONNECTED);
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+	struct virt *v = arg;
+	struct virt_event batch[EVENT_QUEUE_MAX];
+	char buf[256];
+	size_t n;
+	bool lost;
+
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+	pthread_mutex_lock(&v->lock);
+	n = v->queued;
+	memcpy(batch, v->queue, n * sizeof(*batch));
+	v->queued = 0;
+	lost = v->lost;
+	v->lost = false;
+	pthread_mutex_unlock(&v->lock);
+	for (size_t i = 0; i < n; i++)
+		v->fn(v->userdata, batch[i].domain, batch[i].kind);
+	if (lost) {
+		struct timeval tv = { RECONNECT_SECONDS, 0 };
+
+		log_warning("libvirt: lost the connection to %s; reconnecting every %d s", v->uri, RECONNECT_SECONDS);
+		disconnect(v);
+		evtimer_add(v->reconnect_ev, &tv);
+	}
+}
+
+/* A no-op timer that wakes libvirt's event thread so it can see v->stopping. */
+static void wake_libvirt(int timer, void *opaque)
+{
+}
+
+int virt_open(struct event_base *base, const char *uri, virt_event_fn fn, void *userdata,
+	      struct virt **ret, char **why)
+{
+	struct virt *v;
+	int r;
+
+	if (!event_impl_registered) {
+		virSetErrorFunc(NULL, quiet_errors);
+		if (virEventRegisterDefaultImpl() < 0)
+			return last_error("cannot set up libvirt's event loop", why);
+		event_impl_registered = true;
+	}
+	v = xcalloc(1, sizeof(*v));
+	v->base = base;
+	v->uri = xstrdup(uri);
+	v->fn = fn;
+	v->userdata = userdata;
+	v->lifecycle_cb = -1;
+	pthread_mutex_init(&v->lock, NULL);
+	if (pipe2(v->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
+		r = -errno;
+		free(v->uri);
+		free(v);
+		return r;
+	}
+	v->wake_ev = event_new(base, v->wake[0], EV_READ | EV_PERSIST, on_wake, v);
+	v->reconnect_ev = evtimer_new(base, on_reconnect_timer, v);
+	event_add(v->wake_ev, NULL);
+	if (pthread_create(&v->thread, NULL, event_thread, v) != 0) {
+		virt_close(v);
+		*why = xstrdup("cannot start libvirt's event thread");
+		return -EAGAIN;
+	}
+	v->thread_started = true;
+	*ret = v;
+	if ((r = virt_connect(v, why)) < 0) {
+		struct timeval tv = { RECONNECT_SECONDS, 0 };
+		evtimer_add(v->reconnect_ev, &tv);
+		return r;
+	}
+	return 0;
+}
+
+void virt_close(struct virt *v)
+{
+	if (!v)
+		return;
+	disconnect(v);
+	if (v->thread_started) {
+		v->stopping = 1;
+		int t = virEventAddTimeout(0, wake_libvirt, NULL, NULL);
+		pthread_join(v->thread, NULL);
+		if (t >= 0)
+			virEventRemoveTimeout(t);
+	}
+	if (v->wake_ev)
+		event_free(v->wake_ev);
+	if (v->reconnect_ev)
+		event_free(v->reconnect_ev);
+	close(v->wake[0]);
+	close(v->wake[1]);
+	pthread_mutex_destroy(&v->lock);
+	free(v->uri);
+	free(v);
+}
+
+/* Look up a domain, connecting first if needed. */
+static int lookup(struct virt *v, const char *name, virDomainPtr *ret, char **why)
+{
+	int r;
+
+	if ((r = virt_connect(v, why)) < 0)
+		return r;
+	*ret = virDomainLookupByName(v->conn, name);
+	if (!*ret) {
+		_cleanup_free_ char *what = xasprintf("domain %s", name);
+		return last_error(what, why);
+	}
+	return 0;
+}
+
+int virt_domain_define(struct virt *v, const char *xml, char **why)
+{
+	virDomainPtr d;
+	int r;
+
+	if ((r = virt_connect(v, why)) < 0)
+		return r;
+	d = virDomainDefineXMLFlags(v->conn, xml, VIR_DOMAIN_DEFINE_VALIDATE);
+	if (!d)
+		return last_error("cannot define domain", why);
+	virDomainFree(d);
+	return 0;
+}
+
+/* Run op on the named domain; what names it in errors. */
+static int with_domain(struct virt *v, const char *name, int (*op)(virDomainPtr), const char *what, char **why)
+{
+	virDomainPtr d;
+	int r;
+
+	if ((r = lookup(v, name, &d, why)) < 0)
+		return r;
+	r = op(d) < 0 ? last_error(what, why) : 0;
+	virDomainFree(d);
+	return r;
+}
+
+int virt_domain_start(struct virt *v, const char *name, char **why)
+{
+	return with_domain(v, name, virDomainCreate, "cannot start domain", why);
+}
+
+int virt_domain_shutdown(struct virt *v, const char *name, char **why)
+{
+	return with_domain(v, name, virDomainShutdown, "cannot shut down domain", why);
+}
+
+int virt_domain_destroy(struct virt *v, const char *name, char **why)
+{
+	return with_domain(v, name, virDomainDestroy, "cannot destroy domain", why);
+}
+
+static int undefine_all(virDomainPtr d)
+{
+	return virDomainUndefineFlags(d, VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
+				      VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA | VIR_DOMAIN_UNDEFINE_NVRAM);
+}
+
+int virt_domain_undefine(struct virt *v, const char *name, char **why)
+{
+	return with_domain(v, name, undefine_all, "cannot undefine domain", why);
+}
+
+int virt_domain_state(struct virt *v, const char *name, enum virt_state *ret)
+{
+	virDomainPtr d;
+	int st, reason, r;
+
+	if ((r = lookup(v, name, &d, NULL)) < 0)
+		return r;
+	if (virDomainGetState(d, &st, &reason, 0) < 0) {
+		r = last_error("cannot read domain state", NULL);
+		virDomainFree(d);
+		return r;
+	}
+	virDomainFree(d);
+	switch (st) {
+	case VIR_DOMAIN_RUNNING: *ret = VIRT_RUNNING; break;
+	case VIR_DOMAIN_BLOCKED: *ret = VIRT_RUNNING; break;
+	case VIR_DOMAIN_PAUSED: *ret = VIRT_PAUSED; break;
+	case VIR_DOMAIN_SHUTDOWN: *ret = VIRT_SHUTTING_DOWN; break;
+	case VIR_DOMAIN_SHUTOFF: *ret = VIRT_OFF; break;
+	case VIR_DOMAIN_CRASHED: *ret = VIRT_CRASHED; break;
+	default: *ret = VIRT_OTHER; break;
+	}
+	return 0;
+}
+
+int virt_domain_xml(struct virt *v, const char *name, char **ret_xml)
+{
+	virDomainPtr d;
+	char *xml;
+	int r;
+
+	if ((r = lookup(v, name, &d, NULL)) < 0)
+		return r;
+	xml = virDomainGetXMLDesc(d, 0);
+	r = xml ? 0 : last_error("cannot read domain XML", NULL);
+	virDomainFree(d);
+	if (xml) {
+		*ret_xml = xstrdup(xml);
+		free(xml);
+	}
+	return r;
+}
+
+int virt_domain_uuid(struct virt *v, const char *name, char *buf)
+{
+	virDomainPtr d;
+	int r;
+
+	if ((r = lookup(v, name, &d, NULL)) < 0)
+		return r;
+	r = virDomainGetUUIDString(d, buf) < 0 ? last_error("cannot read domain UUID", NULL) : 0;
+	virDomainFree(d);
+	return r;
+}
+
+int virt_domain_list(struct virt *v, const char *prefix, char ***ret)
+{
+	virDomainPtr *doms = NULL;
+	char **names;
+	size_t k = 0;
+	int n, r;
+
+	if ((r = virt_connect(v, NULL)) < 0)
+		return r;
+	n = virConnectListAllDomains(v->conn, &doms, 0);
+	if (n < 0)
+		return last_error("cannot list domains", NULL);
+	names = xcalloc((size_t)n + 1, sizeof(*names));
+	for (int i = 0; i < n; i++) {
+		const char *name = virDomainGetName(doms[i]);
+		if (name && strncmp(name, prefix, strlen(prefix)) == 0)
+			names[k++] = xstrdup(name);
+		virDomainFree(doms[i]);
+	}
+	free(doms);
+	*ret = names;
+	return 0;
+}
+
+int virt_network_ensure(struct virt *v, const char *name, const char *xml, char **why)
+{
+	virNetworkPtr net;
+	int r;
+
+	if ((r = virt_connect(v, why)) < 0)
+		return r;
+	net = virNetworkLookupByName(v->conn, name);
+	if (!net) {
+		net = virNetworkDefineXML(v->conn, xml);
+		if (!net)
+			return last_error("cannot define network", why);
+		log_info("libvirt: defined network %s", name);
+		if (virNetworkSetAutostart(net, 1) < 0)
+			log_debug("libvirt: cannot autostart network %s: %s", name, virGetLastErrorMessage());
+	}
+	if (virNetworkIsActive(net) != 1 && virNetworkCreate(net) < 0) {
+		r = last_error("cannot start network", why);
+		virNetworkFree(net);
+		return r;
+	}
+	virNetworkFree(net);
+	return 0;
+}
+
+int virt_snapshot_create(struct virt *v, const char *domain, const char *snap, char **why)
+{
+	_cleanup_free_ char *xml = xasprintf("<domainsnapshot><name>%s</name></domainsnapshot>", snap);
+	virDomainSnapshotPtr s;
+	virDomainPtr d;
+	int r;
+
+	if ((r = lookup(v, domain, &d, why)) < 0)
+		return r;
+	s = virDomainSnapshotCreateXML(d, xml, VIR_DOMAIN_SNAPSHOT_CREATE_ATOMIC);
+	r = s ? 0 : last_error("cannot create snapshot", why);
+	if (s)
+		virDomainSnapshotFree(s);
+	virDomainFree(d);
+	return r;
+}
+
+/* Run op on the named snapshot of domain. */
+static int with_snapshot(struct virt *v, const char *domain, const char *snap,
+			 int (*op)(virDomainSnapshotPtr), const char *what, char **why)
+{
+	virDomainSnapshotPtr s;
+	virDomainPtr d;
+	int r;
+
+	if ((r = lookup(v, domain, &d, why)) < 0)
+		return r;
+	s = virDomainSnapshotLookupByName(d, snap, 0);
+	if (!s) {
+		virErrorPtr e = virGetLastError();
+		r = e && e->code == VIR_ERR_NO_DOMAIN_SNAPSHOT ? -ENOENT : last_error(what, why);
+		if (r == -ENOENT && why)
+			*why = xasprintf("no snapshot %s of %s", snap, domain);
+		virDomainFree(d);
+		return r;
+	}
+	r = op(s) < 0 ? last_error(what, why) : 0;
+	virDomainSnapshotFree(s);
+	virDomainFree(d);
+	return r;
+}
+
+static int revert(virDomainSnapshotPtr s)
+{
+	return virDomainRevertToSnapshot(s, 0);
+}
+
+static int delete_snapshot(virDomainSnapshotPtr s)
+{
+	return virDomainSnapshotDelete(s, 0);
+}
+
+static int noop(virDomainSnapshotPtr s)
+{
+	return 0;
+}
+
+int virt_snapshot_revert(struct virt *v, const char *domain, const char *snap, char **why)
+{
+	return with_snapshot(v, domain, snap, revert, "cannot revert to snapshot", why);
+}
+
+int virt_snapshot_delete(struct virt *v, const char *domain, const char *snap, char **why)
+{
+	return with_snapshot(v, domain, snap, delete_snapshot, "cannot delete snapshot", why);
+}
+
+int virt_snapshot_exists(struct virt *v, const char *domain, const char *snap)
+{
+	int r = with_snapshot(v, domain, snap, noop, "cannot look up snapshot", NULL);
+
+	return r == 0 ? 1 : r == -ENOENT ? 0 : r;
+}
+
+const char *virt_state_to_string(enum virt_state s)
+{
+	static const char *const names[] = { "off", "running", "paused", "shutting down", "crashed", "other" };
+	return (unsigned)s < ARRAY_SIZE(names) ? names[s] : "unknown";
+}

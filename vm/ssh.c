@@ -1,5 +1,9 @@
 /*
- * ssh: see ssh.h. The only file that includes <libssh2.h>.
+ * ssh: see ssh.h. The only file that includes <libssh2.h>; its one concern
+ * is the session machine (handshake, pinning, authentication, keepalive,
+ * exec channels with their timeouts, kills and flow control), which is why
+ * it is longer than most. The keys are ssh_keys.c's, the command lines
+ * ssh_quote.c's.
  *
  * How a session is driven: every libssh2 call is non-blocking and every
  * event of a session (socket readable/writable, a kick, a timer) ends in
@@ -19,7 +23,8 @@
  * - libssh2_channel_open_ex() keeps its progress in the session: one
  *   channel opens at a time (s->opening).
  * - ed25519 private keys load only from the OpenSSH format
- *   ("BEGIN OPENSSH PRIVATE KEY", unencrypted here), not from PKCS#8 PEM.
+ *   ("BEGIN OPENSSH PRIVATE KEY", unencrypted here), not from PKCS#8 PEM
+ *   (so ssh_keys.c writes that format).
  * - There is no libssh2_channel_signal_ex() before 1.11, and dropbear keeps
  *   a session channel open until its process exits, so closing a channel
  *   kills nothing: a timeout or cancel runs `kill -9 -PID` on a second
@@ -31,391 +36,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 
 #include <event2/event.h>
 #include <libssh2.h>
-#include <openssl/evp.h>
-#include <openssl/crypto.h>
-#include <openssl/rand.h>
 
 #include "common/log.h"
-#include "common/names.h"
 #include "common/util.h"
 
-#define ED25519_LEN 32
-#define KEY_TYPE "ssh-ed25519"
 #define READ_CHUNK (32 * 1024)
 #define WRITE_CHUNK (32 * 1024)
 #define KILL_GRACE_S 5		/* after a kill, how long the channel may take to close */
-
-/* --- byte buffers and base64 ---------------------------------------------- */
-
-struct bytes {
-	unsigned char *p;
-	size_t len, cap;
-};
-
-static void bytes_put(struct bytes *b, const void *d, size_t n)
-{
-	if (b->len + n > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		unsigned char *p;
-
-		while (cap < b->len + n)
-			cap *= 2;
-		/* no realloc: the old block may hold key material to wipe */
-		p = xmalloc(cap);
-		if (b->p) {
-			memcpy(p, b->p, b->len);
-			OPENSSL_cleanse(b->p, b->cap);
-			free(b->p);
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, d, n);
-	b->len += n;
-}
-
-static void bytes_u32(struct bytes *b, uint32_t v)
-{
-	unsigned char d[4] = { v >> 24, v >> 16, v >> 8, v };
-	bytes_put(b, d, 4);
-}
-
-static void bytes_str(struct bytes *b, const void *d, size_t n)
-{
-	bytes_u32(b, (uint32_t)n);
-	bytes_put(b, d, n);
-}
-
-static void bytes_wipe(struct bytes *b)
-{
-	if (b->p) {
-		OPENSSL_cleanse(b->p, b->cap);
-		free(b->p);
-	}
-	*b = (struct bytes){ 0 };
-}
-
-static char *b64_encode(const unsigned char *d, size_t n)
-{
-	char *out = xmalloc(4 * ((n + 2) / 3) + 1);
-
-	EVP_EncodeBlock((unsigned char *)out, d, (int)n);
-	return out;
-}
-
-static int b64_decode(const char *s, size_t n, unsigned char **ret, size_t *ret_len)
-{
-	unsigned char *out;
-	int len;
-
-	if (n == 0 || n % 4 != 0 || n > 65536)
-		return -EINVAL;
-	out = xmalloc(n / 4 * 3 + 1);
-	len = EVP_DecodeBlock(out, (const unsigned char *)s, (int)n);
-	if (len < 0) {
-		free(out);
-		return -EINVAL;
-	}
-	if (s[n - 1] == '=')
-		len--;
-	if (s[n - 2] == '=')
-		len--;
-	*ret = out;
-	*ret_len = (size_t)len;
-	return 0;
-}
-
-/* --- keys ------------------------------------------------------------------ */
-
-char *ssh_fingerprint_blob(const void *blob, size_t len)
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int md_len = 0;
-	_cleanup_free_ char *b64 = NULL;
-	char *eq;
-
-	if (!EVP_Digest(blob, len, md, &md_len, EVP_sha256(), NULL))
-		abort();	/* SHA-256 of memory cannot fail short of OOM */
-	b64 = b64_encode(md, md_len);
-	if ((eq = strchr(b64, '=')))
-		*eq = '\0';	/* OpenSSH prints it without padding */
-	return xasprintf("SHA256:%s", b64);
-}
-
-int ssh_fingerprint_pubkey(const char *line, char **ret)
-{
-	_cleanup_free_ unsigned char *blob = NULL;
-	const char *type_end, *b64, *b64_end;
-	size_t blob_len, tlen;
-	uint32_t n;
-	int r;
-
-	type_end = strchr(line, ' ');
-	if (!type_end)
-		return -EINVAL;
-	tlen = (size_t)(type_end - line);
-	b64 = type_end + strspn(type_end, " ");
-	b64_end = b64 + strcspn(b64, " \t\r\n");
-	if ((r = b64_decode(b64, (size_t)(b64_end - b64), &blob, &blob_len)) < 0)
-		return r;
-	/* the blob starts with its own type, which must be the one named */
-	if (blob_len < 4)
-		return -EINVAL;
-	n = (uint32_t)blob[0] << 24 | (uint32_t)blob[1] << 16 | (uint32_t)blob[2] << 8 | blob[3];
-	if (n != tlen || blob_len < 4 + n || memcmp(blob + 4, line, tlen) != 0)
-		return -EINVAL;
-	*ret = ssh_fingerprint_blob(blob, blob_len);
-	return 0;
-}
-
-/* Write data to path through a temp file and rename, so path is whole or absent. */
-static int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode)
-{
-	_cleanup_free_ char *tmp = xasprintf("%s.tmpXXXXXX", path);
-	_cleanup_close_ int fd = -1;
-	int r;
-
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fchmod(fd, mode) < 0 || (r = write_all(fd, data, len)) < 0 || fsync(fd) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	if (close(TAKE_FD(fd)) < 0 || rename(tmp, path) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	return 0;
-fail:
-	unlink(tmp);
-	return r ? r : -EIO;
-}
-
-static void key_blob(struct bytes *b, const unsigned char pub[ED25519_LEN])
-{
-	bytes_str(b, KEY_TYPE, strlen(KEY_TYPE));
-	bytes_str(b, pub, ED25519_LEN);
-}
-
-/*
- * The "openssh-key-v1" container (OpenSSH's PROTOCOL.key), unencrypted:
- * magic, cipher "none", kdf "none", no kdf options, one public key, then
- * the private section: two equal check words, type, public key, the 64
- * bytes seed||public, comment, and padding 1, 2, 3... to 8 bytes.
- */
-static char *openssh_private_text(const unsigned char seed[ED25519_LEN], const unsigned char pub[ED25519_LEN],
-				  const char *comment)
-{
-	struct bytes k = { 0 }, priv = { 0 }, blob = { 0 };
-	unsigned char both[2 * ED25519_LEN], pad;
-	uint32_t check;
-	char *b64, *text;
-	size_t b64_len, i;
-	struct bytes out = { 0 };
-
-	if (RAND_bytes((unsigned char *)&check, sizeof(check)) != 1)
-		abort();
-	key_blob(&blob, pub);
-	bytes_put(&k, "openssh-key-v1", sizeof("openssh-key-v1"));	/* with its NUL */
-	bytes_str(&k, "none", 4);
-	bytes_str(&k, "none", 4);
-	bytes_str(&k, "", 0);
-	bytes_u32(&k, 1);
-	bytes_str(&k, blob.p, blob.len);
-
-	memcpy(both, seed, ED25519_LEN);
-	memcpy(both + ED25519_LEN, pub, ED25519_LEN);
-	bytes_u32(&priv, check);
-	bytes_u32(&priv, check);
-	bytes_str(&priv, KEY_TYPE, strlen(KEY_TYPE));
-	bytes_str(&priv, pub, ED25519_LEN);
-	bytes_str(&priv, both, sizeof(both));
-	bytes_str(&priv, comment, strlen(comment));
-	for (pad = 1; priv.len % 8 != 0; pad++)
-		bytes_put(&priv, &pad, 1);
-	bytes_str(&k, priv.p, priv.len);
-
-	b64 = b64_encode(k.p, k.len);
-	b64_len = strlen(b64);
-	bytes_put(&out, "-----BEGIN OPENSSH PRIVATE KEY-----\n", 36);
-	for (i = 0; i < b64_len; i += 70) {
-		bytes_put(&out, b64 + i, b64_len - i < 70 ? b64_len - i : 70);
-		bytes_put(&out, "\n", 1);
-	}
-	bytes_put(&out, "-----END OPENSSH PRIVATE KEY-----\n", 35);	/* with the NUL */
-	text = xstrdup((char *)out.p);
-
-	OPENSSL_cleanse(both, sizeof(both));
-	OPENSSL_cleanse(b64, b64_len);
-	free(b64);
-	bytes_wipe(&out);
-	bytes_wipe(&priv);
-	bytes_wipe(&k);
-	bytes_wipe(&blob);
-	return text;
-}
-
-int ssh_keygen(const char *path, enum ssh_key_format fmt, const char *comment,
-	       char **pubkey_ret, char **fingerprint_ret)
-{
-	unsigned char seed[ED25519_LEN], pub[ED25519_LEN];
-	size_t seed_len = sizeof(seed), pub_len = sizeof(pub);
-	struct bytes blob = { 0 }, priv = { 0 };
-	_cleanup_free_ char *b64 = NULL, *line = NULL, *pub_path = NULL, *pub_text = NULL, *fp = NULL;
-	char *text = NULL;
-	EVP_PKEY *pk;
-	int r;
-
-	if (!comment)
-		comment = "";
-	if (strpbrk(comment, "\r\n"))
-		return -EINVAL;
-	pk = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
-	if (!pk)
-		return -EIO;
-	r = EVP_PKEY_get_raw_private_key(pk, seed, &seed_len) == 1 &&
-	    EVP_PKEY_get_raw_public_key(pk, pub, &pub_len) == 1 &&
-	    seed_len == ED25519_LEN && pub_len == ED25519_LEN;
-	EVP_PKEY_free(pk);
-	if (!r) {
-		OPENSSL_cleanse(seed, sizeof(seed));
-		return -EIO;
-	}
-
-	if (fmt == SSH_KEY_OPENSSH) {
-		text = openssh_private_text(seed, pub, comment);
-		r = write_file_atomic(path, text, strlen(text), 0600);
-		OPENSSL_cleanse(text, strlen(text));
-		free(text);
-	} else {
-		/* dropbear: string "ssh-ed25519", string(seed || public) */
-		bytes_str(&priv, KEY_TYPE, strlen(KEY_TYPE));
-		bytes_u32(&priv, 2 * ED25519_LEN);
-		bytes_put(&priv, seed, ED25519_LEN);
-		bytes_put(&priv, pub, ED25519_LEN);
-		r = write_file_atomic(path, priv.p, priv.len, 0600);
-		bytes_wipe(&priv);
-	}
-	OPENSSL_cleanse(seed, sizeof(seed));
-	if (r < 0)
-		return r;
-
-	key_blob(&blob, pub);
-	b64 = b64_encode(blob.p, blob.len);
-	fp = ssh_fingerprint_blob(blob.p, blob.len);
-	bytes_wipe(&blob);
-	line = *comment ? xasprintf(KEY_TYPE " %s %s", b64, comment) : xasprintf(KEY_TYPE " %s", b64);
-	pub_path = xasprintf("%s.pub", path);
-	pub_text = xasprintf("%s\n", line);
-	if ((r = write_file_atomic(pub_path, pub_text, strlen(pub_text), 0644)) < 0) {
-		unlink(path);
-		return r;
-	}
-	if (pubkey_ret)
-		*pubkey_ret = TAKE_PTR(line);
-	if (fingerprint_ret)
-		*fingerprint_ret = TAKE_PTR(fp);
-	return 0;
-}
-
-/* --- command lines ------------------------------------------------------------ */
-
-char *ssh_quote(const char *s)
-{
-	static const char safe[] =
-		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./,:+@%-";
-	size_t n = 3;
-	char *out, *o;
-
-	if (*s && s[strspn(s, safe)] == '\0')
-		return xstrdup(s);
-	/* single quotes keep everything but ' itself, which becomes '\'' */
-	for (const char *p = s; *p; p++)
-		n += *p == '\'' ? 4 : 1;
-	o = out = xmalloc(n);
-	*o++ = '\'';
-	for (const char *p = s; *p; p++) {
-		if (*p == '\'') {
-			memcpy(o, "'\\''", 4);
-			o += 4;
-		} else {
-			*o++ = *p;
-		}
-	}
-	*o++ = '\'';
-	*o = '\0';
-	return out;
-}
-
-static void append_word(char **line, size_t *len, const char *word)
-{
-	_cleanup_free_ char *q = ssh_quote(word);
-	size_t n = strlen(q);
-
-	*line = xrealloc(*line, *len + n + 2);
-	(*line)[(*len)++] = ' ';
-	memcpy(*line + *len, q, n + 1);
-	*len += n;
-}
-
-int ssh_command_line(const char *agentd, const char *user, const char *const *argv, const char *const *env,
-		     char **ret)
-{
-	/*
-	 * The shell prints its pid, then becomes the command itself (through
-	 * agentd run-as, or setsid and env, none of which forks here): so the
-	 * exit status and signal dropbear reports are the command's, and
-	 * every process it starts shares its session and process group, which
-	 * `kill -9 -PID` ends. With agentd nothing of env comes before the
-	 * privilege drop: the caller's LD_PRELOAD must not reach root's agentd.
-	 */
-	char *line;
-	size_t len;
-
-	if (!argv || !argv[0] || !argv[0][0] || strchr(argv[0], '=') || (agentd && (!user || !*user)))
-		return -EINVAL;
-	for (size_t i = 0; env && env[i]; i++)
-		if (!env_entry_valid(env[i]))
-			return -EINVAL;
-	line = xstrdup("echo $$ >&2; exec");
-	len = strlen(line);
-	if (agentd) {
-		append_word(&line, &len, agentd);
-		append_word(&line, &len, "run-as");
-		append_word(&line, &len, user);
-		for (size_t i = 0; env && env[i]; i++) {
-			append_word(&line, &len, "--env");
-			append_word(&line, &len, env[i]);
-		}
-		append_word(&line, &len, "--");
-	} else {
-		append_word(&line, &len, "setsid");
-		append_word(&line, &len, "--");
-		if (env && env[0]) {
-			append_word(&line, &len, "env");
-			append_word(&line, &len, "--");
-			for (size_t i = 0; env[i]; i++)
-				append_word(&line, &len, env[i]);
-		}
-	}
-	for (size_t i = 0; argv[i]; i++)
-		append_word(&line, &len, argv[i]);
-	if (len > SSH_COMMAND_MAX) {
-		OPENSSL_cleanse(line, len);	/* env may hold secrets */
-		free(line);
-		return -E2BIG;
-	}
-	*ret = line;
-	return 0;
-}
 
 /* --- signals ---------------------------------------------------------------- */
 
@@ -677,11 +309,11 @@ static void exec_free(struct ssh_exec *e)
 	if (e->ev_timer)
 		event_free(e->ev_timer);
 	if (e->in) {
-		OPENSSL_cleanse(e->in, e->in_len);
+		explicit_bzero(e->in, e->in_len);
 		free(e->in);
 	}
 	if (e->cmdline) {
-		OPENSSL_cleanse(e->cmdline, strlen(e->cmdline));	/* env may hold secrets */
+		explicit_bzero(e->cmdline, strlen(e->cmdline));	/* env may hold secrets */
 		free(e->cmdline);
 	}
 	free(e->why);
@@ -1314,7 +946,7 @@ int ssh_session_new(struct event_base *base, int fd, const struct ssh_session_co
 	libssh2_session_callback_set(s->ssh, LIBSSH2_CALLBACK_SEND, (void *)session_send);
 	libssh2_session_set_blocking(s->ssh, 0);
 	/* only the key type fleetd pins; a guest offering another one fails the handshake */
-	libssh2_session_method_pref(s->ssh, LIBSSH2_METHOD_HOSTKEY, KEY_TYPE);
+	libssh2_session_method_pref(s->ssh, LIBSSH2_METHOD_HOSTKEY, SSH_KEY_TYPE);
 
 	s->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, session_cb, s);
 	s->ev_write = event_new(base, fd, EV_WRITE | EV_PERSIST, session_cb, s);

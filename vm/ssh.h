@@ -1,12 +1,15 @@
 /*
  * ssh: fleetd's SSH client and the only file that includes <libssh2.h>.
  *
- * It makes the keys of the control channel (the client key fleetd logs in
- * with, in OpenSSH format, and a guest's host key, in dropbear's format),
- * drives one non-blocking libssh2 session per guest on the event loop over
+ * It drives one non-blocking libssh2 session per guest on the event loop over
  * a socket fd it is handed (fleetd connects the guest's virtio-serial Unix
  * socket), pins the guest's host key, and runs commands on channels of
  * that session with the exec contract of backend.h.
+ *
+ * The keys of the control channel (the client key fleetd logs in with, in
+ * OpenSSH format, and a guest's host key, in dropbear's format) are
+ * ssh_keys.h's, the command lines sent ssh_quote.h's; this header includes
+ * both, so its callers need only it.
  *
  * It knows nothing of libvirt or agents, never blocks the loop, and never
  * logs above debug: callers get -errno plus a message and decide.
@@ -18,57 +21,12 @@
 #include <stddef.h>
 
 #include "backend/backend.h"
+#include "vm/ssh_keys.h"	/* ssh_keygen, fingerprints: callers of this header use them */
+#include "vm/ssh_quote.h"	/* ssh_command_line, SSH_COMMAND_MAX */
 
 struct event_base;
 struct ssh_session;
 struct ssh_exec;
-
-/* --- keys ------------------------------------------------------------------ */
-
-enum ssh_key_format {
-	SSH_KEY_OPENSSH,	/* "BEGIN OPENSSH PRIVATE KEY": what libssh2 1.10 loads for ed25519 */
-	SSH_KEY_DROPBEAR,	/* dropbear's binary host key format (dropbear -r FILE) */
-};
-
-/*
- * Generate a new ed25519 key pair with OpenSSL: the private key goes to path
- * (mode 0600, in fmt; an existing file is replaced atomically), the public
- * key line "ssh-ed25519 AAAA... comment" to path.pub. Optionally returns
- * that line (without newline) and its fingerprint "SHA256:...". -errno.
- */
-int ssh_keygen(const char *path, enum ssh_key_format fmt, const char *comment,
-	       char **pubkey_ret, char **fingerprint_ret);
-
-/* Fingerprint "SHA256:<base64, no padding>" of a raw public key blob. */
-char *ssh_fingerprint_blob(const void *blob, size_t len);
-
-/* Fingerprint of a public key line "TYPE BASE64 [comment]"; -EINVAL if malformed. */
-int ssh_fingerprint_pubkey(const char *line, char **ret);
-
-/* --- command lines ----------------------------------------------------------- */
-
-/* Longest command line sent; dropbear refuses more than 9000 bytes. */
-#define SSH_COMMAND_MAX 8192
-
-/* Quote s as one word for a POSIX shell (single quotes unless plainly safe). */
-char *ssh_quote(const char *s);
-
-/*
- * The command line that runs argv with the extra env in its own session
- * (so a timeout can kill every process it started) and first writes the
- * shell's pid as one line on stderr, which ssh_exec strips. With agentd
- * (its path in the guest), agentd starts the session, drops to user,
- * clears the environment and sets env only after the drop, so nothing in
- * env reaches a process running as root unless user is root:
- *   echo $$ >&2; exec AGENTD run-as USER --env 'NAME=VALUE'... -- 'argv0' 'argv1'...
- * Without (agentd NULL; user unused) the login user runs it directly:
- *   echo $$ >&2; exec setsid -- env -- 'NAME=VALUE'... 'argv0' 'argv1'...
- * -EINVAL for an empty argv, an argv[0] containing '=', an env entry
- * that is not NAME=VALUE with a shell-name NAME, or agentd without user;
- * -E2BIG past SSH_COMMAND_MAX.
- */
-int ssh_command_line(const char *agentd, const char *user, const char *const *argv, const char *const *env,
-		     char **ret);
 
 /*
  * The receive window each exec channel offers (libssh2's default is 2 MiB):

@@ -1,0 +1,100 @@
+/*
+ * ssh_quote: see ssh_quote.h. libc only.
+ */
+#include "vm/ssh_quote.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/names.h"
+#include "common/util.h"
+
+char *ssh_quote(const char *s)
+{
+	static const char safe[] =
+		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./,:+@%-";
+	size_t n = 3;
+	char *out, *o;
+
+	if (*s && s[strspn(s, safe)] == '\0')
+		return xstrdup(s);
+	/* single quotes keep everything but ' itself, which becomes '\'' */
+	for (const char *p = s; *p; p++)
+		n += *p == '\'' ? 4 : 1;
+	o = out = xmalloc(n);
+	*o++ = '\'';
+	for (const char *p = s; *p; p++) {
+		if (*p == '\'') {
+			memcpy(o, "'\\''", 4);
+			o += 4;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o++ = '\'';
+	*o = '\0';
+	return out;
+}
+
+static void append_word(char **line, size_t *len, const char *word)
+{
+	_cleanup_free_ char *q = ssh_quote(word);
+	size_t n = strlen(q);
+
+	*line = xrealloc(*line, *len + n + 2);
+	(*line)[(*len)++] = ' ';
+	memcpy(*line + *len, q, n + 1);
+	*len += n;
+}
+
+int ssh_command_line(const char *agentd, const char *user, const char *const *argv, const char *const *env,
+		     char **ret)
+{
+	/*
+	 * The shell prints its pid, then becomes the command itself (through
+	 * agentd run-as, or setsid and env, none of which forks here): so the
+	 * exit status and signal dropbear reports are the command's, and
+	 * every process it starts shares its session and process group, which
+	 * `kill -9 -PID` ends. With agentd nothing of env comes before the
+	 * privilege drop: the caller's LD_PRELOAD must not reach root's agentd.
+	 */
+	char *line;
+	size_t len;
+
+	if (!argv || !argv[0] || !argv[0][0] || strchr(argv[0], '=') || (agentd && (!user || !*user)))
+		return -EINVAL;
+	for (size_t i = 0; env && env[i]; i++)
+		if (!env_entry_valid(env[i]))
+			return -EINVAL;
+	line = xstrdup("echo $$ >&2; exec");
+	len = strlen(line);
+	if (agentd) {
+		append_word(&line, &len, agentd);
+		append_word(&line, &len, "run-as");
+		append_word(&line, &len, user);
+		for (size_t i = 0; env && env[i]; i++) {
+			append_word(&line, &len, "--env");
+			append_word(&line, &len, env[i]);
+		}
+		append_word(&line, &len, "--");
+	} else {
+		append_word(&line, &len, "setsid");
+		append_word(&line, &len, "--");
+		if (env && env[0]) {
+			append_word(&line, &len, "env");
+			append_word(&line, &len, "--");
+			for (size_t i = 0; env[i]; i++)
+				append_word(&line, &len, env[i]);
+		}
+	}
+	for (size_t i = 0; argv[i]; i++)
+		append_word(&line, &len, argv[i]);
+	if (len > SSH_COMMAND_MAX) {
+		explicit_bzero(line, len);	/* env may hold secrets */
+		free(line);
+		return -E2BIG;
+	}
+	*ret = line;
+	return 0;
+}

@@ -1,0 +1,33 @@
+/*
+ * ssh_quote: the command line fleetd sends on an SSH exec channel, built
+ * with libc alone: POSIX shell quoting of each word and the wrapper that
+ * prints the shell's pid, starts its own session and (with agentd) drops
+ * privileges before any of the caller's environment is set.
+ */
+#ifndef FLEET_SSH_QUOTE_H
+#define FLEET_SSH_QUOTE_H
+
+/* Longest command line sent; dropbear refuses more than 9000 bytes. */
+#define SSH_COMMAND_MAX 8192
+
+/* Quote s as one word for a POSIX shell (single quotes unless plainly safe). */
+char *ssh_quote(const char *s);
+
+/*
+ * The command line that runs argv with the extra env in its own session
+ * (so a timeout can kill every process it started) and first writes the
+ * shell's pid as one line on stderr, which ssh_exec strips. With agentd
+ * (its path in the guest), agentd starts the session, drops to user,
+ * clears the environment and sets env only after the drop, so nothing in
+ * env reaches a process running as root unless user is root:
+ *   echo $$ >&2; exec AGENTD run-as USER --env 'NAME=VALUE'... -- 'argv0' 'argv1'...
+ * Without (agentd NULL; user unused) the login user runs it directly:
+ *   echo $$ >&2; exec setsid -- env -- 'NAME=VALUE'... 'argv0' 'argv1'...
+ * -EINVAL for an empty argv, an argv[0] containing '=', an env entry
+ * that is not NAME=VALUE with a shell-name NAME, or agentd without user;
+ * -E2BIG past SSH_COMMAND_MAX.
+ */
+int ssh_command_line(const char *agentd, const char *user, const char *const *argv, const char *const *env,
+		     char **ret);
+
+#endif

@@ -186,19 +186,25 @@ static inline int env_state(const char *name)
 	return fake_env_state(name, &st) < 0 ? -1 : (int)st;
 }
 
-/* Create (provision) and start name; fails the test program if it cannot. */
-static inline void fixture_running(struct fixture *x, const char *name, enum restart_policy restart)
+/* Create (provision) and start a; fails the test program if it cannot. */
+static inline void fixture_start_agent(struct fixture *x, struct agent *a)
 {
-	_cleanup_(agent_freep) struct agent *a = fixture_agent(name, restart);
 	_cleanup_free_ char *why = NULL;
 	int before = fake_calls(FAKE_START);
 
 	if (lifecycle_create(&x->f, fake_backends[FAKE_KIND], a, &why) < 0 ||
 	    lifecycle_start(&x->f, fake_backends[FAKE_KIND], a, NULL, NULL, &why) < 0 ||
-	    !LOOP_UNTIL(x, fake_calls(FAKE_START) > before && db_state(x, name) == AGENT_RUNNING)) {
-		fprintf(stderr, "fixture: cannot make '%s' run: %s\n", name, why ? why : "?");
+	    !LOOP_UNTIL(x, fake_calls(FAKE_START) > before && db_state(x, a->name) == AGENT_RUNNING)) {
+		fprintf(stderr, "fixture: cannot make '%s' run: %s\n", a->name, why ? why : "?");
 		exit(1);
 	}
+}
+
+static inline void fixture_running(struct fixture *x, const char *name, enum restart_policy restart)
+{
+	_cleanup_(agent_freep) struct agent *a = fixture_agent(name, restart);
+
+	fixture_start_agent(x, a);
 }
 
 /*

@@ -27,6 +27,7 @@ struct fake_snap {
 	bool used;
 	char name[NAME_MAX_];
 	int exit_code;		/* the environment's "files" when it was taken */
+	enum agent_state state;	/* and whether it ran (a restore brings that back, as a VM's full snapshot) */
 };
 
 struct fake_env {
@@ -237,12 +238,15 @@ static void apply(struct pending *p)
 				e->snaps[i].used = true;
 				snprintf(e->snaps[i].name, sizeof(e->snaps[i].name), "%s", p->snap);
 				e->snaps[i].exit_code = e->exit_code;
+				e->snaps[i].state = e->state;
 				break;
 			}
 		break;
 	case FAKE_SNAPSHOT_RESTORE:
-		if ((s = snap_find(e, p->snap)))
+		if ((s = snap_find(e, p->snap))) {
 			e->exit_code = s->exit_code;
+			e->state = s->state;
+		}
 		break;
 	default:
 		break;
@@ -526,6 +530,8 @@ static int fake_exec(struct fleetd *f, const struct agent *a, const struct exec_
 		return r;
 	if (!(e = env_find(a->name)))
 		return refuse(-ENOENT, why, xasprintf("fake: no environment '%s'", a->name));
+	if (e->state != AGENT_RUNNING)
+		return refuse(-ENOTCONN, why, xasprintf("fake: '%s' is not running", a->name));
 	e->last_exec[0] = '\0';
 	for (int i = 0; req->argv[i]; i++)
 		len += (size_t)snprintf(e->last_exec + len, len < EXEC_MAX ? EXEC_MAX - len : 0, "%s%s", i ? " " : "",

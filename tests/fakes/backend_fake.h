@@ -75,7 +75,11 @@ int fake_release(enum fake_verb verb, int r);
 
 /* The host's environments: 0 and *ret (AGENT_STOPPED or AGENT_RUNNING), or -ENOENT. */
 int fake_env_state(const char *agent, enum agent_state *ret);
-/* What every exec in agent's environment exits with (0 at first): its "files", which snapshots keep. */
+/*
+ * What every exec in agent's environment exits with (0 at first): its
+ * "files", which snapshots keep along with whether it ran, and a restore
+ * brings back. An exec in an environment that does not run is refused.
+ */
 void fake_env_set_exit(const char *agent, int exit_code);
 int fake_env_exit(const char *agent);
 /* The argv of the newest exec in agent's environment, joined by spaces ("" if none). */

@@ -49,7 +49,7 @@ static inline void fixture_mkdir(struct fixture *x)
 	}
 }
 
-/* "Start fleetd" on x->dir: 0, or exits the test (nothing can be checked without it). */
+/* "Start fleetd" on x->dir; exits the test program if it cannot (nothing could be checked). */
 static inline void fixture_open(struct fixture *x, int flags, const char *const *settings)
 {
 	_cleanup_free_ char *path = xasprintf("%s/fleet.db", x->dir);

@@ -562,6 +562,8 @@ static void agent_verb(struct api_call *c, bool want_stop, bool want_start)
 			op_finish(op, r, "stop", why);
 		return;
 	}
+	if (want_stop)	/* stopped already, maybe waiting for an automatic restart: it must stay stopped */
+		(void)lifecycle_cancel_restart(c->fleetd, op->agent->name);
 	op_start(op);
 }
 

@@ -1,7 +1,7 @@
 /*
  * backends: which isolation backends this fleetd has and whether the host
- * can serve them. The only file that names concrete backends; everything
- * else asks backend_get() for a struct backend_ops.
+ * can serve them. core/builtin.c is the only file that names concrete
+ * backends; everything else asks backend_get() for a struct backend_ops.
  */
 #ifndef FLEET_BACKENDS_H
 #define FLEET_BACKENDS_H
@@ -18,6 +18,12 @@ struct fleetd;
  * reports on its own; a failure makes that backend unavailable, not fleetd.
  */
 void backends_init(struct fleetd *f, backend_event_fn on_event);
+/*
+ * The same with table (BACKEND__COUNT entries, NULL where none) in place of
+ * the built-in backends: backends_init() is this with core/builtin.c's
+ * table; core/'s unit tests give their fake's (tests/fakes/backend_fake.h).
+ */
+void backends_init_table(struct fleetd *f, const struct backend_ops *const *table, backend_event_fn on_event);
 void backends_shutdown(struct fleetd *f);
 
 /* Is a backend of this kind compiled into fleetd at all? */

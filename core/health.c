@@ -498,6 +498,7 @@ void health_shutdown(struct fleetd *f)
 
 	if (!h)
 		return;
+	snapshots_use_health(NULL);	/* its hooks would reach the state freed here */
 	event_free(h->tick);
 	while (h->agents) {
 		struct tracked *t = h->agents;

@@ -2,22 +2,31 @@
 #include "core/lifecycle.h"
 
 #include <errno.h>
+#include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "core/backends.h"
 #include "store/db.h"
+#include "model/config.h"
 #include "model/fleetd.h"
 #include "common/log.h"
 #include "common/util.h"
 
-/* Automatic restarts of one agent within RESTART_WINDOW_S, for the rate limit. */
+/*
+ * Automatic restarts of one agent within RESTART_WINDOW_S, for the rate
+ * limit and the backoff, and the restart waiting out its backoff (timer).
+ */
 struct restarts {
 	struct restarts *next;
+	struct fleetd *f;
 	char *agent;
 	time_t times[RESTART_LIMIT];
 	int n;
+	struct event *timer;	/* the pending restart; created on first use */
+	bool pending;
+	long delay_ms;		/* of the pending restart */
 };
 
 struct lifecycle {
@@ -43,6 +52,8 @@ void lifecycle_shutdown(struct fleetd *f)
 		return;
 	for (struct restarts *r = f->lifecycle->restarts, *next; r; r = next) {
 		next = r->next;
+		if (r->timer)
+			event_free(r->timer);
 		free(r->agent);
 		free(r);
 	}
@@ -112,6 +123,7 @@ int lifecycle_destroy(struct fleetd *f, const struct backend_ops *ops, const str
 			return r;
 		}
 	}
+	(void)lifecycle_cancel_restart(f, a->name);	/* gone: nothing to restart */
 	if ((r = db_agent_delete(f->db, a->name)) < 0)
 		log_error("agent '%s': remove failed: %s", a->name, strerror(-r));
 	return r;
@@ -160,8 +172,12 @@ static void started(void *userdata, int r, const char *why)
 int lifecycle_start(struct fleetd *f, const struct backend_ops *ops, const struct agent *a, backend_done_fn done,
 		    void *userdata, char **why)
 {
-	struct verb *v = verb_new(f, a->name, done, userdata);
-	int r = ops->start(f, a, started, v, why);
+	struct verb *v;
+	int r;
+
+	(void)lifecycle_cancel_restart(f, a->name);	/* started now: a pending restart has nothing left to do */
+	v = verb_new(f, a->name, done, userdata);
+	r = ops->start(f, a, started, v, why);
 
 	if (r < 0)
 		verb_free(v);
@@ -182,8 +198,12 @@ static void stopped(void *userdata, int r, const char *why)
 int lifecycle_stop(struct fleetd *f, const struct backend_ops *ops, const struct agent *a, int timeout_s,
 		   backend_done_fn done, void *userdata, char **why)
 {
-	struct verb *v = verb_new(f, a->name, done, userdata);
-	int r = ops->stop(f, a, timeout_s, stopped, v, why);
+	struct verb *v;
+	int r;
+
+	(void)lifecycle_cancel_restart(f, a->name);	/* asked to stop: it must stay stopped */
+	v = verb_new(f, a->name, done, userdata);
+	r = ops->stop(f, a, timeout_s, stopped, v, why);
 
 	if (r < 0)
 		verb_free(v);
@@ -220,23 +240,78 @@ static void restarted(void *userdata, int r, const char *why)
 	free(agent);
 }
 
-/* Restart an environment that stopped without fleet asking, within the rate limit. */
-static void restart_after_failure(struct fleetd *f, const struct backend_ops *ops, const struct agent *a)
+static struct restarts *restarts_find(struct fleetd *f, const char *agent)
 {
 	struct restarts *rs;
-	time_t now = time(NULL);
+
+	for (rs = lc(f)->restarts; rs && strcmp(rs->agent, agent) != 0; rs = rs->next)
+		;
+	return rs;
+}
+
+/* Delay before automatic restart n (1-based) within the window: base * 2^(n-1), at most the cap. */
+static long restart_delay_ms(struct fleetd *f, int n)
+{
+	long d = config_get_long(&f->cfg, CFG_RESTART_BACKOFF), cap = config_get_long(&f->cfg, CFG_RESTART_BACKOFF_MAX);
+
+	for (int i = 1; i < n && d < cap; i++)
+		d *= 2;
+	return d < cap ? d : cap;
+}
+
+/* The backoff is over: restart, unless something else decided the agent's fate meanwhile. */
+static void restart_due(evutil_socket_t fd, short what, void *arg)
+{
+	struct restarts *rs = arg;
+	struct fleetd *f = rs->f;
+	_cleanup_(agent_freep) struct agent *a = NULL;
 	_cleanup_free_ char *why = NULL;
+	const struct backend_ops *ops;
+	const char *reason;
 	char *agent;
+
+	rs->pending = false;
+	if (db_agent_get(f->db, rs->agent, &a) < 0)
+		return;
+	/* Bad agents were restarted before there was a backoff too; anything else is not ours to start. */
+	if (a->state != AGENT_STOPPED && a->state != AGENT_BAD) {
+		log_info("agent '%s': no automatic restart: it is %s now", a->name, agent_state_to_string(a->state));
+		return;
+	}
+	if (!(ops = backend_get(f, a->backend, &reason))) {
+		log_error("agent '%s': automatic restart failed: %s", a->name, reason);
+		return;
+	}
+	agent = xstrdup(a->name);
+	if (lifecycle_start(f, ops, a, restarted, agent, &why) < 0) {
+		log_error("agent '%s': automatic restart failed: %s", a->name, why ? why : "unknown error");
+		free(agent);
+	}
+}
+
+/*
+ * Restart an environment that stopped without fleet asking, within the rate
+ * limit, after a backoff that doubles with each restart in the window, so a
+ * crash loop does not hammer the host; the operator's start, stop or remove
+ * meanwhile cancels it (lifecycle_cancel_restart).
+ */
+static void restart_after_failure(struct fleetd *f, const struct backend_ops *ops, const struct agent *a)
+{
+	struct restarts *rs = restarts_find(f, a->name);
+	struct timeval tv;
+	time_t now = time(NULL);
+	_cleanup_free_ char *detail = NULL;
 	int recent = 0;
 
-	for (rs = lc(f)->restarts; rs && strcmp(rs->agent, a->name) != 0; rs = rs->next)
-		;
 	if (!rs) {
 		rs = xcalloc(1, sizeof(*rs));
+		rs->f = f;
 		rs->agent = xstrdup(a->name);
 		rs->next = lc(f)->restarts;
 		lc(f)->restarts = rs;
 	}
+	if (rs->pending)
+		return;		/* the same stop reported twice: one restart is on its way */
 	for (int i = 0; i < rs->n; i++)
 		if (now - rs->times[i] < RESTART_WINDOW_S)
 			rs->times[recent++] = rs->times[i];
@@ -248,13 +323,48 @@ static void restart_after_failure(struct fleetd *f, const struct backend_ops *op
 		return;
 	}
 	rs->times[rs->n++] = now;
-	log_warning("agent '%s': restarting its %s (restart %d of at most %d in %d s)", a->name,
-		    ops->env_word, rs->n, RESTART_LIMIT, RESTART_WINDOW_S);
-	agent = xstrdup(a->name);
-	if (lifecycle_start(f, ops, a, restarted, agent, &why) < 0) {
-		log_error("agent '%s': automatic restart failed: %s", a->name, why ? why : "unknown error");
-		free(agent);
+	rs->delay_ms = restart_delay_ms(f, rs->n);
+	log_warning("agent '%s': restarting its %s in %ld ms (restart %d of at most %d in %d s)", a->name,
+		    ops->env_word, rs->delay_ms, rs->n, RESTART_LIMIT, RESTART_WINDOW_S);
+	if (!rs->timer)
+		rs->timer = evtimer_new(f->base, restart_due, rs);
+	tv.tv_sec = rs->delay_ms / 1000;
+	tv.tv_usec = (rs->delay_ms % 1000) * 1000;
+	evtimer_add(rs->timer, &tv);
+	rs->pending = true;
+	if (a->state != AGENT_BAD) {
+		/* What `fleetctl show` says while it waits. */
+		detail = xasprintf("stopped without fleet asking; automatic restart %d of at most %d in %d s "
+				   "in %ld ms", rs->n, RESTART_LIMIT, RESTART_WINDOW_S, rs->delay_ms);
+		(void)lifecycle_set_state(f, a->name, AGENT_STOPPED, detail);
 	}
+}
+
+bool lifecycle_cancel_restart(struct fleetd *f, const char *agent)
+{
+	struct restarts *rs = f->lifecycle ? restarts_find(f, agent) : NULL;
+	_cleanup_(agent_freep) struct agent *a = NULL;
+
+	if (!rs || !rs->pending)
+		return false;
+	evtimer_del(rs->timer);
+	rs->pending = false;
+	log_notice("agent '%s': its pending automatic restart is cancelled", agent);
+	/* It no longer waits for one: take that off its state. */
+	if (db_agent_get(f->db, agent, &a) == 0 && a->state == AGENT_STOPPED && a->state_detail)
+		(void)lifecycle_set_state(f, agent, AGENT_STOPPED, NULL);
+	return true;
+}
+
+bool lifecycle_restart_pending(struct fleetd *f, const char *agent, long *delay_ms)
+{
+	struct restarts *rs = f->lifecycle ? restarts_find(f, agent) : NULL;
+
+	if (!rs || !rs->pending)
+		return false;
+	if (delay_ms)
+		*delay_ms = rs->delay_ms;
+	return true;
 }
 
 /* --- what backends report ---------------------------------------------------------- */
@@ -278,6 +388,7 @@ void lifecycle_on_event(struct fleetd *f, const struct backend_event *ev)
 	ops = backend_get(f, a->backend, &why);
 	switch (ev->kind) {
 	case BACKEND_EV_STARTED:
+		(void)lifecycle_cancel_restart(f, a->name);	/* started outside fleet: nothing left to restart */
 		if (a->state != AGENT_BAD)
 			(void)lifecycle_set_state(f, a->name, AGENT_RUNNING, NULL);
 		break;

@@ -61,6 +61,22 @@ int lifecycle_start(struct fleetd *f, const struct backend_ops *ops, const struc
 int lifecycle_stop(struct fleetd *f, const struct backend_ops *ops, const struct agent *a, int timeout_s,
 		   backend_done_fn done, void *userdata, char **why);
 
+/*
+ * Automatic restarts (restart policy on-failure or always) wait a backoff
+ * first: restart_backoff_ms before the first within RESTART_WINDOW_S, twice
+ * the previous delay before each further one, at most
+ * restart_backoff_max_ms (fleetd.conf). While one waits, the agent reads
+ * 'stopped' with a detail saying so.
+ *
+ * lifecycle_cancel_restart: the operator decided (start, stop, remove): the
+ * pending restart of agent, if any, is dropped; true if there was one.
+ * lifecycle_start, lifecycle_stop and lifecycle_destroy do this themselves;
+ * the API calls it for a stop of an agent that is stopped already.
+ * lifecycle_restart_pending: is one waiting, and its delay (for status and tests).
+ */
+bool lifecycle_cancel_restart(struct fleetd *f, const char *agent);
+bool lifecycle_restart_pending(struct fleetd *f, const char *agent, long *delay_ms);
+
 /* What backends report on their own: given to every backend at init. */
 void lifecycle_on_event(struct fleetd *f, const struct backend_event *ev);
 

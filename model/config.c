@@ -137,6 +137,17 @@ static int check_console_max(const char *v, const char **why)
 	}
 	return 0;
 }
+/* Restart backoff, in milliseconds (so core/'s unit tests can use a few): up to an hour. */
+static int check_backoff_ms(const char *v, const char **why)
+{
+	long n;
+
+	if (parse_long(v, 1, 3600000, &n) < 0) {
+		*why = "must be a number of milliseconds from 1 to 3600000";
+		return -EINVAL;
+	}
+	return 0;
+}
 
 const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_STATE_DIR] = { "state_dir", "state-dir", "DIR", "/var/lib/fleet", false,
@@ -174,6 +185,12 @@ const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_VM_CONSOLE_MAX] = { "vm_console_max_bytes", "vm-console-max-bytes", "N", "8388608", true,
 		"most bytes a VM agent's console log files (console.log*) take together; fleetd trims beyond",
 		check_console_max },
+	[CFG_RESTART_BACKOFF] = { "restart_backoff_ms", "restart-backoff-ms", "MS", "1000", true,
+		"delay before the first automatic restart of an agent whose environment stopped unasked; "
+		"each further restart within the restart window waits twice as long as the one before",
+		check_backoff_ms },
+	[CFG_RESTART_BACKOFF_MAX] = { "restart_backoff_max_ms", "restart-backoff-max-ms", "MS", "60000", true,
+		"longest delay before an automatic restart", check_backoff_ms },
 };
 
 void config_init(struct config *c)

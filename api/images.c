@@ -32,7 +32,7 @@ static bool has_snapshots(struct fleetd *f, const char *agent)
 	struct snapshot **list = NULL;
 	size_t n = 0;
 
-	if (db_snapshot_list(f->db, agent, NULL, &list, &n) < 0)
+	if (db_snapshot_list(f->db, agent, DB_ANY_STATE, &list, &n) < 0)
 		return true;	/* unknown: count it as in use */
 	snapshot_list_free(list);
 	return n > 0;

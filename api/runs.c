@@ -31,7 +31,7 @@ static json_t *run_to_json(const struct run *r)
 		"id", (json_int_t)r->id,
 		"agent", r->agent,
 		"trigger", r->trigger,
-		"state", r->state,
+		"state", run_state_to_string(r->state),
 		"queued_at", time_or_null(r->queued_at),
 		"started_at", time_or_null(r->started_at),
 		"finished_at", time_or_null(r->finished_at),
@@ -101,7 +101,8 @@ void api_run_trigger(struct api_call *c)
 			api_error_errno(c, r, "%s", why);
 		return;
 	}
-	api_reply(c, 202, json_pack("{s:I, s:s, s:s}", "id", (json_int_t)id, "agent", c->param, "state", "queued"));
+	api_reply(c, 202, json_pack("{s:I, s:s, s:s}", "id", (json_int_t)id, "agent", c->param, "state",
+				    run_state_to_string(RUN_QUEUED)));
 }
 
 void api_runs_list(struct api_call *c)
@@ -125,7 +126,7 @@ void api_runs_list(struct api_call *c)
 		return;
 	}
 	agent_free(a);
-	if ((r = db_run_list(c->fleetd->db, c->param, NULL, (int)limit, &list, &n)) < 0) {
+	if ((r = db_run_list(c->fleetd->db, c->param, DB_ANY_STATE, (int)limit, &list, &n)) < 0) {
 		api_error_errno(c, r, "agent '%s': cannot list runs: %s", c->param, strerror(-r));
 		return;
 	}

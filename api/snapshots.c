@@ -29,7 +29,7 @@ static json_t *snapshot_to_json(const struct snapshot *s)
 	return json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:s?}",
 		"name", s->name,
 		"created_at", format_utc(s->created_at, created, sizeof(created)),
-		"kind", s->kind,
+		"kind", snapshot_kind_to_string(s->kind),
 		"size_bytes", s->size_bytes >= 0 ? json_integer(s->size_bytes) : json_null(),
 		"good", s->good < 0 ? json_null() : json_boolean(s->good),
 		"pinned", s->pinned,
@@ -73,7 +73,7 @@ void api_snapshots_list(struct api_call *c)
 
 	if (!a)
 		return;
-	if ((r = db_snapshot_list(c->fleetd->db, a->name, "ready", &list, &n)) < 0) {
+	if ((r = db_snapshot_list(c->fleetd->db, a->name, SNAPSHOT_READY, &list, &n)) < 0) {
 		api_error_errno(c, r, "agent '%s': cannot list snapshots: %s", a->name, strerror(-r));
 		return;
 	}
@@ -171,7 +171,7 @@ void api_snapshot_update(struct api_call *c)
 		api_error(c, 400, "invalid_name", "invalid snapshot name: %s", bad);
 		goto out;
 	}
-	if (db_snapshot_get(c->fleetd->db, a->name, c->param2, &s) < 0 || strcmp(s->state, "ready") != 0) {
+	if (db_snapshot_get(c->fleetd->db, a->name, c->param2, &s) < 0 || s->state != SNAPSHOT_READY) {
 		api_error(c, 404, "not_found", "agent '%s': no snapshot '%s'", a->name, c->param2);
 		goto out;
 	}

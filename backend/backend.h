@@ -23,6 +23,7 @@
 #include <stddef.h>
 
 #include "model/agent.h"
+#include "model/snapshot.h"
 
 struct fleetd;
 
@@ -73,7 +74,7 @@ typedef void (*backend_done_fn)(void *userdata, int r, const char *why);
 struct snapshot_result {
 	int error;		/* 0, or a negative errno; then why says so */
 	const char *why;
-	const char *kind;	/* "full" (RAM + disk of a running guest), "disk", or "dir" (a user agent's home) */
+	enum snapshot_kind kind;	/* full (RAM + disk of a running guest), disk, or dir (a user agent's home) */
 	long long size_bytes;	/* what it occupies, as well as the backend can tell; -1 if unknown */
 };
 typedef void (*backend_snapshot_fn)(void *userdata, const struct snapshot_result *res);

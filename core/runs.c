@@ -86,7 +86,7 @@ static bool closing(struct active *act)
 }
 
 /* To a final state; then the agent's health is checked (after a run that got to run) and the queue moves on. */
-static void finish(struct active *act, const char *state, int exit_code, const char *error, bool check_health)
+static void finish(struct active *act, enum run_state state, int exit_code, const char *error, bool check_health)
 {
 	struct runs *q = act->q;
 	_cleanup_free_ char *agent = xstrdup(act->agent);
@@ -95,9 +95,9 @@ static void finish(struct active *act, const char *state, int exit_code, const c
 	if ((r = db_run_finish(q->f->db, act->id, state, exit_code, error)) < 0 && r != -ENOENT)
 		log_error("run %" PRId64 ": cannot record its end: %s", act->id, strerror(-r));
 	if (error)
-		log_warning("agent '%s': run %" PRId64 " %s: %s", agent, act->id, state, error);
+		log_warning("agent '%s': run %" PRId64 " %s: %s", agent, act->id, run_state_to_string(state), error);
 	else
-		log_info("agent '%s': run %" PRId64 " %s (exit %d)", agent, act->id, state, exit_code);
+		log_info("agent '%s': run %" PRId64 " %s (exit %d)", agent, act->id, run_state_to_string(state), exit_code);
 	active_free(act);
 	if (check_health) {
 		r = health_check_and_act(q->f, agent);
@@ -146,15 +146,15 @@ static void run_done(void *userdata, const struct exec_result *res)
 		return;
 	if (res->error < 0) {
 		error = xasprintf("could not run its command: %s", res->why ? res->why : strerror(-res->error));
-		finish(act, "failed", -1, error, true);
+		finish(act, RUN_FAILED, -1, error, true);
 	} else if (res->timed_out) {
 		error = xasprintf("timed out after %d s and was killed", RUN_TIMEOUT_S);
-		finish(act, "failed", 124, error, true);
+		finish(act, RUN_FAILED, 124, error, true);
 	} else if (res->signal > 0) {
 		error = xasprintf("killed by signal %d", res->signal);
-		finish(act, "failed", 128 + res->signal, error, true);
+		finish(act, RUN_FAILED, 128 + res->signal, error, true);
 	} else {
-		finish(act, res->exit_code == 0 ? "succeeded" : "failed", res->exit_code, NULL, true);
+		finish(act, res->exit_code == 0 ? RUN_SUCCEEDED : RUN_FAILED, res->exit_code, NULL, true);
 	}
 }
 
@@ -171,11 +171,11 @@ static void launch(struct active *act)
 	int r;
 
 	if ((r = db_agent_get(f->db, act->agent, &a)) < 0 || (r = db_run_get(f->db, act->id, &run)) < 0) {
-		finish(act, "failed", -1, "the agent or the run was removed", false);
+		finish(act, RUN_FAILED, -1, "the agent or the run was removed", false);
 		return;
 	}
 	if (!a->command) {
-		finish(act, "failed", -1, "the agent has no command to run", false);
+		finish(act, RUN_FAILED, -1, "the agent has no command to run", false);
 		return;
 	}
 	env_id = xasprintf("FLEET_RUN_ID=%" PRId64, act->id);
@@ -198,7 +198,7 @@ static void launch(struct active *act)
 	}
 	if (r < 0) {
 		msg = xasprintf("could not run its command: %s", why ? why : strerror(-r));
-		finish(act, "failed", -1, msg, false);
+		finish(act, RUN_FAILED, -1, msg, false);
 	}
 }
 
@@ -218,7 +218,7 @@ static void pre_run_taken(void *userdata, int r, const char *why, const struct s
 	if (r < 0) {
 		/* The snapshot is the run's safety net: no snapshot, no run. */
 		msg = xasprintf("the snapshot before the run failed: %s", why);
-		finish(act, "failed", -1, msg, false);
+		finish(act, RUN_FAILED, -1, msg, false);
 		return;
 	}
 	(void)db_run_set_snapshot(act->q->f->db, act->id, s->name);
@@ -234,7 +234,7 @@ static void prepare(struct active *act)
 	int r;
 
 	if (db_agent_get(f->db, act->agent, &a) < 0) {
-		finish(act, "failed", -1, "the agent was removed", false);
+		finish(act, RUN_FAILED, -1, "the agent was removed", false);
 		return;
 	}
 	if (a->snapshot_policy != SNAPSHOT_POLICY_BEFORE_RUN) {
@@ -245,7 +245,7 @@ static void prepare(struct active *act)
 	r = snapshots_take(f, act->agent, NULL, "run", note, false, SNAPSHOTS_WAIT_ANY, pre_run_taken, act, &why);
 	if (r < 0) {
 		msg = xasprintf("the snapshot before the run failed: %s", why);
-		finish(act, "failed", -1, msg, false);
+		finish(act, RUN_FAILED, -1, msg, false);
 	}
 }
 
@@ -258,7 +258,7 @@ static void env_started(void *userdata, int r, const char *why)
 		return;
 	if (r < 0) {
 		msg = xasprintf("could not start its environment: %s", why ? why : strerror(-r));
-		finish(act, "failed", -1, msg, false);	/* lifecycle_start reports a boot failure */
+		finish(act, RUN_FAILED, -1, msg, false);	/* lifecycle_start reports a boot failure */
 		return;
 	}
 	prepare(act);	/* lifecycle_start recorded 'running' */
@@ -293,27 +293,27 @@ static void start_run(struct runs *q, const struct run *run)
 	act->log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (act->log_fd < 0) {
 		msg = xasprintf("cannot create its log %s: %s", path, strerror(errno));
-		finish(act, "failed", -1, msg, false);
+		finish(act, RUN_FAILED, -1, msg, false);
 		return;
 	}
 	log_info("agent '%s': run %" PRId64 " (%s) starts", a->name, run->id, run->trigger);
 	if (!(act->ops = backend_get(f, a->backend, &reason))) {
 		msg = xasprintf("the %s backend is unavailable: %s", backend_kind_to_string(a->backend), reason);
-		finish(act, "failed", -1, msg, false);
+		finish(act, RUN_FAILED, -1, msg, false);
 		return;
 	}
 	if (a->state == AGENT_DEFINED) {
-		finish(act, "failed", -1, "its environment is not provisioned", false);
+		finish(act, RUN_FAILED, -1, "its environment is not provisioned", false);
 		return;
 	}
 	if (a->state == AGENT_BAD) {
-		finish(act, "failed", -1, "the agent is bad (its health check fails): restore or fix it first", false);
+		finish(act, RUN_FAILED, -1, "the agent is bad (its health check fails): restore or fix it first", false);
 		return;
 	}
 	if (a->state == AGENT_STOPPED) {
 		if ((r = lifecycle_start(f, act->ops, a, env_started, act, &why)) < 0) {
 			msg = xasprintf("could not start its environment: %s", why ? why : strerror(-r));
-			finish(act, "failed", -1, msg, false);
+			finish(act, RUN_FAILED, -1, msg, false);
 		}
 		return;
 	}
@@ -325,7 +325,7 @@ static void dispatch(struct runs *q)
 	struct run **queued = NULL;
 	size_t n = 0;
 
-	if (db_run_list(q->f->db, NULL, "queued", 0, &queued, &n) < 0)
+	if (db_run_list(q->f->db, NULL, RUN_QUEUED, 0, &queued, &n) < 0)
 		return;
 	for (size_t i = 0; i < n; i++)
 		if (!active_find(q, queued[i]->agent))
@@ -371,7 +371,7 @@ int runs_ids_of(struct fleetd *f, const char *agent, int64_t **ret_ids, size_t *
 	size_t n = 0;
 	int r;
 
-	if ((r = db_run_list(f->db, agent, NULL, 0, &list, &n)) < 0)
+	if ((r = db_run_list(f->db, agent, DB_ANY_STATE, 0, &list, &n)) < 0)
 		return r;
 	ids = xcalloc(n ? n : 1, sizeof(*ids));
 	for (size_t i = 0; i < n; i++)
@@ -497,7 +497,7 @@ void runs_shutdown(struct fleetd *f)
 	/* Runs under way end with fleetd: the backends' shutdown ends their execs and reports them. */
 	q->closing = true;
 	for (struct active *act = q->active; act; act = act->next) {
-		(void)db_run_finish(f->db, act->id, "interrupted", -1, "fleetd stopped during the run");
+		(void)db_run_finish(f->db, act->id, RUN_INTERRUPTED, -1, "fleetd stopped during the run");
 		if (act->retry)
 			evtimer_del(act->retry);
 	}

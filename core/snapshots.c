@@ -144,7 +144,7 @@ static void take_created(void *userdata, const struct snapshot_result *res)
 		(void)db_snapshot_set_good(db, t->agent, t->snap, t->good);
 		s->good = t->good;
 	}
-	log_info("agent '%s': snapshot '%s' taken (%s, %s)", t->agent, t->snap, res->kind,
+	log_info("agent '%s': snapshot '%s' taken (%s, %s)", t->agent, t->snap, snapshot_kind_to_string(res->kind),
 		 t->good == 1 ? "good" : t->good == 0 ? "bad" : "health unknown");
 	(void)snapshots_prune(t->f, t->agent);
 	t->done(t->userdata, 0, NULL, s);
@@ -264,7 +264,7 @@ int snapshots_newest_good(struct fleetd *f, const char *agent, char **ret)
 	size_t n = 0;
 	int r;
 
-	if ((r = db_snapshot_list(f->db, agent, "ready", &list, &n)) < 0)
+	if ((r = db_snapshot_list(f->db, agent, SNAPSHOT_READY, &list, &n)) < 0)
 		return r;
 	*ret = NULL;
 	for (size_t i = n; i > 0 && !*ret; i--)
@@ -287,7 +287,7 @@ int snapshots_delete(struct fleetd *f, const char *agent, const char *snap, char
 	if ((r = snapshots_target(f, agent, &a, &ops, why)) < 0)
 		return r;
 	r = db_snapshot_get(f->db, agent, snap, &s);
-	ready = r == 0 && strcmp(s->state, "ready") == 0;
+	ready = r == 0 && s->state == SNAPSHOT_READY;
 	snapshot_free(s);
 	if (!ready) {
 		*why = xasprintf("agent '%s': no snapshot '%s'", agent, snap);
@@ -298,13 +298,13 @@ int snapshots_delete(struct fleetd *f, const char *agent, const char *snap, char
 		return -EBUSY;
 	}
 	/* 'deleting' first: a kill -9 between the backend's delete and the row's is finished at start. */
-	if ((r = db_snapshot_set_state(f->db, agent, snap, "deleting")) < 0) {
+	if ((r = db_snapshot_set_state(f->db, agent, snap, SNAPSHOT_DELETING)) < 0) {
 		*why = xasprintf("agent '%s': cannot delete snapshot '%s': %s", agent, snap, strerror(-r));
 		return r;
 	}
 	r = ops->snapshot_delete(f, a, snap, why);
 	if (r < 0 && r != -ENOENT) {
-		(void)db_snapshot_set_state(f->db, agent, snap, "ready");
+		(void)db_snapshot_set_state(f->db, agent, snap, SNAPSHOT_READY);
 		if (!*why)
 			*why = xstrdup(strerror(-r));
 		return r;
@@ -329,7 +329,7 @@ int snapshots_prune(struct fleetd *f, const char *agent)
 		return r;
 	if (a->snapshot_keep <= 0)
 		return 0;
-	if ((r = db_snapshot_list(f->db, agent, "ready", &list, &n)) < 0)
+	if ((r = db_snapshot_list(f->db, agent, SNAPSHOT_READY, &list, &n)) < 0)
 		return r;
 	for (size_t i = 0; i < n; i++)
 		if (list[i]->good == 1)
@@ -442,7 +442,7 @@ int snapshots_restore(struct fleetd *f, const char *agent, const char *snap, int
 	if ((r = snapshots_target(f, agent, &a, &ops, why)) < 0)
 		return r;
 	r = db_snapshot_get(f->db, agent, snap, &s);
-	ready = r == 0 && strcmp(s->state, "ready") == 0;
+	ready = r == 0 && s->state == SNAPSHOT_READY;
 	snapshot_free(s);
 	if (!ready) {
 		*why = xasprintf("agent '%s': no snapshot '%s'", agent, snap);
@@ -502,7 +502,7 @@ static void recovery_done(void *userdata, int r, const char *why)
 }
 
 /* Rows a kill -9 left 'creating' (never acknowledged: undo) or 'deleting' (asked for: finish). */
-static void recover_rows(struct fleetd *f, const char *state)
+static void recover_rows(struct fleetd *f, enum snapshot_state state)
 {
 	struct snapshot **list = NULL;
 	size_t n = 0;
@@ -521,7 +521,7 @@ static void recover_rows(struct fleetd *f, const char *state)
 			continue;
 		if (!(ops = backend_get(f, a->backend, &why))) {
 			log_error("agent '%s': snapshot '%s' is left '%s': the %s backend is unavailable (%s)", a->name,
-				  s->name, state, backend_kind_to_string(a->backend), why);
+				  s->name, snapshot_state_to_string(state), backend_kind_to_string(a->backend), why);
 			continue;
 		}
 		if (ops->snapshot_exists && ops->snapshot_exists(f, a, s->name) == 1)
@@ -530,7 +530,7 @@ static void recover_rows(struct fleetd *f, const char *state)
 			log_error("agent '%s': cannot remove the unfinished snapshot '%s': %s", a->name, s->name,
 				  msg ? msg : strerror(-r));
 		} else if (db_snapshot_delete(f->db, a->name, s->name) == 0) {
-			if (strcmp(state, "creating") == 0)
+			if (state == SNAPSHOT_CREATING)
 				log_warning("agent '%s': snapshot '%s' was interrupted (fleetd stopped); removed it, it "
 					    "was never acknowledged", a->name, s->name);
 			else
@@ -546,8 +546,8 @@ void snapshots_recover(struct fleetd *f)
 	struct agent **list = NULL;
 	size_t n = 0;
 
-	recover_rows(f, "creating");
-	recover_rows(f, "deleting");
+	recover_rows(f, SNAPSHOT_CREATING);
+	recover_rows(f, SNAPSHOT_DELETING);
 	if (db_agent_list(f->db, &list, &n) < 0)
 		return;
 	for (size_t i = 0; i < n; i++) {

@@ -1,8 +1,12 @@
 /*
- * db: fleetd's SQLite state. The only file that includes <sqlite3.h>.
- * Owns the schema, its migrations (keyed on PRAGMA user_version) and every
- * query; every query is parameterized. Returns negative errno codes and logs
- * SQLite's own words at debug level; callers decide what to tell the user.
+ * db: fleetd's SQLite state, the one public header of store/ (the only
+ * folder that includes <sqlite3.h>). store/ owns the schema, its migrations
+ * (keyed on PRAGMA user_version) and every query; every query is
+ * parameterized. One file per table family: db.c (open, migrations,
+ * shared helpers), agents.c, snapshots.c, runs.c, audit.c. Returns
+ * negative errno codes and logs SQLite's own words at debug level; callers
+ * decide what to tell the user. A state or kind column holding a word this
+ * fleetd does not know is -EBADMSG (logged with the row), never guessed.
  */
 #ifndef FLEET_DB_H
 #define FLEET_DB_H
@@ -12,6 +16,8 @@
 #include <stdint.h>
 
 #include "model/agent.h"
+#include "model/run.h"
+#include "model/snapshot.h"
 
 struct db;
 
@@ -70,63 +76,36 @@ int db_agent_set_images(struct db *db, const char *name, const struct agent_imag
 /* Delete the agent and (by foreign keys) its snapshots, runs and secrets; -ENOENT. */
 int db_agent_delete(struct db *db, const char *name);
 
-struct snapshot {
-	int64_t id;
-	char *agent;		/* agent name */
-	char *name;
-	char *kind;		/* full, disk, dir */
-	char *state;		/* creating, ready, deleting */
-	int64_t created_at;
-	long long size_bytes;	/* -1 unknown */
-	int good;		/* -1 unknown, 0 bad, 1 good */
-	bool pinned;
-	char *note;
-};
-
-void snapshot_free(struct snapshot *s);
-void snapshot_list_free(struct snapshot **list);
+/* A state filter of db_snapshot_list and db_run_list: any state. */
+#define DB_ANY_STATE (-1)
 
 /* Record the intent to make a snapshot (state 'creating'); -EEXIST if the name is taken. */
 int db_snapshot_begin(struct db *db, const char *agent, const char *name, const char *note, bool pinned);
 /* The snapshot exists now: state 'ready' with its kind and size. */
-int db_snapshot_ready(struct db *db, const char *agent, const char *name, const char *kind, long long size_bytes);
+int db_snapshot_ready(struct db *db, const char *agent, const char *name, enum snapshot_kind kind,
+		      long long size_bytes);
 int db_snapshot_get(struct db *db, const char *agent, const char *name, struct snapshot **ret);
-/* Snapshots of agent (all agents if NULL) in state (any if NULL), oldest first; NULL-terminated. */
-int db_snapshot_list(struct db *db, const char *agent, const char *state, struct snapshot ***ret, size_t *n);
+/* Snapshots of agent (all agents if NULL) in state (an enum snapshot_state, or DB_ANY_STATE), oldest first;
+ * NULL-terminated. */
+int db_snapshot_list(struct db *db, const char *agent, int state, struct snapshot ***ret, size_t *n);
 int db_snapshot_delete(struct db *db, const char *agent, const char *name);
-/* state: creating, ready or deleting (a delete under way, finished at start if interrupted). */
-int db_snapshot_set_state(struct db *db, const char *agent, const char *name, const char *state);
+/* SNAPSHOT_DELETING: a delete under way, finished at start if interrupted. */
+int db_snapshot_set_state(struct db *db, const char *agent, const char *name, enum snapshot_state state);
 int db_snapshot_set_pinned(struct db *db, const char *agent, const char *name, bool pinned);
 /* good: 1, 0, or -1 (unknown). */
 int db_snapshot_set_good(struct db *db, const char *agent, const char *name, int good);
 
-/* A run: one execution of an agent's command (runs.c). */
-struct run {
-	int64_t id;
-	char *agent;
-	char *trigger;		/* manual, cron, github, ... */
-	char *state;		/* queued, running, succeeded, failed, interrupted */
-	int64_t queued_at, started_at, finished_at;	/* unix seconds; 0 not yet */
-	int exit_code;		/* -1 none */
-	char *log_path;
-	char *snapshot;		/* taken before it (snapshot policy before-run), or NULL */
-	char *error;		/* why it failed without an exit code, or NULL */
-};
-
-void run_free(struct run *r);
-void run_list_free(struct run **list);
-static inline void run_freep(struct run **r) { run_free(*r); }
-
 /* Queue a run of agent (durable once this returns 0); -ENOENT if there is no such agent. */
 int db_run_insert(struct db *db, const char *agent, const char *trigger, int64_t *ret_id);
 int db_run_get(struct db *db, int64_t id, struct run **ret);
-/* The newest `limit` (0: all) runs of agent (all if NULL) in state (any if NULL), oldest first. */
-int db_run_list(struct db *db, const char *agent, const char *state, int limit, struct run ***ret, size_t *n);
+/* The newest `limit` (0: all) runs of agent (all if NULL) in state (an enum run_state, or DB_ANY_STATE),
+ * oldest first. */
+int db_run_list(struct db *db, const char *agent, int state, int limit, struct run ***ret, size_t *n);
 /* queued -> running; -ENOENT if the run is not queued. */
 int db_run_start(struct db *db, int64_t id, const char *log_path);
 int db_run_set_snapshot(struct db *db, int64_t id, const char *snap);
-/* To a final state: succeeded, failed or interrupted; exit_code -1 for none. */
-int db_run_finish(struct db *db, int64_t id, const char *state, int exit_code, const char *error);
+/* To a final state: RUN_SUCCEEDED, RUN_FAILED or RUN_INTERRUPTED; exit_code -1 for none. */
+int db_run_finish(struct db *db, int64_t id, enum run_state state, int exit_code, const char *error);
 /* At start: runs left 'running' by a kill -9 become 'interrupted' with error. */
 int db_runs_interrupt(struct db *db, const char *error, int *ret_count);
 

@@ -1846,7 +1846,7 @@ static void job_finish(struct snap_job *j)
 	}
 	job_unlink(j);
 	if (j->kind == JOB_CREATE) {
-		struct snapshot_result res = { .error = j->r, .why = j->why, .kind = "dir",
+		struct snapshot_result res = { .error = j->r, .why = j->why, .kind = SNAPSHOT_KIND_DIR,
 					       .size_bytes = j->r == 0 ? j->size_bytes : -1 };
 		if (j->r == 0)
 			log_debug("agent '%s': snapshot '%s': %lld files (%lld unchanged and linked, %lld reflinked, "

@@ -1573,7 +1573,7 @@ static void snap_created(void *arg)
 	long long after = disk_bytes(j->disk), avail;
 	_cleanup_free_ char *why = NULL, *where = NULL;
 	struct snapshot_result res = {
-		.error = j->r, .why = j->why, .kind = j->was_running ? "full" : "disk",
+		.error = j->r, .why = j->why, .kind = j->was_running ? SNAPSHOT_KIND_FULL : SNAPSHOT_KIND_DISK,
 		.size_bytes = (after >= 0 && j->size_before >= 0 && after >= j->size_before) ? after - j->size_before : -1,
 	};
 

@@ -1,5 +1,6 @@
-/* The SQLite layer on a real database file: schema, agents, audit, reopen. */
+/* The SQLite layer on a real database file: schema, agents, snapshots, runs, audit, reopen. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,38 @@ static struct agent *make_agent(const char *name)
 	a->disk_gib = 3;
 	a->command = xstrdup("echo 'quoted' \"and\" ; DROP TABLE agents; --");
 	return a;
+}
+
+/*
+ * The first line sqlite3's command-line tool prints for sql on the database
+ * at path (the rows as stored, not as db.c reads them), without its newline;
+ * "" if none. A static buffer.
+ */
+static const char *sql_line(const char *path, const char *sql)
+{
+	static char line[256];
+	char *cmd = xasprintf("sqlite3 %s \"%s\"", path, sql);
+	FILE *p = popen(cmd, "r");
+
+	line[0] = '\0';
+	if (p) {
+		if (!fgets(line, sizeof(line), p))
+			line[0] = '\0';
+		pclose(p);
+	}
+	line[strcspn(line, "\n")] = '\0';
+	free(cmd);
+	return line;
+}
+
+/* Run sql with sqlite3's command-line tool on the database at path (as an outsider would); 0 on success. */
+static int sql_exec(const char *path, const char *sql)
+{
+	char *cmd = xasprintf("sqlite3 %s \"%s\"", path, sql);
+	int r = system(cmd);
+
+	free(cmd);
+	return r;
 }
 
 int main(void)
@@ -114,19 +147,80 @@ int main(void)
 
 		is_int(db_snapshot_begin(db, "triage", "s1", "a note", false), 0, "snapshot row begins 'creating'");
 		is_int(db_snapshot_begin(db, "triage", "s1", NULL, false), -EEXIST, "a taken snapshot name is -EEXIST");
-		is_int(db_snapshot_ready(db, "triage", "s1", "dir", 4096), 0, "snapshot ready");
+		is_int(db_snapshot_ready(db, "triage", "s1", SNAPSHOT_KIND_DIR, 4096), 0, "snapshot ready");
 		is_int(db_snapshot_set_pinned(db, "triage", "s1", true), 0, "pin");
 		is_int(db_snapshot_set_pinned(db, "triage", "nope", true), -ENOENT, "pin of unknown is -ENOENT");
-		is_int(db_snapshot_set_state(db, "triage", "s1", "deleting"), 0, "mark deleting");
-		is_int(db_snapshot_list(db, "triage", "ready", &snaps, &ns), 0, "list ready");
+		is_int(db_snapshot_set_state(db, "triage", "s1", SNAPSHOT_DELETING), 0, "mark deleting");
+		is_int(db_snapshot_list(db, "triage", SNAPSHOT_READY, &snaps, &ns), 0, "list ready");
 		is_int(ns, 0, "a snapshot being deleted is not listed as ready");
 		snapshot_list_free(snaps);
-		is_int(db_snapshot_list(db, NULL, "deleting", &snaps, &ns), 0, "list deleting");
+		is_int(db_snapshot_list(db, NULL, SNAPSHOT_DELETING, &snaps, &ns), 0, "list deleting");
 		is_int(ns, 1, "it is listed as deleting (for recovery at start)");
 		snapshot_list_free(snaps);
 		is_int(db_snapshot_get(db, "triage", "s1", &sn), 0, "get snapshot");
-		ok(sn->pinned && sn->size_bytes == 4096 && strcmp(sn->kind, "dir") == 0, "pinned, size and kind stored");
+		ok(sn->pinned && sn->size_bytes == 4096 && sn->kind == SNAPSHOT_KIND_DIR, "pinned, size and kind stored");
 		snapshot_free(sn);
+		sn = NULL;
+		is_str(sql_line(path, "SELECT kind, state FROM snapshots WHERE name = 's1'"), "dir|deleting",
+		       "kind and state are stored as their words");
+		is_int(db_snapshot_ready(db, "triage", "s1", SNAPSHOT_KIND_PENDING, 1), -EINVAL,
+		       "pending is no kind a snapshot is made as");
+
+		/* A word this fleetd does not know (a newer one's, or damage) is an error, never a guess. */
+		is_int(db_snapshot_begin(db, "triage", "s2", NULL, false), 0, "another snapshot row");
+		is_str(sql_line(path, "SELECT kind, state FROM snapshots WHERE name = 's2'"), "pending|creating",
+		       "it begins 'creating' of kind 'pending'");
+		ok(sql_exec(path, "UPDATE snapshots SET state = 'archived' WHERE name = 's2'") == 0,
+		   "give it a state this fleetd does not know");
+		is_int(db_snapshot_get(db, "triage", "s2", &sn), -EBADMSG, "reading it is -EBADMSG");
+		ok(sn == NULL, "and returns nothing");
+		is_int(db_snapshot_list(db, "triage", DB_ANY_STATE, &snaps, &ns), -EBADMSG, "so is listing it");
+		is_int(db_snapshot_list(db, "triage", SNAPSHOT_DELETING, &snaps, &ns), 0, "a list without it works");
+		is_int(ns, 1, "and holds the other snapshot");
+		snapshot_list_free(snaps);
+		ok(sql_exec(path, "UPDATE snapshots SET state = 'ready', kind = 'tape' WHERE name = 's2'") == 0,
+		   "give it a known state but a kind this fleetd does not know");
+		is_int(db_snapshot_get(db, "triage", "s2", &sn), -EBADMSG, "reading it is -EBADMSG too");
+		is_int(db_snapshot_list(db, NULL, SNAPSHOT_READY, &snaps, &ns), -EBADMSG, "and listing it");
+		is_int(db_snapshot_delete(db, "triage", "s2"), 0, "its row can still be deleted by name");
+	}
+
+	/* Run states are stored as their words; an unknown one is an error. */
+	{
+		struct run *run = NULL, **runs = NULL;
+		size_t nr = 0;
+		int64_t id = 0;
+		int cnt = -1;
+		char *sql;
+
+		is_int(db_run_insert(db, "review", "manual", &id), 0, "queue a run");
+		sql = xasprintf("SELECT state FROM runs WHERE id = %lld", (long long)id);
+		is_str(sql_line(path, sql), "queued", "stored as 'queued'");
+		is_int(db_run_list(db, "review", RUN_QUEUED, 0, &runs, &nr), 0, "list queued runs");
+		ok(nr == 1 && runs[0]->id == id && runs[0]->state == RUN_QUEUED, "it is the one queued");
+		run_list_free(runs);
+		is_int(db_run_start(db, id, "/x/run.log"), 0, "start it");
+		is_int(db_run_start(db, id, "/x/run.log"), -ENOENT, "a run not queued does not start again");
+		is_str(sql_line(path, sql), "running", "stored as 'running'");
+		is_int(db_runs_interrupt(db, "fleetd stopped", &cnt), 0, "interrupt running runs");
+		is_int(cnt, 1, "one was running");
+		is_str(sql_line(path, sql), "interrupted", "stored as 'interrupted'");
+		is_int(db_run_finish(db, id, RUN_SUCCEEDED, 0, NULL), 0, "finish it");
+		is_str(sql_line(path, sql), "succeeded", "stored as 'succeeded'");
+		is_int(db_run_get(db, id, &run), 0, "read it");
+		ok(run && run->state == RUN_SUCCEEDED && run->exit_code == 0, "succeeded with exit 0");
+		run_free(run);
+		run = NULL;
+		free(sql);
+		sql = xasprintf("UPDATE runs SET state = 'paused' WHERE id = %lld", (long long)id);
+		ok(sql_exec(path, sql) == 0, "give it a state this fleetd does not know");
+		free(sql);
+		is_int(db_run_get(db, id, &run), -EBADMSG, "reading it is -EBADMSG");
+		ok(run == NULL, "and returns nothing");
+		is_int(db_run_list(db, "review", DB_ANY_STATE, 0, &runs, &nr), -EBADMSG, "so is listing it");
+		is_int(db_run_list(db, "review", RUN_FAILED, 0, &runs, &nr), 0, "a list without it works");
+		is_int(nr, 0, "and is empty");
+		run_list_free(runs);
 	}
 
 	is_int(db_agent_delete(db, "triage"), 0, "delete");
@@ -232,7 +326,7 @@ int main(void)
 		old = NULL;
 		is_int(db_open(v4, &old), 0, "version 4 migrates to version %d", db_schema_version());
 		is_int(db_run_get(old, 2, &run), 0, "run 2 survives the migration");
-		ok(run && strcmp(run->agent, "old") == 0 && strcmp(run->state, "failed") == 0 && run->exit_code == 3 &&
+		ok(run && strcmp(run->agent, "old") == 0 && run->state == RUN_FAILED && run->exit_code == 3 &&
 		   run->queued_at == 2, "with its agent, state, exit code and times");
 		run_free(run);
 		run = NULL;

@@ -195,7 +195,7 @@ static void on_snap(void *ud, const struct snapshot_result *res)
 	o->calls++;
 	o->error = res->error;
 	snprintf(o->why, sizeof(o->why), "%s", res->why ? res->why : "");
-	snprintf(o->kind, sizeof(o->kind), "%s", res->kind ? res->kind : "");
+	snprintf(o->kind, sizeof(o->kind), "%s", snapshot_kind_to_string(res->kind));
 	o->size = res->size_bytes;
 }
 

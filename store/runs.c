@@ -1,0 +1,178 @@
+/*
+ * runs: the runs table: a row per run of an agent's command (core/runs.c),
+ * queued durably before it is answered, with its state (model/run.h, stored
+ * as its word; a word this fleetd does not know is an error), times, exit
+ * code, log path and the snapshot taken before it. Ids come from
+ * AUTOINCREMENT and are never reused (migration 5).
+ */
+#include "store/db.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+
+#include "common/util.h"
+#include "store/db_internal.h"
+
+#define RUN_COLUMNS "r.id, a.name, r.trigger, r.state, r.queued_at, r.started_at, r.finished_at, r.exit_code," \
+	" r.log_path, r.snapshot, r.error"
+
+/* Copy one row of RUN_COLUMNS into *ret; -EBADMSG (logged) for a state this fleetd does not know. */
+static int run_from_row(sqlite3_stmt *st, struct run **ret)
+{
+	int state = run_state_from_string(col_text(st, 3));
+	struct run *r;
+
+	if (state < 0)
+		return db_unknown_word("state", col_text(st, 3), "run %lld of agent '%s'",
+				       (long long)sqlite3_column_int64(st, 0), col_text(st, 1));
+	r = xcalloc(1, sizeof(*r));
+	r->id = sqlite3_column_int64(st, 0);
+	r->agent = col_strdup(st, 1);
+	r->trigger = col_strdup(st, 2);
+	r->state = (enum run_state)state;
+	r->queued_at = sqlite3_column_int64(st, 4);
+	r->started_at = sqlite3_column_int64(st, 5);
+	r->finished_at = sqlite3_column_int64(st, 6);
+	r->exit_code = sqlite3_column_type(st, 7) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 7);
+	r->log_path = col_strdup(st, 8);
+	r->snapshot = col_strdup(st, 9);
+	r->error = col_strdup(st, 10);
+	*ret = r;
+	return 0;
+}
+
+int db_run_insert(struct db *db, const char *agent, const char *trigger, int64_t *ret_id)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "INSERT INTO runs (agent_id, trigger, state, queued_at)"
+				     " SELECT id, ?, ?, ? FROM agents WHERE name = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, trigger, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, run_state_to_string(RUN_QUEUED), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, unix_now());
+	sqlite3_bind_text(st, 4, agent, -1, SQLITE_STATIC);
+	if ((r = db_step_change(db, st)) < 0)
+		return r;
+	*ret_id = sqlite3_last_insert_rowid(db->h);
+	return 0;
+}
+
+int db_run_get(struct db *db, int64_t id, struct run **ret)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "SELECT " RUN_COLUMNS " FROM runs r JOIN agents a ON a.id = r.agent_id"
+				     " WHERE r.id = ?")) < 0)
+		return r;
+	sqlite3_bind_int64(st, 1, id);
+	if ((r = db_step(db, st)) <= 0)
+		return r == 0 ? -ENOENT : r;
+	return run_from_row(st, ret);
+}
+
+int db_run_list(struct db *db, const char *agent, int state, int limit, struct run ***ret, size_t *n)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	struct run **list = NULL;
+	size_t count = 0, cap = 0;
+	int r;
+
+	if (state != DB_ANY_STATE && (unsigned)state >= RUN_STATE__COUNT)
+		return -EINVAL;
+	if ((r = db_prepare(db, &st, "SELECT * FROM (SELECT " RUN_COLUMNS " FROM runs r JOIN agents a ON a.id = r.agent_id"
+				     " WHERE (?1 IS NULL OR a.name = ?1) AND (?2 IS NULL OR r.state = ?2)"
+				     " ORDER BY r.id DESC LIMIT ?3) ORDER BY 1")) < 0)
+		return r;
+	bind_text_or_null(st, 1, agent);
+	bind_text_or_null(st, 2, state == DB_ANY_STATE ? NULL : run_state_to_string(state));
+	sqlite3_bind_int(st, 3, limit > 0 ? limit : -1);
+	while ((r = db_step(db, st)) > 0) {
+		if (count + 1 >= cap) {
+			cap = cap ? cap * 2 : 16;
+			list = xrealloc(list, cap * sizeof(*list));
+		}
+		list[count] = NULL;
+		if ((r = run_from_row(st, &list[count])) < 0)
+			break;
+		list[++count] = NULL;
+	}
+	if (r < 0) {
+		run_list_free(list);
+		return r;
+	}
+	if (!list)
+		list = xcalloc(1, sizeof(*list));
+	*ret = list;
+	*n = count;
+	return 0;
+}
+
+int db_run_start(struct db *db, int64_t id, const char *log_path)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "UPDATE runs SET state = ?, started_at = ?, log_path = ?"
+				     " WHERE id = ? AND state = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, run_state_to_string(RUN_RUNNING), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, unix_now());
+	sqlite3_bind_text(st, 3, log_path, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, id);
+	sqlite3_bind_text(st, 5, run_state_to_string(RUN_QUEUED), -1, SQLITE_STATIC);
+	return db_step_change(db, st);
+}
+
+int db_run_set_snapshot(struct db *db, int64_t id, const char *snap)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "UPDATE runs SET snapshot = ? WHERE id = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, snap, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, id);
+	return db_step(db, st) < 0 ? -EIO : 0;
+}
+
+int db_run_finish(struct db *db, int64_t id, enum run_state state, int exit_code, const char *error)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((unsigned)state >= RUN_STATE__COUNT)
+		return -EINVAL;
+	if ((r = db_prepare(db, &st, "UPDATE runs SET state = ?, finished_at = ?, exit_code = ?, error = ?"
+				     " WHERE id = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, run_state_to_string(state), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, unix_now());
+	if (exit_code >= 0)
+		sqlite3_bind_int(st, 3, exit_code);
+	else
+		sqlite3_bind_null(st, 3);
+	bind_text_or_null(st, 4, error);
+	sqlite3_bind_int64(st, 5, id);
+	return db_step_change(db, st);
+}
+
+int db_runs_interrupt(struct db *db, const char *error, int *ret_count)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "UPDATE runs SET state = ?, finished_at = ?, error = ?"
+				     " WHERE state = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, run_state_to_string(RUN_INTERRUPTED), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, unix_now());
+	sqlite3_bind_text(st, 3, error, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, run_state_to_string(RUN_RUNNING), -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	*ret_count = sqlite3_changes(db->h);
+	return 0;
+}

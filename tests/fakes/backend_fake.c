@@ -282,7 +282,7 @@ static void complete(struct pending *p)
 					      &(struct timeval){ 0, 0 });
 		break;
 	case FAKE_SNAPSHOT_CREATE: {
-		struct snapshot_result res = { .error = p->r, .why = p->r < 0 ? p->why : NULL, .kind = "dir",
+		struct snapshot_result res = { .error = p->r, .why = p->r < 0 ? p->why : NULL, .kind = SNAPSHOT_KIND_DIR,
 					       .size_bytes = 4096 };
 		p->snap_done(p->userdata, &res);
 		break;

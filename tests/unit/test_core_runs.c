@@ -20,7 +20,7 @@ static const char *run_state(int64_t id)
 
 	buf[0] = '\0';
 	if (db_run_get(F->db, id, &r) == 0)
-		snprintf(buf, sizeof(buf), "%s", r->state);
+		snprintf(buf, sizeof(buf), "%s", run_state_to_string(r->state));
 	return buf;
 }
 
@@ -142,7 +142,7 @@ static void test_interrupt(void)
 	{
 		_cleanup_(run_freep) struct run *r = NULL;
 
-		ok(db_run_get(F->db, ids[0], &r) == 0 && strcmp(r->state, "interrupted") == 0,
+		ok(db_run_get(F->db, ids[0], &r) == 0 && r->state == RUN_INTERRUPTED,
 		   "at start, the run that was running is 'interrupted'");
 		is_str(r ? r->error : NULL, "fleetd stopped during the run; it was not run again", "and says why");
 	}

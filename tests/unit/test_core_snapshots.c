@@ -23,7 +23,7 @@ static void on_taken(void *userdata, int r, const char *why, const struct snapsh
 	t->r = r;
 	if (s) {
 		snprintf(t->snap, sizeof(t->snap), "%s", s->name);
-		snprintf(t->kind, sizeof(t->kind), "%s", s->kind ? s->kind : "");
+		snprintf(t->kind, sizeof(t->kind), "%s", snapshot_kind_to_string(s->kind));
 		t->good = s->good;
 	}
 }
@@ -46,7 +46,7 @@ static const char *row(const char *agent, const char *snap)
 
 	buf[0] = '\0';
 	if (db_snapshot_get(F->db, agent, snap, &s) == 0)
-		snprintf(buf, sizeof(buf), "%s", s->state);
+		snprintf(buf, sizeof(buf), "%s", snapshot_state_to_string(s->state));
 	snapshot_free(s);
 	return buf;
 }

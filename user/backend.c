@@ -372,6 +372,7 @@ static int user_start(struct fleetd *f, const struct agent *a, backend_done_fn d
 		return r;
 	if ((r = user_agent_ready(f, a, &uid, why)) < 0)
 		return r;
+	keeper_adopt(f, a->name);	/* one that outlived a fleetd restart is this agent's keeper: no second one */
 	if (keeper_alive(a->name)) {
 		op_schedule(f, a->name, uid, false, 0, done, userdata);
 		return 0;
@@ -394,6 +395,7 @@ static int user_stop(struct fleetd *f, const struct agent *a, int timeout_s, bac
 	if ((r = user_agent_ready(f, a, &uid, why)) < 0)
 		return r;
 	/* Clean: SIGTERM to every sandbox init, which passes it to everything in its namespace. */
+	keeper_adopt(f, a->name);
 	keeper_term(a->name);
 	user_exec_term_agent(a->name);
 	op_schedule(f, a->name, uid, true, timeout_s, done, userdata);
@@ -423,6 +425,8 @@ static int user_state(struct fleetd *f, const struct agent *a, enum agent_state 
 			*gone = xasprintf("its home %s is gone", home);
 		return -ENOENT;
 	}
+	/* At fleetd's start (reconcile): a keeper that outlived the last fleetd is watched from now on. */
+	keeper_adopt(f, a->name);
 	*ret = user_agent_busy(a->name, uid) ? AGENT_RUNNING : AGENT_STOPPED;
 	return 0;
 }

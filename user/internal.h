@@ -6,8 +6,8 @@
  *   account.c        users, groups, homes, the uid high-water mark, and the
  *                    backend's way of running a host tool
  *   keeper.c         the sandboxes of an agent: launching one, the keeper
- *                    (what makes an agent 'running') and watching it,
- *                    killing everything of an agent
+ *                    (what makes an agent 'running'), watching and adopting
+ *                    it, killing everything of an agent
  *   exec.c           commands streaming on the loop, with backpressure
  *   snapshot_jobs.c  snapshot create, restore and delete on workers, the trash
  * All of it runs on fleetd's loop thread, except the snapshot workers,
@@ -33,7 +33,7 @@ struct snap_job;
 struct user_state {
 	struct fleetd *f;
 	struct cgroup_host *cg;
-	struct keeper *keepers;		/* keeper.c: the running keepers */
+	struct keeper *keepers;		/* keeper.c: the running keepers, started or adopted */
 	struct exec_handle *execs;	/* exec.c: commands in flight */
 	struct pending_op *ops;		/* backend.c: starts and stops in flight */
 	struct snap_job *jobs;		/* snapshot_jobs.c: creates and restores in flight, at most one per agent */
@@ -80,6 +80,8 @@ int sandbox_launch(struct fleetd *f, const struct agent *a, uid_t uid, const str
 int keeper_launch(struct fleetd *f, const struct agent *a, uid_t uid, char **why);
 /* Reap the keeper of agent if it has exited; true while it is alive. */
 bool keeper_alive(const char *agent);
+/* Watch the keeper an earlier fleetd started for agent, if one runs and none is watched yet. */
+void keeper_adopt(struct fleetd *f, const char *agent);
 /* A clean stop: SIGTERM to the keeper, whose exit is then no failure. */
 void keeper_term(const char *agent);
 /* Forget every keeper (they outlive fleetd). */

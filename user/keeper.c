@@ -4,14 +4,18 @@
  * for every command). The keeper is an idle sandbox that makes an agent
  * 'running'; it is watched through its pidfd, and a keeper that dies
  * without fleet asking is reported upward so the restart policy acts.
- * Keepers outlive fleetd (like VM domains). It also kills everything of an
+ * Keepers outlive fleetd (like VM domains): the next fleetd adopts a
+ * running one and watches it the same way. It also kills everything of an
  * agent (keeper, commands, cgroup, uid).
  */
 #include "user/internal.h"
 
 #include <errno.h>
 #include <event2/event.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -31,6 +35,7 @@ struct keeper {
 	pid_t pid;
 	int pidfd;
 	bool asked;		/* fleet told it to stop: its exit is no failure */
+	bool adopted;		/* started by an earlier fleetd: not our child, its exit status is unknown */
 	struct event *ev;
 	struct keeper *next;
 };
@@ -54,6 +59,27 @@ static void keeper_free(struct keeper *k)
 	free(k);
 }
 
+/*
+ * Has k exited (0 and its wait status, or -1 when it is unknown: adopted),
+ * -EAGAIN while it lives. Our own keeper is reaped here; an adopted one is
+ * not our child, its pidfd only turns readable.
+ */
+static int keeper_wait(struct keeper *k, bool block, int *status)
+{
+	struct pollfd p = { .fd = k->pidfd, .events = POLLIN };
+	int r;
+
+	if (!k->adopted)
+		return user_launch_wait(k->pidfd, !block, status);
+	/* Bounded even when blocking: the kill before it was SIGKILL. */
+	while ((r = poll(&p, 1, block ? 2000 : 0)) < 0 && errno == EINTR)
+		;
+	if (r <= 0)
+		return -EAGAIN;
+	*status = -1;
+	return 0;
+}
+
 bool keeper_alive(const char *agent)
 {
 	struct keeper **kp = keeper_find(agent), *k = *kp;
@@ -61,7 +87,7 @@ bool keeper_alive(const char *agent)
 
 	if (!k)
 		return false;
-	if (user_launch_wait(k->pidfd, true, &status) == -EAGAIN)
+	if (keeper_wait(k, false, &status) == -EAGAIN)
 		return true;
 	*kp = k->next;
 	keeper_free(k);
@@ -82,16 +108,18 @@ static void on_keeper_exit(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (*kp != k || user_launch_wait(k->pidfd, true, &status) == -EAGAIN)
+	if (*kp != k || keeper_wait(k, false, &status) == -EAGAIN)
 		return;
 	*kp = k->next;
 	keeper_free(k);
 	log_debug("agent '%s': keeper exited", agent);
 	if (!asked && us->on_event) {
-		_cleanup_free_ char *detail = WIFSIGNALED(status) ? xasprintf("its sandbox was killed by signal %d",
-									      WTERMSIG(status))
-								  : xasprintf("its sandbox exited with status %d",
-									      WEXITSTATUS(status));
+		_cleanup_free_ char *detail = status == -1 ? xstrdup("its sandbox ended (started by an earlier fleetd: "
+								     "exit status unknown)")
+					      : WIFSIGNALED(status) ? xasprintf("its sandbox was killed by signal %d",
+										WTERMSIG(status))
+								    : xasprintf("its sandbox exited with status %d",
+										WEXITSTATUS(status));
 		struct backend_event ev = { .kind = BACKEND_EV_STOPPED, .backend = BACKEND_USER, .agent = agent,
 					    .clean = false, .detail = detail };
 		us->on_event(us->f, &ev);
@@ -99,13 +127,14 @@ static void on_keeper_exit(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Track a keeper whose pidfd we hold and watch it on the loop. */
-static void keeper_watch(struct fleetd *f, const char *agent, pid_t pid, int pidfd)
+static void keeper_watch(struct fleetd *f, const char *agent, pid_t pid, int pidfd, bool adopted)
 {
 	struct keeper *k = xcalloc(1, sizeof(*k));
 
 	k->agent = xstrdup(agent);
 	k->pid = pid;
 	k->pidfd = pidfd;
+	k->adopted = adopted;
 	k->ev = event_new(f->base, pidfd, EV_READ, on_keeper_exit, k);
 	event_add(k->ev, NULL);
 	k->next = us->keepers;
@@ -142,7 +171,7 @@ int user_kill_everything(const char *agent, uid_t uid)
 		r = q;
 	if (k) {
 		int status;
-		(void)user_launch_wait(k->pidfd, false, &status);
+		(void)keeper_wait(k, true, &status);
 		(void)keeper_alive(agent);
 	}
 	return r;
@@ -215,8 +244,83 @@ int keeper_launch(struct fleetd *f, const struct agent *a, uid_t uid, char **why
 		close(proc.pidfd);
 		return -EIO;
 	}
-	keeper_watch(f, a->name, proc.pid, proc.pidfd);
+	keeper_watch(f, a->name, proc.pid, proc.pidfd, false);
 	return 0;
+}
+
+/* Read a small /proc file of pid into buf (NUL-terminated); its length or -1. */
+static ssize_t proc_read(pid_t pid, const char *what, char *buf, size_t size)
+{
+	char path[64];
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%ld/%s", (long)pid, what);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	while ((n = read(fd, buf, size - 1)) < 0 && errno == EINTR)
+		;
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return n;
+}
+
+/*
+ * Is pid a keeper: a sandbox init (named fleet-init, root: no agent
+ * process can be either), alive, without a payload (a command's sandbox
+ * has one; those die with the fleetd that started them)?
+ */
+static bool is_keeper(pid_t pid)
+{
+	char buf[4096], *uid, *state;
+
+	if (proc_read(pid, "comm", buf, sizeof(buf)) < 0 || strcmp(buf, "fleet-init\n") != 0)
+		return false;
+	if (proc_read(pid, "status", buf, sizeof(buf)) < 0 || !(state = strstr(buf, "\nState:\t")) ||
+	    !(uid = strstr(buf, "\nUid:\t")))
+		return false;
+	if (state[8] == 'Z' || state[8] == 'X' || strncmp(uid, "\nUid:\t0\t0\t0\t0\n", 14) != 0)
+		return false;
+	snprintf(buf, sizeof(buf), "task/%ld/children", (long)pid);
+	{
+		char children[64];
+		/* where the kernel has no children file, the other checks have to do */
+		if (proc_read(pid, buf, children, sizeof(children)) > 0)
+			return false;
+	}
+	return true;
+}
+
+void keeper_adopt(struct fleetd *f, const char *agent)
+{
+	pid_t pids[64];
+	int n;
+
+	if (*keeper_find(agent) || !cgroup_host_usable(us->cg))
+		return;	/* watched already; without a cgroup a keeper cannot be told from another agent's */
+	if ((n = cgroup_pids(us->cg, agent, pids, ARRAY_SIZE(pids))) <= 0)
+		return;
+	for (int i = 0; i < n && i < (int)ARRAY_SIZE(pids); i++) {
+		int pidfd;
+
+		if (!is_keeper(pids[i]) || (pidfd = (int)syscall(SYS_pidfd_open, pids[i], 0)) < 0)
+			continue;
+		/* Still a keeper in this agent's group now that the pidfd pins it (the pid was not reused)? */
+		pid_t again[64];
+		int m = cgroup_pids(us->cg, agent, again, ARRAY_SIZE(again));
+		bool member = false;
+		for (int j = 0; j < m && j < (int)ARRAY_SIZE(again); j++)
+			member |= again[j] == pids[i];
+		if (!member || !is_keeper(pids[i])) {
+			close(pidfd);
+			continue;
+		}
+		log_info("agent '%s': adopted its running sandbox (pid %ld, started by an earlier fleetd)", agent,
+			 (long)pids[i]);
+		keeper_watch(f, agent, pids[i], pidfd, true);
+		return;
+	}
 }
 
 void keeper_term(const char *agent)

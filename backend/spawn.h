@@ -1,17 +1,47 @@
 /*
- * spawn: run a host tool (qemu-img, mke2fs, dropbearkey) to completion and
- * capture what it printed. Only for short steps of provisioning: it blocks
- * the caller until the tool exits.
+ * spawn: the one runner of host tools for the whole daemon (qemu-img,
+ * mke2fs, dropbearkey for VMs; useradd, userdel, rm for user agents): run
+ * one to completion and capture what it printed. It blocks the caller until
+ * the tool exits: for short steps of provisioning and removal, or on a
+ * worker thread (it is safe on any thread).
+ *
+ * The child is a clone child with a pidfd (no SIGCHLD, so no waitpid(-1)
+ * anywhere in fleetd can take its status), makes only system calls between
+ * the clone and execve, gets stdin from /dev/null, default signal
+ * dispositions and an empty signal mask, and no fd but 0-2.
  */
 #ifndef FLEET_SPAWN_H
 #define FLEET_SPAWN_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
+/* How a tool is run. All zero: spawn_run's way. */
+struct spawn_opts {
+	const char *const *envp;	/* its whole environment; NULL: fleetd's own */
+	const char *const *search;	/* NULL-terminated directories to find argv[0] in (when it has no '/'); NULL: $PATH */
+	size_t output_max;		/* bytes of output kept; 0: 64 KiB */
+	bool keep_tail;			/* longer output keeps its end (a tool says why it failed last), not its start */
+};
+
 /*
- * Run argv (argv[0] looked up in PATH) with stdin from /dev/null. Returns
- * the exit status (0..255), or -errno if it could not be run or was killed.
- * When output is not NULL it receives stdout and stderr together (at most
- * 64 KiB; caller frees).
+ * Run argv with o. Returns the exit status (0..255), 128+N when signal N
+ * killed it, or -errno when it could not be run (-ENOENT: not found). When
+ * output is not NULL and the tool ran, it receives stdout and stderr
+ * together (caller frees).
+ */
+int spawn_tool(const char *const argv[], const struct spawn_opts *o, char **output);
+
+/*
+ * Run argv (argv[0] looked up in $PATH) with fleetd's environment. Returns
+ * the exit status (0..255), or -errno if it could not be started or was
+ * killed (-EINTR). A tool that is not found or cannot be executed exits 127
+ * and says so in the output. When output is not NULL it receives stdout and
+ * stderr together (at most 64 KiB; caller frees).
  */
 int spawn_run(const char *const argv[], char **output);
+
+/* The first executable dirs[i]/name, malloc'd; NULL if there is none. */
+char *spawn_which(const char *name, const char *const *dirs);
 
 #endif

@@ -444,6 +444,25 @@ int cgroup_count(const struct cgroup_host *h, const char *name)
 	return for_each_pid(d, NULL);
 }
 
+int cgroup_pids(const struct cgroup_host *h, const char *name, pid_t *pids, size_t max)
+{
+	int t = tracker(h), n = 0;
+	long pid;
+
+	if (t < 0)
+		return 0;
+	_cleanup_free_ char *p = xasprintf("%s/%s/cgroup.procs", h->base[t], name);
+	_cleanup_fclose_ FILE *f = fopen(p, "re");
+	if (!f)
+		return errno == ENOENT ? 0 : -errno;
+	while (fscanf(f, "%ld", &pid) == 1) {
+		if ((size_t)n < max)
+			pids[n] = (pid_t)pid;
+		n++;
+	}
+	return n;
+}
+
 static void sleep_ms(int ms)
 {
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct cgroup_host;
 
@@ -53,6 +54,8 @@ int cgroup_open_join_fds(const struct cgroup_host *h, const char *name, int *fds
 
 /* Number of processes in the group (0 if it does not exist); -errno. */
 int cgroup_count(const struct cgroup_host *h, const char *name);
+/* Up to max pids of the group's processes in pids; the number of processes (may exceed max), 0 without the group, -errno. */
+int cgroup_pids(const struct cgroup_host *h, const char *name, pid_t *pids, size_t max);
 /* Kill every process of the group and wait (up to timeout_ms) until it is empty; -ETIMEDOUT. */
 int cgroup_kill(const struct cgroup_host *h, const char *name, int timeout_ms);
 

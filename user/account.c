@@ -1,0 +1,416 @@
+/*
+ * user/account.c: the Unix side of a user agent: its user and group
+ * fleet-NAME (uid == gid, from user_uid_min..user_uid_max, never handed out
+ * twice: the high-water mark), its home <state_dir>/users/NAME with memory/
+ * and work/, and their removal. It also runs the backend's host tools
+ * (useradd, userdel, rm) through backend/spawn with a fixed environment.
+ *
+ * It must never touch a user, group or directory it did not create: a
+ * fleet-NAME that is not in the uid range or whose home is elsewhere is
+ * someone else's and is left alone.
+ */
+#include "user/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend/spawn.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "model/config.h"
+#include "model/fleetd.h"
+#include "user/backend.h"
+
+static const char *const tool_path_dirs[] = { "/usr/sbin", "/sbin", "/usr/bin", "/bin", NULL };
+
+char *account_user_name(const char *agent)
+{
+	return xasprintf(USER_PREFIX "%s", agent);
+}
+
+char *account_users_dir(struct fleetd *f)
+{
+	return xasprintf("%s/users", config_get(&f->cfg, CFG_STATE_DIR));
+}
+
+char *account_home_dir(struct fleetd *f, const char *agent)
+{
+	return xasprintf("%s/users/%s", config_get(&f->cfg, CFG_STATE_DIR), agent);
+}
+
+char *account_find_tool(const char *name)
+{
+	return spawn_which(name, tool_path_dirs);
+}
+
+/*
+ * Run a host tool (useradd, rm, ...) with a fixed environment; returns its
+ * exit status (or 128+signal), with the end of what it printed in *out.
+ * Short and synchronous, as backend.h allows for provision and destroy;
+ * the snapshot workers use it too.
+ */
+int account_run_tool(const char *const *argv, char **out)
+{
+	static const char *const env[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL };
+	const struct spawn_opts o = { .envp = env, .search = tool_path_dirs, .output_max = 4095, .keep_tail = true };
+	int r = spawn_tool(argv, &o, out);
+	size_t len;
+
+	if (r >= 0 && *out) {
+		len = strlen(*out);
+		while (len > 0 && (*out)[len - 1] == '\n')
+			(*out)[--len] = '\0';
+	}
+	return r;
+}
+
+/* Run a tool and fold a failure into *why; 0 or the (positive) exit status. */
+static int tool(char **why, const char *const *argv)
+{
+	_cleanup_free_ char *out = NULL;
+	int r = account_run_tool(argv, &out);
+
+	if (r < 0) {
+		if (why && !*why)
+			*why = xasprintf("cannot run %s: %s", argv[0], strerror(-r));
+		return 126;
+	}
+	if (r != 0) {
+		log_debug("user: %s exited %d: %s", argv[0], r, out ? out : "");
+		if (why && !*why)
+			*why = xasprintf("%s failed (exit %d): %s", argv[0], r, out && *out ? out : "no message");
+	}
+	return r;
+}
+
+/*
+ * The passwd entry of an agent's user, if it is fleet's: in the uid range,
+ * gid == uid, home where fleet puts it. -ENOENT when there is no such user,
+ * -EPERM when the name belongs to someone else.
+ */
+int account_lookup(struct fleetd *f, const char *agent, uid_t *uid)
+{
+	_cleanup_free_ char *name = account_user_name(agent), *home = account_home_dir(f, agent);
+	long min = config_get_long(&f->cfg, CFG_USER_UID_MIN), max = config_get_long(&f->cfg, CFG_USER_UID_MAX);
+	struct passwd *pw;
+
+	errno = 0;
+	if (!(pw = getpwnam(name)))
+		return errno && errno != ENOENT && errno != ESRCH ? -errno : -ENOENT;
+	if ((long)pw->pw_uid < min || (long)pw->pw_uid > max || pw->pw_gid != pw->pw_uid || strcmp(pw->pw_dir, home) != 0)
+		return -EPERM;
+	*uid = pw->pw_uid;
+	return 0;
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+	long x = *(const long *)a, y = *(const long *)b;
+
+	return (x > y) - (x < y);
+}
+
+struct id_set {
+	long *v;
+	size_t n, cap;
+};
+
+static void id_add(struct id_set *s, long id, long min, long max)
+{
+	if (id < min || id > max)
+		return;
+	if (s->n == s->cap)
+		s->v = xrealloc(s->v, (s->cap = s->cap ? 2 * s->cap : 64) * sizeof(*s->v));
+	s->v[s->n++] = id;
+}
+
+/* The first id in [min, max] that is neither a uid nor a gid; -ENOSPC. min may lie above max. */
+static int pick_id(long min, long max, long *ret)
+{
+	struct id_set used = { 0 };
+	struct passwd *pw;
+	struct group *gr;
+	long want = min;
+
+	setpwent();
+	while ((pw = getpwent()))
+		id_add(&used, (long)pw->pw_uid, min, max);
+	endpwent();
+	setgrent();
+	while ((gr = getgrent()))
+		id_add(&used, (long)gr->gr_gid, min, max);
+	endgrent();
+	if (used.n)
+		qsort(used.v, used.n, sizeof(*used.v), cmp_id);
+	for (size_t i = 0; i < used.n && used.v[i] <= want; i++)
+		if (used.v[i] == want)
+			want++;
+	free(used.v);
+	if (want > max)
+		return -ENOSPC;
+	*ret = want;
+	return 0;
+}
+
+/*
+ * The uid high-water mark: <state_dir>/user-uid-next holds the lowest uid
+ * this fleetd may still hand out. Uids are never reused: a new agent must
+ * not inherit what a removed one left anywhere on the host under its uid
+ * (files in shared places, a stray process). It is raised, durably, before
+ * useradd runs. Missing: nothing handed out yet (or a state dir from before
+ * the mark existed).
+ */
+static char *uid_mark_path(struct fleetd *f)
+{
+	return xasprintf("%s/user-uid-next", config_get(&f->cfg, CFG_STATE_DIR));
+}
+
+/* The mark in *ret (0 if there is none yet); -errno with *why if it cannot be read or makes no sense. */
+static int uid_mark_read(struct fleetd *f, long *ret, char **why)
+{
+	_cleanup_free_ char *path = uid_mark_path(f);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	char buf[32], *end;
+	struct stat st;
+	ssize_t n;
+	long v;
+
+	*ret = 0;
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0 || fstat(fd, &st) < 0 || (n = read(fd, buf, sizeof(buf) - 1)) < 0) {
+		int r = -errno;
+		*why = xasprintf("cannot read %s: %s", path, strerror(-r));
+		return r;
+	}
+	buf[n] = '\0';
+	errno = 0;
+	v = strtol(buf, &end, 10);
+	if (!S_ISREG(st.st_mode) || st.st_uid != 0 || errno || end == buf || (*end && *end != '\n') || v < 0) {
+		*why = xasprintf("%s is not root's file holding a uid; fix or remove it", path);
+		return -EINVAL;
+	}
+	*ret = v;
+	return 0;
+}
+
+/* Set the mark to next: written aside, synced, renamed over, directory synced. */
+static int uid_mark_write(struct fleetd *f, long next, char **why)
+{
+	_cleanup_free_ char *path = uid_mark_path(f), *tmp = xasprintf("%s.tmp", path), *text = xasprintf("%ld\n", next);
+	_cleanup_free_ char *dir = xstrdup(config_get(&f->cfg, CFG_STATE_DIR));
+	_cleanup_close_ int dfd = -1;
+	int fd, r = 0;
+
+	(void)unlink(tmp);
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
+		r = -errno;
+	else {
+		if (write_all(fd, text, strlen(text)) < 0 || fsync(fd) < 0)
+			r = -errno;
+		if (close(fd) < 0 && r == 0)
+			r = -errno;
+	}
+	if (r == 0 && rename(tmp, path) < 0)
+		r = -errno;
+	if (r == 0 && ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || fsync(dfd) < 0))
+		r = -errno;
+	if (r < 0) {
+		(void)unlink(tmp);
+		*why = xasprintf("cannot record the next free uid in %s: %s", path, strerror(-r));
+	}
+	return r;
+}
+
+/* <state_dir>/users: a real directory, root's, 0711 (agents traverse it, cannot list it). */
+static int ensure_users_dir(struct fleetd *f, char **why)
+{
+	_cleanup_free_ char *dir = account_users_dir(f);
+	struct stat st;
+
+	if (mkdir(dir, 0711) < 0 && errno != EEXIST) {
+		int r = -errno;
+		*why = xasprintf("cannot create %s: %s", dir, strerror(-r));
+		return r;
+	}
+	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0) {
+		*why = xasprintf("%s is not a directory owned by root", dir);
+		return -EPERM;
+	}
+	if (chmod(dir, 0711) < 0) {
+		int r = -errno;
+		*why = xasprintf("cannot chmod %s: %s", dir, strerror(-r));
+		return r;
+	}
+	return 0;
+}
+
+static int make_home(const char *home, uid_t uid, char **why)
+{
+	static const char *const subdirs[] = { "memory", "work" };
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	if (mkdir(home, 0700) < 0) {
+		r = -errno;
+		*why = r == -EEXIST ? xasprintf("home %s already exists", home)
+				    : xasprintf("cannot create home %s: %s", home, strerror(-r));
+		return r;
+	}
+	fd = open(home, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fchown(fd, uid, uid) < 0 || fchmod(fd, 0700) < 0)
+		goto fail;
+	for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++)
+		if (mkdirat(fd, subdirs[i], 0700) < 0 || fchownat(fd, subdirs[i], uid, uid, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    fchmodat(fd, subdirs[i], 0700, 0) < 0)
+			goto fail;
+	return 0;
+fail:
+	r = -errno;
+	*why = xasprintf("cannot set up home %s: %s", home, strerror(-r));
+	return r;
+}
+
+/* Remove a home tree as root without following links or leaving the file system. */
+static int remove_home(const char *home, char **why)
+{
+	const char *const argv[] = { "rm", "-rf", "--one-file-system", "--", home, NULL };
+
+	return tool(why, argv) == 0 ? 0 : -EIO;
+}
+
+static int remove_user(const char *user, char **why)
+{
+	const char *const del_user[] = { "userdel", user, NULL };
+	const char *const del_group[] = { "groupdel", user, NULL };
+	int r = 0;
+
+	if (getpwnam(user) && tool(why, del_user) != 0)
+		r = -EIO;
+	if (getgrnam(user) && tool(why, del_group) != 0)
+		r = -EIO;
+	return r;
+}
+
+int account_check_free(struct fleetd *f, const struct agent *a, char **why)
+{
+	_cleanup_free_ char *user = account_user_name(a->name), *home = account_home_dir(f, a->name);
+	int r;
+
+	if (strlen(a->name) > USER_AGENT_NAME_MAX) {
+		*why = xasprintf("name is too long for a user agent (at most %d characters, so that '%s' + name "
+				 "is a valid user name)", USER_AGENT_NAME_MAX, USER_PREFIX);
+		return -ENAMETOOLONG;
+	}
+	if (getpwnam(user)) {
+		*why = xasprintf("a system user '%s' already exists", user);
+		return -EEXIST;
+	}
+	if (getgrnam(user)) {
+		*why = xasprintf("a system group '%s' already exists", user);
+		return -EEXIST;
+	}
+	if ((r = ensure_users_dir(f, why)) < 0)
+		return r;
+	if (access(home, F_OK) == 0) {
+		*why = xasprintf("home %s already exists", home);
+		return -EEXIST;
+	}
+	return 0;
+}
+
+int account_create(struct fleetd *f, const struct agent *a, uid_t *uid, char **why)
+{
+	_cleanup_free_ char *user = account_user_name(a->name), *home = account_home_dir(f, a->name);
+	long min = config_get_long(&f->cfg, CFG_USER_UID_MIN), max = config_get_long(&f->cfg, CFG_USER_UID_MAX);
+	long id = 0, mark = 0, from = min;
+	int r;
+
+	if ((r = uid_mark_read(f, &mark, why)) < 0)
+		return r;
+	if (mark > from)
+		from = mark;
+	/* Another fleetd may take the same id between the scan and useradd: try the next one. */
+	for (int attempt = 0;; attempt++, from = id + 1) {
+		char ids[32];
+		_cleanup_free_ char *gecos = xasprintf("fleet agent %s", a->name);
+
+		if (pick_id(from, max, &id) < 0) {
+			*why = xasprintf("no free uid/gid left in user_uid_min..user_uid_max (%ld..%ld): the uids of removed "
+					 "agents are never handed out again; widen the range", min, max);
+			return -ENOSPC;
+		}
+		/* Burnt before use: a crash after useradd must not hand this uid out twice. */
+		if ((r = uid_mark_write(f, id + 1, why)) < 0)
+			return r;
+		snprintf(ids, sizeof(ids), "%ld", id);
+		const char *const groupadd[] = { "groupadd", "-g", ids, user, NULL };
+		const char *const useradd[] = {
+			"useradd", "--system", "-u", ids, "-g", ids, "-M", "-N", "-l",
+			"-d", home, "-s", "/usr/sbin/nologin", "-c", gecos, user, NULL,
+		};
+		_cleanup_free_ char *gwhy = NULL, *uwhy = NULL;
+
+		r = tool(&gwhy, groupadd);
+		if (r == 4 && attempt < 8)	/* GID not unique */
+			continue;
+		if (r != 0) {
+			*why = r == 9 ? xasprintf("a system group '%s' already exists", user) : TAKE_PTR(gwhy);
+			return r == 9 ? -EEXIST : -EIO;
+		}
+		r = tool(&uwhy, useradd);
+		if (r == 0)
+			break;
+		(void)remove_user(user, NULL);	/* the group just made */
+		if (r == 4 && attempt < 8)	/* UID already in use */
+			continue;
+		*why = r == 9 ? xasprintf("a system user '%s' already exists", user) : TAKE_PTR(uwhy);
+		return r == 9 ? -EEXIST : -EIO;
+	}
+
+	if ((r = make_home(home, (uid_t)id, why)) < 0) {
+		(void)remove_user(user, NULL);
+		return r;
+	}
+	*uid = (uid_t)id;
+	return 0;
+}
+
+void account_undo(struct fleetd *f, const struct agent *a)
+{
+	_cleanup_free_ char *user = account_user_name(a->name), *home = account_home_dir(f, a->name);
+
+	(void)remove_home(home, NULL);
+	(void)remove_user(user, NULL);
+}
+
+int account_remove(struct fleetd *f, const struct agent *a, uid_t uid, char **why)
+{
+	_cleanup_free_ char *user = account_user_name(a->name), *home = account_home_dir(f, a->name);
+	struct stat st;
+	int r, ret = 0;
+
+	/* Only a home that belongs to the agent's uid is ours (a pre-existing one made provision fail). */
+	if (uid != 0 && lstat(home, &st) == 0 && st.st_uid == uid && (r = remove_home(home, why)) < 0)
+		ret = r;
+	/*
+	 * Its user was deleted by hand (the agent is 'missing'): the home is
+	 * still ours if its owner is a uid of fleet's range that no user has
+	 * any more (fleet never hands a uid out twice); anything else is left.
+	 */
+	if (uid == 0 && lstat(home, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    (long)st.st_uid >= config_get_long(&f->cfg, CFG_USER_UID_MIN) &&
+	    (long)st.st_uid <= config_get_long(&f->cfg, CFG_USER_UID_MAX) && !getpwuid(st.st_uid) &&
+	    (r = remove_home(home, ret ? NULL : why)) < 0 && ret == 0)
+		ret = r;
+	if (uid != 0 && (r = remove_user(user, ret ? NULL : why)) < 0 && ret == 0)
+		ret = r;
+	return ret;
+}

@@ -1,0 +1,121 @@
+/*
+ * user/internal.h: what the files of the user backend share; nothing
+ * outside user/ includes it. Who owns what:
+ *   backend.c        the verbs and the ops table, init and shutdown, the
+ *                    starts and stops in flight (pending ops)
+ *   account.c        users, groups, homes, the uid high-water mark, and the
+ *                    backend's way of running a host tool
+ *   keeper.c         the sandboxes of an agent: launching one, the keeper
+ *                    (what makes an agent 'running'), watching and adopting
+ *                    it, killing everything of an agent
+ *   exec.c           commands streaming on the loop, with backpressure
+ *   snapshot_jobs.c  snapshot create, restore and delete on workers, the trash
+ * All of it runs on fleetd's loop thread, except the snapshot workers,
+ * which touch only their job (see snapshot_jobs.c).
+ */
+#ifndef FLEET_USER_INTERNAL_H
+#define FLEET_USER_INTERNAL_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "backend/backend.h"
+#include "user/launch.h"
+
+#define USER_PREFIX "fleet-"
+
+struct cgroup_host;
+struct keeper;
+struct pending_op;
+struct snap_job;
+
+/* The backend's state: NULL until the first verb or init sets it up. */
+struct user_state {
+	struct fleetd *f;
+	struct cgroup_host *cg;
+	struct keeper *keepers;		/* keeper.c: the running keepers, started or adopted */
+	struct exec_handle *execs;	/* exec.c: commands in flight */
+	struct pending_op *ops;		/* backend.c: starts and stops in flight */
+	struct snap_job *jobs;		/* snapshot_jobs.c: creates and restores in flight, at most one per agent */
+	struct snap_job *trash_job;	/* snapshot_jobs.c: the worker emptying the trash, if one runs */
+	bool trash_again;		/* more was trashed while it ran */
+	bool stopping;			/* user_shutdown is under way */
+	backend_event_fn on_event;	/* lifecycle_on_event: a keeper that died unasked */
+	char **shared_dirs;		/* other world-writable host directories, private in each sandbox */
+	size_t n_shared_dirs;
+};
+extern struct user_state *us;
+
+/* backend.c */
+int user_ensure_init(struct fleetd *f, char **why);
+/* Every verb on a provisioned agent first: its uid, no snapshot job of it running, nothing left frozen. */
+int user_agent_ready(struct fleetd *f, const struct agent *a, uid_t *uid, char **why);
+
+/* account.c */
+char *account_user_name(const char *agent);
+char *account_users_dir(struct fleetd *f);
+char *account_home_dir(struct fleetd *f, const char *agent);
+/* The executable of a host tool in the sbin and bin directories; NULL if there is none. */
+char *account_find_tool(const char *name);
+/* Run a host tool with a fixed environment: its exit status (128+N for signal N) or -errno, *out its last words. */
+int account_run_tool(const char *const *argv, char **out);
+/* The agent's uid if its user is fleet's; -ENOENT without one, -EPERM when fleet-NAME is someone else's. */
+int account_lookup(struct fleetd *f, const char *agent, uid_t *uid);
+/* Provision's checks: the name fits, no such user, group or home yet; the users dir is fleet's. */
+int account_check_free(struct fleetd *f, const struct agent *a, char **why);
+/* A new uid (never handed out before), the user, its group and its home; nothing is left on failure. */
+int account_create(struct fleetd *f, const struct agent *a, uid_t *uid, char **why);
+/* Undo account_create (a later step of provision failed). */
+void account_undo(struct fleetd *f, const struct agent *a);
+/* Remove what is fleet's of the agent's account (uid 0: its user is gone already); why may be NULL. */
+int account_remove(struct fleetd *f, const struct agent *a, uid_t uid, char **why);
+
+/* keeper.c */
+/* "cannot STAGE [what]: ERRNO" for a sandbox that failed; malloc'd. */
+char *sandbox_report_why(const struct user_launch_report *rep, const char *what);
+/* Start a sandbox of a with tmpl's argv and stdio, the agent's identity, limits and environment. */
+int sandbox_launch(struct fleetd *f, const struct agent *a, uid_t uid, const struct user_launch_spec *tmpl,
+		   const char *const *extra_env, struct user_launch_proc *proc, char **why);
+/* Launch the keeper of a and wait for its READY; it is then watched. */
+int keeper_launch(struct fleetd *f, const struct agent *a, uid_t uid, char **why);
+/* Reap the keeper of agent if it has exited; true while it is alive. */
+bool keeper_alive(const char *agent);
+/* Watch the keeper an earlier fleetd started for agent, if one runs and none is watched yet. */
+void keeper_adopt(struct fleetd *f, const char *agent);
+/* A clean stop: SIGTERM to the keeper, whose exit is then no failure. */
+void keeper_term(const char *agent);
+/* Forget every keeper (they outlive fleetd). */
+void keepers_forget(void);
+/* Does any process of the agent live (keeper, command, or anything in its cgroup or with its uid)? */
+bool user_agent_busy(const char *agent, uid_t uid);
+/* The same without counting commands: what a stop waits for. */
+bool user_agent_procs_left(const char *agent, uid_t uid);
+/* SIGKILL every process of the agent and wait until they are gone. */
+int user_kill_everything(const char *agent, uid_t uid);
+
+/* exec.c */
+bool user_exec_active(const char *agent);
+/* SIGKILL (or SIGTERM) every command of the agent; a killed one reads its output to the end. */
+void user_exec_kill_agent(const char *agent);
+void user_exec_term_agent(const char *agent);
+/* Kill every command and report it done (fleetd stops). */
+void user_execs_shutdown(void);
+int user_exec(struct fleetd *f, const struct agent *a, const struct exec_request *req,
+	      const struct exec_callbacks *cb, struct exec_handle **ret, char **why);
+void user_exec_cancel(struct exec_handle *h);
+void user_exec_pause(struct exec_handle *h, bool paused);
+
+/* snapshot_jobs.c */
+bool user_job_busy(const char *agent, char **why);
+void user_thaw_leftover(const char *agent);
+void user_snapshots_sweep(struct fleetd *f);
+void user_snapshots_forget(struct fleetd *f, const char *agent);
+void user_jobs_shutdown(void);
+int user_snapshot_create(struct fleetd *f, const struct agent *a, const char *snap, backend_snapshot_fn done,
+			 void *userdata, char **why);
+int user_snapshot_restore(struct fleetd *f, const struct agent *a, const char *snap, backend_done_fn done,
+			  void *userdata, char **why);
+int user_snapshot_delete(struct fleetd *f, const struct agent *a, const char *snap, char **why);
+int user_snapshot_exists(struct fleetd *f, const struct agent *a, const char *snap);
+
+#endif

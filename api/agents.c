@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model/agent.h"
+#include "api/agents.h"
 #include "api/server.h"
 #include "core/backends.h"
 #include "store/db.h"

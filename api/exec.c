@@ -25,6 +25,7 @@
 #include <event2/http.h>
 #include <string.h>
 
+#include "api/exec.h"
 #include "api/server.h"
 #include "backend/backend.h"
 #include "core/backends.h"
@@ -43,8 +44,9 @@
  * detached from its dead connection but not freed (it "is still being used
  * for sending"); evhttp_send_reply_end() then frees it. So the stream keeps
  * its request until done() and always ends it. On some write errors libevent
- * instead calls the request callback again (without a URI); api_dispatch
- * asks api_exec_claim() first, so that call changes nothing.
+ * instead calls the request callback again (without a URI); the server knows
+ * the request as a stream (api_stream_begin) and calls on_conn_failed()
+ * instead of routing it, so that call changes nothing else.
  */
 struct exec_reply {
 	struct evhttp_request *req;
@@ -54,38 +56,24 @@ struct exec_reply {
 	const struct backend_ops *ops;
 	struct exec_handle *handle;
 	char *agent;
-	struct exec_reply *next;	/* streams in flight */
+	struct api_stream stream;	/* the server's note of this reply in flight */
 };
-
-static struct exec_reply *streams;
-
-static void stream_unlink(struct exec_reply *s)
-{
-	for (struct exec_reply **pp = &streams; *pp; pp = &(*pp)->next)
-		if (*pp == s) {
-			*pp = s->next;
-			return;
-		}
-}
 
 /*
  * The connection failed under a stream: nothing drains it any more, so a
  * paused exec would wait forever. Treat it as the client going away, and
  * drop the close callback, which could otherwise run after done() freed s.
  */
-bool api_exec_claim(struct evhttp_request *req)
+static void on_conn_failed(void *userdata)
 {
-	for (struct exec_reply *s = streams; s; s = s->next)
-		if (s->req == req) {
-			if (!s->gone) {
-				s->gone = true;
-				api_conn_set_closecb(s->conn, NULL, NULL);
-				log_info("agent '%s': exec client's connection failed; cancelling the command", s->agent);
-				s->ops->exec_cancel(s->handle);
-			}
-			return true;
-		}
-	return false;
+	struct exec_reply *s = userdata;
+
+	if (s->gone)
+		return;
+	s->gone = true;
+	api_conn_set_closecb(s->conn, NULL, NULL);
+	log_info("agent '%s': exec client's connection failed; cancelling the command", s->agent);
+	s->ops->exec_cancel(s->handle);
 }
 
 /*
@@ -174,7 +162,7 @@ static void on_done(void *userdata, const struct exec_result *res)
 		log_info("agent '%s': exec finished after its client went away", s->agent);
 	/* Ends the stream, or frees the request libevent detached from its dead connection. */
 	evhttp_send_reply_end(s->req);
-	stream_unlink(s);
+	api_stream_end(&s->stream);
 	free(s->agent);
 	free(s);
 }
@@ -314,8 +302,7 @@ void api_agent_exec(struct api_call *c)
 	evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type", "application/x-ndjson");
 	evhttp_send_reply_start(c->req, 200, "OK");
 	api_conn_set_closecb(s->conn, on_client_gone, s);
-	s->next = streams;
-	streams = s;
+	api_stream_begin(c, &s->stream, on_conn_failed, s);
 	log_info("agent '%s': exec %s%s by uid %ld", a->name, req.root ? "(root) " : "", argv[0], (long)c->uid);
 out:
 	strv_free(argv);

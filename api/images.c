@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "api/images.h"
 #include "api/server.h"
 #include "core/images.h"
 #include "model/agent.h"

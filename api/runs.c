@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/runs.h"
 #include "api/server.h"
 #include "store/db.h"
 #include "model/fleetd.h"

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/snapshots.h"
 #include "api/server.h"
 #include "core/backends.h"
 #include "store/db.h"

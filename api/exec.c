@@ -30,7 +30,7 @@
 #include "backend/backend.h"
 #include "core/backends.h"
 #include "common/base64.h"
-#include "store/db.h"
+#include "model/agent.h"
 #include "model/fleetd.h"
 #include "common/log.h"
 
@@ -229,13 +229,8 @@ void api_agent_exec(struct api_call *c)
 
 	if (!(body = api_body_object(c, spec)))
 		return;
-	if (!api_check_name_param(c))
+	if (!(a = api_agent_param(c)))
 		goto out;
-	r = db_agent_get(c->fleetd->db, c->param, &a);
-	if (r < 0) {
-		api_error_errno(c, r, "agent '%s': %s", c->param, r == -ENOENT ? "no such agent" : strerror(-r));
-		goto out;
-	}
 	if (!(v = json_object_get(body, "argv"))) {
 		api_error(c, 400, "missing_field", "field 'argv' is required");
 		goto out;
@@ -328,10 +323,8 @@ void api_agent_console(struct api_call *c)
 		api_error(c, 400, "invalid", "bytes must be a number from 1 to 16777216");
 		return;
 	}
-	if ((r = db_agent_get(c->fleetd->db, c->param, &a)) < 0) {
-		api_error_errno(c, r, "agent '%s': %s", c->param, r == -ENOENT ? "no such agent" : strerror(-r));
+	if (!(a = api_agent_param(c)))
 		return;
-	}
 	if (a->state == AGENT_DEFINED || !(ops = backend_get(c->fleetd, a->backend, &why)) || !ops->console) {
 		api_error(c, 409, "no_console", "agent '%s': has no console (only provisioned vm agents do)", a->name);
 		return;

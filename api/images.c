@@ -77,10 +77,7 @@ void api_agent_upgrade(struct api_call *c)
 	if (!api_check_name_param(c))
 		return;
 	if ((r = images_upgrade_target(c->fleetd, c->param, &a, &why)) < 0) {
-		if (r == -EAGAIN)
-			api_error(c, 409, "not_provisioned", "%s", why);
-		else
-			api_error_errno(c, r, "%s", why);
+		api_error_core(c, r, why);
 		return;
 	}
 	if ((r = images_upgrade(c->fleetd, a, &from, &to, &why)) < 0) {

@@ -10,6 +10,7 @@
 
 #include "model/agent.h"
 #include "api/agents.h"
+#include "api/handler.h"
 #include "api/server.h"
 #include "core/backends.h"
 #include "store/db.h"

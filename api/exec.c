@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "api/exec.h"
+#include "api/handler.h"
 #include "api/server.h"
 #include "backend/backend.h"
 #include "core/backends.h"

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api/images.h"
+#include "api/handler.h"
 #include "api/server.h"
 #include "core/images.h"
 #include "model/agent.h"

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "api/runs.h"
+#include "api/handler.h"
 #include "api/server.h"
 #include "store/db.h"
 #include "model/fleetd.h"

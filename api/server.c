@@ -27,7 +27,6 @@
 #include "store/db.h"
 #include "model/fleetd.h"
 #include "common/log.h"
-#include "common/names.h"
 
 struct conn;
 
@@ -202,14 +201,6 @@ void api_error_errno(struct api_call *c, int r, const char *fmt, ...)
 	va_end(ap);
 }
 
-void api_error_core(struct api_call *c, int r, const char *why)
-{
-	if (r == -EAGAIN)
-		api_error(c, 409, "not_provisioned", "%s", why);
-	else
-		api_error_errno(c, r, "%s", why);
-}
-
 bool api_query(struct api_call *c, const char *key, char *buf, size_t len)
 {
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(c->req);
@@ -287,31 +278,6 @@ json_t *api_body_object(struct api_call *c, const char *const *spec)
 		}
 	}
 	return obj;
-}
-
-bool api_check_name_param(struct api_call *c)
-{
-	const char *why;
-
-	if (agent_name_check(c->param, &why) < 0) {
-		api_error(c, 400, "invalid_name", "invalid agent name: %s", why);
-		return false;
-	}
-	return true;
-}
-
-struct agent *api_agent_param(struct api_call *c)
-{
-	struct agent *a = NULL;
-	int r;
-
-	if (!api_check_name_param(c))
-		return NULL;
-	if ((r = db_agent_get(c->fleetd->db, c->param, &a)) < 0) {
-		api_error_errno(c, r, "agent '%s': %s", c->param, r == -ENOENT ? "no such agent" : strerror(-r));
-		return NULL;
-	}
-	return a;
 }
 
 /* Defence in depth beside the socket's mode: root, our own uid, or a member of the socket group. */

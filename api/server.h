@@ -15,7 +15,6 @@
 
 #include "common/util.h"
 
-struct agent;
 struct fleetd;
 struct api;
 struct evhttp_request;
@@ -89,14 +88,6 @@ struct api_stream {
 void api_stream_begin(struct api_call *c, struct api_stream *st, void (*failed)(void *arg), void *arg);
 void api_stream_end(struct api_stream *st);
 
-/* Check the ":name" path segment is a valid agent name; replies 400 and returns false if not. */
-bool api_check_name_param(struct api_call *c);
-/*
- * The agent the ":name" segment names (caller frees): the name is checked
- * (400), then the row read; replies (404 "no such agent", or 500) and
- * returns NULL on failure.
- */
-struct agent *api_agent_param(struct api_call *c);
 
 /*
  * Keep the call for a reply after the handler returns (asynchronous
@@ -119,12 +110,6 @@ void api_reply(struct api_call *c, int status, json_t *body);
 void api_error(struct api_call *c, int status, const char *code, const char *fmt, ...) _printf_(4, 5);
 /* Reply with an error derived from a negative errno. */
 void api_error_errno(struct api_call *c, int r, const char *fmt, ...) _printf_(3, 4);
-/*
- * Reply with a refusal from core/, its message (why) as is: -EAGAIN is
- * core's "not provisioned" (409 not_provisioned), any other r as
- * api_error_errno().
- */
-void api_error_core(struct api_call *c, int r, const char *why);
 
 /* Copy query parameter key into buf; false when absent or longer than len - 1. */
 bool api_query(struct api_call *c, const char *key, char *buf, size_t len);

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "api/snapshots.h"
+#include "api/handler.h"
 #include "api/server.h"
 #include "core/backends.h"
 #include "store/db.h"

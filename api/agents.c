@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "model/agent.h"
+#include "api/agents.h"
+#include "api/handler.h"
 #include "api/server.h"
 #include "core/backends.h"
 #include "store/db.h"
@@ -153,18 +155,12 @@ static int create_agent(struct api_call *c, struct agent *a)
  */
 static struct agent *load_agent(struct api_call *c, const struct backend_ops **ret_ops)
 {
-	struct agent *a = NULL;
+	struct agent *a;
 	const struct backend_ops *ops;
 	const char *why;
-	int r;
 
-	if (!api_check_name_param(c))
+	if (!(a = api_agent_param(c)))
 		return NULL;
-	r = db_agent_get(c->fleetd->db, c->param, &a);
-	if (r < 0) {
-		api_error_errno(c, r, "agent '%s': %s", c->param, r == -ENOENT ? "no such agent" : strerror(-r));
-		return NULL;
-	}
 	ops = backend_get(c->fleetd, a->backend, &why);
 	lifecycle_refresh(c->fleetd, ops, a);
 	if (ret_ops)

@@ -25,11 +25,13 @@
 #include <event2/http.h>
 #include <string.h>
 
+#include "api/exec.h"
+#include "api/handler.h"
 #include "api/server.h"
 #include "backend/backend.h"
 #include "core/backends.h"
 #include "common/base64.h"
-#include "store/db.h"
+#include "model/agent.h"
 #include "model/fleetd.h"
 #include "common/log.h"
 
@@ -43,8 +45,9 @@
  * detached from its dead connection but not freed (it "is still being used
  * for sending"); evhttp_send_reply_end() then frees it. So the stream keeps
  * its request until done() and always ends it. On some write errors libevent
- * instead calls the request callback again (without a URI); api_dispatch
- * asks api_exec_claim() first, so that call changes nothing.
+ * instead calls the request callback again (without a URI); the server knows
+ * the request as a stream (api_stream_begin) and calls on_conn_failed()
+ * instead of routing it, so that call changes nothing else.
  */
 struct exec_reply {
 	struct evhttp_request *req;
@@ -54,38 +57,24 @@ struct exec_reply {
 	const struct backend_ops *ops;
 	struct exec_handle *handle;
 	char *agent;
-	struct exec_reply *next;	/* streams in flight */
+	struct api_stream stream;	/* the server's note of this reply in flight */
 };
-
-static struct exec_reply *streams;
-
-static void stream_unlink(struct exec_reply *s)
-{
-	for (struct exec_reply **pp = &streams; *pp; pp = &(*pp)->next)
-		if (*pp == s) {
-			*pp = s->next;
-			return;
-		}
-}
 
 /*
  * The connection failed under a stream: nothing drains it any more, so a
  * paused exec would wait forever. Treat it as the client going away, and
  * drop the close callback, which could otherwise run after done() freed s.
  */
-bool api_exec_claim(struct evhttp_request *req)
+static void on_conn_failed(void *userdata)
 {
-	for (struct exec_reply *s = streams; s; s = s->next)
-		if (s->req == req) {
-			if (!s->gone) {
-				s->gone = true;
-				api_conn_set_closecb(s->conn, NULL, NULL);
-				log_info("agent '%s': exec client's connection failed; cancelling the command", s->agent);
-				s->ops->exec_cancel(s->handle);
-			}
-			return true;
-		}
-	return false;
+	struct exec_reply *s = userdata;
+
+	if (s->gone)
+		return;
+	s->gone = true;
+	api_conn_set_closecb(s->conn, NULL, NULL);
+	log_info("agent '%s': exec client's connection failed; cancelling the command", s->agent);
+	s->ops->exec_cancel(s->handle);
 }
 
 /*
@@ -174,7 +163,7 @@ static void on_done(void *userdata, const struct exec_result *res)
 		log_info("agent '%s': exec finished after its client went away", s->agent);
 	/* Ends the stream, or frees the request libevent detached from its dead connection. */
 	evhttp_send_reply_end(s->req);
-	stream_unlink(s);
+	api_stream_end(&s->stream);
 	free(s->agent);
 	free(s);
 }
@@ -241,13 +230,8 @@ void api_agent_exec(struct api_call *c)
 
 	if (!(body = api_body_object(c, spec)))
 		return;
-	if (!api_check_name_param(c))
+	if (!(a = api_agent_param(c)))
 		goto out;
-	r = db_agent_get(c->fleetd->db, c->param, &a);
-	if (r < 0) {
-		api_error_errno(c, r, "agent '%s': %s", c->param, r == -ENOENT ? "no such agent" : strerror(-r));
-		goto out;
-	}
 	if (!(v = json_object_get(body, "argv"))) {
 		api_error(c, 400, "missing_field", "field 'argv' is required");
 		goto out;
@@ -314,8 +298,7 @@ void api_agent_exec(struct api_call *c)
 	evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type", "application/x-ndjson");
 	evhttp_send_reply_start(c->req, 200, "OK");
 	api_conn_set_closecb(s->conn, on_client_gone, s);
-	s->next = streams;
-	streams = s;
+	api_stream_begin(c, &s->stream, on_conn_failed, s);
 	log_info("agent '%s': exec %s%s by uid %ld", a->name, req.root ? "(root) " : "", argv[0], (long)c->uid);
 out:
 	strv_free(argv);
@@ -341,10 +324,8 @@ void api_agent_console(struct api_call *c)
 		api_error(c, 400, "invalid", "bytes must be a number from 1 to 16777216");
 		return;
 	}
-	if ((r = db_agent_get(c->fleetd->db, c->param, &a)) < 0) {
-		api_error_errno(c, r, "agent '%s': %s", c->param, r == -ENOENT ? "no such agent" : strerror(-r));
+	if (!(a = api_agent_param(c)))
 		return;
-	}
 	if (a->state == AGENT_DEFINED || !(ops = backend_get(c->fleetd, a->backend, &why)) || !ops->console) {
 		api_error(c, 409, "no_console", "agent '%s': has no console (only provisioned vm agents do)", a->name);
 		return;

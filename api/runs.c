@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/runs.h"
+#include "api/handler.h"
 #include "api/server.h"
 #include "store/db.h"
 #include "model/fleetd.h"
@@ -95,10 +97,7 @@ void api_run_trigger(struct api_call *c)
 	if (!api_check_name_param(c))
 		return;
 	if ((r = runs_enqueue(c->fleetd, c->param, "manual", &id, &why)) < 0) {
-		if (r == -EAGAIN)
-			api_error(c, 409, "not_provisioned", "%s", why);
-		else
-			api_error_errno(c, r, "%s", why);
+		api_error_core(c, r, why);
 		return;
 	}
 	api_reply(c, 202, json_pack("{s:I, s:s, s:s}", "id", (json_int_t)id, "agent", c->param, "state",
@@ -121,10 +120,8 @@ void api_runs_list(struct api_call *c)
 		api_error(c, 400, "invalid", "limit must be a number from 1 to 10000");
 		return;
 	}
-	if ((r = db_agent_get(c->fleetd->db, c->param, &a)) < 0) {
-		api_error_errno(c, r, "agent '%s': %s", c->param, r == -ENOENT ? "no such agent" : strerror(-r));
+	if (!(a = api_agent_param(c)))
 		return;
-	}
 	agent_free(a);
 	if ((r = db_run_list(c->fleetd->db, c->param, DB_ANY_STATE, (int)limit, &list, &n)) < 0) {
 		api_error_errno(c, r, "agent '%s': cannot list runs: %s", c->param, strerror(-r));

@@ -1,8 +1,10 @@
 /*
- * api: see api.h. Everything that reaches fleetd's state from outside comes
- * through api_dispatch(): the caller is identified from the kernel, the
- * route decides the handler, and the handler validates every field before
- * any state changes. This file must never act on agents itself.
+ * api server: see server.h. Everything that reaches fleetd's state from
+ * outside comes through api_dispatch(): the caller is identified from the
+ * kernel, the route decides the handler, and the handler validates every
+ * field before any state changes. This file must never act on agents
+ * itself, and knows no handler but through the table it is given. One
+ * concern: the HTTP server (socket, peer, limits, routing, replies).
  */
 #include "api/server.h"
 
@@ -25,7 +27,6 @@
 #include "store/db.h"
 #include "model/fleetd.h"
 #include "common/log.h"
-#include "common/names.h"
 
 struct conn;
 
@@ -43,6 +44,9 @@ struct api {
 	long n_conns;
 	time_t refused_at;	/* rate limit of the refusal log and audit */
 	long refused_quiet;	/* refusals not logged since */
+	const struct api_route *routes;	/* routes.c's table */
+	size_t n_routes;
+	struct api_stream *streams;	/* replies in flight past their handler (api_stream_begin) */
 };
 
 /*
@@ -70,47 +74,8 @@ struct conn {
 	void *closecb_arg;
 };
 
-/* exec carries the command's stdin in its body. */
-#define EXEC_MAX_BODY (16u << 20)
-/* GET, DELETE and unknown routes take no body; the HTTP layer refuses one larger than this. */
-#define NO_BODY_MAX 1024u
 /* Until the request line has been read: no body can come before it anyway. */
 #define FIRST_LINE_MAX 8192u
-
-struct route {
-	const char *method;
-	const char *pattern;	/* ":name" matches one path segment */
-	void (*handler)(struct api_call *c);
-	const char *action;	/* audit action for calls that change state */
-	size_t max_body;	/* 0: the configured max_body_bytes; NO_BODY_MAX: none expected */
-};
-
-static const struct route routes[] = {
-	{ "GET", "/v1/status", api_status_get, NULL, NO_BODY_MAX },
-	{ "GET", "/v1/audit", api_audit_get, NULL, NO_BODY_MAX },
-	{ "GET", "/v1/agents", api_agents_list, NULL, NO_BODY_MAX },
-	{ "POST", "/v1/agents", api_agents_create, "agent.create", 0 },
-	{ "GET", "/v1/agents/:name", api_agent_get, NULL, NO_BODY_MAX },
-	{ "DELETE", "/v1/agents/:name", api_agent_delete, "agent.remove", NO_BODY_MAX },
-	{ "PATCH", "/v1/agents/:name", api_agent_update, "agent.update", 0 },
-	{ "POST", "/v1/agents/:name/health", api_agent_health, NULL, 0 },
-	{ "POST", "/v1/agents/:name/start", api_agent_start, "agent.start", 0 },
-	{ "POST", "/v1/agents/:name/stop", api_agent_stop, "agent.stop", 0 },
-	{ "POST", "/v1/agents/:name/restart", api_agent_restart, "agent.restart", 0 },
-	{ "POST", "/v1/agents/:name/exec", api_agent_exec, "agent.exec", EXEC_MAX_BODY },
-	{ "GET", "/v1/agents/:name/console", api_agent_console, NULL, NO_BODY_MAX },
-	{ "GET", "/v1/agents/:name/snapshots", api_snapshots_list, NULL, NO_BODY_MAX },
-	{ "POST", "/v1/agents/:name/snapshots", api_snapshot_create, "snapshot.create", 0 },
-	{ "DELETE", "/v1/agents/:name/snapshots/:snap", api_snapshot_delete, "snapshot.remove", NO_BODY_MAX },
-	{ "PATCH", "/v1/agents/:name/snapshots/:snap", api_snapshot_update, "snapshot.update", 0 },
-	{ "POST", "/v1/agents/:name/restore", api_snapshot_restore, "snapshot.restore", 0 },
-	{ "POST", "/v1/agents/:name/runs", api_run_trigger, "run.trigger", 0 },
-	{ "GET", "/v1/agents/:name/runs", api_runs_list, NULL, NO_BODY_MAX },
-	{ "GET", "/v1/agents/:name/runs/:id", api_run_get, NULL, NO_BODY_MAX },
-	{ "POST", "/v1/agents/:name/upgrade", api_agent_upgrade, "agent.upgrade", 0 },
-	{ "GET", "/v1/images", api_images_list, NULL, NO_BODY_MAX },
-	{ "DELETE", "/v1/images/:id", api_image_delete, "image.remove", NO_BODY_MAX },
-};
 
 static const char *method_name(enum evhttp_cmd_type t)
 {
@@ -315,17 +280,6 @@ json_t *api_body_object(struct api_call *c, const char *const *spec)
 	return obj;
 }
 
-bool api_check_name_param(struct api_call *c)
-{
-	const char *why;
-
-	if (agent_name_check(c->param, &why) < 0) {
-		api_error(c, 400, "invalid_name", "invalid agent name: %s", why);
-		return false;
-	}
-	return true;
-}
-
 /* Defence in depth beside the socket's mode: root, our own uid, or a member of the socket group. */
 static bool peer_allowed(struct api *api, uid_t uid)
 {
@@ -399,18 +353,19 @@ static size_t route_http_limit(struct api *api, const char *method, const char *
 {
 	char bufs[2][256];
 
-	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+	for (size_t i = 0; i < api->n_routes; i++) {
+		const struct api_route *rt = &api->routes[i];
 		const char *p[2];
 
-		if (strcmp(routes[i].method, method) != 0 || !route_match(routes[i].pattern, path, bufs, p))
+		if (strcmp(rt->method, method) != 0 || !route_match(rt->pattern, path, bufs, p))
 			continue;
-		if (routes[i].max_body == 0)
+		if (rt->max_body == 0)
 			return api->max_body * 4;
-		if (routes[i].max_body == NO_BODY_MAX)
-			return NO_BODY_MAX;
-		return routes[i].max_body + 4096;	/* the JSON around exec's stdin */
+		if (rt->max_body == API_NO_BODY)
+			return API_NO_BODY;
+		return rt->max_body + 4096;	/* the JSON around a large field (exec's stdin) */
 	}
-	return NO_BODY_MAX;
+	return API_NO_BODY;
 }
 
 static struct conn *conn_find(struct api *api, struct evhttp_connection *evcon)
@@ -559,7 +514,7 @@ static void conn_setup(evutil_socket_t unused, short what, void *arg)
 		conn_refuse(cn, 503, "Service Unavailable", "busy", msg);
 		return;
 	}
-	evhttp_connection_set_max_body_size(cn->evcon, NO_BODY_MAX);
+	evhttp_connection_set_max_body_size(cn->evcon, API_NO_BODY);
 	evtimer_add(cn->deadline, &tv);
 }
 
@@ -638,6 +593,40 @@ static struct bufferevent *conn_new(struct event_base *base, void *arg)
 	return cn->bev;
 }
 
+/* ---- replies that outlive their handler: see struct api_stream ---- */
+
+void api_stream_begin(struct api_call *c, struct api_stream *st, void (*failed)(void *arg), void *arg)
+{
+	*st = (struct api_stream){ .req = c->req, .failed = failed, .arg = arg };
+	if (!serving)
+		return;
+	st->next = serving->streams;
+	serving->streams = st;
+}
+
+void api_stream_end(struct api_stream *st)
+{
+	for (struct api_stream **pp = serving ? &serving->streams : NULL; pp && *pp; pp = &(*pp)->next)
+		if (*pp == st) {
+			*pp = st->next;
+			return;
+		}
+}
+
+/* Is req a stream in flight (libevent calling back after a write error)? Tell its owner once. */
+static bool stream_claim(struct api *api, struct evhttp_request *req)
+{
+	for (struct api_stream *st = api->streams; st; st = st->next)
+		if (st->req == req) {
+			if (!st->failed_called) {
+				st->failed_called = true;
+				st->failed(st->arg);
+			}
+			return true;
+		}
+	return false;
+}
+
 static void api_dispatch(struct evhttp_request *req, void *arg)
 {
 	struct api *api = arg;
@@ -653,8 +642,8 @@ static void api_dispatch(struct evhttp_request *req, void *arg)
 	struct conn *cn;
 	int fd;
 
-	if (api_exec_claim(req))
-		return;		/* libevent reporting a write error on a stream: exec's done() ends it */
+	if (stream_claim(api, req))
+		return;		/* libevent reporting a write error on a stream: the stream ends itself */
 	if ((cn = conn_find(api, conn))) {
 		cn->dispatched = true;	/* the request is in: no deadline for the answer */
 		evtimer_del(cn->deadline);
@@ -678,20 +667,21 @@ static void api_dispatch(struct evhttp_request *req, void *arg)
 	}
 	if (!path)
 		path = "";
-	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+	for (size_t i = 0; i < api->n_routes; i++) {
+		const struct api_route *rt = &api->routes[i];
 		const char *p[2];
 
-		if (!route_match(routes[i].pattern, path, bufs, p))
+		if (!route_match(rt->pattern, path, bufs, p))
 			continue;
 		path_known = true;
-		if (strcmp(routes[i].method, method) != 0)
+		if (strcmp(rt->method, method) != 0)
 			continue;
 		c.param = p[0];
 		c.param2 = p[1];
-		c.action = routes[i].action;
-		c.max_body = routes[i].max_body;
+		c.action = rt->action;
+		c.max_body = rt->max_body;
 		log_debug("api: uid %ld %s %s", (long)c.uid, method, path);
-		routes[i].handler(&c);
+		rt->handler(&c);
 		if (!c.replied) {
 			log_error("api: %s %s: handler sent no reply", method, path);
 			api_error(&c, 500, "internal", "internal error");
@@ -802,7 +792,7 @@ long api_connections(const struct api *api)
 	return api ? api->n_conns : 0;
 }
 
-int api_start(struct fleetd *fleetd, struct api **ret)
+int api_start(struct fleetd *fleetd, const struct api_route *routes, size_t n, struct api **ret)
 {
 	const char *path = config_get(&fleetd->cfg, CFG_SOCKET);
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -859,6 +849,8 @@ int api_start(struct fleetd *fleetd, struct api **ret)
 		api->sock_ino = st.st_ino;
 	}
 	api->fleetd = fleetd;
+	api->routes = routes;
+	api->n_routes = n;
 	api->socket_path = xstrdup(path);
 	api->http = evhttp_new(fleetd->base);
 	if (!api->http)
@@ -874,7 +866,7 @@ int api_start(struct fleetd *fleetd, struct api **ret)
 				   EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH | EVHTTP_REQ_HEAD);
 	evhttp_set_max_headers_size(api->http, 16384);
 	/* Each connection's is set from its request line (conn_input); until then, no body. */
-	evhttp_set_max_body_size(api->http, NO_BODY_MAX);
+	evhttp_set_max_body_size(api->http, API_NO_BODY);
 	/* Idle time per read or write; request_timeout bounds receiving the whole request. */
 	evhttp_set_timeout(api->http, 120);
 	evhttp_set_bevcb(api->http, conn_new, api);

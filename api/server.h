@@ -1,8 +1,10 @@
 /*
- * api: the control API, HTTP/1.1 with JSON bodies on a Unix socket (evhttp).
- * api.c owns the socket, the caller's identity (SO_PEERCRED), routing, body
- * limits, JSON parsing and the one error shape {"error": ..., "code": ...}.
- * Handlers live in api_*.c files and see only struct api_call.
+ * api server: the control API, HTTP/1.1 with JSON bodies on a Unix socket
+ * (evhttp). server.c owns the socket, the caller's identity (SO_PEERCRED),
+ * routing, body limits, JSON parsing and the one error shape
+ * {"error": ..., "code": ...}. Handlers live in the other api/ files, see
+ * only struct api_call and are found through the route table routes.c
+ * hands to api_start(): calls go one way, handlers to the server.
  */
 #ifndef FLEET_API_H
 #define FLEET_API_H
@@ -34,8 +36,25 @@ struct api_call {
 	char target_buf[112];
 };
 
-/* Create the socket and start serving on fleetd->base; -errno. */
-int api_start(struct fleetd *fleetd, struct api **ret);
+/*
+ * A route: method and pattern (a ":name" segment matches one path segment,
+ * decoded into param, then param2), its handler, the audit action of a call
+ * that changes state (NULL: read-only), and its body cap: 0 for the
+ * configured max_body_bytes, API_NO_BODY when it takes none, else bytes.
+ * The table is routes.c's; this file knows no handler.
+ */
+struct api_route {
+	const char *method;
+	const char *pattern;
+	void (*handler)(struct api_call *c);
+	const char *action;
+	size_t max_body;
+};
+/* GET, DELETE and unknown routes take no body; the HTTP layer refuses one larger than this. */
+#define API_NO_BODY 1024u
+
+/* Create the socket and start serving routes (n of them, kept, not copied) on fleetd->base; -errno. */
+int api_start(struct fleetd *fleetd, const struct api_route *routes, size_t n, struct api **ret);
 void api_stop(struct api *api);
 /* Apply reloadable settings (socket group, body cap, connection cap, request timeout). */
 void api_reload(struct api *api);
@@ -51,8 +70,24 @@ struct evhttp_connection;
 void api_conn_set_closecb(struct evhttp_connection *evcon, void (*cb)(struct evhttp_connection *, void *),
 			  void *arg);
 
-/* Check the ":name" path segment is a valid agent name; replies 400 and returns false if not. */
-bool api_check_name_param(struct api_call *c);
+/*
+ * A reply that outlives its handler (a stream: evhttp_send_reply_start,
+ * chunks, evhttp_send_reply_end). On some write errors libevent 2.1 calls
+ * the request callback again for a request in flight; the server then
+ * calls failed(arg) once, in place of routing it, and the stream ends
+ * itself as it does when the client goes away. st is the caller's (it
+ * lives as long as the stream); api_stream_end() before it is freed.
+ */
+struct api_stream {
+	struct evhttp_request *req;
+	void (*failed)(void *arg);
+	void *arg;
+	bool failed_called;
+	struct api_stream *next;	/* the server's list of streams in flight */
+};
+void api_stream_begin(struct api_call *c, struct api_stream *st, void (*failed)(void *arg), void *arg);
+void api_stream_end(struct api_stream *st);
+
 
 /*
  * Keep the call for a reply after the handler returns (asynchronous
@@ -86,38 +121,5 @@ bool api_query(struct api_call *c, const char *key, char *buf, size_t len);
  * with 400/415 and returns NULL on any problem.
  */
 json_t *api_body_object(struct api_call *c, const char *const *spec);
-
-
-/* Handlers (api_system.c, api_agents.c). */
-void api_status_get(struct api_call *c);
-void api_audit_get(struct api_call *c);
-void api_agents_list(struct api_call *c);
-void api_agents_create(struct api_call *c);
-void api_agent_get(struct api_call *c);
-void api_agent_delete(struct api_call *c);
-void api_agent_start(struct api_call *c);
-void api_agent_update(struct api_call *c);
-void api_agent_health(struct api_call *c);
-void api_agent_stop(struct api_call *c);
-void api_agent_restart(struct api_call *c);
-void api_agent_exec(struct api_call *c);
-void api_agent_console(struct api_call *c);
-/* True if req is an exec stream in flight (libevent calling back after an error); marks it gone. */
-bool api_exec_claim(struct evhttp_request *req);
-void api_snapshots_list(struct api_call *c);
-void api_snapshot_create(struct api_call *c);
-void api_snapshot_delete(struct api_call *c);
-void api_snapshot_restore(struct api_call *c);
-void api_snapshot_update(struct api_call *c);	/* pinned */
-
-/* api_runs.c */
-void api_run_trigger(struct api_call *c);
-void api_runs_list(struct api_call *c);
-void api_run_get(struct api_call *c);
-
-/* api_images.c */
-void api_images_list(struct api_call *c);
-void api_image_delete(struct api_call *c);
-void api_agent_upgrade(struct api_call *c);
 
 #endif

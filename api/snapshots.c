@@ -12,6 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/snapshots.h"
+#include "api/handler.h"
 #include "api/server.h"
 #include "core/backends.h"
 #include "store/db.h"
@@ -36,14 +38,13 @@ static json_t *snapshot_to_json(const struct snapshot *s)
 		"note", s->note);
 }
 
-/* An error from snapshots.c: its message as is, the status from its errno. */
+/* An error from snapshots.c: its message as is, the status from its errno (-ENODEV: the backend is unavailable). */
 static void snapshots_error(struct api_call *c, int r, const char *why)
 {
-	switch (r) {
-	case -EAGAIN: api_error(c, 409, "not_provisioned", "%s", why); break;
-	case -ENODEV: api_error(c, 503, "unavailable", "%s", why); break;
-	default: api_error_errno(c, r, "%s", why); break;
-	}
+	if (r == -ENODEV)
+		api_error(c, 503, "unavailable", "%s", why);
+	else
+		api_error_core(c, r, why);
 }
 
 /* Load the agent and its backend's snapshot support; replies and returns NULL on failure. */

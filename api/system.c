@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "api/system.h"
 #include "api/server.h"
 #include "core/backends.h"
 #include "model/config.h"

@@ -18,6 +18,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include "api/routes.h"
 #include "api/server.h"
 #include "core/backends.h"
 #include "core/health.h"
@@ -338,7 +339,7 @@ int main(int argc, char **argv)
 	snapshots_recover(&f);
 	sched_init(&f);
 	runs_init(&f);
-	if (api_start(&f, &f.api) < 0)
+	if (api_start(&f, api_routes, api_n_routes, &f.api) < 0)
 		return finish(&f, 1);
 	ev_term = evsignal_new(f.base, SIGTERM, on_stop_signal, &f);
 	ev_int = evsignal_new(f.base, SIGINT, on_stop_signal, &f);

@@ -55,29 +55,6 @@ static int check_log_file(const char *v, const char **why)
 	return check_abs_path(v, why);
 }
 
-static int check_body(const char *v, const char **why)
-{
-	long n;
-
-	if (parse_long(v, 1024, 16L << 20, &n) < 0) {
-		*why = "must be a number of bytes from 1024 to 16777216";
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int check_uid(const char *v, const char **why)
-{
-	long n;
-
-	/* Above the ranges Debian gives to regular and system users, below nobody (65534) is not required. */
-	if (parse_long(v, 1000, 4000000000L, &n) < 0) {
-		*why = "must be a uid from 1000 to 4000000000";
-		return -EINVAL;
-	}
-	return 0;
-}
-
 static int check_uri(const char *v, const char **why)
 {
 	if (!strstr(v, ":///") && !strstr(v, "://")) {
@@ -94,60 +71,27 @@ static int check_image_dir(const char *v, const char **why)
 	return check_abs_path(v, why);
 }
 
-static int check_boot_timeout(const char *v, const char **why)
+/*
+ * An integer key: a whole number within its row's range. The message is
+ * built from the row into that key's own slot (always the same text), so
+ * *why stays valid, as the other checks' static strings do.
+ */
+static int check_range(enum config_key key, const char *v, const char **why)
 {
+	static char msg[CFG__COUNT][96];
+	const struct config_range *rg = &config_defs[key].range;
 	long n;
 
-	if (parse_long(v, 10, 3600, &n) < 0) {
-		*why = "must be a number of seconds from 10 to 3600";
+	if (parse_long(v, rg->min, rg->max, &n) < 0) {
+		snprintf(msg[key], sizeof(msg[key]), "must be %s from %ld to %ld", rg->what, rg->min, rg->max);
+		*why = msg[key];
 		return -EINVAL;
 	}
 	return 0;
 }
 
-static int check_max_conns(const char *v, const char **why)
-{
-	long n;
-
-	if (parse_long(v, 1, 4096, &n) < 0) {
-		*why = "must be a number of connections from 1 to 4096";
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int check_request_timeout(const char *v, const char **why)
-{
-	long n;
-
-	if (parse_long(v, 1, 3600, &n) < 0) {
-		*why = "must be a number of seconds from 1 to 3600";
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int check_console_max(const char *v, const char **why)
-{
-	long n;
-
-	if (parse_long(v, 65536, 1L << 30, &n) < 0) {
-		*why = "must be a number of bytes from 65536 to 1073741824";
-		return -EINVAL;
-	}
-	return 0;
-}
-/* Restart backoff, in milliseconds (so core/'s unit tests can use a few): up to an hour. */
-static int check_backoff_ms(const char *v, const char **why)
-{
-	long n;
-
-	if (parse_long(v, 1, 3600000, &n) < 0) {
-		*why = "must be a number of milliseconds from 1 to 3600000";
-		return -EINVAL;
-	}
-	return 0;
-}
+/* Above the ranges Debian gives to regular and system users, below nobody (65534) is not required. */
+#define UID_RANGE { 1000, 4000000000L, "a uid" }
 
 const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_STATE_DIR] = { "state_dir", "state-dir", "DIR", "/var/lib/fleet", false,
@@ -162,11 +106,11 @@ const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_LOG_FILE] = { "log_file", "log-file", "PATH", "", false,
 		"log file when not in the foreground (default <state_dir>/fleetd.log)", check_log_file },
 	[CFG_MAX_BODY] = { "max_body_bytes", "max-body-bytes", "N", "65536", true,
-		"largest request body the control API accepts", check_body },
+		"largest request body the control API accepts", .range = { 1024, 16L << 20, "a number of bytes" } },
 	[CFG_USER_UID_MIN] = { "user_uid_min", "user-uid-min", "UID", "200000", false,
-		"lowest uid (and gid) given to a user agent's account", check_uid },
+		"lowest uid (and gid) given to a user agent's account", .range = UID_RANGE },
 	[CFG_USER_UID_MAX] = { "user_uid_max", "user-uid-max", "UID", "209999", false,
-		"highest uid (and gid) given to a user agent's account", check_uid },
+		"highest uid (and gid) given to a user agent's account", .range = UID_RANGE },
 	[CFG_LIBVIRT_URI] = { "libvirt_uri", "libvirt-uri", "URI", "qemu:///system", false,
 		"libvirt connection for VM agents", check_uri },
 	[CFG_IMAGE_DIR] = { "image_dir", "image-dir", "DIR", "", false,
@@ -174,23 +118,24 @@ const struct config_def config_defs[CFG__COUNT] = {
 		check_image_dir },
 	[CFG_VM_BOOT_TIMEOUT] = { "vm_boot_timeout", "vm-boot-timeout", "S", "180", false,
 		"seconds a VM guest has from start to answer on its control channel; past that it does not "
-		"boot (the agent turns bad, or is rolled back)", check_boot_timeout },
+		"boot (the agent turns bad, or is rolled back)", .range = { 10, 3600, "a number of seconds" } },
 	[CFG_MAX_CONNECTIONS] = { "max_connections", "max-connections", "N", "64", true,
 		"most control API connections open at once; one more is answered 503 and closed",
-		check_max_conns },
+		.range = { 1, 4096, "a number of connections" } },
 	[CFG_REQUEST_TIMEOUT] = { "request_timeout", "request-timeout", "S", "30", true,
 		"seconds a client has from connecting to sending its whole request (headers and body); "
 		"a slower one is disconnected (a long answer, such as exec output, is not limited)",
-		check_request_timeout },
+		.range = { 1, 3600, "a number of seconds" } },
 	[CFG_VM_CONSOLE_MAX] = { "vm_console_max_bytes", "vm-console-max-bytes", "N", "8388608", true,
 		"most bytes a VM agent's console log files (console.log*) take together; fleetd trims beyond",
-		check_console_max },
+		.range = { 65536, 1L << 30, "a number of bytes" } },
+	/* Restart backoff, in milliseconds (so core/'s unit tests can use a few): up to an hour. */
 	[CFG_RESTART_BACKOFF] = { "restart_backoff_ms", "restart-backoff-ms", "MS", "1000", true,
 		"delay before the first automatic restart of an agent whose environment stopped unasked; "
 		"each further restart within the restart window waits twice as long as the one before",
-		check_backoff_ms },
+		.range = { 1, 3600000, "a number of milliseconds" } },
 	[CFG_RESTART_BACKOFF_MAX] = { "restart_backoff_max_ms", "restart-backoff-max-ms", "MS", "60000", true,
-		"longest delay before an automatic restart", check_backoff_ms },
+		"longest delay before an automatic restart", .range = { 1, 3600000, "a number of milliseconds" } },
 };
 
 void config_init(struct config *c)
@@ -223,7 +168,8 @@ int config_set(struct config *c, enum config_key key, const char *value,
 
 	if (key < 0 || key >= CFG__COUNT)
 		return -ENOENT;
-	if ((r = config_defs[key].check(value, why)) < 0)
+	r = config_defs[key].range.what ? check_range(key, value, why) : config_defs[key].check(value, why);
+	if (r < 0)
 		return r;
 	free(c->value[key]);
 	c->value[key] = xstrdup(value);

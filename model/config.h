@@ -39,8 +39,16 @@ struct config_def {
 	const char *def;	/* default value */
 	bool reloadable;	/* SIGHUP may change it */
 	const char *help;
-	/* 0 if value is acceptable, else -EINVAL with *why set. */
+	/* 0 if value is acceptable, else -EINVAL with *why set. NULL for an integer key. */
 	int (*check)(const char *value, const char **why);
+	/*
+	 * An integer key (what set): a whole number from min to max; else
+	 * refused as "must be WHAT from MIN to MAX" ("a number of bytes").
+	 */
+	struct config_range {
+		long min, max;
+		const char *what;
+	} range;
 };
 
 struct config {

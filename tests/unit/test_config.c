@@ -1,5 +1,7 @@
 /* fleetd.conf parsing: good files, every kind of bad line, precedence. */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,6 +20,69 @@ static char *write_conf(const char *name, const char *text)
 	fputs(text, f);
 	fclose(f);
 	return path;
+}
+
+/*
+ * The integer keys with the bounds and messages fleetd has always had:
+ * min - 1 and max + 1 are refused with the message, min and max accepted.
+ * Written out here, not read from config_defs, so a changed table fails.
+ */
+static const struct int_key {
+	enum config_key key;
+	long min, max;
+	const char *why;
+} int_keys[] = {
+	{ CFG_MAX_BODY, 1024, 16777216, "must be a number of bytes from 1024 to 16777216" },
+	{ CFG_USER_UID_MIN, 1000, 4000000000L, "must be a uid from 1000 to 4000000000" },
+	{ CFG_USER_UID_MAX, 1000, 4000000000L, "must be a uid from 1000 to 4000000000" },
+	{ CFG_VM_BOOT_TIMEOUT, 10, 3600, "must be a number of seconds from 10 to 3600" },
+	{ CFG_MAX_CONNECTIONS, 1, 4096, "must be a number of connections from 1 to 4096" },
+	{ CFG_REQUEST_TIMEOUT, 1, 3600, "must be a number of seconds from 1 to 3600" },
+	{ CFG_VM_CONSOLE_MAX, 65536, 1073741824, "must be a number of bytes from 65536 to 1073741824" },
+	{ CFG_RESTART_BACKOFF, 1, 3600000, "must be a number of milliseconds from 1 to 3600000" },
+	{ CFG_RESTART_BACKOFF_MAX, 1, 3600000, "must be a number of milliseconds from 1 to 3600000" },
+};
+
+static void check_int_keys(void)
+{
+	struct config c;
+	char v[32];
+	const char *why;
+
+	config_init(&c);
+	for (size_t i = 0; i < sizeof(int_keys) / sizeof(int_keys[0]); i++) {
+		const struct int_key *k = &int_keys[i];
+		const char *name = config_defs[k->key].key;
+
+		snprintf(v, sizeof(v), "%ld", k->min - 1);
+		why = NULL;
+		is_int(config_set(&c, k->key, v, CFG_FROM_CMDLINE, 0, &why), -EINVAL, "%s %s (min - 1) refused", name, v);
+		is_str(why, k->why, "%s %s: the message names the range", name, v);
+		snprintf(v, sizeof(v), "%ld", k->min);
+		is_int(config_set(&c, k->key, v, CFG_FROM_CMDLINE, 0, &why), 0, "%s %s (min) accepted", name, v);
+		is_int(config_get_long(&c, k->key), k->min, "%s reads back as %ld", name, k->min);
+		snprintf(v, sizeof(v), "%ld", k->max);
+		is_int(config_set(&c, k->key, v, CFG_FROM_CMDLINE, 0, &why), 0, "%s %s (max) accepted", name, v);
+		is_int(config_get_long(&c, k->key), k->max, "%s reads back as %ld", name, k->max);
+		snprintf(v, sizeof(v), "%ld", k->max + 1);
+		why = NULL;
+		is_int(config_set(&c, k->key, v, CFG_FROM_CMDLINE, 0, &why), -EINVAL, "%s %s (max + 1) refused", name, v);
+		is_str(why, k->why, "%s %s: the message names the range", name, v);
+		why = NULL;
+		is_int(config_set(&c, k->key, "12abc", CFG_FROM_CMDLINE, 0, &why), -EINVAL, "%s '12abc' refused", name);
+		is_str(why, k->why, "%s '12abc': the same message", name);
+		is_int(config_get_long(&c, k->key), k->max, "%s keeps its value after a refusal", name);
+	}
+	config_free(&c);
+	/* Every key with a range is listed above, so a new one gets its bounds checked too. */
+	for (int key = 0; key < CFG__COUNT; key++) {
+		bool listed = false;
+
+		for (size_t i = 0; i < sizeof(int_keys) / sizeof(int_keys[0]); i++)
+			listed |= int_keys[i].key == (enum config_key)key;
+		ok(listed == (config_defs[key].range.what != NULL), "%s: %s", config_defs[key].key,
+		   listed ? "an integer key with a range" : "not an integer key");
+	}
 }
 
 int main(void)
@@ -108,6 +173,8 @@ int main(void)
 	config_free(&c);
 	free(errors);
 	free(path);
+
+	check_int_keys();
 
 	path = xasprintf("rm -rf %s", dir);
 	if (system(path) != 0)

@@ -1,0 +1,43 @@
+/* routes: see routes.h. */
+#include "api/routes.h"
+
+#include "common/util.h"
+
+#include "api/agents.h"
+#include "api/exec.h"
+#include "api/images.h"
+#include "api/runs.h"
+#include "api/server.h"
+#include "api/snapshots.h"
+#include "api/system.h"
+
+/* exec carries the command's stdin in its body. */
+#define EXEC_MAX_BODY (16u << 20)
+
+const struct api_route api_routes[] = {
+	{ "GET", "/v1/status", api_status_get, NULL, API_NO_BODY },
+	{ "GET", "/v1/audit", api_audit_get, NULL, API_NO_BODY },
+	{ "GET", "/v1/agents", api_agents_list, NULL, API_NO_BODY },
+	{ "POST", "/v1/agents", api_agents_create, "agent.create", 0 },
+	{ "GET", "/v1/agents/:name", api_agent_get, NULL, API_NO_BODY },
+	{ "DELETE", "/v1/agents/:name", api_agent_delete, "agent.remove", API_NO_BODY },
+	{ "PATCH", "/v1/agents/:name", api_agent_update, "agent.update", 0 },
+	{ "POST", "/v1/agents/:name/health", api_agent_health, NULL, 0 },
+	{ "POST", "/v1/agents/:name/start", api_agent_start, "agent.start", 0 },
+	{ "POST", "/v1/agents/:name/stop", api_agent_stop, "agent.stop", 0 },
+	{ "POST", "/v1/agents/:name/restart", api_agent_restart, "agent.restart", 0 },
+	{ "POST", "/v1/agents/:name/exec", api_agent_exec, "agent.exec", EXEC_MAX_BODY },
+	{ "GET", "/v1/agents/:name/console", api_agent_console, NULL, API_NO_BODY },
+	{ "GET", "/v1/agents/:name/snapshots", api_snapshots_list, NULL, API_NO_BODY },
+	{ "POST", "/v1/agents/:name/snapshots", api_snapshot_create, "snapshot.create", 0 },
+	{ "DELETE", "/v1/agents/:name/snapshots/:snap", api_snapshot_delete, "snapshot.remove", API_NO_BODY },
+	{ "PATCH", "/v1/agents/:name/snapshots/:snap", api_snapshot_update, "snapshot.update", 0 },
+	{ "POST", "/v1/agents/:name/restore", api_snapshot_restore, "snapshot.restore", 0 },
+	{ "POST", "/v1/agents/:name/runs", api_run_trigger, "run.trigger", 0 },
+	{ "GET", "/v1/agents/:name/runs", api_runs_list, NULL, API_NO_BODY },
+	{ "GET", "/v1/agents/:name/runs/:id", api_run_get, NULL, API_NO_BODY },
+	{ "POST", "/v1/agents/:name/upgrade", api_agent_upgrade, "agent.upgrade", 0 },
+	{ "GET", "/v1/images", api_images_list, NULL, API_NO_BODY },
+	{ "DELETE", "/v1/images/:id", api_image_delete, "image.remove", API_NO_BODY },
+};
+const size_t api_n_routes = ARRAY_SIZE(api_routes);

@@ -78,6 +78,8 @@ static void boot_failed(struct fleetd *f, const char *agent, const char *why)
 		(void)lifecycle_set_state(f, agent, AGENT_BAD, NULL);
 }
 
+static void restarts_forget(struct fleetd *f, const char *agent);
+
 /* --- create and remove ------------------------------------------------------------- */
 
 int lifecycle_create(struct fleetd *f, const struct backend_ops *ops, struct agent *a, char **why)
@@ -123,7 +125,7 @@ int lifecycle_destroy(struct fleetd *f, const struct backend_ops *ops, const str
 			return r;
 		}
 	}
-	(void)lifecycle_cancel_restart(f, a->name);	/* gone: nothing to restart */
+	restarts_forget(f, a->name);	/* gone: nothing to restart, and a new agent of its name starts afresh */
 	if ((r = db_agent_delete(f->db, a->name)) < 0)
 		log_error("agent '%s': remove failed: %s", a->name, strerror(-r));
 	return r;
@@ -247,6 +249,26 @@ static struct restarts *restarts_find(struct fleetd *f, const char *agent)
 	for (rs = lc(f)->restarts; rs && strcmp(rs->agent, agent) != 0; rs = rs->next)
 		;
 	return rs;
+}
+
+/* Drop agent's restart history and any pending restart (the agent is removed). */
+static void restarts_forget(struct fleetd *f, const char *agent)
+{
+	struct restarts **p, *rs;
+
+	if (!f->lifecycle)
+		return;
+	for (p = &f->lifecycle->restarts; *p && strcmp((*p)->agent, agent) != 0; p = &(*p)->next)
+		;
+	if (!(rs = *p))
+		return;
+	*p = rs->next;
+	if (rs->pending)
+		log_notice("agent '%s': its pending automatic restart is cancelled", agent);
+	if (rs->timer)
+		event_free(rs->timer);
+	free(rs->agent);
+	free(rs);
 }
 
 /* Delay before automatic restart n (1-based) within the window: base * 2^(n-1), at most the cap. */

@@ -376,12 +376,45 @@ static void test_restart_cancel(void)
 	fixture_close(&X);
 }
 
+/* A removed agent's restart history goes with it: a new agent of the same name starts afresh. */
+static void test_restart_forgotten_on_remove(void)
+{
+	_cleanup_free_ char *why = NULL;
+	long delay = 0;
+	struct agent *a;
+	int events;
+
+	fake_reset();
+	fixture_open(&X, 0, fast);
+	fixture_running(&X, "lc-again", RESTART_ON_FAILURE);
+	fake_set(FAKE_START, FAKE_CRASH, 0, NULL);
+	fake_event(BACKEND_EV_STOPPED, "lc-again", false, false);
+	for (int n = 1; n <= RESTART_LIMIT; n++) {
+		events = fake_events();
+		if (!LOOP_UNTIL(&X, fake_events() > events))
+			break;
+	}
+	is_int(db_state(&X, "lc-again"), AGENT_BAD, "a crash loop made lc-again bad");
+	fake_set(FAKE_START, FAKE_OK, 0, NULL);
+	a = get("lc-again");
+	is_int(lifecycle_destroy(F, OPS, a, true, &why), 0, "removed");
+	agent_free(a);
+
+	fixture_running(&X, "lc-again", RESTART_ON_FAILURE);
+	is_int(db_state(&X, "lc-again"), AGENT_RUNNING, "a new lc-again runs");
+	fake_event(BACKEND_EV_STOPPED, "lc-again", false, false);
+	ok(lifecycle_restart_pending(F, "lc-again", &delay), "its first crash: a restart is pending, not 'bad'");
+	is_int(delay, 1, "and it is restart 1, with the base delay");
+	ok(db_state(&X, "lc-again") != AGENT_BAD, "the new agent is not bad");
+	fixture_close(&X);
+}
+
 int main(void)
 {
 	log_setup("test_core_lifecycle", LOG_WARNING);
 	/* Each on a fresh state dir and a clean host. */
 	void (*tests[])(void) = { test_create, test_remove, test_missing, test_start_stop, test_restart_policy,
-				  test_restart_limit, test_restart_cancel };
+				  test_restart_limit, test_restart_cancel, test_restart_forgotten_on_remove };
 
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		fixture_mkdir(&X);

@@ -1,5 +1,6 @@
 /* agent: see agent.h. */
 #include "model/agent.h"
+#include "model/name_table.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -26,14 +27,6 @@ static const char *const restart_names[RESTART__COUNT] = {
 static const char *const snapshot_policy_names[SNAPSHOT_POLICY__COUNT] = {
 	[SNAPSHOT_POLICY_NONE] = "none", [SNAPSHOT_POLICY_BEFORE_RUN] = "before-run", [SNAPSHOT_POLICY_CRON] = "cron",
 };
-
-static int lookup(const char *const *names, int n, const char *s)
-{
-	for (int i = 0; i < n; i++)
-		if (s && strcmp(names[i], s) == 0)
-			return i;
-	return -EINVAL;
-}
 
 void agent_free(struct agent *a)
 {
@@ -68,50 +61,50 @@ struct agent *agent_copy(const struct agent *a)
 
 const char *backend_kind_to_string(enum backend_kind k)
 {
-	return (unsigned)k < BACKEND__COUNT ? backend_names[k] : "unknown";
+	return name_table_word(backend_names, BACKEND__COUNT, (int)k);
 }
 
 int backend_kind_from_string(const char *s)
 {
-	return lookup(backend_names, BACKEND__COUNT, s);
+	return name_table_value(backend_names, BACKEND__COUNT, s);
 }
 
 const char *agent_state_to_string(enum agent_state s)
 {
-	return (unsigned)s < AGENT_STATE__COUNT ? state_names[s] : "unknown";
+	return name_table_word(state_names, AGENT_STATE__COUNT, (int)s);
 }
 
 int agent_state_from_string(const char *s)
 {
-	return lookup(state_names, AGENT_STATE__COUNT, s);
+	return name_table_value(state_names, AGENT_STATE__COUNT, s);
 }
 
 const char *network_kind_to_string(enum network_kind k)
 {
-	return (unsigned)k < NETWORK__COUNT ? network_names[k] : "unknown";
+	return name_table_word(network_names, NETWORK__COUNT, (int)k);
 }
 
 int network_kind_from_string(const char *s)
 {
-	return lookup(network_names, NETWORK__COUNT, s);
+	return name_table_value(network_names, NETWORK__COUNT, s);
 }
 
 const char *restart_policy_to_string(enum restart_policy p)
 {
-	return (unsigned)p < RESTART__COUNT ? restart_names[p] : "unknown";
+	return name_table_word(restart_names, RESTART__COUNT, (int)p);
 }
 
 int restart_policy_from_string(const char *s)
 {
-	return lookup(restart_names, RESTART__COUNT, s);
+	return name_table_value(restart_names, RESTART__COUNT, s);
 }
 
 const char *snapshot_policy_to_string(enum snapshot_policy p)
 {
-	return (unsigned)p < SNAPSHOT_POLICY__COUNT ? snapshot_policy_names[p] : "unknown";
+	return name_table_word(snapshot_policy_names, SNAPSHOT_POLICY__COUNT, (int)p);
 }
 
 int snapshot_policy_from_string(const char *s)
 {
-	return lookup(snapshot_policy_names, SNAPSHOT_POLICY__COUNT, s);
+	return name_table_value(snapshot_policy_names, SNAPSHOT_POLICY__COUNT, s);
 }

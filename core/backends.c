@@ -23,7 +23,7 @@ bool backend_built_in(enum backend_kind kind)
 	return (unsigned)kind < BACKEND__COUNT && built_in[kind];
 }
 
-void backends_init(struct fleetd *f, backend_event_fn on_event)
+void backends_init(struct fleetd *f, const struct backend_host *host)
 {
 	for (int k = 0; k < BACKEND__COUNT; k++) {
 		char *why = NULL;
@@ -31,7 +31,7 @@ void backends_init(struct fleetd *f, backend_event_fn on_event)
 
 		if (!built_in[k])
 			continue;
-		r = built_in[k]->init(f, on_event, &why);
+		r = built_in[k]->init(f, host, &why);
 		if (r < 0) {
 			f->backend_why[k] = why ? why : xstrdup(strerror(-r));
 			log_warning("%s backend unavailable: %s", built_in[k]->name, f->backend_why[k]);

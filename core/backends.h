@@ -14,10 +14,12 @@
 struct fleetd;
 
 /*
- * Run each built-in backend's init(), giving it on_event for what it
- * reports on its own; a failure makes that backend unavailable, not fleetd.
+ * Run each built-in backend's init(), giving it host (fleetd's is
+ * core_backend_host, core/host.h): where it reports what happens on its
+ * own, and what fleet keeps for it. A failure makes that backend
+ * unavailable, not fleetd.
  */
-void backends_init(struct fleetd *f, backend_event_fn on_event);
+void backends_init(struct fleetd *f, const struct backend_host *host);
 void backends_shutdown(struct fleetd *f);
 
 /* Is a backend of this kind compiled into fleetd at all? */

@@ -403,15 +403,6 @@ int db_agent_get(struct db *db, const char *name, struct agent **ret)
 	return 0;
 }
 
-void agent_list_free(struct agent **list)
-{
-	if (!list)
-		return;
-	for (struct agent **p = list; *p; p++)
-		agent_free(*p);
-	free(list);
-}
-
 int db_agent_list(struct db *db, struct agent ***ret, size_t *n)
 {
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -811,14 +802,6 @@ int db_agent_set_images(struct db *db, const char *name, const struct agent_imag
 	if ((r = db_step(db, st)) < 0)
 		return r;
 	return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
-}
-
-void agent_images_clear(struct agent_images *im)
-{
-	free(im->image);
-	free(im->boot_image);
-	free(im->old_images);
-	*im = (struct agent_images){ 0 };
 }
 
 int db_snapshot_set_state(struct db *db, const char *agent, const char *name, const char *state)

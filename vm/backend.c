@@ -31,7 +31,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "store/db.h"
 #include "model/fleetd.h"
 #include "vm/images.h"
 #include "common/log.h"
@@ -81,7 +80,7 @@ struct vm {
 
 struct vm_backend {
 	struct fleetd *f;
-	backend_event_fn on_event;	/* lifecycle_on_event: what happens to guests */
+	const struct backend_host *host;	/* reports go up, image records come from fleet's store */
 	struct virt *virt;
 	char *state_dir;
 	char *image_dir;
@@ -570,7 +569,7 @@ static int qcow2_backing_file(const char *path, char **ret)
 
 static int load_images(struct vm_backend *b, const char *agent, struct agent_images *im)
 {
-	int r = db_agent_get_images(b->f->db, agent, im);
+	int r = b->host->get_images(b->f, agent, im);
 
 	if (r < 0)
 		log_warning("agent '%s': cannot read its guest images from the database: %s", agent, strerror(-r));
@@ -607,7 +606,7 @@ static int adopt_legacy(struct vm_backend *b, const struct agent *a, struct agen
 	agent_images_clear(im);
 	im->image = xstrdup(id);
 	im->boot_image = xstrdup(id);
-	if ((r = db_agent_set_images(b->f->db, a->name, im)) < 0) {
+	if ((r = b->host->set_images(b->f, a->name, im)) < 0) {
 		*why = xasprintf("cannot record its image: %s", strerror(-r));
 		return r;
 	}
@@ -620,18 +619,16 @@ static int adopt_legacy(struct vm_backend *b, const struct agent *a, struct agen
 static void adopt_legacy_agents(struct vm_backend *b)
 {
 	struct agent **list = NULL;
-	size_t n = 0;
 
-	if (db_agent_list(b->f->db, &list, &n) < 0)
+	if (b->host->list_agents(b->f, BACKEND_VM, &list) < 0)
 		return;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; list[i]; i++) {
 		_cleanup_images_ struct agent_images im = { 0 };
 		_cleanup_free_ char *why = NULL;
 		int r;
 
-		if (list[i]->backend != BACKEND_VM || list[i]->state == AGENT_DEFINED ||
-		    list[i]->state == AGENT_PROVISIONING || db_agent_get_images(b->f->db, list[i]->name, &im) < 0 ||
-		    im.image)
+		if (list[i]->state == AGENT_DEFINED || list[i]->state == AGENT_PROVISIONING ||
+		    b->host->get_images(b->f, list[i]->name, &im) < 0 || im.image)
 			continue;
 		if ((r = adopt_legacy(b, list[i], &im, &why)) < 0 && r != -ENOENT)
 			log_error("agent '%s': cannot move it to the image store: %s", list[i]->name,
@@ -722,7 +719,7 @@ int vm_upgrade(struct fleetd *f, const struct agent *a, char **ret_from, char **
 		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
 		return -EBUSY;
 	}
-	if ((r = db_agent_get_images(f->db, a->name, &im)) < 0) {
+	if ((r = b->host->get_images(f, a->name, &im)) < 0) {
 		*why = xasprintf("cannot read its images: %s", strerror(-r));
 		return r;
 	}
@@ -754,7 +751,7 @@ int vm_upgrade(struct fleetd *f, const struct agent *a, char **ret_from, char **
 	xml = domain_xml(b, a, &next, uuid);
 	if ((r = virt_domain_define(b->virt, xml, why)) < 0)
 		return r;
-	if ((r = db_agent_set_images(f->db, a->name, &next)) < 0) {
+	if ((r = b->host->set_images(f, a->name, &next)) < 0) {
 		*why = xasprintf("cannot record its new boot image: %s", strerror(-r));
 		return r;
 	}
@@ -832,7 +829,7 @@ static int vm_provision(struct fleetd *f, const struct agent *a, char **why)
 		if ((r = virt_network_ensure(b->virt, NETWORK_NAME, net, why)) < 0)
 			goto fail;
 	}
-	if ((r = db_agent_set_images(f->db, a->name, &im)) < 0) {
+	if ((r = b->host->set_images(f, a->name, &im)) < 0) {
 		*why = xasprintf("cannot record its image: %s", strerror(-r));
 		goto fail;
 	}
@@ -1754,8 +1751,8 @@ static void report(struct vm_backend *b, enum backend_event_kind kind, const cha
 	struct backend_event ev = { .kind = kind, .backend = BACKEND_VM, .agent = agent, .asked = asked,
 				    .clean = clean, .detail = detail };
 
-	if (b->on_event)
-		b->on_event(b->f, &ev);
+	if (b->host->on_event)
+		b->host->on_event(b->f, &ev);
 }
 
 static void report_orphans(struct vm_backend *b);
@@ -1802,20 +1799,16 @@ static void report_orphans(struct vm_backend *b)
 {
 	struct agent **list = NULL;
 	char **domains = NULL;
-	size_t n = 0;
 
-	if (db_agent_list(b->f->db, &list, &n) < 0)
+	if (b->host->list_agents(b->f, BACKEND_VM, &list) < 0)
 		return;
 	if (virt_domain_list(b->virt, DOMAIN_PREFIX, &domains) < 0) {
 		agent_list_free(list);
 		return;
 	}
-	for (size_t i = 0; i < n; i++) {
-		_cleanup_free_ char *dom = NULL;
+	for (size_t i = 0; list[i]; i++) {
+		_cleanup_free_ char *dom = domain_name(list[i]->name);
 
-		if (list[i]->backend != BACKEND_VM)
-			continue;
-		dom = domain_name(list[i]->name);
 		for (char **d = domains; *d; d++)
 			if (strcmp(*d, dom) == 0) {
 				free(*d);
@@ -1844,15 +1837,21 @@ static const char *pick_domain_type(void)
 	return version == KVM_API_VERSION ? "kvm" : "qemu";
 }
 
-static int vm_init(struct fleetd *f, backend_event_fn on_event, char **why)
+static int vm_init(struct fleetd *f, const struct backend_host *host, char **why)
 {
-	struct vm_backend *b = xcalloc(1, sizeof(*b));
 	const char *image_dir = config_get(&f->cfg, CFG_IMAGE_DIR);
 	_cleanup_free_ char *vms = NULL, *keys = NULL;
+	struct vm_backend *b;
 	int r;
 
+	/* Each agent's image record is fleet's to keep: without it no guest can be made or booted. */
+	if (!host || !host->get_images || !host->set_images || !host->list_agents) {
+		*why = xstrdup("fleetd gave the vm backend no access to its agents' image records");
+		return -EINVAL;
+	}
+	b = xcalloc(1, sizeof(*b));
 	b->f = f;
-	b->on_event = on_event;
+	b->host = host;
 	b->state_dir = xstrdup(config_get(&f->cfg, CFG_STATE_DIR));
 	b->image_dir = *image_dir ? xstrdup(image_dir) : xasprintf("%s/images", b->state_dir);
 	b->domain_type = pick_domain_type();

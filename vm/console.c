@@ -245,16 +245,37 @@ static void console_cap_all(struct vm_backend *b)
 	}
 }
 
-/* Every CONSOLE_CHECK_S: every agent's console within its cap (all of vms/, running or not). */
+/*
+ * Every CONSOLE_CHECK_S: the consoles of the guests that run, the only ones
+ * that grow (a guest that stops is capped once more by events.c). The
+ * first time, and whenever libvirt is not there to say which run (guests
+ * keep running without libvirtd), every agent's in vms/. A lower cap set
+ * by a SIGHUP reaches a stopped agent's files at its next start.
+ */
 static void on_console_timer(evutil_socket_t fd, short what, void *arg)
 {
-	console_cap_all(arg);
+	struct vm_backend *b = arg;
+	char **running = NULL;
+
+	/* Asked only when connected: a reconnect is virt.c's to make (it reports it, we resync). */
+	if (!b->console_swept || !virt_is_connected(b->virt) ||
+	    virt_domain_list(b->virt, DOMAIN_PREFIX, true, &running) < 0) {
+		console_cap_all(b);
+		b->console_swept = true;
+		return;
+	}
+	for (char **d = running; *d; d++) {
+		vm_console_cap(b, *d + strlen(DOMAIN_PREFIX));
+		free(*d);
+	}
+	free(running);
 }
 
 void vm_console_watch_start(struct vm_backend *b)
 {
 	struct timeval tv = { CONSOLE_CHECK_S, 0 };
 
+	b->console_swept = false;
 	b->console_timer = event_new(b->f->base, -1, EV_PERSIST, on_console_timer, b);
 	if (!b->console_timer || event_add(b->console_timer, &tv) < 0)
 		abort();	/* only on allocation failure */

@@ -49,6 +49,8 @@ void vm_on_virt_event(void *userdata, const char *domain, enum virt_event_kind k
 	case VIRT_EV_STOPPED_OTHER:
 		if ((v = vm_find(b, name)))
 			vm_drop_session(v);
+		/* Its last output: the console timer caps only guests that run. */
+		vm_console_cap(b, name);
 		report(b, BACKEND_EV_STOPPED, name, v && v->stopping, kind == VIRT_EV_STOPPED_SHUTDOWN,
 		       kind == VIRT_EV_STOPPED_SHUTDOWN ? "it shut itself down" :
 		       kind == VIRT_EV_STOPPED_DESTROYED ? "destroyed outside fleet" :
@@ -70,7 +72,7 @@ void vm_report_orphans(struct vm_backend *b)
 
 	if (b->host->list_agents(b->f, BACKEND_VM, &list) < 0)
 		return;
-	if (virt_domain_list(b->virt, DOMAIN_PREFIX, &domains) < 0) {
+	if (virt_domain_list(b->virt, DOMAIN_PREFIX, false, &domains) < 0) {
 		agent_list_free(list);
 		return;
 	}

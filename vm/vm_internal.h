@@ -73,6 +73,7 @@ struct vm_backend {
 	const char *domain_type;	/* "kvm" or "qemu" */
 	bool kvm_proven;		/* a KVM guest printed its kernel banner */
 	struct event *console_timer;	/* the console logs' cap */
+	bool console_swept;		/* every agent's console was capped once since fleetd started */
 	struct vm *vms;
 };
 

@@ -23,8 +23,6 @@ static void report(struct vm_backend *b, enum backend_event_kind kind, const cha
 		b->host->on_event(b->f, &ev);
 }
 
-void vm_report_orphans(struct vm_backend *b);
-
 void vm_on_virt_event(void *userdata, const char *domain, enum virt_event_kind kind)
 {
 	struct vm_backend *b = userdata;

@@ -81,9 +81,10 @@ typedef void (*backend_snapshot_fn)(void *userdata, const struct snapshot_result
 
 /*
  * What a backend reports upward on its own (not as the answer to a verb):
- * the backend is given a backend_event_fn at init and calls it on the loop
- * thread. The lifecycle owner (lifecycle.c) decides what follows (state,
- * restart policy); a backend never writes an agent's state itself.
+ * the backend is given a backend_event_fn at init (in struct backend_host)
+ * and calls it on the loop thread. The lifecycle owner (lifecycle.c)
+ * decides what follows (state, restart policy); a backend never writes an
+ * agent's state itself.
  */
 enum backend_event_kind {
 	BACKEND_EV_STARTED,	/* the environment runs (maybe started outside fleet) */
@@ -102,6 +103,21 @@ struct backend_event {
 };
 typedef void (*backend_event_fn)(struct fleetd *f, const struct backend_event *ev);
 
+/*
+ * What a backend may ask of fleet, given at init: where it reports (above)
+ * and what fleet keeps for it. The store sits above the seam; a backend
+ * never includes it, it calls these (implemented in core/host.c). All run
+ * on the loop thread and return 0 or a negative errno.
+ */
+struct backend_host {
+	backend_event_fn on_event;
+	/* An agent's image record (a VM agent's guest images); -ENOENT if there is no such agent. */
+	int (*get_images)(struct fleetd *f, const char *agent, struct agent_images *ret);
+	int (*set_images)(struct fleetd *f, const char *agent, const struct agent_images *im);
+	/* Every agent of one backend kind, by name; a NULL-terminated list the caller frees with agent_list_free(). */
+	int (*list_agents)(struct fleetd *f, enum backend_kind kind, struct agent ***ret);
+};
+
 struct backend_ops {
 	const char *name;	/* "vm", "user" */
 
@@ -113,8 +129,12 @@ struct backend_ops {
 	const char *const *health_default;	/* argv of the health check of an agent without its own */
 	bool has_network;			/* can give an agent a network (--network nat) */
 
-	/* Check the host can serve this backend; -errno and *why when not. on_event: see above. */
-	int (*init)(struct fleetd *f, backend_event_fn on_event, char **why);
+	/*
+	 * Check the host can serve this backend; -errno and *why when not.
+	 * host (see above) outlives the backend; NULL in a unit test that
+	 * drives a backend needing none of it (the user backend).
+	 */
+	int (*init)(struct fleetd *f, const struct backend_host *host, char **why);
 	void (*shutdown)(struct fleetd *f);
 
 	/* Create the environment of a new agent (a->state is AGENT_PROVISIONING). */

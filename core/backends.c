@@ -21,7 +21,7 @@ bool backend_built_in(enum backend_kind kind)
 	return built_in && (unsigned)kind < BACKEND__COUNT && built_in[kind];
 }
 
-void backends_init_table(struct fleetd *f, const struct backend_ops *const *table, backend_event_fn on_event)
+void backends_init_table(struct fleetd *f, const struct backend_ops *const *table, const struct backend_host *host)
 {
 	built_in = table;
 	for (int k = 0; k < BACKEND__COUNT; k++) {
@@ -30,7 +30,7 @@ void backends_init_table(struct fleetd *f, const struct backend_ops *const *tabl
 
 		if (!built_in[k])
 			continue;
-		r = built_in[k]->init(f, on_event, &why);
+		r = built_in[k]->init(f, host, &why);
 		if (r < 0) {
 			f->backend_why[k] = why ? why : xstrdup(strerror(-r));
 			log_warning("%s backend unavailable: %s", built_in[k]->name, f->backend_why[k]);

@@ -14,16 +14,18 @@
 struct fleetd;
 
 /*
- * Run each built-in backend's init(), giving it on_event for what it
- * reports on its own; a failure makes that backend unavailable, not fleetd.
+ * Run each built-in backend's init(), giving it host (fleetd's is
+ * core_backend_host, core/host.h): where it reports what happens on its
+ * own, and what fleet keeps for it. A failure makes that backend
+ * unavailable, not fleetd.
  */
-void backends_init(struct fleetd *f, backend_event_fn on_event);
+void backends_init(struct fleetd *f, const struct backend_host *host);
 /*
  * The same with table (BACKEND__COUNT entries, NULL where none) in place of
  * the built-in backends: backends_init() is this with core/builtin.c's
  * table; core/'s unit tests give their fake's (tests/fakes/backend_fake.h).
  */
-void backends_init_table(struct fleetd *f, const struct backend_ops *const *table, backend_event_fn on_event);
+void backends_init_table(struct fleetd *f, const struct backend_ops *const *table, const struct backend_host *host);
 void backends_shutdown(struct fleetd *f);
 
 /* Is a backend of this kind compiled into fleetd at all? */

@@ -14,7 +14,7 @@ static const struct backend_ops *const built_in[BACKEND__COUNT] = {
 	[BACKEND_USER] = &backend_user_ops,
 };
 
-void backends_init(struct fleetd *f, backend_event_fn on_event)
+void backends_init(struct fleetd *f, const struct backend_host *host)
 {
-	backends_init_table(f, built_in, on_event);
+	backends_init_table(f, built_in, host);
 }

@@ -22,6 +22,7 @@
 #include "api/server.h"
 #include "core/backends.h"
 #include "core/health.h"
+#include "core/host.h"
 #include "core/lifecycle.h"
 #include "core/runs.h"
 #include "core/schedules.h"
@@ -333,7 +334,7 @@ int main(int argc, char **argv)
 		return finish(&f, 1);
 	}
 	f.started_at = time(NULL);
-	backends_init(&f, lifecycle_on_event);
+	backends_init(&f, &core_backend_host);
 	lifecycle_reconcile(&f);
 	health_init(&f);
 	snapshots_recover(&f);

@@ -59,6 +59,23 @@ struct agent *agent_copy(const struct agent *a)
 	return c;
 }
 
+void agent_list_free(struct agent **list)
+{
+	if (!list)
+		return;
+	for (struct agent **p = list; *p; p++)
+		agent_free(*p);
+	free(list);
+}
+
+void agent_images_clear(struct agent_images *im)
+{
+	free(im->image);
+	free(im->boot_image);
+	free(im->old_images);
+	*im = (struct agent_images){ 0 };
+}
+
 const char *backend_kind_to_string(enum backend_kind k)
 {
 	return name_table_word(backend_names, BACKEND__COUNT, (int)k);

@@ -84,6 +84,23 @@ void agent_free(struct agent *a);
 /* A deep copy. */
 struct agent *agent_copy(const struct agent *a);
 static inline void agent_freep(struct agent **a) { agent_free(*a); }
+/* Frees each agent of a NULL-terminated list, then the list; NULL is fine. */
+void agent_list_free(struct agent **list);
+
+/*
+ * A VM agent's guest images (store ids, vm/images.h), each NULL when none is
+ * recorded: image backs its disk, boot_image gives its kernel and
+ * initramfs, old_images (ids separated by spaces) are boot images it had
+ * before, which its snapshots' saved domain definitions may still name.
+ * The store keeps it; the VM backend reaches it through struct backend_host.
+ */
+struct agent_images {
+	char *image;
+	char *boot_image;
+	char *old_images;
+};
+/* Frees the strings and zeroes *im. */
+void agent_images_clear(struct agent_images *im);
 
 const char *backend_kind_to_string(enum backend_kind k);
 int backend_kind_from_string(const char *s);	/* -EINVAL if unknown */

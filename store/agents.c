@@ -110,15 +110,6 @@ int db_agent_get(struct db *db, const char *name, struct agent **ret)
 	return 0;
 }
 
-void agent_list_free(struct agent **list)
-{
-	if (!list)
-		return;
-	for (struct agent **p = list; *p; p++)
-		agent_free(*p);
-	free(list);
-}
-
 int db_agent_list(struct db *db, struct agent ***ret, size_t *n)
 {
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -264,14 +255,6 @@ int db_agent_set_images(struct db *db, const char *name, const struct agent_imag
 	bind_text_or_null(st, 3, im->old_images);
 	sqlite3_bind_text(st, 4, name, -1, SQLITE_STATIC);
 	return db_step_change(db, st);
-}
-
-void agent_images_clear(struct agent_images *im)
-{
-	free(im->image);
-	free(im->boot_image);
-	free(im->old_images);
-	*im = (struct agent_images){ 0 };
 }
 
 int db_agent_delete(struct db *db, const char *name)

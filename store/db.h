@@ -43,9 +43,8 @@ int db_schema_version(void);
 int db_agent_insert(struct db *db, struct agent *a);
 /* -ENOENT if there is no such agent. */
 int db_agent_get(struct db *db, const char *name, struct agent **ret);
-/* All agents ordered by name; *ret is a NULL-terminated array the caller frees with agent_list_free. */
+/* All agents ordered by name; *ret is a NULL-terminated array the caller frees with agent_list_free (agent.h). */
 int db_agent_list(struct db *db, struct agent ***ret, size_t *n);
-void agent_list_free(struct agent **list);
 int db_agent_count(struct db *db, long *ret);
 /* Only lifecycle.c calls this. detail (may be NULL) replaces state_detail. */
 int db_agent_set_state(struct db *db, const char *name, enum agent_state state, const char *detail);
@@ -58,19 +57,7 @@ int db_agent_set_rollback(struct db *db, const char *name, const char *what);
 int db_agent_set_settings(struct db *db, const struct agent *a);
 /* Record that a restore to snap is under way (NULL: none is), so a kill -9 in it can be finished. */
 int db_agent_set_restoring(struct db *db, const char *name, const char *snap);
-/*
- * A VM agent's guest images (store ids, images.h), each NULL when none is
- * recorded: image backs its disk, boot_image gives its kernel and
- * initramfs, old_images (ids separated by spaces) are boot images it had
- * before, which its snapshots' saved domain definitions may still name.
- */
-struct agent_images {
-	char *image;
-	char *boot_image;
-	char *old_images;
-};
-void agent_images_clear(struct agent_images *im);
-/* -ENOENT if there is no such agent. */
+/* A VM agent's image record (struct agent_images, agent.h); -ENOENT if there is no such agent. */
 int db_agent_get_images(struct db *db, const char *name, struct agent_images *ret);
 int db_agent_set_images(struct db *db, const char *name, const struct agent_images *im);
 /* Delete the agent and (by foreign keys) its snapshots, runs and secrets; -ENOENT. */

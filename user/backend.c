@@ -163,14 +163,14 @@ int user_ensure_init(struct fleetd *f, char **why)
 	return 0;
 }
 
-static int user_init(struct fleetd *f, backend_event_fn on_event, char **why)
+static int user_init(struct fleetd *f, const struct backend_host *host, char **why)
 {
 	_cleanup_free_ char *cg = NULL;
 	int r;
 
 	if ((r = user_ensure_init(f, why)) < 0)
 		return r;
-	us->on_event = on_event;
+	us->on_event = host ? host->on_event : NULL;
 	cg = cgroup_host_describe(us->cg);
 	log_info("user backend: cgroups: %s", cg);
 	if (!cgroup_host_has(us->cg, "memory") || !cgroup_host_has(us->cg, "pids"))

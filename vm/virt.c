@@ -427,7 +427,7 @@ int virt_domain_uuid(struct virt *v, const char *name, char *buf)
 	return r;
 }
 
-int virt_domain_list(struct virt *v, const char *prefix, char ***ret)
+int virt_domain_list(struct virt *v, const char *prefix, bool active_only, char ***ret)
 {
 	virDomainPtr *doms = NULL;
 	char **names;
@@ -436,7 +436,7 @@ int virt_domain_list(struct virt *v, const char *prefix, char ***ret)
 
 	if ((r = virt_connect(v, NULL)) < 0)
 		return r;
-	n = virConnectListAllDomains(v->conn, &doms, 0);
+	n = virConnectListAllDomains(v->conn, &doms, active_only ? VIR_CONNECT_LIST_DOMAINS_ACTIVE : 0);
 	if (n < 0)
 		return last_error("cannot list domains", NULL);
 	names = xcalloc((size_t)n + 1, sizeof(*names));

@@ -53,8 +53,11 @@ int virt_domain_state(struct virt *v, const char *name, enum virt_state *ret);
 int virt_domain_xml(struct virt *v, const char *name, char **ret_xml);
 /* The domain's UUID as a 36-character string (buf of at least 37 bytes). */
 int virt_domain_uuid(struct virt *v, const char *name, char *buf);
-/* Names of all defined domains starting with prefix; NULL-terminated, caller frees each and the array. */
-int virt_domain_list(struct virt *v, const char *prefix, char ***ret);
+/*
+ * Names of the defined domains starting with prefix (active_only: those
+ * running or paused); NULL-terminated, caller frees each and the array.
+ */
+int virt_domain_list(struct virt *v, const char *prefix, bool active_only, char ***ret);
 
 /* Define and start the network from xml unless one of that name is active. */
 int virt_network_ensure(struct virt *v, const char *name, const char *xml, char **why);

@@ -413,10 +413,10 @@ static void launch(struct pending *p)
 		schedule(p);
 }
 
-static int fake_init(struct fleetd *f, backend_event_fn fn, char **why)
+static int fake_init(struct fleetd *f, const struct backend_host *bh, char **why)
 {
 	fleetd = f;
-	on_event = fn;
+	on_event = bh ? bh->on_event : NULL;
 	return 0;
 }
 

@@ -19,6 +19,7 @@
 
 #include "core/backends.h"
 #include "core/health.h"
+#include "core/host.h"
 #include "core/lifecycle.h"
 #include "core/runs.h"
 #include "core/snapshots.h"
@@ -75,7 +76,7 @@ static inline void fixture_open(struct fixture *x, int flags, const char *const 
 		fprintf(stderr, "fixture: cannot open %s\n", path);
 		exit(1);
 	}
-	backends_init_table(&x->f, fake_backends, lifecycle_on_event);
+	backends_init_table(&x->f, fake_backends, &core_backend_host);
 	if (flags & FX_RECOVER)
 		lifecycle_reconcile(&x->f);
 	if (flags & FX_HEALTH)

@@ -6,7 +6,8 @@
 # console; vms/NAME is root's; a symlink or FIFO put at console.log neither
 # leaks a root-only file through `fleetctl console` nor hangs fleetd, and is
 # not followed by virtlogd at the next boot; and a guest that prints without
-# end keeps its console files within the cap even when virtlogd never rotates.
+# end keeps its console files within the cap even when virtlogd never rotates,
+# and a stopped agent's are brought within it when fleetd starts.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
@@ -120,5 +121,17 @@ rm -f "$D/console.log"; ln -s "$TEST_TMP/victim" "$D/console.log"
 "$FLEETCTL" start $V >/dev/null; ok $? "start $V over a symlinked console.log"
 is "$(cat "$TEST_TMP/victim")" "$marker" "the guest's output did not go through the symlink"
 check "console.log is a regular file again" -- test -f "$D/console.log" -a ! -L "$D/console.log"
+
+# --- a stopped guest's console at fleetd's start ---------------------------------------------------
+# Only a running guest's console grows, so only those are capped every 5 s; what lies over the cap
+# beside a stopped one (files from before, a cap lowered since) is trimmed once when fleetd starts.
+"$FLEETCTL" stop $V >/dev/null; ok $? "stop $V again"
+stop_fleetd; ok $? "fleetd stops"
+head -c $((2 * CAP)) /dev/zero | tr '\0' y > "$D/console.log.3"
+ok $([ "$(console_total)" -gt "$CAP" ] && echo 0 || echo 1) "$V's console files are over the cap while fleetd is down"
+fleetd_ns_start --user-uid-min "$UMIN" --user-uid-max "$UMAX" --vm-console-max-bytes $CAP; ok $? "fleetd starts again"
+wait_for 120 within_cap
+total=$(console_total)
+ok $([ "$total" -le "$CAP" ] && echo 0 || echo 1) "a stopped agent's console files are brought within the cap ($total)"
 
 done_testing

@@ -1,0 +1,335 @@
+/*
+ * provision: making and removing an agent's guest: its keys (fleetd's login
+ * key, the guest's host key and pinned fingerprint), its qcow2 overlay on
+ * its image's base, the seed disk that carries the keys in, the domain and
+ * NAT network definitions; and, before each boot, keeping its directory
+ * root's so nothing of QEMU's can be a link there.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "model/fleetd.h"
+#include "vm/images.h"
+#include "common/log.h"
+#include "backend/spawn.h"
+#include "vm/ssh.h"
+#include "common/util.h"
+#include "vm/virt.h"
+#include "vm/vm_internal.h"
+
+/* The seed disk: the guest copies these into place at every boot (see images/README.md). */
+static int make_seed(struct vm_backend *b, const struct agent *a, const char *client_pub, char **why)
+{
+	_cleanup_free_ char *stage = vm_key_path(b, a->name, "seed");
+	_cleanup_free_ char *host = vm_key_path(b, a->name, "host");
+	_cleanup_free_ char *seed = vm_path(b, a->name, "seed.img");
+	_cleanup_free_ char *tmp = xasprintf("%s.tmp", seed);
+	_cleanup_free_ char *f_host = xasprintf("%s/dropbear_ed25519_host_key", stage);
+	_cleanup_free_ char *f_root = xasprintf("%s/authorized_keys_root", stage);
+	_cleanup_free_ char *f_agent = xasprintf("%s/authorized_keys_agent", stage);
+	_cleanup_free_ char *f_name = xasprintf("%s/hostname", stage);
+	_cleanup_free_ char *line = xasprintf("%s\n", client_pub);
+	_cleanup_free_ char *hostname = xasprintf("%s\n", a->name);
+	const char *cp[] = { "cp", "--", host, f_host, NULL };
+	const char *mk[] = { "mke2fs", "-q", "-F", "-t", "ext2", "-L", "fleet-seed", "-m", "0", "-E", "root_owner=0:0",
+			     "-d", stage, tmp, "2M", NULL };
+	const char *rm[] = { "rm", "-rf", "--", stage, NULL };
+	int r;
+
+	if (mkdir(stage, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	if ((r = vm_run_tool(cp, "copying the host key", why)) < 0 ||
+	    (r = vm_write_text(f_root, line, 0600)) < 0 || (r = vm_write_text(f_agent, line, 0600)) < 0 ||
+	    (r = vm_write_text(f_name, hostname, 0644)) < 0 || (r = vm_run_tool(mk, "mke2fs for the seed disk", why)) < 0) {
+		if (r < 0 && !*why)
+			*why = xasprintf("cannot write the seed disk: %s", strerror(-r));
+		(void)spawn_run(rm, NULL);
+		unlink(tmp);
+		return r;
+	}
+	(void)spawn_run(rm, NULL);
+	if (rename(tmp, seed) < 0)
+		return -errno;
+	return 0;
+}
+
+/*
+ * The domain definition; uuid (or NULL for a new domain) keeps a redefinition
+ * the same domain. The kernel and initramfs are those of the agent's boot
+ * image; the disk's backing chain is pinned to its image's base.qcow2, so
+ * libvirt never probes it from the qcow2 header (an agent from before the
+ * image store, not yet moved to it, keeps image_dir's files).
+ */
+char *vm_domain_xml(struct vm_backend *b, const struct agent *a, const struct agent_images *im, const char *uuid)
+{
+	_cleanup_free_ char *dom = vm_domain_name(a->name);
+	_cleanup_free_ char *kernel = NULL, *initrd = NULL, *backing = NULL, *base = NULL;
+	_cleanup_free_ char *disk = vm_path(b, a->name, "disk.qcow2"), *seed = vm_path(b, a->name, "seed.img");
+	_cleanup_free_ char *console = vm_path(b, a->name, "console.log");
+	_cleanup_free_ char *sock = vm_path(b, a->name, "ctl.sock");
+	_cleanup_free_ char *nic = NULL, *uuid_el = uuid ? xasprintf("  <uuid>%s</uuid>\n", uuid) : NULL;
+
+	if (im->boot_image) {
+		kernel = image_store_path(b->state_dir, im->boot_image, "vmlinuz");
+		initrd = image_store_path(b->state_dir, im->boot_image, "initramfs.img");
+	} else {
+		kernel = vm_image_path(b, "vmlinuz");
+		initrd = vm_image_path(b, "initramfs.img");
+	}
+	if (im->image) {
+		base = image_store_path(b->state_dir, im->image, "base.qcow2");
+		backing = xasprintf("      <backingStore type='file'>\n"
+				    "        <format type='qcow2'/>\n"
+				    "        <source file='%s'/>\n"
+				    "        <backingStore/>\n"
+				    "      </backingStore>\n", base);
+	}
+	if (a->network == NETWORK_NAT)
+		nic = xasprintf("    <interface type='network'>\n"
+				"      <source network='" NETWORK_NAME "'/>\n"
+				"      <model type='virtio'/>\n"
+				"      <port isolated='yes'/>\n"
+				"    </interface>\n");
+	/* Agent names are [a-z][a-z0-9-]*, paths are ours: nothing here needs XML escaping. */
+	return xasprintf(
+		"<domain type='%s'>\n"
+		"  <name>%s</name>\n"
+		"%s"
+		"  <title>fleet agent %s</title>\n"
+		"  <metadata>\n"
+		"    <fleet:agent xmlns:fleet='https://fleet.invalid/xmlns/agent/1'>\n"
+		"      <fleet:name>%s</fleet:name>\n"
+		"      <fleet:owner>fleetd</fleet:owner>\n"
+		"    </fleet:agent>\n"
+		"  </metadata>\n"
+		"  <memory unit='MiB'>%d</memory>\n"
+		"  <vcpu>%d</vcpu>\n"
+		"  <os>\n"
+		"    <type arch='x86_64' machine='pc'>hvm</type>\n"
+		"    <kernel>%s</kernel>\n"
+		"    <initrd>%s</initrd>\n"
+		"    <cmdline>console=ttyS0 root=/dev/vda rw</cmdline>\n"
+		"  </os>\n"
+		"  <features><acpi/></features>\n"
+		"  <on_poweroff>destroy</on_poweroff>\n"
+		"  <on_reboot>restart</on_reboot>\n"
+		"  <on_crash>destroy</on_crash>\n"
+		"  <devices>\n"
+		"    <disk type='file' device='disk'>\n"
+		"      <driver name='qemu' type='qcow2'/>\n"
+		"      <source file='%s'/>\n"
+		"%s"
+		"      <target dev='vda' bus='virtio'/>\n"
+		"    </disk>\n"
+		"    <disk type='file' device='disk'>\n"
+		"      <driver name='qemu' type='raw'/>\n"
+		"      <source file='%s'/>\n"
+		"      <target dev='vdb' bus='virtio'/>\n"
+		"      <readonly/>\n"
+		"    </disk>\n"
+		"    <serial type='file'>\n"
+		"      <source path='%s' append='on'/>\n"
+		"      <target port='0'/>\n"
+		"    </serial>\n"
+		"    <console type='file'>\n"
+		"      <source path='%s' append='on'/>\n"
+		"      <target type='serial' port='0'/>\n"
+		"    </console>\n"
+		"    <channel type='unix'>\n"
+		"      <source mode='bind' path='%s'/>\n"
+		"      <target type='virtio' name='" CHANNEL_NAME "'/>\n"
+		"    </channel>\n"
+		"%s"
+		"    <memballoon model='none'/>\n"
+		"  </devices>\n"
+		"</domain>\n",
+		b->domain_type, dom, uuid_el ? uuid_el : "", a->name, a->name, a->memory_mib, a->vcpus, kernel, initrd, disk,
+		backing ? backing : "", seed,
+		console, console, sock, nic ? nic : "");
+}
+
+char *vm_network_xml(void)
+{
+	/* Guests reach the outside through NAT but never each other (isolated ports). */
+	return xasprintf("<network>\n"
+			 "  <name>" NETWORK_NAME "</name>\n"
+			 "  <forward mode='nat'/>\n"
+			 "  <bridge name='fleetbr0' stp='off'/>\n"
+			 "  <port isolated='yes'/>\n"
+			 "  <ip address='192.168.223.1' netmask='255.255.255.0'>\n"
+			 "    <dhcp><range start='192.168.223.10' end='192.168.223.250'/></dhcp>\n"
+			 "  </ip>\n"
+			 "</network>\n");
+}
+
+int vm_provision(struct fleetd *f, const struct agent *a, char **why)
+{
+	struct vm_backend *b = vm_backend_of(f);
+	_cleanup_free_ char *dom = vm_domain_name(a->name);
+	_cleanup_free_ char *dir = vm_path(b, a->name, NULL), *keys = vm_key_path(b, a->name, NULL);
+	_cleanup_free_ char *client = vm_key_path(b, a->name, "client"), *host = vm_key_path(b, a->name, "host");
+	_cleanup_free_ char *fp_file = vm_key_path(b, a->name, "host.fingerprint");
+	_cleanup_free_ char *disk = vm_path(b, a->name, "disk.qcow2"), *base = NULL;
+	_cleanup_free_ char *seed = vm_path(b, a->name, "seed.img");
+	_cleanup_free_ char *size = xasprintf("%dG", a->disk_gib);
+	_cleanup_free_ char *client_pub = NULL, *host_fp = NULL, *fp_line = NULL, *xml = NULL;
+	char id[IMAGE_ID_LEN + 1];
+	struct agent_images im = { .image = id, .boot_image = id };
+	enum virt_state st;
+	int r;
+
+	/* Its own copy of the image as built: a later rebuild in image_dir leaves this agent alone. */
+	if ((r = image_import(b->state_dir, b->image_dir, id, why)) < 0)
+		return r;
+	base = image_store_path(b->state_dir, id, "base.qcow2");
+	const char *img[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base, disk, size, NULL };
+	if ((r = virt_connect(b->virt, why)) < 0) {
+		char *inner = *why;
+		*why = xasprintf("cannot reach libvirt (is libvirtd running?): %s", inner ? inner : "");
+		free(inner);
+		return -EHOSTDOWN;
+	}
+	if (virt_domain_state(b->virt, dom, &st) == 0) {
+		*why = xasprintf("a libvirt domain named %s already exists; fleet will not take it over", dom);
+		return -EEXIST;
+	}
+	if (access(dir, F_OK) == 0 || access(keys, F_OK) == 0) {
+		*why = xasprintf("%s or %s already exists (left by an earlier fleetd?); remove it first", dir, keys);
+		return -EEXIST;
+	}
+	/*
+	 * chmod too: under fleetd's umask 0077 mkdir alone would leave QEMU
+	 * outside. dir stays root's: QEMU only opens files libvirt names, and
+	 * libvirtd (root) creates the control socket and virtlogd (root) the
+	 * console log there, so no symlink or FIFO of QEMU's can wait where
+	 * fleetd reads.
+	 */
+	if ((r = mkdir_p(dir, 0711)) < 0 || (r = mkdir_p(keys, 0700)) < 0 ||
+	    (chmod(dir, 0711) < 0 && (r = -errno)) || (chmod(keys, 0700) < 0 && (r = -errno))) {
+		*why = xasprintf("cannot create %s: %s", dir, strerror(-r));
+		goto fail;
+	}
+	if ((r = ssh_keygen(client, SSH_KEY_OPENSSH, "fleetd", &client_pub, NULL)) < 0 ||
+	    (r = ssh_keygen(host, SSH_KEY_DROPBEAR, a->name, NULL, &host_fp)) < 0) {
+		*why = xasprintf("cannot generate SSH keys: %s", strerror(-r));
+		goto fail;
+	}
+	fp_line = xasprintf("%s\n", host_fp);
+	if ((r = vm_write_text(fp_file, fp_line, 0600)) < 0) {
+		*why = xasprintf("cannot write %s: %s", fp_file, strerror(-r));
+		goto fail;
+	}
+	if ((r = vm_run_tool(img, "qemu-img create", why)) < 0 || (r = make_seed(b, a, client_pub, why)) < 0)
+		goto fail;
+	/* Not left to the tools' modes: the disk holds the agent's files, the seed its host key. */
+	if ((chmod(disk, 0600) < 0 || chmod(seed, 0600) < 0) && (r = -errno)) {
+		*why = xasprintf("cannot chmod the disks in %s: %s", dir, strerror(-r));
+		goto fail;
+	}
+	if (a->network == NETWORK_NAT) {
+		_cleanup_free_ char *net = vm_network_xml();
+		if ((r = virt_network_ensure(b->virt, NETWORK_NAME, net, why)) < 0)
+			goto fail;
+	}
+	if ((r = b->host->set_images(f, a->name, &im)) < 0) {
+		*why = xasprintf("cannot record its image: %s", strerror(-r));
+		goto fail;
+	}
+	xml = vm_domain_xml(b, a, &im, NULL);
+	if ((r = virt_domain_define(b->virt, xml, why)) < 0)
+		goto fail;
+	log_info("agent '%s': provisioned domain %s (%s, %d MiB, %d vcpus, %d GiB disk, network %s, image sha256:%.12s)",
+		 a->name, dom, b->domain_type, a->memory_mib, a->vcpus, a->disk_gib, network_kind_to_string(a->network),
+		 id);
+	return 0;
+fail:
+	/* Nothing half-created: no orphan overlay, keys or domain. */
+	vm_remove_tree(dir);
+	vm_remove_tree(keys);
+	return r < 0 ? r : -EIO;
+}
+
+int vm_destroy(struct fleetd *f, const struct agent *a, bool force, char **why)
+{
+	struct vm_backend *b = vm_backend_of(f);
+	_cleanup_free_ char *dom = vm_domain_name(a->name);
+	_cleanup_free_ char *dir = vm_path(b, a->name, NULL), *keys = vm_key_path(b, a->name, NULL);
+	struct vm *v = vm_find(b, a->name);
+	enum virt_state st;
+	int r;
+
+	if (v && v->busy) {
+		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
+		return -EBUSY;
+	}
+	r = virt_domain_state(b->virt, dom, &st);
+	if (r == 0 && st != VIRT_OFF) {
+		if (!force) {
+			*why = xasprintf("domain %s is %s; stop it first or use --force", dom, virt_state_to_string(st));
+			return -EBUSY;
+		}
+		if (v)
+			v->stopping = true;
+		if ((r = virt_domain_destroy(b->virt, dom, why)) < 0 && r != -EINVAL)
+			return r;
+	}
+	if (r == 0 || r == -EINVAL) {
+		if ((r = virt_domain_undefine(b->virt, dom, why)) < 0 && r != -ENOENT)
+			return r;
+	} else if (r != -ENOENT) {
+		*why = xasprintf("cannot reach libvirt to remove domain %s", dom);
+		return r;
+	}
+	if (v)
+		vm_free(v);
+	vm_remove_tree(dir);
+	vm_remove_tree(keys);
+	log_info("agent '%s': removed domain %s, its disk and its keys", a->name, dom);
+	return 0;
+}
+
+/*
+ * Before a boot: the agent's dir is root's and 0711 (an older fleetd gave
+ * it to QEMU's user), and the disks are 0600, so virtlogd (root, follows
+ * symlinks) and fleetd never meet a link of QEMU's there. -errno with *why.
+ */
+int vm_dir_secure(struct vm_backend *b, const char *agent, char **why)
+{
+	_cleanup_close_ int dfd = vm_dir_open(b, agent);
+	static const char *const disks[] = { "disk.qcow2", "seed.img" };
+	struct stat st;
+	uid_t was;
+
+	if (dfd < 0 || fstat(dfd, &st) < 0) {
+		int r = dfd < 0 ? dfd : -errno;
+		*why = xasprintf("cannot open the agent's directory: %s", strerror(-r));
+		return r;
+	}
+	/* virtlogd (root) appends to console.log and would follow a link there. */
+	if (fstatat(dfd, CONSOLE_LOG, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode) &&
+	    unlinkat(dfd, CONSOLE_LOG, 0) == 0)
+		log_warning("agent '%s': removed a %s that was not a regular file", agent, CONSOLE_LOG);
+	if (fstat(dfd, &st) < 0) {
+		int r = -errno;
+		*why = xasprintf("cannot stat the agent's directory: %s", strerror(-r));
+		return r;
+	}
+	if (st.st_uid == geteuid() && (st.st_mode & 07777) == 0711)
+		return 0;
+	was = st.st_uid;
+	if (fchown(dfd, geteuid(), getegid()) < 0 || fchmod(dfd, 0711) < 0) {
+		int r = -errno;
+		*why = xasprintf("cannot make the agent's directory root's: %s", strerror(-r));
+		return r;
+	}
+	/* Disks an older fleetd left 0644: the agent's files and its host key. */
+	for (size_t i = 0; i < ARRAY_SIZE(disks); i++) {
+		if (fstatat(dfd, disks[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+			(void)fchmodat(dfd, disks[i], 0600, 0);
+	}
+	log_notice("agent '%s': its directory is root's now (was uid %u)", agent, (unsigned)was);
+	return 0;
+}

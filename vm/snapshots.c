@@ -1,0 +1,252 @@
+/*
+ * snapshots: the backend's snapshot verbs on libvirt's internal qcow2
+ * snapshots, the blocking libvirt calls on a worker thread
+ * (backend/worker.c), with the checks that keep a full host disk from
+ * leaving a half-written checkpoint behind.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include "model/fleetd.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "vm/virt.h"
+#include "vm/vm_internal.h"
+#include "backend/worker.h"
+
+#define DISK_FULL_BYTES (4LL << 20)	/* less free than this where a disk lives: the host disk is full */
+
+/*
+ * libvirt's internal qcow2 snapshots: a running guest gets a full checkpoint
+ * (RAM and disk), a stopped one a disk snapshot. The blocking libvirt calls
+ * run on a worker thread. fleetd's SSH session is closed before either, so
+ * a checkpoint never holds a half-open control connection and a restored
+ * guest meets a fresh one.
+ */
+struct snap_job {
+	struct vm *vm;
+	struct virt *virt;
+	char *domain, *snap, *disk;
+	bool revert, was_running;
+	long long size_before;
+	int r;
+	char *why;
+	backend_snapshot_fn created;
+	backend_done_fn reverted;
+	void *userdata;
+};
+
+static long long disk_bytes(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? (long long)st.st_blocks * 512 : -1;
+}
+
+static void snap_job_work(void *arg)
+{
+	struct snap_job *j = arg;
+
+	if (j->revert)
+		j->r = virt_snapshot_revert(j->virt, j->domain, j->snap, &j->why);
+	else
+		j->r = virt_snapshot_create(j->virt, j->domain, j->snap, &j->why);
+}
+
+static void snap_job_free(struct snap_job *j)
+{
+	free(j->domain);
+	free(j->snap);
+	free(j->disk);
+	free(j->why);
+	free(j);
+}
+
+/* Bytes free for QEMU (not root) on the file system holding the agent's disk; -1 if unknown. */
+static long long disk_free(struct vm_backend *b, const char *agent)
+{
+	_cleanup_free_ char *dir = vm_path(b, agent, NULL);
+	struct statvfs s;
+
+	return statvfs(dir, &s) == 0 ? (long long)s.f_bavail * (long long)s.f_frsize : -1;
+}
+
+static void snap_created(void *arg)
+{
+	struct snap_job *j = arg;
+	long long after = disk_bytes(j->disk), avail;
+	_cleanup_free_ char *why = NULL, *where = NULL;
+	struct snapshot_result res = {
+		.error = j->r, .why = j->why, .kind = j->was_running ? SNAPSHOT_KIND_FULL : SNAPSHOT_KIND_DISK,
+		.size_bytes = (after >= 0 && j->size_before >= 0 && after >= j->size_before) ? after - j->size_before : -1,
+	};
+
+	/*
+	 * QEMU reports a checkpoint that ran out of space as a bare I/O error
+	 * ("failed to save SaveStateEntry ... -5"), and keeps the part it wrote
+	 * allocated in disk.qcow2; say what happened.
+	 */
+	avail = j->r < 0 ? disk_free(j->vm->b, j->vm->name) : -1;
+	if (j->r < 0 && ((avail >= 0 && avail < DISK_FULL_BYTES) || (j->why && strstr(j->why, "No space left")))) {
+		_cleanup_free_ char *dir = vm_path(j->vm->b, j->vm->name, NULL);
+
+		where = avail >= 0 ? xasprintf("%.1f MiB free in %s", (double)avail / (1 << 20), dir) : xasprintf("in %s", dir);
+		why = xasprintf("the host disk is full (%s)%s; %s", where,
+				j->was_running ? "; the guest may pause (I/O error) when it next needs disk space" : "",
+				j->why ? j->why : strerror(-j->r));
+		res.error = -ENOSPC;
+		res.why = why;
+	}
+	j->vm->busy = false;
+	j->created(j->userdata, &res);
+	snap_job_free(j);
+}
+
+static void snap_reverted_ready(void *userdata, int r, const char *why)
+{
+	struct snap_job *j = userdata;
+
+	j->vm->stopping = false;
+	j->reverted(j->userdata, r, why);
+	snap_job_free(j);
+}
+
+static void snap_reverted(void *arg)
+{
+	struct snap_job *j = arg;
+	enum virt_state st;
+
+	j->vm->busy = false;
+	if (j->r < 0) {
+		j->reverted(j->userdata, j->r, j->why);
+		snap_job_free(j);
+		return;
+	}
+	/*
+	 * A restored checkpoint runs again: answer once its control channel
+	 * does, so exec works at once. 'stopping' stays set until then: the
+	 * revert's own stop event may still be on its way.
+	 */
+	if (virt_domain_state(j->virt, j->domain, &st) == 0 && st == VIRT_RUNNING) {
+		vm_wait_ready(j->vm, snap_reverted_ready, j);
+		return;
+	}
+	j->reverted(j->userdata, 0, NULL);
+	snap_job_free(j);
+}
+
+static struct snap_job *snap_job_new(struct vm_backend *b, const struct agent *a, const char *snap, char **why)
+{
+	struct vm *v = vm_get(b, a->name);
+	struct snap_job *j;
+	enum virt_state st;
+
+	if (v->execs > 0 || v->busy) {
+		*why = v->busy ? xstrdup("a snapshot or restore is already under way")
+			       : xasprintf("%d command%s running in it; wait for %s to finish", v->execs,
+					   v->execs == 1 ? " is" : "s are", v->execs == 1 ? "it" : "them");
+		return NULL;
+	}
+	j = xcalloc(1, sizeof(*j));
+	j->vm = v;
+	j->virt = b->virt;
+	j->domain = vm_domain_name(a->name);
+	j->snap = xstrdup(snap);
+	j->disk = vm_path(b, a->name, "disk.qcow2");
+	j->was_running = virt_domain_state(b->virt, j->domain, &st) == 0 && st == VIRT_RUNNING;
+	return j;
+}
+
+static int snap_job_start(struct vm_backend *b, struct snap_job *j, char **why)
+{
+	int r;
+
+	j->vm->busy = true;
+	/* No control session inside the checkpoint; waiting execs are none (checked). */
+	vm_drop_session(j->vm);
+	if ((r = worker_run(b->f->base, snap_job_work, j->revert ? snap_reverted : snap_created, j)) < 0) {
+		j->vm->busy = false;
+		*why = xasprintf("cannot start a worker thread: %s", strerror(-r));
+		snap_job_free(j);
+	}
+	return r;
+}
+
+int vm_snapshot_create(struct fleetd *f, const struct agent *a, const char *snap,
+			      backend_snapshot_fn done, void *userdata, char **why)
+{
+	struct vm_backend *b = vm_backend_of(f);
+	struct snap_job *j = snap_job_new(b, a, snap, why);
+	long long avail, need;
+
+	if (!j)
+		return -EBUSY;
+	/*
+	 * A checkpoint writes the guest's memory into disk.qcow2: up to all of
+	 * it (zero pages are skipped), plus device state and qcow2 metadata.
+	 * QEMU (7.2) that runs out of space half-way keeps what it wrote
+	 * allocated, so the host disk stays full and the guest pauses at its
+	 * next write. Refuse unless the worst case fits.
+	 */
+	need = ((long long)a->memory_mib + a->memory_mib / 16 + 16) << 20;
+	if (j->was_running && (avail = disk_free(b, a->name)) >= 0 && avail < need) {
+		_cleanup_free_ char *dir = vm_path(b, a->name, NULL);
+
+		*why = xasprintf("the host disk is nearly full: %.1f MiB free in %s, and a checkpoint of the running "
+				 "guest may need up to %lld MiB for its memory; free some space, or stop the agent "
+				 "for a disk-only snapshot", (double)avail / (1 << 20), dir, need >> 20);
+		snap_job_free(j);
+		return -ENOSPC;
+	}
+	j->created = done;
+	j->userdata = userdata;
+	j->size_before = disk_bytes(j->disk);
+	return snap_job_start(b, j, why);
+}
+
+int vm_snapshot_restore(struct fleetd *f, const struct agent *a, const char *snap,
+			       backend_done_fn done, void *userdata, char **why)
+{
+	struct vm_backend *b = vm_backend_of(f);
+	struct snap_job *j = snap_job_new(b, a, snap, why);
+
+	if (!j)
+		return -EBUSY;
+	j->revert = true;
+	j->reverted = done;
+	j->userdata = userdata;
+	/* Reverting is fleet's doing: the guest's stop and start are not a crash. */
+	j->vm->stopping = true;
+	return snap_job_start(b, j, why);
+}
+
+int vm_snapshot_delete(struct fleetd *f, const struct agent *a, const char *snap, char **why)
+{
+	_cleanup_free_ char *dom = vm_domain_name(a->name);
+	long long avail = disk_free(vm_backend_of(f), a->name);
+
+	/*
+	 * Dropping a snapshot rewrites the snapshot table of disk.qcow2, which
+	 * needs a little space. When QEMU or qemu-img fails there, libvirt
+	 * (9.0) still removes its record and reports success: the snapshot
+	 * would stay in the image, holding its space, known to no one.
+	 */
+	if (avail >= 0 && avail < DISK_FULL_BYTES) {
+		_cleanup_free_ char *dir = vm_path(vm_backend_of(f), a->name, NULL);
+
+		*why = xasprintf("the host disk is full (%.1f MiB free in %s); deleting a snapshot needs a little "
+				 "space to rewrite the disk image's snapshot table: free some space first",
+				 (double)avail / (1 << 20), dir);
+		return -ENOSPC;
+	}
+	return virt_snapshot_delete(vm_backend_of(f)->virt, dom, snap, why);
+}
+
+int vm_snapshot_exists(struct fleetd *f, const struct agent *a, const char *snap)
+{
+	_cleanup_free_ char *dom = vm_domain_name(a->name);
+
+	return virt_snapshot_exists(vm_backend_of(f)->virt, dom, snap);
+}

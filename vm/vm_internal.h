@@ -1,0 +1,161 @@
+/*
+ * vm_internal: what the files of the VM backend share, included by nothing
+ * outside vm/. The backend's state (struct vm_backend), one struct vm per
+ * agent it has dealt with since fleetd started, and what each file offers
+ * the others:
+ *   backend.c    the verbs start/stop/state/exec, init and the ops table;
+ *                the struct vm registry, paths and small file helpers
+ *   provision.c  provision/destroy: keys, disks, the seed, domain/network XML
+ *   channel.c    the control channel: connect, retry, wait_ready; KVM watchdog
+ *   console.c    reading the console log and keeping it within its cap
+ *   upgrade.c    each agent's image record: legacy adoption, boot prep, upgrade
+ *   snapshots.c  libvirt snapshots on a worker thread
+ *   events.c     libvirt's domain events, reported upward; orphan domains
+ * All of it runs on fleetd's loop thread, bar snapshots.c's worker (which
+ * touches only its job) and virt.c's libvirt event thread.
+ */
+#ifndef FLEET_VM_INTERNAL_H
+#define FLEET_VM_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "backend/backend.h"
+#include "common/util.h"
+#include "model/agent.h"
+#include "vm/virt.h"
+
+#define DOMAIN_PREFIX "fleet-"
+#define CHANNEL_NAME "org.fleet.ctl"
+#define NETWORK_NAME "fleet-nat"
+#define AGENTD_IN_GUEST "/usr/bin/agentd"
+#define CONSOLE_LOG "console.log"
+
+struct fleetd;
+struct event;
+struct ssh_session;
+
+struct waiter {
+	backend_done_fn done;
+	void *userdata;
+};
+
+struct vm {
+	char *name;			/* agent name */
+	struct vm_backend *b;
+	struct ssh_session *ssh;
+	bool ready;
+	/* start: waiting for the control channel */
+	struct waiter *waiters;
+	size_t nwaiters;
+	struct event *connect_timer;
+	long long boot_deadline;
+	long long started_at;		/* when we last started the domain (0: not by us) */
+	const char *booted_type;	/* domain type it was started with */
+	struct agent *boot_agent;	/* copy, to redefine the domain if KVM turns out not to work */
+	/* stop: waiting for the guest to power off */
+	bool stopping;			/* fleet asked it to stop: not a crash */
+	struct waiter stop_waiter;
+	struct event *stop_timer;
+	long long stop_deadline;
+	int execs;			/* execs in flight: snapshots and restores wait for none */
+	bool busy;			/* a snapshot or restore is under way */
+	struct vm *next;
+};
+
+struct vm_backend {
+	struct fleetd *f;
+	const struct backend_host *host;	/* reports go up, image records come from fleet's store */
+	struct virt *virt;
+	char *state_dir;
+	char *image_dir;
+	const char *domain_type;	/* "kvm" or "qemu" */
+	bool kvm_proven;		/* a KVM guest printed its kernel banner */
+	struct event *console_timer;	/* the console logs' cap */
+	bool console_swept;		/* every agent's console was capped once since fleetd started */
+	struct vm *vms;
+};
+
+/* backend.c: the registry and paths. */
+struct vm_backend *vm_backend_of(struct fleetd *f);
+char *vm_domain_name(const char *agent);
+/* <state_dir>/vms/AGENT[/FILE], <state_dir>/keys/AGENT[/FILE], <image_dir>/FILE; caller frees. */
+char *vm_path(struct vm_backend *b, const char *agent, const char *file);
+char *vm_key_path(struct vm_backend *b, const char *agent, const char *file);
+char *vm_image_path(struct vm_backend *b, const char *file);
+/* The agent's struct vm, or NULL; vm_get() makes one if there is none. */
+struct vm *vm_find(struct vm_backend *b, const char *name);
+struct vm *vm_get(struct vm_backend *b, const char *name);
+/* Frees v; its waiters and a stop in progress are told -ECANCELED. */
+void vm_free(struct vm *v);
+void vm_drop_session(struct vm *v);
+/* The agent's dir, opened without following a symlink; an fd or -errno. */
+int vm_dir_open(struct vm_backend *b, const char *agent);
+/* The first line of a small file of ours (no symlink, FIFO or device is followed); -errno. */
+int vm_read_line(const char *path, char **ret);
+int vm_write_text(const char *path, const char *text, mode_t mode);
+/* Run a host tool; on failure -errno (or -EIO) and *why with its first line of output. */
+int vm_run_tool(const char *const argv[], const char *what, char **why);
+void vm_remove_tree(const char *path);
+
+/* channel.c */
+/* Call done once the guest's control channel is up (now, if it is); never inside the call. */
+void vm_wait_ready(struct vm *v, backend_done_fn done, void *userdata);
+/* Tell every waiter of v r and why. */
+void vm_waiters_finish(struct vm *v, int r, const char *why);
+/* <state_dir>/vms/virt-type: "qemu" once KVM proved unusable here. */
+char *vm_virt_type_file(struct vm_backend *b);
+
+/* provision.c */
+int vm_provision(struct fleetd *f, const struct agent *a, char **why);
+int vm_destroy(struct fleetd *f, const struct agent *a, bool force, char **why);
+/* The domain definition (uuid NULL: a new domain); caller frees. */
+char *vm_domain_xml(struct vm_backend *b, const struct agent *a, const struct agent_images *im, const char *uuid);
+char *vm_network_xml(void);
+/* Before a boot: the agent's dir root's and 0711, its disks 0600, no link at console.log; -errno with *why. */
+int vm_dir_secure(struct vm_backend *b, const char *agent, char **why);
+
+/* console.c */
+/* The newest max bytes of the agent's console; missing files read as empty; -errno (-EINVAL: not a regular file). */
+int vm_console_read(struct vm_backend *b, const char *agent, size_t max, char **ret, size_t *ret_len);
+int vm_console(struct fleetd *f, const struct agent *a, size_t max, char **ret, size_t *ret_len);
+bool vm_console_has_kernel_banner(struct vm_backend *b, const char *agent);
+/*
+ * The agent's console files within vm_console_max_bytes now. agent may come
+ * from libvirt: it is checked to be an agent name before it names a path.
+ * Failures are logged (debug): the next check tries again.
+ */
+void vm_console_cap(struct vm_backend *b, const char *agent);
+/* Start and stop enforcing the cap periodically. */
+void vm_console_watch_start(struct vm_backend *b);
+void vm_console_watch_stop(struct vm_backend *b);
+
+/* upgrade.c */
+static inline void agent_images_clearp(struct agent_images *im)
+{
+	agent_images_clear(im);
+}
+#define _cleanup_images_ _cleanup_(agent_images_clearp)
+/* The agent's image record from fleet (host->get_images); -errno, logged. */
+int vm_load_images(struct vm_backend *b, const char *agent, struct agent_images *im);
+/* At fleetd's start: record an image for each agent made before the image store. */
+void vm_adopt_legacy_agents(struct vm_backend *b);
+/* Before a boot: the overlay and the domain definition name the agent's images; -errno with *why. */
+int vm_prepare_boot(struct vm_backend *b, const struct agent *a, char **why);
+
+/* snapshots.c */
+int vm_snapshot_create(struct fleetd *f, const struct agent *a, const char *snap, backend_snapshot_fn done,
+		       void *userdata, char **why);
+int vm_snapshot_restore(struct fleetd *f, const struct agent *a, const char *snap, backend_done_fn done,
+			void *userdata, char **why);
+int vm_snapshot_delete(struct fleetd *f, const struct agent *a, const char *snap, char **why);
+int vm_snapshot_exists(struct fleetd *f, const struct agent *a, const char *snap);
+
+/* events.c */
+/* virt.c's event callback (userdata: the struct vm_backend). */
+void vm_on_virt_event(void *userdata, const char *domain, enum virt_event_kind kind);
+/* libvirt domains of ours that belong to no agent: logged, never touched. */
+void vm_report_orphans(struct vm_backend *b);
+
+#endif

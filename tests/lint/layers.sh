@@ -19,6 +19,7 @@ layer_of() {
 	model/*) echo 1 ;;		# records, enums and name tables, config, the context
 	agentd/*) echo 1 ;;		# the in-environment helper (common/ only)
 	store/*) echo 2 ;;		# the only user of sqlite3
+	hooks/*) echo 2 ;;		# webhook verification and the listener process: no store, no backends
 	backend/*) echo 3 ;;		# the seam and the mechanisms both backends share
 	vm/* | user/*) echo 4 ;;	# the two adapters
 	core/*) echo 5 ;;		# lifecycle (sole writer of agent state), registry, health, snapshots, runs
@@ -42,6 +43,7 @@ denied=(
 	api:vm api:user
 	agentd:model agentd:store agentd:backend
 	ctl:api ctl:store ctl:backend
+	hooks:store hooks:backend hooks:vm hooks:user hooks:core hooks:api
 )
 
 # Upward includes that are known and have an issue to go away; each is
@@ -54,7 +56,7 @@ resolve() {	# resolve FILE HEADER -> path or nothing (includes are relative to t
 }
 module_of() { echo "${1%.*}"; }	# X.c and X.h are one module
 
-folders="common model store backend vm user core api daemon agentd ctl"
+folders="common model store hooks backend vm user core api daemon agentd ctl"
 n=0 bad=0
 declare -A edge_line	# "A B" -> first FILE:LINE: TEXT that makes module A include module B
 declare -A adj		# A -> "B C ..."

@@ -126,6 +126,10 @@ int vm_run_tool(const char *const argv[], const char *what, char **why)
 
 	if (r == 0)
 		return 0;
+	if (r < 0 && !out) {	/* not started at all (no pipe, no process): nothing was printed */
+		*why = xasprintf("%s failed: cannot run %s: %s", what, argv[0], strerror(-r));
+		return r;
+	}
 	out[strcspn(out, "\n")] = '\0';
 	*why = xasprintf("%s failed: %s", what, r == 127 ? "tool not installed" : *out ? out : "no message");
 	return r < 0 ? r : -EIO;

@@ -5,6 +5,7 @@
 
 #include "api/agents.h"
 #include "api/exec.h"
+#include "api/hooks.h"
 #include "api/images.h"
 #include "api/runs.h"
 #include "api/server.h"
@@ -39,5 +40,11 @@ const struct api_route api_routes[] = {
 	{ "POST", "/v1/agents/:name/upgrade", api_agent_upgrade, "agent.upgrade", 0 },
 	{ "GET", "/v1/images", api_images_list, NULL, API_NO_BODY },
 	{ "DELETE", "/v1/images/:id", api_image_delete, "image.remove", API_NO_BODY },
+	/* Webhooks (#11): secrets only in bodies, never in a path or query. */
+	{ "GET", "/v1/hooks", api_hooks_list, NULL, API_NO_BODY },
+	{ "POST", "/v1/hooks", api_hook_add, "hook.add", 0 },
+	{ "DELETE", "/v1/hooks/:route/subscribers/:agent", api_hook_unsubscribe, "hook.remove", API_NO_BODY },
+	{ "POST", "/v1/hooks/:route/rotate", api_hook_rotate, "hook.rotate", 0 },
+	{ "GET", "/v1/events", api_events_list, NULL, API_NO_BODY },
 };
 const size_t api_n_routes = ARRAY_SIZE(api_routes);

@@ -31,6 +31,9 @@ CMD_HANDLER(cmd_restore);
 /* cmd_runs.c */
 CMD_HANDLER(cmd_trigger);
 CMD_HANDLER(cmd_runs);
+/* cmd_hooks.c */
+CMD_HANDLER(cmd_hook);
+CMD_HANDLER(cmd_events);
 /* cmd_images.c */
 CMD_HANDLER(cmd_image);
 CMD_HANDLER(cmd_upgrade);

@@ -93,6 +93,33 @@ static const struct command commands[] = {
 	  cmd_trigger },
 	{ "runs", "NAME [ID] [--limit N]", "List an agent's runs, or show one with the end of its log.",
 	  "  --limit N   show the newest N runs (default 20)\n", cmd_runs },
+	{ "hook", "add NAME --source SOURCE [--route ROUTE] [--events LIST] [--header H] [--public-url URL]\n"
+	  "              [--generate]  |  hook ls [NAME]  |  hook rm NAME ROUTE  |  hook rotate ROUTE [--grace D]",
+	  "Subscribe an agent to a signed webhook route; list, remove, or rotate a route's secret.",
+	  "'hook add' creates the route (its URL is /hooks/ROUTE; ROUTE defaults to NAME-SOURCE)\n"
+	  "with the secret read from standard input, never from the command line, or\n"
+	  "subscribes NAME to the existing route of that name. It prints the URL to give\n"
+	  "the sender. A route goes with its last subscriber; removing an agent removes\n"
+	  "its subscriptions.\n"
+	  "  --source S        github, slack, twilio, datadog, standard (Standard Webhooks;\n"
+	  "                    its secret is whsec_BASE64) or hmac (HMAC-SHA256 of the body)\n"
+	  "  --events LIST     only these event types, comma-separated (github: push,\n"
+	  "                    pull_request.opened; slack: event.type)\n"
+	  "  --generate        make a random secret and print it once\n"
+	  "  --header H        hmac: the signature's header (default X-Signature);\n"
+	  "                    datadog: the secret's header (default X-Fleet-Secret)\n"
+	  "  --encoding E      hmac: hex (default) or base64    --prefix P  hmac: e.g. sha256=\n"
+	  "  --auth header|basic  datadog: the secret in a header (default), or basic auth\n"
+	  "                    (the secret is USER:PASSWORD)\n"
+	  "  --delivery-field F  datadog: the payload field that holds the delivery id (id)\n"
+	  "  --public-url URL  this route's base URL instead of fleetd's hooks_public_url\n"
+	  "  --max-body N      largest delivery in bytes (default 1048576)\n"
+	  "'hook ls' never shows a secret. 'hook rotate ROUTE' reads the new secret from\n"
+	  "standard input; the old one keeps working for --grace (default 24h; 90m, 7d...).\n",
+	  cmd_hook },
+	{ "events", "[--route ROUTE] [--limit N]", "Show the webhook deliveries that arrived and what they caused.",
+	  "  --route ROUTE   only this route's\n"
+	  "  --limit N       the newest N (default 50, at most 10000)\n", cmd_events },
 	{ "audit", "[--limit N]", "Show the audit log: who changed what, when, and the outcome.",
 	  "  --limit N   show the newest N records (default 50, at most 10000)\n", cmd_audit },
 	{ "image", "ls  |  image rm ID", "List the stored guest images and who uses each, or remove an unused one.",

@@ -25,6 +25,7 @@
 #include "core/host.h"
 #include "core/lifecycle.h"
 #include "core/runs.h"
+#include "core/hooks.h"
 #include "core/schedules.h"
 #include "core/snapshots.h"
 #include "store/db.h"
@@ -202,6 +203,7 @@ static int finish(struct fleetd *f, int code)
 {
 	api_stop(f->api);
 	f->api = NULL;
+	hooks_shutdown(f);
 	sched_shutdown(f);
 	runs_shutdown(f);
 	health_shutdown(f);
@@ -340,6 +342,7 @@ int main(int argc, char **argv)
 	snapshots_recover(&f);
 	sched_init(&f);
 	runs_init(&f);
+	hooks_init(&f);
 	if (api_start(&f, api_routes, api_n_routes, &f.api) < 0)
 		return finish(&f, 1);
 	ev_term = evsignal_new(f.base, SIGTERM, on_stop_signal, &f);

@@ -71,6 +71,26 @@ static int check_image_dir(const char *v, const char **why)
 	return check_abs_path(v, why);
 }
 
+/* Empty, or http(s)://HOST[:PORT][/PATH] of printable characters, without a query or a trailing '/'. */
+static int check_public_url(const char *v, const char **why)
+{
+	size_t n = strlen(v);
+
+	if (n == 0)
+		return 0;
+	if ((strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0) || n > 200 ||
+	    v[n - 1] == '/' || strpbrk(v, "?#\"'<> ") || v[strlen(v) - 1] == ':') {
+		*why = "must be http:// or https:// and a host (at most 200 characters, no query, no trailing '/')";
+		return -EINVAL;
+	}
+	for (const char *p = v; *p; p++)
+		if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f) {
+			*why = "must be printable ASCII";
+			return -EINVAL;
+		}
+	return 0;
+}
+
 /*
  * An integer key: a whole number within its row's range. The message is
  * built from the row into that key's own slot (always the same text), so
@@ -136,6 +156,13 @@ const struct config_def config_defs[CFG__COUNT] = {
 		.range = { 1, 3600000, "a number of milliseconds" } },
 	[CFG_RESTART_BACKOFF_MAX] = { "restart_backoff_max_ms", "restart-backoff-max-ms", "MS", "60000", true,
 		"longest delay before an automatic restart", .range = { 1, 3600000, "a number of milliseconds" } },
+	/* Webhooks (#11): the base URL printed for senders (and Twilio signs); how long events are kept. */
+	[CFG_HOOKS_PUBLIC_URL] = { "hooks_public_url", "hooks-public-url", "URL", "", true,
+		"base URL webhook senders use, e.g. https://hooks.example.com behind a TLS proxy "
+		"(default empty: http://127.0.0.1:8470)", check_public_url },
+	[CFG_EVENTS_KEEP_DAYS] = { "events_keep_days", "events-keep-days", "DAYS", "30", true,
+		"days fleet keeps the record of received events ('fleetctl events'); older ones are pruned daily",
+		.range = { 1, 3650, "a number of days" } },
 };
 
 void config_init(struct config *c)

@@ -19,6 +19,7 @@ struct health;
 struct sched;
 struct runs;
 struct lifecycle;
+struct hooks;
 
 struct fleetd {
 	struct event_base *base;
@@ -38,6 +39,7 @@ struct fleetd {
 	struct sched *sched;			/* schedules.c */
 	struct runs *runs;			/* runs.c */
 	struct lifecycle *lifecycle;		/* lifecycle.c */
+	struct hooks *hooks;			/* hooks.c: the daily pruning of events */
 };
 
 #endif

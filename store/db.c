@@ -159,6 +159,53 @@ static const char *const migrations[] = {
 	 * finished at start) and 'missing' need no schema change: state is TEXT.
 	 */
 	"ALTER TABLE agents ADD COLUMN state_detail TEXT;",
+	/*
+	 * 10 (#11, routes): webhook routes and their subscribers (store/hooks.c).
+	 * A route keeps its current secret and, during a rotation's grace, the
+	 * one before until prev_until (unix seconds). A route goes with its last
+	 * subscriber, also when that agent is removed (the trigger runs for the
+	 * cascade too). hook_deliveries holds the per-route delivery ids the
+	 * listener deduplicates on (kept at least 7 days). events gains what a
+	 * delivery was and what it caused.
+	 */
+	"CREATE TABLE hook_routes ("
+	"  id INTEGER PRIMARY KEY,"
+	"  name TEXT NOT NULL UNIQUE CHECK (length(name) BETWEEN 1 AND 48),"
+	"  source TEXT NOT NULL,"
+	"  secret BLOB NOT NULL,"
+	"  prev_secret BLOB,"
+	"  prev_until INTEGER,"
+	"  header TEXT,"
+	"  encoding TEXT NOT NULL DEFAULT 'hex' CHECK (encoding IN ('hex', 'base64')),"
+	"  prefix TEXT,"
+	"  datadog_auth TEXT NOT NULL DEFAULT 'header' CHECK (datadog_auth IN ('header', 'basic')),"
+	"  delivery_field TEXT,"
+	"  max_body INTEGER NOT NULL DEFAULT 1048576,"
+	"  public_url TEXT,"
+	"  created_at INTEGER NOT NULL"
+	");"
+	"CREATE TABLE hook_subscriptions ("
+	"  id INTEGER PRIMARY KEY,"
+	"  route_id INTEGER NOT NULL REFERENCES hook_routes(id) ON DELETE CASCADE,"
+	"  agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,"
+	"  events TEXT,"			/* comma-separated event types; NULL: every event */
+	"  created_at INTEGER NOT NULL,"
+	"  UNIQUE (route_id, agent_id)"
+	");"
+	"CREATE INDEX hook_subscriptions_by_agent ON hook_subscriptions (agent_id);"
+	"CREATE TRIGGER hook_route_goes_with_last_subscriber AFTER DELETE ON hook_subscriptions"
+	"  WHEN NOT EXISTS (SELECT 1 FROM hook_subscriptions WHERE route_id = OLD.route_id)"
+	"  BEGIN DELETE FROM hook_routes WHERE id = OLD.route_id; END;"
+	"CREATE TABLE hook_deliveries ("
+	"  route_id INTEGER NOT NULL REFERENCES hook_routes(id) ON DELETE CASCADE,"
+	"  delivery_id TEXT NOT NULL,"
+	"  received_at INTEGER NOT NULL,"
+	"  PRIMARY KEY (route_id, delivery_id)"
+	");"
+	"CREATE INDEX hook_deliveries_by_time ON hook_deliveries (received_at);"
+	"ALTER TABLE events ADD COLUMN event_type TEXT;"
+	"ALTER TABLE events ADD COLUMN outcome TEXT;"	/* queued, duplicate, no-subscriber, ... */
+	"CREATE INDEX events_by_time ON events (received_at);",
 };
 
 int db_err(struct db *db, int rc, const char *what)

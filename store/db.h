@@ -96,6 +96,63 @@ int db_run_finish(struct db *db, int64_t id, enum run_state state, int exit_code
 /* At start: runs left 'running' by a kill -9 become 'interrupted' with error. */
 int db_runs_interrupt(struct db *db, const char *error, int *ret_count);
 
+/*
+ * Webhook routes (store/hooks.c). Sources, encodings and auth kinds are
+ * stored as the words hooks/ names them; core/hooks.c checks them. Secrets
+ * are raw bytes and leave the store only towards core/hooks.c.
+ */
+struct db_hook_route {
+	int64_t id;
+	char *name;
+	char *source;
+	unsigned char *secret;
+	size_t secret_len;
+	unsigned char *prev_secret;	/* the one before a rotation, or NULL */
+	size_t prev_len;
+	int64_t prev_until;		/* unix seconds prev_secret works until; 0: none */
+	char *header, *encoding, *prefix, *datadog_auth, *delivery_field, *public_url;	/* NULL: unset */
+	long max_body;
+	int64_t created_at;
+};
+struct db_hook_sub {
+	char *route;
+	char *agent;
+	char *events;			/* comma-separated, or NULL: every event */
+	int64_t created_at;
+};
+struct db_event {
+	int64_t id;
+	int64_t received_at;
+	char *source, *route, *delivery_id, *event_type, *outcome;
+	char *runs;			/* the ids of the runs it queued, comma-separated, or NULL */
+};
+void db_hook_route_free(struct db_hook_route *r);	/* wipes the secrets */
+static inline void db_hook_route_freep(struct db_hook_route **r) { db_hook_route_free(*r); }
+void db_hook_routes_free(struct db_hook_route **list);	/* a NULL-terminated list */
+void db_hook_subs_free(struct db_hook_sub *subs, size_t n);
+void db_events_free(struct db_event *ev, size_t n);
+
+/* Create route r (r->id set) with agent as its first subscriber, in one transaction;
+ * -EEXIST if the name is taken, -ENOENT if there is no such agent. */
+int db_hook_route_insert(struct db *db, struct db_hook_route *r, const char *agent, const char *events);
+/* -ENOENT if there is no such route. */
+int db_hook_route_get(struct db *db, const char *name, struct db_hook_route **ret);
+/* Every route ordered by name; NULL-terminated. */
+int db_hook_route_list(struct db *db, struct db_hook_route ***ret, size_t *n);
+/* Subscribe agent to route; -ENOENT (no route or agent: *what says which), -EEXIST if it is already. */
+int db_hook_subscribe(struct db *db, const char *route, const char *agent, const char *events, const char **what);
+/* Unsubscribe; -ENOENT if it is not subscribed. *route_removed: it was the last subscriber, the route is gone. */
+int db_hook_unsubscribe(struct db *db, const char *route, const char *agent, bool *route_removed);
+/* Subscriptions of agent (all if NULL), by route then agent. */
+int db_hook_sub_list(struct db *db, const char *agent, struct db_hook_sub **ret, size_t *n);
+/* The current secret becomes the previous one (working until prev_until), secret the current; -ENOENT. */
+int db_hook_rotate(struct db *db, const char *route, const unsigned char *secret, size_t len, int64_t prev_until);
+/* The newest `limit` events (of route, or all if NULL), newest first. */
+int db_events_list(struct db *db, const char *route, int limit, struct db_event **ret, size_t *n);
+/* Delete events received before `before` (their runs keep going, event_id set NULL) and delivery ids
+ * received before `keys_before`; counts in *ret_events and *ret_keys. */
+int db_events_prune(struct db *db, int64_t before, int64_t keys_before, int *ret_events, int *ret_keys);
+
 /* Append one audit record. */
 int db_audit_add(struct db *db, long uid, const char *action, const char *target,
 		 const char *outcome, const char *detail);

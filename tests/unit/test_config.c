@@ -41,6 +41,7 @@ static const struct int_key {
 	{ CFG_VM_CONSOLE_MAX, 65536, 1073741824, "must be a number of bytes from 65536 to 1073741824" },
 	{ CFG_RESTART_BACKOFF, 1, 3600000, "must be a number of milliseconds from 1 to 3600000" },
 	{ CFG_RESTART_BACKOFF_MAX, 1, 3600000, "must be a number of milliseconds from 1 to 3600000" },
+	{ CFG_EVENTS_KEEP_DAYS, 1, 3650, "must be a number of days from 1 to 3650" },
 };
 
 static void check_int_keys(void)
@@ -100,6 +101,20 @@ int main(void)
 	is_int(n, 0, "a missing default config file is fine");
 	is_str(config_get(&c, CFG_STATE_DIR), "/var/lib/fleet", "default state_dir");
 	is_str(config_get(&c, CFG_SOCKET), "/run/fleet/fleetd.sock", "default socket");
+	config_free(&c);
+
+	/* hooks_public_url (#11): empty (the default) or an http(s) base URL without a query or trailing '/'. */
+	config_init(&c);
+	is_str(config_get(&c, CFG_HOOKS_PUBLIC_URL), "", "hooks_public_url defaults to empty");
+	is_int(config_get_long(&c, CFG_EVENTS_KEEP_DAYS), 30, "events_keep_days defaults to 30");
+	is_int(config_set(&c, CFG_HOOKS_PUBLIC_URL, "https://hooks.example.com/fleet", CFG_FROM_CMDLINE, 0, &why), 0,
+	       "hooks_public_url https://hooks.example.com/fleet is taken");
+	is_int(config_set(&c, CFG_HOOKS_PUBLIC_URL, "http://127.0.0.1:9000", CFG_FROM_CMDLINE, 0, &why), 0,
+	       "hooks_public_url http://127.0.0.1:9000 is taken");
+	for (const char *const *bad = (const char *const[]){ "ftp://x", "hooks.example.com", "https://x/",
+							      "https://x/?a=1", "https://a b", NULL }; *bad; bad++)
+		is_int(config_set(&c, CFG_HOOKS_PUBLIC_URL, *bad, CFG_FROM_CMDLINE, 0, &why), -EINVAL,
+		       "hooks_public_url '%s' is refused", *bad);
 	config_free(&c);
 
 	n = config_load(&c, "/nonexistent/fleetd.conf", true, NULL, &errors);

@@ -8,6 +8,11 @@
 #include "common/util.h"
 #include "../tap.h"
 
+/* What migration 10 (webhook routes, #11) adds, taken out again to make an older database from a new one. */
+#define UNDO_MIGRATION_10 \
+	" DROP TABLE hook_deliveries; DROP TABLE hook_subscriptions; DROP TABLE hook_routes;" \
+	" DROP INDEX events_by_time; ALTER TABLE events DROP COLUMN event_type; ALTER TABLE events DROP COLUMN outcome;"
+
 static struct agent *make_agent(const char *name)
 {
 	struct agent *a = xcalloc(1, sizeof(*a));
@@ -258,6 +263,7 @@ int main(void)
 			       " ALTER TABLE runs DROP COLUMN error; ALTER TABLE agents DROP COLUMN image;"
 			       " ALTER TABLE agents DROP COLUMN boot_image; ALTER TABLE agents DROP COLUMN old_images;"
 			       " ALTER TABLE agents DROP COLUMN state_detail;"
+			       UNDO_MIGRATION_10
 			       " PRAGMA user_version = 1;"
 			       " INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
 			       " VALUES ('old', 'vm', 'stopped', 256, 1, 2, 1, 1);\"", v1);
@@ -315,6 +321,7 @@ int main(void)
 			       " CREATE INDEX runs_by_agent_state ON runs (agent_id, state);"
 			       " ALTER TABLE agents DROP COLUMN image; ALTER TABLE agents DROP COLUMN boot_image;"
 			       " ALTER TABLE agents DROP COLUMN old_images; ALTER TABLE agents DROP COLUMN state_detail;"
+			       UNDO_MIGRATION_10
 			       " PRAGMA user_version = 4;"
 			       " INSERT INTO agents (id, name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
 			       " VALUES (7, 'old', 'user', 'stopped', 256, 1, 2, 1, 1);"

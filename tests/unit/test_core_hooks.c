@@ -1,0 +1,238 @@
+/*
+ * core/hooks.c on a real database: routes made by their first subscriber
+ * and gone with their last (also when the agent is removed), secrets as
+ * given and as decoded (whsec_), the route table the listener gets (with
+ * the previous secret only while a rotation's grace lasts, `now` passed in),
+ * and the pruning of old events and delivery ids.
+ */
+#include <sqlite3.h>
+
+#include "core/hooks.h"
+#include "tests/fakes/core_fixture.h"
+#include "tests/tap.h"
+
+static struct fixture X;
+#define F (&X.f)
+
+static const char *const settings[] = { "hooks_public_url", "https://hooks.example.com", "events_keep_days", "10", NULL };
+
+static void add_agent(const char *name)
+{
+	_cleanup_(agent_freep) struct agent *a = fixture_agent(name, RESTART_NEVER);
+
+	if (db_agent_insert(F->db, a) < 0) {
+		fprintf(stderr, "cannot insert agent %s\n", name);
+		exit(1);
+	}
+}
+
+/* hooks_add with the fields a test varies; the rest unset. */
+static int add(const char *agent, const char *source, const char *route, const char *secret, bool *created,
+	       char **why)
+{
+	struct hooks_add_req req = { .agent = agent, .source = source, .route = route, .secret = secret };
+	_cleanup_free_ char *name = NULL;
+
+	free(*why);
+	*why = NULL;
+	return hooks_add(F, &req, &name, created, why);
+}
+
+static const struct hook_route *find(const struct hooks_route_table *t, const char *name)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (strcmp(t->routes[i].name, name) == 0)
+			return &t->routes[i];
+	return NULL;
+}
+
+static bool secret_is(const struct hook_route *r, int i, const void *want, size_t len)
+{
+	return r && i < r->n_secrets && r->secret_lens[i] == len && memcmp(r->secrets[i], want, len) == 0;
+}
+
+static size_t n_routes(time_t now)
+{
+	struct hooks_route_table *t = NULL;
+	size_t n;
+
+	if (hooks_route_table(F, now, &t) < 0)
+		return (size_t)-1;
+	n = t->n;
+	hooks_route_table_free(t);
+	return n;
+}
+
+static void test_routes(void)
+{
+	const char *gh = "0123456789abcdef-github", *gh2 = "fedcba9876543210-github";
+	/* whsec_ + base64 of the 24 bytes "standard-webhooks-secret" */
+	const char *whsec = "whsec_c3RhbmRhcmQtd2ViaG9va3Mtc2VjcmV0";
+	_cleanup_free_ char *why = NULL;
+	struct hooks_route_table *t = NULL;
+	const struct hook_route *r;
+	bool created = false, removed = false;
+	time_t until = 0;
+
+	fixture_open(&X, 0, settings);
+	add_agent("alpha");
+	add_agent("beta");
+	add_agent("gamma");
+
+	is_int(add("alpha", "github", NULL, gh, &created, &why), 0, "a github route is created with its secret");
+	ok(created, "it is new");
+	is_int(add("alpha", "standard", "std", whsec, &created, &why), 0, "a Standard Webhooks route takes whsec_");
+	is_int(add("alpha", "hmac", "ci", "a-plain-text-secret!", &created, &why), 0, "an hmac route");
+
+	/* Refused, and nothing stored. */
+	is_int(add("alpha", "standard", "std2", "whsec_not base64!", &created, &why), -EINVAL, "a bad whsec_ is refused");
+	ok(why && strstr(why, "base64") && !strstr(why, "not base64!"), "saying why, without the secret: %s", why);
+	is_int(add("alpha", "standard", "std2", "c3RhbmRhcmQtd2ViaG9va3Mtc2VjcmV0", &created, &why), -EINVAL,
+	       "a standard secret without whsec_ is refused");
+	is_int(add("alpha", "slack", "short", "tooshort", &created, &why), -EINVAL, "a secret under 16 bytes is refused");
+	ok(why && strstr(why, "16"), "saying the minimum: %s", why);
+	is_int(add("alpha", "gitlab", "x", gh, &created, &why), -EINVAL, "an unknown source is refused");
+	is_int(add("alpha", "github", "Bad/Name", gh, &created, &why), -EINVAL, "a bad route name is refused");
+	is_int(add("alpha", "github", "new-route", NULL, &created, &why), -EINVAL, "a new route without a secret is refused");
+	is_int(add("nobody", "github", "nobody-route", gh, &created, &why), -ENOENT, "an unknown agent is refused");
+	is_int(n_routes(1000), 3, "none of them stored a route");
+
+	/* Fan-out: a second subscriber of the same route, without a secret. */
+	is_int(add("beta", "github", "alpha-github", NULL, &created, &why), 0, "beta subscribes to alpha-github");
+	ok(!created, "to the existing route");
+	is_int(add("beta", "github", "alpha-github", NULL, &created, &why), -EEXIST, "not twice");
+	is_int(add("gamma", "github", "alpha-github", gh2, &created, &why), -EEXIST,
+	       "a secret for an existing route is refused (rotate changes it)");
+	is_int(add("gamma", "slack", "alpha-github", NULL, &created, &why), -EEXIST, "a route of another source is refused");
+
+	if (hooks_route_table(F, 1000, &t) < 0)
+		{ ok(0, "the route table"); return; }
+	is_int(t->n, 3, "the route table has the three routes");
+	r = find(t, "alpha-github");
+	ok(r && r->source == HOOK_GITHUB && r->n_secrets == 1 && secret_is(r, 0, gh, strlen(gh)),
+	   "alpha-github: github, its one secret");
+	is_str(r ? r->public_url : NULL, "https://hooks.example.com", "with hooks_public_url as its base URL");
+	r = find(t, "std");
+	ok(secret_is(r, 0, "standard-webhooks-secret", 24), "std: the whsec_ secret decoded");
+	r = find(t, "ci");
+	ok(r && r->source == HOOK_HMAC && r->header && strcmp(r->header, "X-Signature") == 0 && r->encoding == HOOK_HEX,
+	   "ci: hmac with the default header and hex");
+	hooks_route_table_free(t);
+	t = NULL;
+
+	/* Rotation: both secrets until the grace ends, then the new one only. */
+	is_int(hooks_rotate(F, "alpha-github", gh2, 100, 1000, &until, &why), 0, "rotate with 100 s of grace at t=1000");
+	is_int(until, 1100, "the old secret works until t=1100");
+	is_int(hooks_rotate(F, "alpha-github", "short", 100, 1000, &until, &why), -EINVAL, "a short new secret is refused");
+	is_int(hooks_rotate(F, "no-such", gh2, 100, 1000, &until, &why), -ENOENT, "rotating an unknown route fails");
+	if (hooks_route_table(F, 1099, &t) < 0)
+		{ ok(0, "the route table"); return; }
+	r = find(t, "alpha-github");
+	ok(r && r->n_secrets == 2 && secret_is(r, 0, gh2, strlen(gh2)) && secret_is(r, 1, gh, strlen(gh)),
+	   "at t=1099: the new secret first, the old one second");
+	hooks_route_table_free(t);
+	if (hooks_route_table(F, 1100, &t) < 0)
+		{ ok(0, "the route table"); return; }
+	r = find(t, "alpha-github");
+	ok(r && r->n_secrets == 1 && secret_is(r, 0, gh2, strlen(gh2)), "at t=1100 the grace is over: the new one only");
+	hooks_route_table_free(t);
+
+	/* The route goes with its last subscriber. */
+	is_int(hooks_remove(F, "alpha-github", "alpha", &removed, &why), 0, "alpha unsubscribes");
+	ok(!removed, "the route stays: beta is subscribed");
+	is_int(hooks_remove(F, "alpha-github", "alpha", &removed, &why), -ENOENT, "not twice");
+	is_int(hooks_remove(F, "alpha-github", "beta", &removed, &why), 0, "beta unsubscribes");
+	ok(removed, "it was the last: the route is removed");
+	is_int(n_routes(1000), 2, "the table no longer has it");
+
+	/* Removing the agent removes its subscriptions, and routes it was the last subscriber of. */
+	is_int(add("gamma", "hmac", "ci", NULL, &created, &why), 0, "gamma subscribes to ci too");
+	is_int(db_agent_delete(F->db, "alpha"), 0, "alpha is removed");
+	is_int(n_routes(1000), 1, "std (alpha's alone) went with it; ci stays for gamma");
+	ok(hooks_route_table(F, 1000, &t) == 0 && find(t, "ci") && !find(t, "std"), "the one left is ci");
+	hooks_route_table_free(t);
+	fixture_close(&X);
+}
+
+/* events and delivery ids as the listener will write them (the store has no writer yet). */
+static void insert_rows(const char *path, long now)
+{
+	_cleanup_free_ char *sql = xasprintf(
+		"INSERT INTO hook_routes (name, source, secret, created_at) VALUES ('r', 'github', x'00', 0);"
+		"INSERT INTO events (source, route, delivery_id, received_at) VALUES"
+		" ('github', 'r', 'old', %ld), ('github', 'r', 'new', %ld);"
+		"INSERT INTO hook_deliveries (route_id, delivery_id, received_at) VALUES"
+		" (1, 'd-old', %ld), (1, 'd-8days', %ld), (1, 'd-new', %ld);",
+		now - 11 * 86400, now - 9 * 86400, now - 11 * 86400, now - 8 * 86400, now - 3600);
+	sqlite3 *h = NULL;
+
+	ok(sqlite3_open(path, &h) == SQLITE_OK && sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK, "test rows in");
+	sqlite3_close(h);
+}
+
+static void test_prune(void)
+{
+	_cleanup_free_ char *path = xasprintf("%s/fleet.db", X.dir);
+	struct db_event *ev = NULL;
+	size_t n = 0;
+	long now = 2000000000L;
+
+	fixture_open(&X, 0, settings);
+	insert_rows(path, now);
+	is_int(hooks_prune(F, now), 0, "prune with events_keep_days 10");
+	is_int(db_events_list(F->db, NULL, 0, &ev, &n), 0, "list events");
+	ok(n == 1 && strcmp(ev[0].delivery_id, "new") == 0, "the 11-day-old event is gone, the 9-day-old one kept");
+	db_events_free(ev, n);
+	fixture_close(&X);
+	{
+		sqlite3 *h = NULL;
+		sqlite3_stmt *st = NULL;
+		char got[64] = "";
+
+		if (sqlite3_open(path, &h) == SQLITE_OK &&
+		    sqlite3_prepare_v2(h, "SELECT group_concat(delivery_id) FROM (SELECT delivery_id FROM hook_deliveries"
+					  " ORDER BY received_at)", -1, &st, NULL) == SQLITE_OK &&
+		    sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+			snprintf(got, sizeof(got), "%s", sqlite3_column_text(st, 0));
+		sqlite3_finalize(st);
+		sqlite3_close(h);
+		is_str(got, "d-8days,d-new", "delivery ids older than 10 days go, younger ones stay");
+	}
+	/* Dedup keys live at least 7 days whatever events_keep_days says. */
+	{
+		static const char *const short_keep[] = { "events_keep_days", "1", NULL };
+
+		fixture_open(&X, 0, short_keep);
+		is_int(hooks_prune(F, now), 0, "prune with events_keep_days 1");
+		is_int(db_events_list(F->db, NULL, 0, &ev, &n), 0, "list events");
+		is_int(n, 0, "every event older than a day is gone");
+		db_events_free(ev, n);
+		fixture_close(&X);
+	}
+	{
+		sqlite3 *h = NULL;
+		sqlite3_stmt *st = NULL;
+		char got[64] = "";
+
+		if (sqlite3_open(path, &h) == SQLITE_OK &&
+		    sqlite3_prepare_v2(h, "SELECT group_concat(delivery_id) FROM hook_deliveries", -1, &st, NULL) == SQLITE_OK &&
+		    sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+			snprintf(got, sizeof(got), "%s", sqlite3_column_text(st, 0));
+		sqlite3_finalize(st);
+		sqlite3_close(h);
+		is_str(got, "d-new", "but a delivery id is kept 7 days: only the 8-day-old one went");
+	}
+}
+
+int main(void)
+{
+	void (*tests[])(void) = { test_routes, test_prune };
+
+	log_setup("test_core_hooks", LOG_ERR);
+	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+		fixture_mkdir(&X);
+		tests[i]();
+		fixture_cleanup(&X);
+	}
+	return tap_done();
+}

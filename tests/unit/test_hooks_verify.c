@@ -244,6 +244,23 @@ static void test_github(void)
 	github_req(&q, arr, arr_sig, "pull_request");
 	is_int(verdict(&route, &q), HOOK_MALFORMED, "github: a JSON array is no event");
 
+	/* Nesting: 64 objects deep is parsed, 65 refused before jansson sees it. */
+	char deep[1024];
+	for (int depth = 64; depth <= 65; depth++) {
+		size_t n = 0;
+		for (int i = 0; i < depth; i++)
+			n += (size_t)sprintf(deep + n, "{\"a\":");
+		n += (size_t)sprintf(deep + n, "1");
+		for (int i = 0; i < depth; i++)
+			deep[n++] = '}';
+		deep[n] = '\0';
+		char *deep_sig = github_sig("new-secret", deep);
+		github_req(&q, deep, deep_sig, "push");
+		is_int(verdict(&route, &q), depth == 64 ? HOOK_OK : HOOK_MALFORMED, "github: JSON %d deep %s", depth,
+		       depth == 64 ? "accepted" : "refused");
+		free(deep_sig);
+	}
+
 	req_init(&q, body, NULL);
 	req_header(&q, "X-Hub-Signature-256", sig);
 	req_header(&q, "X-GitHub-Event", "pull_request");

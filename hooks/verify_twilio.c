@@ -140,7 +140,7 @@ enum hook_verdict hv_verify_twilio(const struct hook_route *route, const struct 
 	/* Only a form body is signed (as its parameters): any other body would ride along unchecked. */
 	if (req->body_len > 0) {
 		if (!ctype || strncasecmp(ctype, FORM_TYPE, strlen(FORM_TYPE)) != 0 ||
-		    (ctype[strlen(FORM_TYPE)] != '\0' && ctype[strlen(FORM_TYPE)] != ';'))
+		    !strchr("; \t", ctype[strlen(FORM_TYPE)]))
 			return hv_refuse(res, HOOK_MALFORMED, "body is not application/x-www-form-urlencoded");
 		if (!parse_form((const char *)req->body, req->body_len, &params, &n_params))
 			return hv_refuse(res, HOOK_MALFORMED, "form body is malformed or too long");

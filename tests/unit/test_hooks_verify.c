@@ -396,7 +396,9 @@ static void test_twilio(void)
 	is_str(res.delivery_id, "CA1234567890ABCDE", "twilio: delivery id is CallSid");
 	is_str(res.event_type, "call", "twilio: a call");
 	hook_result_clear(&res);
-	TWILIO(body, old, "application/x-www-form-urlencoded");
+	TWILIO(body, sig, "application/x-www-form-urlencoded-not");
+	is_int(verdict(&route, &q), HOOK_MALFORMED, "twilio: a content type that only starts like a form refused");
+	TWILIO(body, old, "Application/X-WWW-Form-Urlencoded ;charset=utf-8");
 	is_int(verdict(&route, &q), HOOK_OK, "twilio: the grace auth token is accepted");
 	TWILIO(body, NULL, "application/x-www-form-urlencoded");
 	is_int(verdict(&route, &q), HOOK_UNSIGNED, "twilio: no signature: unsigned");

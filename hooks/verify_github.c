@@ -1,0 +1,51 @@
+/*
+ * verify_github: X-Hub-Signature-256 = "sha256=" + hex HMAC-SHA256 of the
+ * body; the event is X-GitHub-Event plus the body's "action" when it has
+ * one ("pull_request.opened"); the delivery is X-GitHub-Delivery; a ping
+ * is stored but runs nothing. The body must be JSON (the hook's content
+ * type application/json): it is parsed only after the signature matched.
+ */
+#include <string.h>
+
+#include "common/util.h"
+#include "hooks/verify_common.h"
+
+#define SIG_PREFIX "sha256="
+
+enum hook_verdict hv_verify_github(const struct hook_route *route, const struct hook_request *req, struct hook_result *res)
+{
+	const char *sig = hv_header(req, "X-Hub-Signature-256");
+	const char *event = hv_header(req, "X-GitHub-Event"), *delivery = hv_header(req, "X-GitHub-Delivery");
+	unsigned char want[HV_SHA256_LEN];
+	struct hv_part body = { req->body, req->body_len };
+	const char *action;
+	json_t *j;
+
+	if (!sig)
+		return hv_refuse(res, HOOK_UNSIGNED, "no X-Hub-Signature-256 header");
+	if (strncmp(sig, SIG_PREFIX, strlen(SIG_PREFIX)) != 0 ||
+	    !hv_unhex(sig + strlen(SIG_PREFIX), strlen(sig + strlen(SIG_PREFIX)), want, sizeof(want)))
+		return hv_refuse(res, HOOK_BAD_SIGNATURE, "X-Hub-Signature-256 is not sha256=HEX");
+	if (!hv_mac_matches(route, "SHA256", &body, 1, want, sizeof(want)))
+		return hv_refuse(res, HOOK_BAD_SIGNATURE, "signature does not match");
+
+	/* Signed: now what it says may be read. */
+	if (!hv_id_ok(event))
+		return hv_refuse(res, HOOK_MALFORMED, "no usable X-GitHub-Event header");
+	if (!hv_id_ok(delivery))
+		return hv_refuse(res, HOOK_MALFORMED, "no usable X-GitHub-Delivery header");
+	j = hv_json_object(req->body, req->body_len);
+	if (!j)
+		return hv_refuse(res, HOOK_MALFORMED, "body is not a JSON object");
+	action = json_string_value(json_object_get(j, "action"));
+	if (action && *action)
+		res->event_type = xasprintf("%s.%s", event, action);
+	else
+		res->event_type = xstrdup(event);
+	json_decref(j);
+	if (!hv_id_ok(res->event_type))
+		return hv_refuse(res, HOOK_MALFORMED, "event action is not a usable word");
+	res->delivery_id = xstrdup(delivery);
+	res->no_run = strcmp(event, "ping") == 0;
+	return res->verdict = HOOK_OK;
+}

@@ -31,6 +31,8 @@ CMD_HANDLER(cmd_restore);
 /* cmd_runs.c */
 CMD_HANDLER(cmd_trigger);
 CMD_HANDLER(cmd_runs);
+/* cmd_schedules.c */
+CMD_HANDLER(cmd_schedule);
 /* cmd_images.c */
 CMD_HANDLER(cmd_image);
 CMD_HANDLER(cmd_upgrade);

@@ -67,9 +67,17 @@ int tz_check(const char *zone, char **why)
 }
 
 static pthread_mutex_t tz_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *tz_saved;		/* TZ before tz_enter, NULL if unset */
+static char *tz_saved;		/* TZ before tz_enter */
 static bool tz_swapped;
 
+/*
+ * TZ is only ever replaced, never added or removed while fleetd runs
+ * threads: glibc's setenv of a variable that exists swaps one pointer in
+ * environ, while adding or removing one moves the array other threads may
+ * be reading (getenv, or environ handed to a spawned tool). So an unset TZ
+ * becomes ":/etc/localtime" (what libc reads when TZ is unset) at the first
+ * swap and stays set.
+ */
 void tz_enter(const char *zone)
 {
 	const char *old;
@@ -78,8 +86,11 @@ void tz_enter(const char *zone)
 	tz_swapped = zone != NULL;
 	if (!zone)
 		return;
-	old = getenv("TZ");
-	tz_saved = old ? xstrdup(old) : NULL;
+	if (!(old = getenv("TZ"))) {
+		setenv("TZ", ":/etc/localtime", 1);
+		old = getenv("TZ");
+	}
+	tz_saved = xstrdup(old);
 	setenv("TZ", zone, 1);
 	tzset();
 }
@@ -87,10 +98,7 @@ void tz_enter(const char *zone)
 void tz_leave(void)
 {
 	if (tz_swapped) {
-		if (tz_saved)
-			setenv("TZ", tz_saved, 1);
-		else
-			unsetenv("TZ");
+		setenv("TZ", tz_saved, 1);
 		tzset();
 		free(tz_saved);
 		tz_saved = NULL;

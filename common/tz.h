@@ -3,7 +3,9 @@
  * for cron triggers. libc knows one zone per process (TZ), so work in
  * another zone happens between tz_enter() and tz_leave(), which swap TZ
  * under a lock. Only code between the two may rely on local time: fleetd
- * uses gmtime everywhere else, and nothing else in it reads TZ.
+ * uses gmtime everywhere else. A tool another thread spawns while a zone
+ * is swapped in inherits that TZ (a window of microseconds); a TZif reader
+ * of our own would end the swap if that ever matters.
  */
 #ifndef FLEET_TZ_H
 #define FLEET_TZ_H

@@ -167,5 +167,18 @@ int main(void)
 			ok(slot == utc("2026-03-01 04:00:00"), "  for the 04:00 UTC slot");
 		}
 	}
+	/* An unset TZ (the host's zone) is set to what libc reads then, and stays set: never removed. */
+	{
+		struct cron_spec s = spec_of("30 9 * * *");
+		time_t after = utc("2026-03-01 00:00:00"), host;
+
+		unsetenv("TZ");
+		tzset();
+		host = cron_next(&s, after);
+		tz_enter("Asia/Kolkata");
+		tz_leave();
+		is_str(getenv("TZ") ? getenv("TZ") : "(unset)", ":/etc/localtime", "an unset TZ comes back as :/etc/localtime");
+		ok(cron_next(&s, after) == host, "which is the same zone as before");
+	}
 	return tap_done();
 }

@@ -8,12 +8,15 @@
 #include "api/hooks.h"
 #include "api/images.h"
 #include "api/runs.h"
+#include "api/schedules.h"
 #include "api/server.h"
 #include "api/snapshots.h"
 #include "api/system.h"
 
 /* exec carries the command's stdin in its body. */
 #define EXEC_MAX_BODY (16u << 20)
+/* A schedule's payload (1 MiB) as a JSON string, escapes included. */
+#define SCHEDULE_MAX_BODY (7u << 20)
 
 const struct api_route api_routes[] = {
 	{ "GET", "/v1/status", api_status_get, NULL, API_NO_BODY },
@@ -37,6 +40,10 @@ const struct api_route api_routes[] = {
 	{ "POST", "/v1/agents/:name/runs", api_run_trigger, "run.trigger", 0 },
 	{ "GET", "/v1/agents/:name/runs", api_runs_list, NULL, API_NO_BODY },
 	{ "GET", "/v1/agents/:name/runs/:id", api_run_get, NULL, API_NO_BODY },
+	{ "GET", "/v1/agents/:name/schedules", api_schedules_list, NULL, API_NO_BODY },
+	{ "POST", "/v1/agents/:name/schedules", api_schedule_add, "schedule.add", SCHEDULE_MAX_BODY },
+	{ "DELETE", "/v1/agents/:name/schedules/:id", api_schedule_delete, "schedule.remove", API_NO_BODY },
+	{ "GET", "/v1/schedules", api_schedules_list_all, NULL, API_NO_BODY },
 	{ "POST", "/v1/agents/:name/upgrade", api_agent_upgrade, "agent.upgrade", 0 },
 	{ "GET", "/v1/images", api_images_list, NULL, API_NO_BODY },
 	{ "DELETE", "/v1/images/:id", api_image_delete, "image.remove", API_NO_BODY },

@@ -482,3 +482,44 @@ time_t cron_next(const struct cron_spec *spec, time_t after)
 	}
 	return (time_t)-1;
 }
+
+/* ---- cron triggers ------------------------------------------------------ */
+
+static const char *const catch_up_names[] = {
+	[CRON_CATCH_UP_ONCE] = "once",
+	[CRON_CATCH_UP_SKIP] = "skip",
+};
+
+const char *cron_catch_up_to_string(enum cron_catch_up c)
+{
+	return (size_t)c < ARRAY_SIZE(catch_up_names) ? catch_up_names[c] : NULL;
+}
+
+int cron_catch_up_from_string(const char *s)
+{
+	for (size_t i = 0; s && i < ARRAY_SIZE(catch_up_names); i++)
+		if (strcmp(s, catch_up_names[i]) == 0)
+			return (int)i;
+	return -EINVAL;
+}
+
+enum cron_due cron_due(const struct cron_spec *spec, enum cron_catch_up catch_up, time_t last, time_t since,
+		       time_t now, time_t *slot)
+{
+	time_t first = cron_next(spec, last), live;
+
+	if (slot)
+		*slot = (time_t)-1;
+	if (first == (time_t)-1 || first > now)
+		return CRON_DUE_NONE;
+	/* A slot no earlier than since came while this fleetd was watching: on time. */
+	live = cron_next(spec, (last > since - 1 ? last : since - 1));
+	if (live != (time_t)-1 && live <= now) {
+		if (slot)
+			*slot = live;
+		return CRON_DUE_FIRE;
+	}
+	if (slot)
+		*slot = first;
+	return catch_up == CRON_CATCH_UP_ONCE ? CRON_DUE_FIRE : CRON_DUE_SKIP;
+}

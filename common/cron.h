@@ -46,4 +46,33 @@ int cron_parse(const char *text, struct cron_spec *spec, char **why);
  */
 time_t cron_next(const struct cron_spec *spec, time_t after);
 
+/* What a cron trigger does about the slots it missed while fleetd was down. */
+enum cron_catch_up {
+	CRON_CATCH_UP_ONCE,	/* one run for all of them (the default) */
+	CRON_CATCH_UP_SKIP,	/* none */
+};
+/* "once" or "skip"; NULL for a value out of range. */
+const char *cron_catch_up_to_string(enum cron_catch_up c);
+/* -EINVAL for a word that is neither. */
+int cron_catch_up_from_string(const char *s);
+
+enum cron_due {
+	CRON_DUE_NONE,		/* no slot since the last one dealt with */
+	CRON_DUE_FIRE,		/* queue one run */
+	CRON_DUE_SKIP,		/* slots were missed and catch-up is skip: record, queue nothing */
+};
+
+/*
+ * A cron trigger's decision at now, in the host's local time zone (as
+ * cron_next). last: the end of what was already dealt with (the time the
+ * last slot fired or was skipped, or the trigger's creation); since: when
+ * this fleetd began watching (slots before it were missed). A slot in
+ * [since, now] fires; if only missed slots are due, `once` fires one run
+ * for all of them and `skip` none, never one per missed slot. Whatever is
+ * due, the caller then records now as the new last, so no slot is dealt
+ * with twice. *slot (if not NULL) is the slot decided on, or (time_t)-1.
+ */
+enum cron_due cron_due(const struct cron_spec *spec, enum cron_catch_up catch_up, time_t last, time_t since,
+		       time_t now, time_t *slot);
+
 #endif

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "common/cron.h"
+#include "core/cron_triggers.h"
 #include "store/db.h"
 #include "model/fleetd.h"
 #include "common/log.h"
@@ -30,6 +31,7 @@ struct sched {
 	struct fleetd *f;
 	struct event *tick;
 	struct entry *entries;
+	time_t since;		/* when this fleetd began watching: cron slots before it were missed */
 };
 
 static struct entry *entry_find(struct sched *s, const char *agent)
@@ -140,6 +142,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		take(s, e);
 	}
 	agent_list_free(list);
+	cron_triggers_tick(s->f, s->since, now);
 	/* Forget agents no longer scheduled (removed, or another policy). */
 	for (struct entry **p = &s->entries; *p;) {
 		struct entry *e = *p;
@@ -159,6 +162,7 @@ int sched_init(struct fleetd *f)
 	struct timeval tv = { TICK_S, 0 };
 
 	s->f = f;
+	s->since = time(NULL);
 	s->tick = event_new(f->base, -1, EV_PERSIST, on_tick, s);
 	event_add(s->tick, &tv);
 	f->sched = s;

@@ -34,6 +34,8 @@ CMD_HANDLER(cmd_runs);
 /* cmd_hooks.c */
 CMD_HANDLER(cmd_hook);
 CMD_HANDLER(cmd_events);
+/* cmd_schedules.c */
+CMD_HANDLER(cmd_schedule);
 /* cmd_images.c */
 CMD_HANDLER(cmd_image);
 CMD_HANDLER(cmd_upgrade);

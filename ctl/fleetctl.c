@@ -120,6 +120,20 @@ static const struct command commands[] = {
 	{ "events", "[--route ROUTE] [--limit N]", "Show the webhook deliveries that arrived and what they caused.",
 	  "  --route ROUTE   only this route's\n"
 	  "  --limit N       the newest N (default 50, at most 10000)\n", cmd_events },
+	{ "schedule", "add NAME 'CRON' [--tz ZONE] [--catch-up once|skip] [--payload FILE|-]\n"
+	  "                  |  schedule ls [NAME]  |  schedule rm NAME ID",
+	  "Queue runs of an agent on a cron schedule (cron triggers); list or remove them.",
+	  "CRON is five fields (minute hour day-of-month month day-of-week, e.g.\n"
+	  "'30 9 * * 1-5') or @hourly, @daily, @weekly, @monthly. Each slot queues one\n"
+	  "run with trigger 'cron' (as 'fleetctl trigger' does).\n"
+	  "  --tz ZONE           the time zone of CRON, from the system's tz database\n"
+	  "                      (e.g. Europe/Berlin, UTC; default: the host's zone)\n"
+	  "  --catch-up once|skip  slots missed while fleetd was down run once (default)\n"
+	  "                      or not at all; never once per missed slot\n"
+	  "  --payload FILE|-    text (at most 1 MiB) kept with the schedule for its runs\n"
+	  "'schedule ls' lists all schedules (or one agent's) with their next slot; the\n"
+	  "schedules of an agent go with it when it is removed.\n",
+	  cmd_schedule },
 	{ "audit", "[--limit N]", "Show the audit log: who changed what, when, and the outcome.",
 	  "  --limit N   show the newest N records (default 50, at most 10000)\n", cmd_audit },
 	{ "image", "ls  |  image rm ID", "List the stored guest images and who uses each, or remove an unused one.",

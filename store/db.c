@@ -160,7 +160,24 @@ static const char *const migrations[] = {
 	 */
 	"ALTER TABLE agents ADD COLUMN state_detail TEXT;",
 	/*
-	 * 10 (#11, routes): webhook routes and their subscribers (store/hooks.c).
+	 * 8: cron triggers (core/cron_triggers.c): a run queued at every slot
+	 * of spec in zone tz (NULL: the host's). last_at is the end of what was
+	 * already dealt with (fired or skipped), written in the transaction
+	 * that queues the run, so a restart neither repeats nor loses a slot.
+	 */
+	"CREATE TABLE schedules ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,"
+	"  spec TEXT NOT NULL,"
+	"  tz TEXT,"
+	"  catch_up TEXT NOT NULL DEFAULT 'once' CHECK (catch_up IN ('once', 'skip')),"
+	"  payload BLOB,"
+	"  created_at INTEGER NOT NULL,"
+	"  last_at INTEGER NOT NULL"
+	");"
+	"CREATE INDEX schedules_by_agent ON schedules (agent_id);",
+	/*
+	 * 9 (#11, routes): webhook routes and their subscribers (store/hooks.c).
 	 * A route keeps its current secret and, during a rotation's grace, the
 	 * one before until prev_until (unix seconds). A route goes with its last
 	 * subscriber, also when that agent is removed (the trigger runs for the

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/cron.h"
 #include "model/agent.h"
 #include "model/run.h"
 #include "model/snapshot.h"
@@ -152,6 +153,38 @@ int db_events_list(struct db *db, const char *route, int limit, struct db_event 
 /* Delete events received before `before` (their runs keep going, event_id set NULL) and delivery ids
  * received before `keys_before`; counts in *ret_events and *ret_keys. */
 int db_events_prune(struct db *db, int64_t before, int64_t keys_before, int *ret_events, int *ret_keys);
+/* A cron trigger (migration 8). */
+struct schedule {
+	int64_t id;
+	char *agent;
+	char *spec;
+	char *tz;		/* NULL: the host's zone */
+	enum cron_catch_up catch_up;
+	char *payload;		/* NULL: none; else payload_len bytes plus a NUL */
+	size_t payload_len;
+	int64_t created_at;
+	int64_t last_at;	/* slots up to here were dealt with */
+};
+void schedule_free(struct schedule *s);
+void schedule_list_free(struct schedule **list);
+
+/* Add a schedule to agent with last_at = created_at = now; fills s->id and s->created_at. -ENOENT: no such agent. */
+int db_schedule_insert(struct db *db, const char *agent, struct schedule *s);
+/* Schedules of agent (all if NULL) by id; NULL-terminated. */
+int db_schedule_list(struct db *db, const char *agent, struct schedule ***ret, size_t *n);
+/* -ENOENT if agent has no schedule id. */
+int db_schedule_delete(struct db *db, const char *agent, int64_t id);
+/* Record that slots up to last_at were dealt with; -ENOENT if it is gone. */
+int db_schedule_set_last(struct db *db, int64_t id, int64_t last_at);
+
+/*
+ * One transaction around several calls (a cron firing: its run and its
+ * last_at commit together). Only on fleetd's loop thread, which owns the
+ * handle's writes; db_rollback() after a failure.
+ */
+int db_begin(struct db *db);
+int db_commit(struct db *db);
+void db_rollback(struct db *db);
 
 /* Append one audit record. */
 int db_audit_add(struct db *db, long uid, const char *action, const char *target,

@@ -1,5 +1,5 @@
 /*
- * hooks: the webhook tables of migration 10: routes (with their secrets),
+ * hooks: the webhook tables of migration 9: routes (with their secrets),
  * subscriptions, and the events listing and pruning. A route goes with its
  * last subscriber: a trigger in the schema does it, so removing an agent
  * (foreign-key cascade) does it too.

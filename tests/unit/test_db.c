@@ -8,8 +8,8 @@
 #include "common/util.h"
 #include "../tap.h"
 
-/* What migration 10 (webhook routes, #11) adds, taken out again to make an older database from a new one. */
-#define UNDO_MIGRATION_10 \
+/* What migration 9 (webhook routes, #11) adds, taken out again to make an older database from a new one. */
+#define UNDO_MIGRATION_9 \
 	" DROP TABLE hook_deliveries; DROP TABLE hook_subscriptions; DROP TABLE hook_routes;" \
 	" DROP INDEX events_by_time; ALTER TABLE events DROP COLUMN event_type; ALTER TABLE events DROP COLUMN outcome;"
 
@@ -228,7 +228,38 @@ int main(void)
 		run_list_free(runs);
 	}
 
-	is_int(db_agent_delete(db, "triage"), 0, "delete");
+	/* Cron triggers (migration 8): stored with their payload, removed with their agent. */
+	{
+		struct schedule in = { .spec = "*/5 * * * *", .tz = "Asia/Kolkata", .catch_up = CRON_CATCH_UP_SKIP,
+				       .payload = "a\0b", .payload_len = 3 };
+		struct schedule **sl = NULL;
+		size_t ns = 0;
+
+		is_int(db_schedule_insert(db, "nobody", &in), -ENOENT, "a schedule of no agent is -ENOENT");
+		is_int(db_schedule_insert(db, "triage", &in), 0, "add a schedule");
+		ok(in.id > 0 && in.created_at > 0 && in.last_at == in.created_at, "with an id, and last_at its creation");
+		is_int(db_schedule_set_last(db, in.id, in.created_at + 60), 0, "record a firing");
+		is_int(db_schedule_list(db, "triage", &sl, &ns), 0, "list the agent's schedules");
+		ok(ns == 1 && strcmp(sl[0]->spec, in.spec) == 0 && strcmp(sl[0]->tz, "Asia/Kolkata") == 0 &&
+		   sl[0]->catch_up == CRON_CATCH_UP_SKIP && sl[0]->payload_len == 3 &&
+		   memcmp(sl[0]->payload, "a\0b", 3) == 0 && sl[0]->last_at == in.created_at + 60,
+		   "it reads back whole (spec, zone, catch-up, payload bytes, last_at)");
+		schedule_list_free(sl);
+		is_int(db_schedule_delete(db, "review", in.id), -ENOENT, "another agent cannot remove it");
+		is_int(db_schedule_set_last(db, in.id + 1000, 1), -ENOENT, "recording a firing of none is -ENOENT");
+		is_int(db_begin(db), 0, "a transaction");
+		is_int(db_schedule_set_last(db, in.id, 1), 0, "a change in it");
+		db_rollback(db);
+		is_int(db_schedule_list(db, NULL, &sl, &ns), 0, "list all schedules");
+		ok(ns == 1 && sl[0]->last_at == in.created_at + 60, "the rolled-back change is not there");
+		schedule_list_free(sl);
+		is_int(db_schedule_insert(db, "triage", &in), 0, "a second schedule");
+		is_int(db_schedule_delete(db, "triage", in.id), 0, "remove it");
+		is_int(db_schedule_delete(db, "triage", in.id), -ENOENT, "remove it twice is -ENOENT");
+		is_int(db_agent_delete(db, "triage"), 0, "delete");
+		is_str(sql_line(path, "SELECT count(*) FROM schedules"), "0",
+		       "its schedules went with it (ON DELETE CASCADE)");
+	}
 	is_int(db_agent_delete(db, "triage"), -ENOENT, "delete twice is -ENOENT");
 	db_close(db);
 	db = NULL;
@@ -262,8 +293,8 @@ int main(void)
 			       " ALTER TABLE agents DROP COLUMN restoring; ALTER TABLE runs DROP COLUMN snapshot;"
 			       " ALTER TABLE runs DROP COLUMN error; ALTER TABLE agents DROP COLUMN image;"
 			       " ALTER TABLE agents DROP COLUMN boot_image; ALTER TABLE agents DROP COLUMN old_images;"
-			       " ALTER TABLE agents DROP COLUMN state_detail;"
-			       UNDO_MIGRATION_10
+			       " ALTER TABLE agents DROP COLUMN state_detail; DROP TABLE schedules;"
+			       UNDO_MIGRATION_9
 			       " PRAGMA user_version = 1;"
 			       " INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
 			       " VALUES ('old', 'vm', 'stopped', 256, 1, 2, 1, 1);\"", v1);
@@ -321,7 +352,8 @@ int main(void)
 			       " CREATE INDEX runs_by_agent_state ON runs (agent_id, state);"
 			       " ALTER TABLE agents DROP COLUMN image; ALTER TABLE agents DROP COLUMN boot_image;"
 			       " ALTER TABLE agents DROP COLUMN old_images; ALTER TABLE agents DROP COLUMN state_detail;"
-			       UNDO_MIGRATION_10
+			       " DROP TABLE schedules;"
+			       UNDO_MIGRATION_9
 			       " PRAGMA user_version = 4;"
 			       " INSERT INTO agents (id, name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
 			       " VALUES (7, 'old', 'user', 'stopped', 256, 1, 2, 1, 1);"

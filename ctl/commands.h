@@ -31,6 +31,8 @@ CMD_HANDLER(cmd_restore);
 /* cmd_runs.c */
 CMD_HANDLER(cmd_trigger);
 CMD_HANDLER(cmd_runs);
+CMD_HANDLER(cmd_cancel);
+CMD_HANDLER(cmd_logs);
 /* cmd_images.c */
 CMD_HANDLER(cmd_image);
 CMD_HANDLER(cmd_upgrade);

@@ -136,6 +136,9 @@ const struct config_def config_defs[CFG__COUNT] = {
 		.range = { 1, 3600000, "a number of milliseconds" } },
 	[CFG_RESTART_BACKOFF_MAX] = { "restart_backoff_max_ms", "restart-backoff-max-ms", "MS", "60000", true,
 		"longest delay before an automatic restart", .range = { 1, 3600000, "a number of milliseconds" } },
+	[CFG_MAX_CONCURRENT_RUNS] = { "max_concurrent_runs", "max-concurrent-runs", "N", "0", true,
+		"most runs going at once over all agents; more wait in their queues (0: the number of CPUs)",
+		.range = { 0, 4096, "a number of runs" } },
 };
 
 void config_init(struct config *c)

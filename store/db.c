@@ -159,6 +159,15 @@ static const char *const migrations[] = {
 	 * finished at start) and 'missing' need no schema change: state is TEXT.
 	 */
 	"ALTER TABLE agents ADD COLUMN state_detail TEXT;",
+	/*
+	 * 9 (#11 runq): the run queue's per-agent limits (core/runs.c): how
+	 * long a run may take, how many may wait, how often a run cut off by
+	 * fleetd stopping is queued again; and, per run, how often it was.
+	 */
+	"ALTER TABLE agents ADD COLUMN run_timeout_s INTEGER NOT NULL DEFAULT 3600;"
+	"ALTER TABLE agents ADD COLUMN max_queued INTEGER NOT NULL DEFAULT 100;"
+	"ALTER TABLE agents ADD COLUMN retry_interrupted INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE runs ADD COLUMN retries INTEGER NOT NULL DEFAULT 0;",
 };
 
 int db_err(struct db *db, int rc, const char *what)

@@ -41,6 +41,7 @@ static const struct int_key {
 	{ CFG_VM_CONSOLE_MAX, 65536, 1073741824, "must be a number of bytes from 65536 to 1073741824" },
 	{ CFG_RESTART_BACKOFF, 1, 3600000, "must be a number of milliseconds from 1 to 3600000" },
 	{ CFG_RESTART_BACKOFF_MAX, 1, 3600000, "must be a number of milliseconds from 1 to 3600000" },
+	{ CFG_MAX_CONCURRENT_RUNS, 0, 4096, "must be a number of runs from 0 to 4096" },
 };
 
 static void check_int_keys(void)

@@ -190,7 +190,7 @@ int main(void)
 		struct run *run = NULL, **runs = NULL;
 		size_t nr = 0;
 		int64_t id = 0;
-		int cnt = -1;
+		int cnt = -1, requeued = -1;
 		char *sql;
 
 		is_int(db_run_insert(db, "review", "manual", &id), 0, "queue a run");
@@ -202,7 +202,8 @@ int main(void)
 		is_int(db_run_start(db, id, "/x/run.log"), 0, "start it");
 		is_int(db_run_start(db, id, "/x/run.log"), -ENOENT, "a run not queued does not start again");
 		is_str(sql_line(path, sql), "running", "stored as 'running'");
-		is_int(db_runs_interrupt(db, "fleetd stopped", &cnt), 0, "interrupt running runs");
+		is_int(db_runs_interrupt(db, 0, "fleetd stopped", &cnt, &requeued), 0, "interrupt running runs");
+		is_int(requeued, 0, "none is queued again (retry_interrupted 0)");
 		is_int(cnt, 1, "one was running");
 		is_str(sql_line(path, sql), "interrupted", "stored as 'interrupted'");
 		is_int(db_run_finish(db, id, RUN_SUCCEEDED, 0, NULL), 0, "finish it");
@@ -258,6 +259,8 @@ int main(void)
 			       " ALTER TABLE runs DROP COLUMN error; ALTER TABLE agents DROP COLUMN image;"
 			       " ALTER TABLE agents DROP COLUMN boot_image; ALTER TABLE agents DROP COLUMN old_images;"
 			       " ALTER TABLE agents DROP COLUMN state_detail;"
+			       " ALTER TABLE agents DROP COLUMN run_timeout_s; ALTER TABLE agents DROP COLUMN max_queued;"
+			       " ALTER TABLE agents DROP COLUMN retry_interrupted;"
 			       " PRAGMA user_version = 1;"
 			       " INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
 			       " VALUES ('old', 'vm', 'stopped', 256, 1, 2, 1, 1);\"", v1);
@@ -315,6 +318,8 @@ int main(void)
 			       " CREATE INDEX runs_by_agent_state ON runs (agent_id, state);"
 			       " ALTER TABLE agents DROP COLUMN image; ALTER TABLE agents DROP COLUMN boot_image;"
 			       " ALTER TABLE agents DROP COLUMN old_images; ALTER TABLE agents DROP COLUMN state_detail;"
+			       " ALTER TABLE agents DROP COLUMN run_timeout_s; ALTER TABLE agents DROP COLUMN max_queued;"
+			       " ALTER TABLE agents DROP COLUMN retry_interrupted;"
 			       " PRAGMA user_version = 4;"
 			       " INSERT INTO agents (id, name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
 			       " VALUES (7, 'old', 'user', 'stopped', 256, 1, 2, 1, 1);"

@@ -34,7 +34,7 @@ static json_t *time_or_null(int64_t t)
 
 static json_t *run_to_json(const struct run *r)
 {
-	return json_pack("{s:I, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:s?, s:s?}",
+	return json_pack("{s:I, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:s?, s:s?, s:i}",
 		"id", (json_int_t)r->id,
 		"agent", r->agent,
 		"trigger", r->trigger,
@@ -44,7 +44,8 @@ static json_t *run_to_json(const struct run *r)
 		"finished_at", time_or_null(r->finished_at),
 		"exit_code", r->exit_code >= 0 ? json_integer(r->exit_code) : json_null(),
 		"snapshot", r->snapshot,
-		"error", r->error);
+		"error", r->error,
+		"retries", r->retries);
 }
 
 /* Bytes that are not UTF-8 become '?': JSON strings must be valid UTF-8, a command's output need not be. */

@@ -114,11 +114,13 @@ static bool run_finished(json_t *r)
 	return strcmp(st, "queued") != 0 && strcmp(st, "running") != 0;
 }
 
-/* What `trigger --wait` exits with: the run's exit code, or 1 if it failed without one. */
+/* What `trigger --wait` exits with: the run's exit code, 124 if it timed out (as exec), or 1 if it failed without one. */
 static int run_exit_status(json_t *r)
 {
 	if (json_is_integer(json_object_get(r, "exit_code")))
 		return (int)num(r, "exit_code");
+	if (strcmp(str(r, "state"), "timed-out") == 0)
+		return 124;
 	return strcmp(str(r, "state"), "succeeded") == 0 ? 0 : 1;
 }
 

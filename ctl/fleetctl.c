@@ -102,6 +102,7 @@ static const struct command commands[] = {
 	  "FLEET_AGENT, FLEET_EVENT_SOURCE, FLEET_EVENT_TYPE and FLEET_DELIVERY_ID; its\n"
 	  "output goes to the run's log. Refused while the agent's --max-queued runs wait.\n"
 	  "  --wait           wait for the run, print its log, exit with its exit code\n"
+	  "                   (124 if it timed out, 1 if it ended without one)\n"
 	  "  --payload FILE   the event's body: FILE's bytes, or stdin's for '-' (at most 1 MiB)\n",
 	  cmd_trigger },
 	{ "runs", "NAME [ID] [--limit N]", "List an agent's runs, or show one with the end of its log.",

@@ -88,6 +88,7 @@ wait_run urq-a "$id"; ok $? "a run over its timeout ends"
 is "$(runj urq-a "$id" | jq -r '.state + ": " + .error')" \
 	"timed-out: timed out after 2 s (the agent's --run-timeout) and was killed" "it is timed-out and says why"
 wait_no_sleepers fleet-urq-a; ok $? "its processes (the background one too) are gone"
+"$FLEETCTL" trigger urq-a --wait >/dev/null 2>&1; is $? 124 "trigger --wait exits 124 for a timed-out run"
 
 # --- cancel: a queued run and a running one ---
 "$FLEETCTL" set urq-a --run-timeout 3600 --command 'echo started; sleep 300 & sleep 300' >/dev/null

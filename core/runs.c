@@ -322,11 +322,20 @@ static void start_run(struct runs *q, const struct run *run)
 	act->next = q->active;
 	q->active = act;
 	q->n_active++;
-	act->log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	/* A run queued again after fleetd stopped keeps what its cut-off attempt wrote, and says so. */
+	act->log_fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (run->retries > 0 ? O_APPEND : O_TRUNC),
+			   0600);
 	if (act->log_fd < 0) {
 		msg = xasprintf("cannot create its log %s: %s", path, strerror(errno));
 		finish(act, RUN_FAILED, -1, msg, false);
 		return;
+	}
+	if (run->retries > 0) {
+		off_t end = lseek(act->log_fd, 0, SEEK_END);
+		static const char note[] = "\n[fleet: fleetd stopped during the run; it runs again from here]\n";
+
+		act->logged = end > 0 ? (size_t)end : 0;	/* the 16 MiB cap counts both attempts */
+		run_output(act, EXEC_STDOUT, note, sizeof(note) - 1);
 	}
 	log_info("agent '%s': run %" PRId64 " (%s) starts", a->name, run->id, run->trigger);
 	if (!(act->ops = backend_get(f, a->backend, &reason))) {

@@ -128,7 +128,7 @@ out=$(api GET "/v1/agents/urq-a/runs/$id/log?offset=7"); is "$(jq -r .data <<<"$
 line 3" "the API reads from an offset"
 
 # --- retry-interrupted, across kill -9; then max_concurrent_runs ---
-"$FLEETCTL" set urq-a --retry-interrupted 1 --command 'echo $FLEET_RUN_ID >> ~/seen; sleep 3' >/dev/null
+"$FLEETCTL" set urq-a --retry-interrupted 1 --command 'echo attempt; echo $FLEET_RUN_ID >> ~/seen; sleep 3' >/dev/null
 id=$("$FLEETCTL" --json trigger urq-a | jq -r .id)
 wait_state urq-a "$id" running; ok $? "a run is under way"
 sleep 0.5
@@ -138,6 +138,8 @@ user_fleetd_start --max-concurrent-runs 1; ok $? "fleetd starts again after kill
 wait_run urq-a "$id"; ok $? "the cut-off run ran again"
 is "$(runj urq-a "$id" | jq -r '.state + " " + (.retries|tostring)')" "succeeded 1" "and succeeded, retried once"
 is "$("$FLEETCTL" exec urq-a -- sh -c "grep -c '^$id\$' seen")" 2 "its command ran twice"
+like "$("$FLEETCTL" logs urq-a "$id")" "fleetd stopped during the run; it runs again from here" \
+	"its log keeps the first attempt's output and says where the second begins"
 
 "$FLEETCTL" create urq-b --backend user --command 'sleep 300' >/dev/null
 "$FLEETCTL" create urq-c --backend user --command 'echo c ran' >/dev/null

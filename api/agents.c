@@ -52,6 +52,10 @@ static json_t *agent_to_json(const struct agent *a)
 		"schedule", a->snapshot_schedule,
 		"keep", a->snapshot_keep,
 		"restoring", a->restoring));
+	json_object_set_new(j, "runs", json_pack("{s:i, s:i, s:i}",
+		"timeout_s", a->run_timeout_s,
+		"max_queued", a->max_queued,
+		"retry_interrupted", a->retry_interrupted));
 	if (a->state_detail)
 		json_object_set_new(j, "state_detail", json_string(a->state_detail));
 	if (a->state == AGENT_DEFINED)
@@ -235,6 +239,14 @@ static bool snapshot_fields(struct api_call *c, json_t *body, struct agent *a)
 	return int_field(c, body, "snapshot_keep", 0, SNAPSHOT_KEEP_MAX, &a->snapshot_keep);
 }
 
+/* run_timeout_s, max_queued, retry_interrupted from body into a; replies 400 and returns false if bad. */
+static bool run_fields(struct api_call *c, json_t *body, struct agent *a)
+{
+	return int_field(c, body, "run_timeout_s", 1, RUN_TIMEOUT_MAX, &a->run_timeout_s) &&
+	       int_field(c, body, "max_queued", 1, MAX_QUEUED_MAX, &a->max_queued) &&
+	       int_field(c, body, "retry_interrupted", 0, RETRY_INTERRUPTED_MAX, &a->retry_interrupted);
+}
+
 /* command from body into a; replies 400 and returns false if bad. */
 static bool command_field(struct api_call *c, json_t *body, struct agent *a)
 {
@@ -258,7 +270,8 @@ void api_agent_update(struct api_call *c)
 {
 	static const char *const spec[] = {
 		"command:s", "health_command:s", "health_interval_s:i", "auto_rollback:b",
-		"snapshot_policy:s", "snapshot_schedule:s", "snapshot_keep:i", NULL,
+		"snapshot_policy:s", "snapshot_schedule:s", "snapshot_keep:i",
+		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", NULL,
 	};
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	json_t *body;
@@ -267,7 +280,7 @@ void api_agent_update(struct api_call *c)
 	if (!(body = api_body_object(c, spec)))
 		return;
 	if ((a = load_agent(c, NULL)) && command_field(c, body, a) && health_fields(c, body, a) &&
-	    snapshot_fields(c, body, a)) {
+	    snapshot_fields(c, body, a) && run_fields(c, body, a)) {
 		if ((r = db_agent_set_settings(c->fleetd->db, a)) < 0) {
 			api_error_errno(c, r, "agent '%s': cannot update: %s", a->name, strerror(-r));
 		} else {
@@ -311,7 +324,8 @@ void api_agents_create(struct api_call *c)
 	static const char *const spec[] = {
 		"name:s", "backend:s", "memory_mib:i", "vcpus:i", "disk_gib:i", "command:s", "network:s", "restart:s",
 		"health_command:s", "health_interval_s:i", "auto_rollback:b",
-		"snapshot_policy:s", "snapshot_schedule:s", "snapshot_keep:i", NULL,
+		"snapshot_policy:s", "snapshot_schedule:s", "snapshot_keep:i",
+		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", NULL,
 	};
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	json_t *body, *v;
@@ -329,6 +343,8 @@ void api_agents_create(struct api_call *c)
 	a->network = NETWORK_NONE;
 	a->state = AGENT_DEFINED;
 	a->health_interval_s = HEALTH_INTERVAL_DEFAULT;
+	a->run_timeout_s = RUN_TIMEOUT_DEFAULT;
+	a->max_queued = MAX_QUEUED_DEFAULT;
 
 	name = json_string_value(json_object_get(body, "name"));
 	if (!name) {
@@ -371,7 +387,7 @@ void api_agents_create(struct api_call *c)
 		}
 		a->restart = (enum restart_policy)k;
 	}
-	if (!health_fields(c, body, a) || !snapshot_fields(c, body, a))
+	if (!health_fields(c, body, a) || !snapshot_fields(c, body, a) || !run_fields(c, body, a))
 		goto out;
 	if (!command_field(c, body, a))
 		goto out;

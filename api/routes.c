@@ -2,6 +2,7 @@
 #include "api/routes.h"
 
 #include "common/util.h"
+#include "model/run.h"
 
 #include "api/agents.h"
 #include "api/exec.h"
@@ -17,6 +18,8 @@
 #define EXEC_MAX_BODY (16u << 20)
 /* A schedule's payload (1 MiB) as a JSON string, escapes included. */
 #define SCHEDULE_MAX_BODY (7u << 20)
+/* trigger carries a payload of at most RUN_PAYLOAD_MAX bytes, base64 (4/3), in JSON. */
+#define TRIGGER_MAX_BODY ((RUN_PAYLOAD_MAX / 3 + 1) * 4 + 1024)
 
 const struct api_route api_routes[] = {
 	{ "GET", "/v1/status", api_status_get, NULL, API_NO_BODY },
@@ -37,13 +40,15 @@ const struct api_route api_routes[] = {
 	{ "DELETE", "/v1/agents/:name/snapshots/:snap", api_snapshot_delete, "snapshot.remove", API_NO_BODY },
 	{ "PATCH", "/v1/agents/:name/snapshots/:snap", api_snapshot_update, "snapshot.update", 0 },
 	{ "POST", "/v1/agents/:name/restore", api_snapshot_restore, "snapshot.restore", 0 },
-	{ "POST", "/v1/agents/:name/runs", api_run_trigger, "run.trigger", 0 },
+	{ "POST", "/v1/agents/:name/runs", api_run_trigger, "run.trigger", TRIGGER_MAX_BODY },
 	{ "GET", "/v1/agents/:name/runs", api_runs_list, NULL, API_NO_BODY },
 	{ "GET", "/v1/agents/:name/runs/:id", api_run_get, NULL, API_NO_BODY },
 	{ "GET", "/v1/agents/:name/schedules", api_schedules_list, NULL, API_NO_BODY },
 	{ "POST", "/v1/agents/:name/schedules", api_schedule_add, "schedule.add", SCHEDULE_MAX_BODY },
 	{ "DELETE", "/v1/agents/:name/schedules/:id", api_schedule_delete, "schedule.remove", API_NO_BODY },
 	{ "GET", "/v1/schedules", api_schedules_list_all, NULL, API_NO_BODY },
+	{ "POST", "/v1/agents/:name/runs/:id/cancel", api_run_cancel, "run.cancel", API_NO_BODY },
+	{ "GET", "/v1/agents/:name/runs/:id/log", api_run_log, NULL, API_NO_BODY },
 	{ "POST", "/v1/agents/:name/upgrade", api_agent_upgrade, "agent.upgrade", 0 },
 	{ "GET", "/v1/images", api_images_list, NULL, API_NO_BODY },
 	{ "DELETE", "/v1/images/:id", api_image_delete, "image.remove", API_NO_BODY },

@@ -106,12 +106,14 @@ static void fire(struct fleetd *f, const struct schedule *s, bool fire, time_t s
 			    s->agent, s->id, strerror(-r));
 		return;
 	}
-	/*
-	 * The one place a cron trigger queues a run. s->payload is stored for
-	 * the run's standard input: pass it here once runs_enqueue takes one.
-	 */
-	if (fire)
-		q = runs_enqueue(f, s->agent, "cron", &run_id, &why);
+	/* The one place a cron trigger queues a run: its event (stdin) says which schedule and slot. */
+	if (fire) {
+		_cleanup_free_ char *delivery = xasprintf("schedule-%" PRId64 "-%lld", s->id, (long long)slot);
+		struct run_event ev = { .source = (char *)"cron", .delivery_id = delivery, .received_at = now,
+					.body = (unsigned char *)s->payload, .body_len = s->payload ? s->payload_len : 0 };
+
+		q = runs_enqueue_event(f, s->agent, "cron", &ev, &run_id, &why);
+	}
 	if ((r = db_schedule_set_last(f->db, s->id, (int64_t)now)) < 0 || (r = db_commit(f->db)) < 0) {
 		db_rollback(f->db);
 		if (r != -ENOENT)	/* -ENOENT: removed meanwhile */

@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "core/snapshots.h"
 #include "common/util.h"
+#include "core/run_exec.h"
 
 #define TICK_S 1
 #define BUSY_RETRY_S 1		/* the agent is busy (a snapshot, a restore, a check): */
@@ -38,6 +39,8 @@ struct active {
 	struct exec_handle *exec;
 	struct event *retry;
 	int busy_tries;
+	int timeout_s;		/* the agent's run_timeout_s when it launched */
+	bool cancelled;		/* fleetctl cancel: it ends as cancelled, whatever it was doing */
 };
 
 struct runs {
@@ -45,8 +48,17 @@ struct runs {
 	struct event *tick;
 	struct event *kick;	/* dispatch soon: something was queued or finished */
 	struct active *active;
+	int n_active;
 	bool closing;		/* fleetd stops: callbacks only free their run */
 };
+
+/* The default of max_concurrent_runs: one run per CPU. */
+static int host_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (int)n : 1;
+}
 
 static struct active *active_find(struct runs *q, const char *agent)
 {
@@ -72,6 +84,7 @@ static void active_free(struct active *act)
 		event_free(act->retry);
 	if (act->log_fd >= 0)
 		close(act->log_fd);
+	act->q->n_active--;
 	free(act->agent);
 	free(act);
 }
@@ -144,12 +157,14 @@ static void run_done(void *userdata, const struct exec_result *res)
 	act->exec = NULL;
 	if (closing(act))
 		return;
-	if (res->error < 0) {
+	if (act->cancelled) {
+		finish(act, RUN_CANCELLED, -1, "cancelled while it ran (its processes were killed)", true);
+	} else if (res->error < 0) {
 		error = xasprintf("could not run its command: %s", res->why ? res->why : strerror(-res->error));
 		finish(act, RUN_FAILED, -1, error, true);
 	} else if (res->timed_out) {
-		error = xasprintf("timed out after %d s and was killed", RUN_TIMEOUT_S);
-		finish(act, RUN_FAILED, 124, error, true);
+		error = xasprintf("timed out after %d s (the agent's --run-timeout) and was killed", act->timeout_s);
+		finish(act, RUN_TIMED_OUT, -1, error, true);
 	} else if (res->signal > 0) {
 		error = xasprintf("killed by signal %d", res->signal);
 		finish(act, RUN_FAILED, 128 + res->signal, error, true);
@@ -160,16 +175,25 @@ static void run_done(void *userdata, const struct exec_result *res)
 
 static void launch_retry(evutil_socket_t fd, short what, void *arg);
 
-/* Run the command: `sh -c COMMAND` as the agent, with FLEET_RUN_ID, FLEET_TRIGGER and FLEET_AGENT set. */
+/*
+ * Run the command: `sh -c COMMAND` as the agent, its stdin the event as
+ * JSON, with FLEET_RUN_ID, FLEET_TRIGGER, FLEET_AGENT and FLEET_EVENT_*
+ * (run_exec.c) set.
+ */
 static void launch(struct active *act)
 {
 	struct fleetd *f = act->q->f;
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	_cleanup_(run_freep) struct run *run = NULL;
-	_cleanup_free_ char *why = NULL, *env_id = NULL, *env_trigger = NULL, *env_agent = NULL, *msg = NULL;
+	_cleanup_(run_input_freep) struct run_input *in = NULL;
+	_cleanup_free_ char *why = NULL, *msg = NULL;
 	struct exec_callbacks cb = { run_output, run_done, act };
 	int r;
 
+	if (act->cancelled) {
+		finish(act, RUN_CANCELLED, -1, "cancelled before its command started", false);
+		return;
+	}
 	if ((r = db_agent_get(f->db, act->agent, &a)) < 0 || (r = db_run_get(f->db, act->id, &run)) < 0) {
 		finish(act, RUN_FAILED, -1, "the agent or the run was removed", false);
 		return;
@@ -178,13 +202,16 @@ static void launch(struct active *act)
 		finish(act, RUN_FAILED, -1, "the agent has no command to run", false);
 		return;
 	}
-	env_id = xasprintf("FLEET_RUN_ID=%" PRId64, act->id);
-	env_trigger = xasprintf("FLEET_TRIGGER=%s", run->trigger);
-	env_agent = xasprintf("FLEET_AGENT=%s", a->name);
+	if ((r = run_input_make(f, a, run, &in, &why)) < 0) {
+		msg = xasprintf("could not read what caused it: %s", why);
+		finish(act, RUN_FAILED, -1, msg, false);
+		return;
+	}
+	act->timeout_s = a->run_timeout_s > 0 ? a->run_timeout_s : RUN_TIMEOUT_DEFAULT;
 	{
 		const char *argv[] = { "sh", "-c", a->command, NULL };
-		const char *env[] = { env_id, env_trigger, env_agent, NULL };
-		struct exec_request req = { .argv = argv, .env = env, .timeout_s = RUN_TIMEOUT_S };
+		struct exec_request req = { .argv = argv, .env = (const char *const *)in->env, .stdin_data = in->stdin_data,
+					    .stdin_len = in->stdin_len, .timeout_s = act->timeout_s };
 
 		r = act->ops->exec(f, a, &req, &cb, &act->exec, &why);
 	}
@@ -233,6 +260,10 @@ static void prepare(struct active *act)
 	_cleanup_free_ char *why = NULL, *note = NULL, *msg = NULL;
 	int r;
 
+	if (act->cancelled) {
+		finish(act, RUN_CANCELLED, -1, "cancelled before its command started", false);
+		return;
+	}
 	if (db_agent_get(f->db, act->agent, &a) < 0) {
 		finish(act, RUN_FAILED, -1, "the agent was removed", false);
 		return;
@@ -290,11 +321,21 @@ static void start_run(struct runs *q, const struct run *run)
 	act->agent = xstrdup(run->agent);
 	act->next = q->active;
 	q->active = act;
-	act->log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	q->n_active++;
+	/* A run queued again after fleetd stopped keeps what its cut-off attempt wrote, and says so. */
+	act->log_fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (run->retries > 0 ? O_APPEND : O_TRUNC),
+			   0600);
 	if (act->log_fd < 0) {
 		msg = xasprintf("cannot create its log %s: %s", path, strerror(errno));
 		finish(act, RUN_FAILED, -1, msg, false);
 		return;
+	}
+	if (run->retries > 0) {
+		off_t end = lseek(act->log_fd, 0, SEEK_END);
+		static const char note[] = "\n[fleet: fleetd stopped during the run; it runs again from here]\n";
+
+		act->logged = end > 0 ? (size_t)end : 0;	/* the 16 MiB cap counts both attempts */
+		run_output(act, EXEC_STDOUT, note, sizeof(note) - 1);
 	}
 	log_info("agent '%s': run %" PRId64 " (%s) starts", a->name, run->id, run->trigger);
 	if (!(act->ops = backend_get(f, a->backend, &reason))) {
@@ -323,13 +364,16 @@ static void start_run(struct runs *q, const struct run *run)
 static void dispatch(struct runs *q)
 {
 	struct run **queued = NULL;
+	long max = config_get_long(&q->f->cfg, CFG_MAX_CONCURRENT_RUNS);	/* SIGHUP may change it */
+	int limit = max > 0 ? (int)max : host_cpus();
 	size_t n = 0;
 
 	if (db_run_list(q->f->db, NULL, RUN_QUEUED, 0, &queued, &n) < 0)
 		return;
-	for (size_t i = 0; i < n; i++)
+	/* Oldest first: at most one per agent, and max_concurrent_runs in all. */
+	for (size_t i = 0; i < n && q->n_active < limit; i++)
 		if (!active_find(q, queued[i]->agent))
-			start_run(q, queued[i]);	/* oldest first: at most one per agent starts */
+			start_run(q, queued[i]);
 	run_list_free(queued);
 }
 
@@ -338,7 +382,8 @@ static void on_event(evutil_socket_t fd, short what, void *arg)
 	dispatch(arg);
 }
 
-int runs_enqueue(struct fleetd *f, const char *agent, const char *trigger, int64_t *ret_id, char **why)
+int runs_enqueue_event(struct fleetd *f, const char *agent, const char *trigger, struct run_event *ev,
+		       int64_t *ret_id, char **why)
 {
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	int r;
@@ -355,12 +400,73 @@ int runs_enqueue(struct fleetd *f, const char *agent, const char *trigger, int64
 		*why = xasprintf("agent '%s': its environment is not provisioned", agent);
 		return -EAGAIN;
 	}
-	if ((r = db_run_insert(f->db, agent, trigger, ret_id)) < 0) {
-		*why = xasprintf("agent '%s': cannot queue a run: %s", agent, strerror(-r));
+	if ((r = db_run_enqueue(f->db, agent, trigger, ev, ret_id)) < 0) {
+		if (r == -ENOSPC)
+			*why = xasprintf("agent '%s': its queue is full: %d runs wait already (its --max-queued)",
+					 agent, a->max_queued);
+		else
+			*why = xasprintf("agent '%s': cannot queue a run: %s", agent, strerror(-r));
 		return r;
 	}
 	log_info("agent '%s': run %" PRId64 " queued (%s)", agent, *ret_id, trigger);
 	kick(f->runs);
+	return 0;
+}
+
+int runs_enqueue(struct fleetd *f, const char *agent, const char *trigger, int64_t *ret_id, char **why)
+{
+	return runs_enqueue_event(f, agent, trigger, NULL, ret_id, why);
+}
+
+static struct active *active_by_id(struct runs *q, int64_t id)
+{
+	for (struct active *a = q->active; a; a = a->next)
+		if (a->id == id)
+			return a;
+	return NULL;
+}
+
+int runs_cancel(struct fleetd *f, const char *agent, int64_t id, char **why)
+{
+	_cleanup_(run_freep) struct run *run = NULL;
+	struct active *act;
+	int r;
+
+	if ((r = db_run_get(f->db, id, &run)) < 0 || strcmp(run->agent, agent) != 0) {
+		*why = xasprintf("agent '%s': no run %" PRId64, agent, id);
+		return r < 0 && r != -ENOENT ? r : -ENOENT;
+	}
+	if (run->state == RUN_QUEUED) {
+		if ((r = db_run_cancel_queued(f->db, id, "cancelled while it was queued")) == 0) {
+			log_info("agent '%s': run %" PRId64 " cancelled while queued", agent, id);
+			return 0;
+		}
+		if (r != -ENOENT) {
+			*why = xasprintf("run %" PRId64 ": cannot cancel it: %s", id, strerror(-r));
+			return r;
+		}
+		run_free(run);	/* it started in between: read it again */
+		run = NULL;
+		if ((r = db_run_get(f->db, id, &run)) < 0) {
+			*why = xasprintf("agent '%s': no run %" PRId64, agent, id);
+			return r;
+		}
+	}
+	if (run->state != RUN_RUNNING || !(act = active_by_id(f->runs, id))) {
+		*why = xasprintf("run %" PRId64 " is over already (%s)", id, run_state_to_string(run->state));
+		return -EALREADY;
+	}
+	if (act->cancelled)
+		return 0;	/* asked twice: the first is under way */
+	act->cancelled = true;
+	log_info("agent '%s': run %" PRId64 " cancelled while running", agent, id);
+	if (act->exec) {
+		act->ops->exec_cancel(act->exec);	/* its whole process tree; run_done() reports */
+	} else if (act->retry && evtimer_pending(act->retry, NULL)) {
+		evtimer_del(act->retry);	/* waiting to launch: it ends now */
+		finish(act, RUN_CANCELLED, -1, "cancelled before its command started", false);
+	}
+	/* Else the environment starts or the snapshot is taken: prepare() or launch() ends it. */
 	return 0;
 }
 
@@ -472,12 +578,13 @@ int runs_init(struct fleetd *f)
 {
 	struct runs *q = xcalloc(1, sizeof(*q));
 	struct timeval tv = { TICK_S, 0 };
-	int n = 0, r;
+	int n = 0, requeued = 0, r;
 
-	if ((r = db_runs_interrupt(f->db, "fleetd stopped during the run; it was not run again", &n)) < 0)
+	if ((r = db_runs_interrupt(f->db, 0, "fleetd stopped during the run; it was not run again", &n, &requeued)) < 0)
 		log_error("cannot mark interrupted runs: %s", strerror(-r));
-	else if (n > 0)
-		log_warning("%d run(s) were interrupted by fleetd stopping; marked interrupted", n);
+	else if (n > 0 || requeued > 0)
+		log_warning("%d run(s) were cut off by fleetd stopping: %d marked interrupted, %d queued again "
+			    "(their agent's --retry-interrupted)", n + requeued, n, requeued);
 	(void)sweep_logs(f);	/* failures are logged; the logs stay unreachable, and ids are not reused */
 	q->f = f;
 	q->tick = event_new(f->base, -1, EV_PERSIST, on_event, q);
@@ -497,7 +604,12 @@ void runs_shutdown(struct fleetd *f)
 	/* Runs under way end with fleetd: the backends' shutdown ends their execs and reports them. */
 	q->closing = true;
 	for (struct active *act = q->active; act; act = act->next) {
-		(void)db_run_finish(f->db, act->id, RUN_INTERRUPTED, -1, "fleetd stopped during the run");
+		int n, requeued;
+
+		if (act->cancelled)
+			(void)db_run_finish(f->db, act->id, RUN_CANCELLED, -1, "cancelled; fleetd stopped before it ended");
+		else
+			(void)db_runs_interrupt(f->db, act->id, "fleetd stopped during the run", &n, &requeued);
 		if (act->retry)
 			evtimer_del(act->retry);
 	}

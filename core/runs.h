@@ -10,7 +10,11 @@
  *   (a failure marks the agent bad or rolls it back, as a periodic check).
  *
  * A kill -9 of fleetd during a run leaves it 'running'; the next start marks
- * it 'interrupted' (it is not run twice) and carries on with the queue.
+ * it 'interrupted' (it is not run twice) or, while the agent's
+ * retry_interrupted allows, queues it again; then carries on with the queue.
+ * At most max_concurrent_runs (fleetd.conf) run at once over all agents; a
+ * run over its agent's run_timeout_s is killed (timed-out); each agent has
+ * at most max_queued runs waiting. A run's stdin and environment: run_exec.h.
  */
 #ifndef FLEET_RUNS_H
 #define FLEET_RUNS_H
@@ -18,9 +22,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/run.h"
+
 struct fleetd;
 
-#define RUN_TIMEOUT_S 3600		/* a run still going after this is killed */
 #define RUN_LOG_MAX (16 << 20)		/* output past this is dropped (the log says so) */
 
 int runs_init(struct fleetd *f);
@@ -34,6 +39,22 @@ void runs_free(struct fleetd *f);
  * agent, -EINVAL it has no command, -EAGAIN not provisioned.
  */
 int runs_enqueue(struct fleetd *f, const char *agent, const char *trigger, int64_t *ret_id, char **why);
+/*
+ * runs_enqueue with the event that causes it (its stdin; run_exec.h): ev
+ * NULL, an events row (ev->id > 0), or one to store with the run in one
+ * transaction (ev->id 0; set on return). Also -ENOSPC: the agent's
+ * max_queued runs wait already (a webhook answers 429, the API too).
+ */
+int runs_enqueue_event(struct fleetd *f, const char *agent, const char *trigger, struct run_event *ev,
+		       int64_t *ret_id, char **why);
+
+/*
+ * Cancel run id of agent: a queued run becomes cancelled at once; a running
+ * one has its whole process tree killed (exec_cancel through the backend)
+ * and becomes cancelled when its exec reports. 0, or -errno and *why:
+ * -ENOENT no such run of agent, -EALREADY it is over.
+ */
+int runs_cancel(struct fleetd *f, const char *agent, int64_t id, char **why);
 
 /*
  * An agent's runs, for removing their logs once the agent is gone: call

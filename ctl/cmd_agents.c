@@ -45,9 +45,20 @@ static void print_agent_details(json_t *a)
 				printf("restoring:  %s\n", str(sn, "restoring"));
 		}
 	}
+	{
+		json_t *rn = json_object_get(a, "runs");
+		if (rn)
+			printf("runs:       timeout %llds, at most %lld queued, interrupted runs retried %lld time(s)\n",
+			       num(rn, "timeout_s"), num(rn, "max_queued"), num(rn, "retry_interrupted"));
+	}
 	if (json_object_get(a, "note"))
 		printf("note:       %s\n", str(a, "note"));
 }
+
+/* The run queue's per-agent options, shared by create and set. */
+#define RUN_OPTIONS \
+	{ "run-timeout", required_argument, NULL, 'T' }, { "max-queued", required_argument, NULL, 'Q' }, \
+	{ "retry-interrupted", required_argument, NULL, 'Y' }
 
 struct create_opts {
 	const struct command *cmd;
@@ -112,6 +123,26 @@ static int create_opt(int c, const char *arg, void *data)
 		}
 		json_object_set_new(o->body, "snapshot_keep", json_integer(v));
 		return 0;
+	case 'T':
+	case 'Q':
+	case 'Y': {
+		static const struct { int c; const char *opt, *key, *what; long min, max; } k[] = {
+			{ 'T', "--run-timeout", "run_timeout_s", "seconds", 1, RUN_TIMEOUT_MAX },
+			{ 'Q', "--max-queued", "max_queued", "a count", 1, MAX_QUEUED_MAX },
+			{ 'Y', "--retry-interrupted", "retry_interrupted", "a count", 0, RETRY_INTERRUPTED_MAX },
+		};
+		for (size_t i = 0; i < ARRAY_SIZE(k); i++) {
+			if (k[i].c != c)
+				continue;
+			if (parse_long(arg, k[i].min, k[i].max, &v) < 0) {
+				usage_error(o->cmd, "%s needs %s from %ld to %ld, not '%s'", k[i].opt, k[i].what,
+					    k[i].min, k[i].max, arg);
+				return -1;
+			}
+			json_object_set_new(o->body, k[i].key, json_integer(v));
+		}
+		return 0;
+	}
 	case 'R':
 		return enum_opt(o, "restart", arg, restart_policy_from_string, "--restart must be 'on-failure', 'always' or 'never'");
 	case 'm':
@@ -141,6 +172,7 @@ int cmd_create(struct ctl *ctl, const struct command *cmd, int argc, char **argv
 		{ "health-interval", required_argument, NULL, 'I' }, { "auto-rollback", no_argument, NULL, 'A' },
 		{ "snapshot-policy", required_argument, NULL, 'P' }, { "snapshot-schedule", required_argument, NULL, 'S' },
 		{ "snapshot-keep", required_argument, NULL, 'K' },
+		RUN_OPTIONS,
 		{ "help", no_argument, NULL, 'h' }, { 0 },
 	};
 	struct create_opts o = { cmd, json_object() };
@@ -301,7 +333,7 @@ int cmd_set(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
 		{ "health-interval", required_argument, NULL, 'I' }, { "auto-rollback", required_argument, NULL, 'A' },
 		{ "snapshot-policy", required_argument, NULL, 'P' }, { "snapshot-schedule", required_argument, NULL, 'S' },
 		{ "snapshot-keep", required_argument, NULL, 'K' },
-		{ "command", required_argument, NULL, 'c' },
+		{ "command", required_argument, NULL, 'c' }, RUN_OPTIONS,
 		{ "help", no_argument, NULL, 'h' }, { 0 },
 	};
 	struct create_opts o = { cmd, json_object() };

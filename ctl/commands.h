@@ -36,6 +36,8 @@ CMD_HANDLER(cmd_hook);
 CMD_HANDLER(cmd_events);
 /* cmd_schedules.c */
 CMD_HANDLER(cmd_schedule);
+CMD_HANDLER(cmd_cancel);
+CMD_HANDLER(cmd_logs);
 /* cmd_images.c */
 CMD_HANDLER(cmd_image);
 CMD_HANDLER(cmd_upgrade);

@@ -21,12 +21,20 @@ static CMD_HANDLER(cmd_help);
 	"  --snapshot-keep N   keep the newest N snapshots plus pinned ones and the newest\n" \
 	"                      good one, delete the rest (default 0: keep all)\n"
 
+#define RUN_OPTIONS_HELP \
+	"  --run-timeout S     a run still going after S seconds is killed: timed-out\n" \
+	"                      (default 3600)\n" \
+	"  --max-queued N      refuse to queue a run while N of its runs wait (default 100)\n" \
+	"  --retry-interrupted N  queue a run cut off by fleetd stopping again, up to N\n" \
+	"                      times (default 0: it is marked interrupted)\n"
+
 static const struct command commands[] = {
 	{ "status", "", "Show whether fleetd runs, its version, uptime and agent count.", NULL, cmd_status },
 	{ "create", "NAME [--backend vm|user] [--memory MIB] [--vcpus N] [--disk GIB] [--network none|nat]\n"
 	  "                [--restart on-failure|always|never] [--health-cmd CMD] [--health-interval S]\n"
 	  "                [--auto-rollback] [--command CMD] [--snapshot-policy none|before-run|cron]\n"
-	  "                [--snapshot-schedule CRON] [--snapshot-keep N]",
+	  "                [--snapshot-schedule CRON] [--snapshot-keep N] [--run-timeout S]\n"
+	  "                [--max-queued N] [--retry-interrupted N]",
 	  "Create an agent and its isolated environment.",
 	  "NAME is 1 to 32 characters: a lower-case letter, then lower-case letters, digits or '-'.\n"
 	  "  --backend vm|user   a libvirt VM (default) or a Unix user on the host\n"
@@ -41,7 +49,7 @@ static const struct command commands[] = {
 	  "  --health-interval S seconds between checks while it runs (default 60; 0: none)\n"
 	  "  --auto-rollback     when a check fails, restore the newest good snapshot\n"
 	  "  --command CMD       what the agent runs when triggered\n"
-	  SNAPSHOT_OPTIONS_HELP,
+	  SNAPSHOT_OPTIONS_HELP RUN_OPTIONS_HELP,
 	  cmd_create },
 	{ "list", "", "List agents with their backend and state.", NULL, cmd_list },
 	{ "show", "NAME", "Show one agent in detail.", NULL, cmd_show },
@@ -79,20 +87,32 @@ static const struct command commands[] = {
 	  "  --last-good   the newest snapshot marked good by a health check\n", cmd_restore },
 	{ "set", "NAME [--command CMD] [--health-cmd CMD | --default-health] [--health-interval S]\n"
 	  "             [--auto-rollback on|off] [--snapshot-policy none|before-run|cron]\n"
-	  "             [--snapshot-schedule CRON] [--snapshot-keep N]",
-	  "Change an agent's command, health check, automatic rollback and snapshot policy.",
+	  "             [--snapshot-schedule CRON] [--snapshot-keep N] [--run-timeout S]\n"
+	  "             [--max-queued N] [--retry-interrupted N]",
+	  "Change an agent's command, health check, automatic rollback, snapshot policy and run limits.",
 	  "  --command CMD       what the agent runs when triggered (from the next run on)\n"
-	  SNAPSHOT_OPTIONS_HELP, cmd_set },
+	  SNAPSHOT_OPTIONS_HELP RUN_OPTIONS_HELP, cmd_set },
 	{ "health", "NAME", "Run an agent's health check now (exit 0 healthy, 3 unhealthy).", NULL, cmd_health },
-	{ "trigger", "NAME [--wait]", "Queue a run of the agent's command (as a webhook or schedule would).",
-	  "Runs of one agent go one at a time, oldest first. A stopped environment is\n"
-	  "started first; with --snapshot-policy before-run a snapshot is taken first;\n"
-	  "the health check runs after. The command runs as the agent with FLEET_RUN_ID,\n"
-	  "FLEET_TRIGGER and FLEET_AGENT set; its output goes to the run's log.\n"
-	  "  --wait   wait for the run, print its log, exit with its exit code\n",
+	{ "trigger", "NAME [--wait] [--payload FILE|-]", "Queue a run of the agent's command (as a webhook or schedule would).",
+	  "Runs of one agent go one at a time, oldest first; at most max_concurrent_runs\n"
+	  "(fleetd.conf) over all agents. A stopped environment is started first; with\n"
+	  "--snapshot-policy before-run a snapshot is taken first; the health check runs\n"
+	  "after. The command runs as the agent; its stdin is the event as JSON (source\n"
+	  "\"manual\", the payload as body), its environment has FLEET_RUN_ID, FLEET_TRIGGER,\n"
+	  "FLEET_AGENT, FLEET_EVENT_SOURCE, FLEET_EVENT_TYPE and FLEET_DELIVERY_ID; its\n"
+	  "output goes to the run's log. Refused while the agent's --max-queued runs wait.\n"
+	  "  --wait           wait for the run, print its log, exit with its exit code\n"
+	  "                   (124 if it timed out, 1 if it ended without one)\n"
+	  "  --payload FILE   the event's body: FILE's bytes, or stdin's for '-' (at most 1 MiB)\n",
 	  cmd_trigger },
 	{ "runs", "NAME [ID] [--limit N]", "List an agent's runs, or show one with the end of its log.",
+	  "States: queued, running, succeeded, failed, timed-out, cancelled, interrupted.\n"
 	  "  --limit N   show the newest N runs (default 20)\n", cmd_runs },
+	{ "logs", "NAME ID [-f]", "Print a run's output; with -f, follow it until the run ends.",
+	  "  -f, --follow   keep printing what the run writes until it ends\n", cmd_logs },
+	{ "cancel", "NAME ID", "Cancel a run: a queued one never runs; a running one is killed.",
+	  "A running run's whole process tree in the environment is killed; it ends as\n"
+	  "'cancelled'. A run that is over already is an error.\n", cmd_cancel },
 	{ "hook", "add NAME --source SOURCE [--route ROUTE] [--events LIST] [--header H] [--public-url URL]\n"
 	  "              [--generate]  |  hook ls [NAME]  |  hook rm NAME ROUTE  |  hook rotate ROUTE [--grace D]",
 	  "Subscribe an agent to a signed webhook route; list, remove, or rotate a route's secret.",

@@ -65,6 +65,10 @@ struct agent {
 	char *snapshot_schedule;	/* cron spec when the policy is cron, else NULL */
 	int snapshot_keep;	/* keep the newest N (plus pinned and the newest good); 0: keep all */
 	char *restoring;	/* a restore to this snapshot is under way, or NULL */
+	/* the run queue (core/runs.c) */
+	int run_timeout_s;	/* a run still going after this is killed (timed-out) */
+	int max_queued;		/* queuing one more run than this many waiting is refused */
+	int retry_interrupted;	/* times a run cut off by fleetd stopping is queued again */
 };
 
 #define HEALTH_INTERVAL_DEFAULT 60
@@ -79,6 +83,11 @@ struct agent {
 #define AGENT_DISK_DEFAULT 2
 #define AGENT_COMMAND_MAX 4096
 #define SNAPSHOT_KEEP_MAX 1000
+#define RUN_TIMEOUT_DEFAULT 3600
+#define RUN_TIMEOUT_MAX (7 * 86400)
+#define MAX_QUEUED_DEFAULT 100
+#define MAX_QUEUED_MAX 100000
+#define RETRY_INTERRUPTED_MAX 100
 
 void agent_free(struct agent *a);
 /* A deep copy. */

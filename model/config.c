@@ -163,6 +163,9 @@ const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_EVENTS_KEEP_DAYS] = { "events_keep_days", "events-keep-days", "DAYS", "30", true,
 		"days fleet keeps the record of received events ('fleetctl events'); older ones are pruned daily",
 		.range = { 1, 3650, "a number of days" } },
+	[CFG_MAX_CONCURRENT_RUNS] = { "max_concurrent_runs", "max-concurrent-runs", "N", "0", true,
+		"most runs going at once over all agents; more wait in their queues (0: the number of CPUs)",
+		.range = { 0, 4096, "a number of runs" } },
 };
 
 void config_init(struct config *c)

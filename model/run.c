@@ -7,7 +7,8 @@
 
 static const char *const state_names[RUN_STATE__COUNT] = {
 	[RUN_QUEUED] = "queued", [RUN_RUNNING] = "running", [RUN_SUCCEEDED] = "succeeded",
-	[RUN_FAILED] = "failed", [RUN_INTERRUPTED] = "interrupted",
+	[RUN_FAILED] = "failed", [RUN_TIMED_OUT] = "timed-out", [RUN_CANCELLED] = "cancelled",
+	[RUN_INTERRUPTED] = "interrupted",
 };
 
 void run_free(struct run *r)
@@ -20,6 +21,19 @@ void run_free(struct run *r)
 	free(r->snapshot);
 	free(r->error);
 	free(r);
+}
+
+void run_event_free(struct run_event *e)
+{
+	if (!e)
+		return;
+	free(e->source);
+	free(e->route);
+	free(e->delivery_id);
+	free(e->type);
+	free(e->headers);
+	free(e->body);
+	free(e);
 }
 
 void run_list_free(struct run **list)

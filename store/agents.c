@@ -21,8 +21,9 @@ int db_agent_insert(struct db *db, struct agent *a)
 	if ((r = db_prepare(db, &st,
 			    "INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib,"
 			    " network, command, created_at, updated_at, restart_policy, health_command,"
-			    " health_interval_s, auto_rollback, snapshot_policy, snapshot_schedule, snapshot_keep)"
-			    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")) < 0)
+			    " health_interval_s, auto_rollback, snapshot_policy, snapshot_schedule, snapshot_keep,"
+			    " run_timeout_s, max_queued, retry_interrupted)"
+			    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, backend_kind_to_string(a->backend), -1, SQLITE_STATIC);
@@ -47,6 +48,14 @@ int db_agent_insert(struct db *db, struct agent *a)
 	sqlite3_bind_text(st, 15, snapshot_policy_to_string(a->snapshot_policy), -1, SQLITE_STATIC);
 	bind_text_or_null(st, 16, a->snapshot_schedule);
 	sqlite3_bind_int(st, 17, a->snapshot_keep);
+	/* 0 is "not set" (a zeroed record): the defaults, as for a column the migration added. */
+	if (a->run_timeout_s <= 0)
+		a->run_timeout_s = RUN_TIMEOUT_DEFAULT;
+	if (a->max_queued <= 0)
+		a->max_queued = MAX_QUEUED_DEFAULT;
+	sqlite3_bind_int(st, 18, a->run_timeout_s);
+	sqlite3_bind_int(st, 19, a->max_queued);
+	sqlite3_bind_int(st, 20, a->retry_interrupted);
 	if ((r = db_step(db, st)) < 0)
 		return r;
 	a->id = sqlite3_last_insert_rowid(db->h);
@@ -56,7 +65,8 @@ int db_agent_insert(struct db *db, struct agent *a)
 
 #define AGENT_COLUMNS "id, name, backend, state, memory_mib, vcpus, disk_gib, network, command, created_at," \
 	" updated_at, restart_policy, health_command, health_interval_s, auto_rollback, health, health_at," \
-	" health_detail, last_rollback, snapshot_policy, snapshot_schedule, snapshot_keep, restoring, state_detail"
+	" health_detail, last_rollback, snapshot_policy, snapshot_schedule, snapshot_keep, restoring, state_detail," \
+	" run_timeout_s, max_queued, retry_interrupted"
 
 /* Copy one row of AGENT_COLUMNS; never keeps a pointer into the statement. */
 static struct agent *agent_from_row(sqlite3_stmt *st)
@@ -93,6 +103,9 @@ static struct agent *agent_from_row(sqlite3_stmt *st)
 	a->snapshot_keep = sqlite3_column_int(st, 21);
 	a->restoring = col_strdup(st, 22);
 	a->state_detail = col_strdup(st, 23);
+	a->run_timeout_s = sqlite3_column_int(st, 24);
+	a->max_queued = sqlite3_column_int(st, 25);
+	a->retry_interrupted = sqlite3_column_int(st, 26);
 	return a;
 }
 
@@ -198,7 +211,7 @@ int db_agent_set_settings(struct db *db, const struct agent *a)
 
 	if ((r = db_prepare(db, &st, "UPDATE agents SET command = ?, health_command = ?, health_interval_s = ?,"
 				     " auto_rollback = ?, snapshot_policy = ?, snapshot_schedule = ?, snapshot_keep = ?,"
-				     " updated_at = ? WHERE name = ?")) < 0)
+				     " updated_at = ?, run_timeout_s = ?, max_queued = ?, retry_interrupted = ? WHERE name = ?")) < 0)
 		return r;
 	bind_text_or_null(st, 1, a->command);
 	bind_text_or_null(st, 2, a->health_command);
@@ -208,7 +221,10 @@ int db_agent_set_settings(struct db *db, const struct agent *a)
 	bind_text_or_null(st, 6, a->snapshot_schedule);
 	sqlite3_bind_int(st, 7, a->snapshot_keep);
 	sqlite3_bind_int64(st, 8, unix_now());
-	sqlite3_bind_text(st, 9, a->name, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 9, a->run_timeout_s);
+	sqlite3_bind_int(st, 10, a->max_queued);
+	sqlite3_bind_int(st, 11, a->retry_interrupted);
+	sqlite3_bind_text(st, 12, a->name, -1, SQLITE_STATIC);
 	return db_step_change(db, st);
 }
 

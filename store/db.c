@@ -223,6 +223,15 @@ static const char *const migrations[] = {
 	"ALTER TABLE events ADD COLUMN event_type TEXT;"
 	"ALTER TABLE events ADD COLUMN outcome TEXT;"	/* queued, duplicate, no-subscriber, ... */
 	"CREATE INDEX events_by_time ON events (received_at);",
+	/*
+	 * 10 (#11 runq): the run queue's per-agent limits (core/runs.c): how
+	 * long a run may take, how many may wait, how often a run cut off by
+	 * fleetd stopping is queued again; and, per run, how often it was.
+	 */
+	"ALTER TABLE agents ADD COLUMN run_timeout_s INTEGER NOT NULL DEFAULT 3600;"
+	"ALTER TABLE agents ADD COLUMN max_queued INTEGER NOT NULL DEFAULT 100;"
+	"ALTER TABLE agents ADD COLUMN retry_interrupted INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE runs ADD COLUMN retries INTEGER NOT NULL DEFAULT 0;",
 };
 
 int db_err(struct db *db, int rc, const char *what)

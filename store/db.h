@@ -40,7 +40,7 @@ static inline void db_closep(struct db **db) { db_close(*db); }
 /* The schema version this build writes. */
 int db_schema_version(void);
 
-/* Insert a new agent; fills a->id. -EEXIST if the name is taken. */
+/* Insert a new agent; fills a->id (and run_timeout_s, max_queued if 0: their defaults). -EEXIST if the name is taken. */
 int db_agent_insert(struct db *db, struct agent *a);
 /* -ENOENT if there is no such agent. */
 int db_agent_get(struct db *db, const char *name, struct agent **ret);
@@ -54,7 +54,8 @@ int db_agent_set_health(struct db *db, const char *name, int healthy, const char
 /* Record what the last automatic rollback did. */
 int db_agent_set_rollback(struct db *db, const char *name, const char *what);
 /* Store what PATCH can change: a->command, health_command, health_interval_s, auto_rollback,
- * snapshot_policy, snapshot_schedule and snapshot_keep; one UPDATE. */
+ * snapshot_policy, snapshot_schedule, snapshot_keep, run_timeout_s, max_queued and retry_interrupted;
+ * one UPDATE. */
 int db_agent_set_settings(struct db *db, const struct agent *a);
 /* Record that a restore to snap is under way (NULL: none is), so a kill -9 in it can be finished. */
 int db_agent_set_restoring(struct db *db, const char *name, const char *snap);
@@ -83,8 +84,19 @@ int db_snapshot_set_pinned(struct db *db, const char *agent, const char *name, b
 /* good: 1, 0, or -1 (unknown). */
 int db_snapshot_set_good(struct db *db, const char *agent, const char *name, int good);
 
-/* Queue a run of agent (durable once this returns 0); -ENOENT if there is no such agent. */
+/*
+ * Queue a run of agent (durable once this returns 0), in one transaction
+ * with its event: ev NULL (none), ev->id > 0 (an events row that exists),
+ * or ev->id 0 (stored now; ev->id is set). -ENOENT no such agent, -ENOSPC
+ * the agent's max_queued runs are waiting already.
+ */
+int db_run_enqueue(struct db *db, const char *agent, const char *trigger, struct run_event *ev, int64_t *ret_id);
+/* db_run_enqueue without an event. */
 int db_run_insert(struct db *db, const char *agent, const char *trigger, int64_t *ret_id);
+/* One events row (a run's cause, its stdin); -ENOENT. */
+int db_event_get(struct db *db, int64_t id, struct run_event **ret);
+/* queued -> cancelled; -ENOENT if the run is not queued (any more). */
+int db_run_cancel_queued(struct db *db, int64_t id, const char *error);
 int db_run_get(struct db *db, int64_t id, struct run **ret);
 /* The newest `limit` (0: all) runs of agent (all if NULL) in state (an enum run_state, or DB_ANY_STATE),
  * oldest first. */
@@ -92,10 +104,15 @@ int db_run_list(struct db *db, const char *agent, int state, int limit, struct r
 /* queued -> running; -ENOENT if the run is not queued. */
 int db_run_start(struct db *db, int64_t id, const char *log_path);
 int db_run_set_snapshot(struct db *db, int64_t id, const char *snap);
-/* To a final state: RUN_SUCCEEDED, RUN_FAILED or RUN_INTERRUPTED; exit_code -1 for none. */
+/* To a final state (run_state_final); exit_code -1 for none. */
 int db_run_finish(struct db *db, int64_t id, enum run_state state, int exit_code, const char *error);
-/* At start: runs left 'running' by a kill -9 become 'interrupted' with error. */
-int db_runs_interrupt(struct db *db, const char *error, int *ret_count);
+/*
+ * Runs left 'running' (run id, or all if id is 0: at start, after a kill
+ * -9) that fleetd no longer runs: queued again if their agent's
+ * retry_interrupted exceeds their retries (which count it), else
+ * 'interrupted' with error. *ret_count interrupted, *ret_requeued queued.
+ */
+int db_runs_interrupt(struct db *db, int64_t id, const char *error, int *ret_count, int *ret_requeued);
 
 /*
  * Webhook routes (store/hooks.c). Sources, encodings and auth kinds are

@@ -325,7 +325,9 @@ int db_events_prune(struct db *db, int64_t before, int64_t keys_before, int *ret
 	_cleanup_stmt_ sqlite3_stmt *ev = NULL, *keys = NULL;
 	int r;
 
-	if ((r = db_prepare(db, &ev, "DELETE FROM events WHERE received_at < ?")) < 0 ||
+	if ((r = db_prepare(db, &ev, "DELETE FROM events WHERE received_at < ?"
+				     " AND id NOT IN (SELECT event_id FROM runs WHERE event_id IS NOT NULL"
+				     " AND state IN ('queued', 'running'))")) < 0 ||
 	    (r = db_prepare(db, &keys, "DELETE FROM hook_deliveries WHERE received_at < ?")) < 0)
 		return r;
 	sqlite3_bind_int64(ev, 1, before);

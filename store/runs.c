@@ -9,12 +9,13 @@
 
 #include <errno.h>
 #include <sqlite3.h>
+#include <string.h>
 
 #include "common/util.h"
 #include "store/db_internal.h"
 
 #define RUN_COLUMNS "r.id, a.name, r.trigger, r.state, r.queued_at, r.started_at, r.finished_at, r.exit_code," \
-	" r.log_path, r.snapshot, r.error"
+	" r.log_path, r.snapshot, r.error, r.event_id, r.retries"
 
 /* Copy one row of RUN_COLUMNS into *ret; -EBADMSG (logged) for a state this fleetd does not know. */
 static int run_from_row(sqlite3_stmt *st, struct run **ret)
@@ -37,25 +38,135 @@ static int run_from_row(sqlite3_stmt *st, struct run **ret)
 	r->log_path = col_strdup(st, 8);
 	r->snapshot = col_strdup(st, 9);
 	r->error = col_strdup(st, 10);
+	r->event_id = sqlite3_column_int64(st, 11);
+	r->retries = sqlite3_column_int(st, 12);
 	*ret = r;
+	return 0;
+}
+
+/* 0 if agent may queue one more run, -ENOSPC if max_queued are waiting, -ENOENT no such agent. */
+static int check_room(struct db *db, const char *agent)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "SELECT a.max_queued, (SELECT count(*) FROM runs r WHERE r.agent_id = a.id"
+				     " AND r.state = ?) FROM agents a WHERE a.name = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, run_state_to_string(RUN_QUEUED), -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, agent, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) <= 0)
+		return r == 0 ? -ENOENT : r;
+	return sqlite3_column_int64(st, 1) >= sqlite3_column_int64(st, 0) ? -ENOSPC : 0;
+}
+
+static int insert_event(struct db *db, struct run_event *ev)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "INSERT INTO events (source, route, delivery_id, received_at, headers, body, event_type)"
+				     " VALUES (?, ?, ?, ?, ?, ?, ?)")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, ev->source ? ev->source : "manual", -1, SQLITE_STATIC);
+	bind_text_or_null(st, 2, ev->route);
+	bind_text_or_null(st, 3, ev->delivery_id);
+	sqlite3_bind_int64(st, 4, ev->received_at);
+	bind_text_or_null(st, 5, ev->headers);
+	if (ev->body)
+		sqlite3_bind_blob(st, 6, ev->body, (int)ev->body_len, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, 6);
+	bind_text_or_null(st, 7, ev->type);
+	if ((r = db_step(db, st)) < 0)
+		return r;
+	ev->id = sqlite3_last_insert_rowid(db->h);
+	return 0;
+}
+
+static int insert_run(struct db *db, const char *agent, const char *trigger, int64_t event_id, int64_t *ret_id)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "INSERT INTO runs (agent_id, trigger, state, queued_at, event_id)"
+				     " SELECT id, ?, ?, ?, ? FROM agents WHERE name = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, trigger, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, run_state_to_string(RUN_QUEUED), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, unix_now());
+	if (event_id > 0)
+		sqlite3_bind_int64(st, 4, event_id);
+	else
+		sqlite3_bind_null(st, 4);
+	sqlite3_bind_text(st, 5, agent, -1, SQLITE_STATIC);
+	if ((r = db_step_change(db, st)) < 0)
+		return r;
+	*ret_id = sqlite3_last_insert_rowid(db->h);
+	return 0;
+}
+
+int db_run_enqueue(struct db *db, const char *agent, const char *trigger, struct run_event *ev, int64_t *ret_id)
+{
+	int64_t saved_id = ev ? ev->id : 0;
+	int r;
+
+	/*
+	 * One unit: the room check, the event and the run are all there or none
+	 * is. A savepoint, not BEGIN: a caller may have a transaction open (a
+	 * cron trigger records its slot with the run); then it commits both,
+	 * else releasing the savepoint commits.
+	 */
+	if ((r = db_exec(db, "SAVEPOINT run_enqueue")) < 0)
+		return r;
+	if ((r = check_room(db, agent)) < 0 ||
+	    (ev && ev->id == 0 && (r = insert_event(db, ev)) < 0) ||
+	    (r = insert_run(db, agent, trigger, ev ? ev->id : 0, ret_id)) < 0 ||
+	    (r = db_exec(db, "RELEASE run_enqueue")) < 0) {
+		(void)db_exec(db, "ROLLBACK TO run_enqueue");
+		(void)db_exec(db, "RELEASE run_enqueue");
+		if (ev)
+			ev->id = saved_id;	/* the row it named was rolled back */
+		return r;
+	}
 	return 0;
 }
 
 int db_run_insert(struct db *db, const char *agent, const char *trigger, int64_t *ret_id)
 {
+	return db_run_enqueue(db, agent, trigger, NULL, ret_id);
+}
+
+int db_event_get(struct db *db, int64_t id, struct run_event **ret)
+{
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	struct run_event *e;
 	int r;
 
-	if ((r = db_prepare(db, &st, "INSERT INTO runs (agent_id, trigger, state, queued_at)"
-				     " SELECT id, ?, ?, ? FROM agents WHERE name = ?")) < 0)
+	if ((r = db_prepare(db, &st, "SELECT id, source, route, delivery_id, received_at, headers, body, event_type"
+				     " FROM events WHERE id = ?")) < 0)
 		return r;
-	sqlite3_bind_text(st, 1, trigger, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, run_state_to_string(RUN_QUEUED), -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, unix_now());
-	sqlite3_bind_text(st, 4, agent, -1, SQLITE_STATIC);
-	if ((r = db_step_change(db, st)) < 0)
-		return r;
-	*ret_id = sqlite3_last_insert_rowid(db->h);
+	sqlite3_bind_int64(st, 1, id);
+	if ((r = db_step(db, st)) <= 0)
+		return r == 0 ? -ENOENT : r;
+	e = xcalloc(1, sizeof(*e));
+	e->id = sqlite3_column_int64(st, 0);
+	e->source = col_strdup(st, 1);
+	e->route = col_strdup(st, 2);
+	e->delivery_id = col_strdup(st, 3);
+	e->received_at = sqlite3_column_int64(st, 4);
+	e->headers = col_strdup(st, 5);
+	e->type = col_strdup(st, 7);
+	if (sqlite3_column_type(st, 6) != SQLITE_NULL) {
+		const void *b = sqlite3_column_blob(st, 6);
+
+		e->body_len = (size_t)sqlite3_column_bytes(st, 6);
+		e->body = xmalloc(e->body_len + 1);
+		if (e->body_len)
+			memcpy(e->body, b, e->body_len);
+		e->body[e->body_len] = '\0';
+	}
+	*ret = e;
 	return 0;
 }
 
@@ -159,18 +270,45 @@ int db_run_finish(struct db *db, int64_t id, enum run_state state, int exit_code
 	return db_step_change(db, st);
 }
 
-int db_runs_interrupt(struct db *db, const char *error, int *ret_count)
+int db_run_cancel_queued(struct db *db, int64_t id, const char *error)
 {
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;
 	int r;
 
+	if ((r = db_prepare(db, &st, "UPDATE runs SET state = ?, finished_at = ?, error = ? WHERE id = ? AND state = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, run_state_to_string(RUN_CANCELLED), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, unix_now());
+	bind_text_or_null(st, 3, error);
+	sqlite3_bind_int64(st, 4, id);
+	sqlite3_bind_text(st, 5, run_state_to_string(RUN_QUEUED), -1, SQLITE_STATIC);
+	return db_step_change(db, st);
+}
+
+int db_runs_interrupt(struct db *db, int64_t id, const char *error, int *ret_count, int *ret_requeued)
+{
+	_cleanup_stmt_ sqlite3_stmt *rq = NULL, *st = NULL;
+	int r;
+
+	/* Runs whose agent still allows a retry go back to the queue (and count it); the rest are interrupted. */
+	if ((r = db_prepare(db, &rq, "UPDATE runs SET state = ?1, started_at = NULL, retries = retries + 1"
+				     " WHERE state = ?2 AND (?3 = 0 OR id = ?3)"
+				     " AND retries < (SELECT retry_interrupted FROM agents a WHERE a.id = runs.agent_id)")) < 0)
+		return r;
+	sqlite3_bind_text(rq, 1, run_state_to_string(RUN_QUEUED), -1, SQLITE_STATIC);
+	sqlite3_bind_text(rq, 2, run_state_to_string(RUN_RUNNING), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(rq, 3, id);
+	if ((r = db_step(db, rq)) < 0)
+		return r;
+	*ret_requeued = sqlite3_changes(db->h);
 	if ((r = db_prepare(db, &st, "UPDATE runs SET state = ?, finished_at = ?, error = ?"
-				     " WHERE state = ?")) < 0)
+				     " WHERE state = ? AND (?5 = 0 OR id = ?5)")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, run_state_to_string(RUN_INTERRUPTED), -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, unix_now());
 	sqlite3_bind_text(st, 3, error, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 4, run_state_to_string(RUN_RUNNING), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, id);
 	if ((r = db_step(db, st)) < 0)
 		return r;
 	*ret_count = sqlite3_changes(db->h);

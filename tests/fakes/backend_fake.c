@@ -36,6 +36,9 @@ struct fake_env {
 	enum agent_state state;
 	int exit_code;
 	char last_exec[EXEC_MAX];
+	char last_stdin[EXEC_MAX * 4];	/* truncated */
+	char last_env[EXEC_MAX];	/* NAME=VALUE lines */
+	int last_timeout;
 	struct fake_snap snaps[SNAPS];
 };
 
@@ -137,6 +140,27 @@ const char *fake_env_last_exec(const char *agent)
 	return e ? e->last_exec : "";
 }
 
+const char *fake_env_last_stdin(const char *agent)
+{
+	struct fake_env *e = env_find(agent);
+
+	return e ? e->last_stdin : "";
+}
+
+const char *fake_env_last_env(const char *agent)
+{
+	struct fake_env *e = env_find(agent);
+
+	return e ? e->last_env : "";
+}
+
+int fake_env_last_timeout(const char *agent)
+{
+	struct fake_env *e = env_find(agent);
+
+	return e ? e->last_timeout : -1;
+}
+
 bool fake_snapshot_has(const char *agent, const char *snap)
 {
 	return snap_find(env_find(agent), snap) != NULL;
@@ -154,7 +178,7 @@ struct pending {
 	char agent[NAME_MAX_], snap[NAME_MAX_];
 	int r;			/* what it reports */
 	char why[WHY_MAX];
-	bool hung, cancelled, crash;
+	bool hung, cancelled, crash, timed_out;
 	struct event *ev;	/* scheduled report; NULL while hung */
 	backend_done_fn done;
 	backend_snapshot_fn snap_done;
@@ -292,7 +316,11 @@ static void complete(struct pending *p)
 		char out[64];
 
 		e = env_find(p->agent);
-		if (p->cancelled) {
+		if (p->timed_out) {
+			res.error = 0;
+			res.signal = SIGKILL;
+			res.timed_out = true;
+		} else if (p->cancelled) {
 			res.error = 0;
 			res.signal = SIGKILL;
 		} else if (p->r == 0) {
@@ -536,6 +564,16 @@ static int fake_exec(struct fleetd *f, const struct agent *a, const struct exec_
 	for (int i = 0; req->argv[i]; i++)
 		len += (size_t)snprintf(e->last_exec + len, len < EXEC_MAX ? EXEC_MAX - len : 0, "%s%s", i ? " " : "",
 					req->argv[i]);
+	if (req->env) {	/* a run's exec (a health check's has no environment) */
+		len = 0;
+		e->last_env[0] = '\0';
+		for (int i = 0; req->env[i]; i++)
+			len += (size_t)snprintf(e->last_env + len, len < EXEC_MAX ? EXEC_MAX - len : 0, "%s\n",
+						req->env[i]);
+		snprintf(e->last_stdin, sizeof(e->last_stdin), "%.*s", (int)req->stdin_len,
+			 req->stdin_data ? req->stdin_data : "");
+		e->last_timeout = req->timeout_s;
+	}
 	h = (struct exec_handle *)accept_call(FAKE_EXEC, a->name, NULL, sizeof(*h));
 	h->p.cb = *cb;
 	*ret = h;
@@ -548,6 +586,19 @@ static void fake_exec_cancel(struct exec_handle *h)
 	h->p.cancelled = true;
 	if (h->p.hung)
 		schedule(&h->p);	/* killed: it reports, on the loop */
+}
+
+int fake_exec_time_out(void)
+{
+	int n = 0;
+
+	for (struct pending *p = pendings; p; p = p->next)
+		if (p->verb == FAKE_EXEC && p->hung) {
+			p->timed_out = true;	/* as a backend's timer: killed, reported on the loop */
+			schedule(p);
+			n++;
+		}
+	return n;
 }
 
 static void fake_exec_pause(struct exec_handle *h, bool paused)

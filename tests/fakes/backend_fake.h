@@ -84,6 +84,13 @@ void fake_env_set_exit(const char *agent, int exit_code);
 int fake_env_exit(const char *agent);
 /* The argv of the newest exec in agent's environment, joined by spaces ("" if none). */
 const char *fake_env_last_exec(const char *agent);
+/* The newest exec with an environment (a run's, not a health check's): its stdin (cut at 2 KiB), env
+ * (NAME=VALUE lines) and timeout_s ("", -1 if none). */
+const char *fake_env_last_stdin(const char *agent);
+const char *fake_env_last_env(const char *agent);
+int fake_env_last_timeout(const char *agent);
+/* Every hung exec's timeout expires now (the backend's timer): each reports timed out, killed. Returns how many. */
+int fake_exec_time_out(void);
 /* Is there a snapshot snap of agent's environment on the host? */
 bool fake_snapshot_has(const char *agent, const char *snap);
 

@@ -42,6 +42,7 @@ static const struct int_key {
 	{ CFG_RESTART_BACKOFF, 1, 3600000, "must be a number of milliseconds from 1 to 3600000" },
 	{ CFG_RESTART_BACKOFF_MAX, 1, 3600000, "must be a number of milliseconds from 1 to 3600000" },
 	{ CFG_EVENTS_KEEP_DAYS, 1, 3650, "must be a number of days from 1 to 3650" },
+	{ CFG_MAX_CONCURRENT_RUNS, 0, 4096, "must be a number of runs from 0 to 4096" },
 };
 
 static void check_int_keys(void)

@@ -163,9 +163,205 @@ static void test_interrupt(void)
 	munmap(ids, 2 * sizeof(int64_t));
 }
 
+/* haystack contains needle (the message shows both when not). */
+#define like(haystack, needle, ...) do { \
+	const char *h_ = (haystack), *n_ = (needle); \
+	ok(h_ && strstr(h_, n_), __VA_ARGS__); \
+	if (!(h_ && strstr(h_, n_))) \
+		fprintf(stderr, "#   '%s'\n#   does not contain '%s'\n", h_ ? h_ : "(null)", n_); \
+} while (0)
+
+/* Change the agent's run settings as PATCH does. */
+static void run_settings(const char *name, int timeout_s, int max_queued, int retry)
+{
+	_cleanup_(agent_freep) struct agent *a = NULL;
+
+	ok(db_agent_get(F->db, name, &a) == 0, "agent %s", name);
+	if (!a)
+		return;
+	a->run_timeout_s = timeout_s;
+	a->max_queued = max_queued;
+	a->retry_interrupted = retry;
+	is_int(db_agent_set_settings(F->db, a), 0, "%s: timeout %d, max queued %d, retry %d", name, timeout_s,
+	       max_queued, retry);
+}
+
+static int cancel(const char *agent, int64_t id)
+{
+	_cleanup_free_ char *why = NULL;
+
+	return runs_cancel(F, agent, id, &why);
+}
+
+/* Cancel a queued run and a running one (its exec is killed); over runs cannot be. */
+static void test_cancel(void)
+{
+	int64_t r1, r2, r3;
+	_cleanup_(run_freep) struct run *run = NULL;
+
+	fake_reset();
+	fixture_open(&X, FX_HEALTH | FX_RUNS, NULL);
+	worker("rq-c", "work");
+	worker("rq-d", "job");
+	fake_set(FAKE_EXEC, FAKE_HANG, 0, NULL);
+	r1 = enqueue("rq-c");
+	r2 = enqueue("rq-c");
+	ok(LOOP_UNTIL(&X, strcmp(run_state(r1), "running") == 0), "a run is running, another queued");
+	is_int(cancel("rq-c", r2), 0, "cancel the queued one");
+	is_str(run_state(r2), "cancelled", "it is cancelled at once");
+	is_int(cancel("rq-d", r1), -ENOENT, "a run is cancelled through its own agent only");
+	is_int(cancel("rq-c", r1), 0, "cancel the running one");
+	ok(LOOP_UNTIL(&X, strcmp(run_state(r1), "cancelled") == 0), "its exec is killed and it is cancelled");
+	/* (the hung exec only reports once exec_cancel killed it) then the health check after it runs: */
+	is_int(fake_release(FAKE_EXEC, 0), 1, "what still runs is the health check after it, alone");
+	ok(db_run_get(F->db, r1, &run) == 0 && run->error && strstr(run->error, "cancelled"), "its error says so");
+	is_int(cancel("rq-c", r1), -EALREADY, "cancelling it again: it is over");
+	is_int(cancel("rq-c", 999999), -ENOENT, "no such run");
+	loop_now(&X);
+	r3 = enqueue("rq-c");
+	ok(LOOP_UNTIL(&X, strcmp(run_state(r3), "running") == 0), "the queue goes on: the next run starts");
+	is_str(run_state(r2), "cancelled", "the cancelled queued one never ran");
+	fake_release(FAKE_EXEC, 0);
+	ok(LOOP_UNTIL(&X, strcmp(run_state(r3), "succeeded") == 0), "and succeeds");
+	fake_set(FAKE_EXEC, FAKE_OK, 0, NULL);
+	fixture_close(&X);
+}
+
+/* The agent's run timeout goes to the exec; an exec that times out is a timed-out run. */
+static void test_timeout_and_limits(void)
+{
+	int64_t r1, r2, r3, r4, id;
+	_cleanup_free_ char *why = NULL;
+	_cleanup_(run_freep) struct run *run = NULL;
+
+	fake_reset();
+	fixture_open(&X, FX_HEALTH | FX_RUNS, NULL);
+	worker("rq-t", "work");
+	{
+		_cleanup_(agent_freep) struct agent *a = NULL;
+
+		ok(db_agent_get(F->db, "rq-t", &a) == 0 && a->run_timeout_s == 3600 && a->max_queued == 100 &&
+		   a->retry_interrupted == 0, "defaults: timeout 3600 s, 100 queued, no retry");
+	}
+	run_settings("rq-t", 7, 2, 0);
+	fake_set(FAKE_EXEC, FAKE_HANG, 0, NULL);
+	r1 = enqueue("rq-t");
+	ok(LOOP_UNTIL(&X, strcmp(run_state(r1), "running") == 0), "a run runs");
+	is_int(fake_env_last_timeout("rq-t"), 7, "its exec has the agent's run timeout");
+	r2 = enqueue("rq-t");
+	r3 = enqueue("rq-t");
+	ok(r2 > 0 && r3 > 0, "two more wait (max-queued 2)");
+	is_int(runs_enqueue(F, "rq-t", "manual", &id, &why), -ENOSPC, "a third is refused: -ENOSPC");
+	like(why, "queue is full: 2 runs wait", "and says why");
+	is_int(fake_exec_time_out(), 1, "the exec's timeout expires");
+	ok(LOOP_UNTIL(&X, strcmp(run_state(r1), "timed-out") == 0), "the run is timed-out");
+	ok(db_run_get(F->db, r1, &run) == 0 && run->error && strstr(run->error, "timed out after 7 s"),
+	   "its error names the timeout");
+	ok(LOOP_UNTIL(&X, strcmp(run_state(r2), "running") == 0), "the next one starts");
+	r4 = enqueue("rq-t");
+	ok(r4 > 0, "with one running, room for one more in the queue");
+	fake_set(FAKE_EXEC, FAKE_OK, 0, NULL);
+	while (fake_release(FAKE_EXEC, 0) > 0 || !(strcmp(run_state(r4), "succeeded") == 0))
+		if (!LOOP_UNTIL(&X, fake_hung(FAKE_EXEC) > 0 || strcmp(run_state(r4), "succeeded") == 0))
+			break;
+	is_str(run_state(r4), "succeeded", "the rest run");
+	fixture_close(&X);
+}
+
+/* max_concurrent_runs: runs of different agents wait beyond it. */
+static void test_concurrency(void)
+{
+	static const char *const one[] = { "max_concurrent_runs", "1", NULL };
+	int64_t a, b;
+
+	fake_reset();
+	fixture_open(&X, FX_HEALTH | FX_RUNS, one);
+	worker("rq-m", "work");
+	worker("rq-n", "work");
+	fake_set(FAKE_EXEC, FAKE_HANG, 0, NULL);
+	a = enqueue("rq-m");
+	b = enqueue("rq-n");
+	ok(LOOP_UNTIL(&X, strcmp(run_state(a), "running") == 0), "rq-m's run runs");
+	loop_now(&X);
+	is_str(run_state(b), "queued", "rq-n's waits: max_concurrent_runs 1");
+	is_int(fake_hung(FAKE_EXEC), 1, "one command runs");
+	fake_release(FAKE_EXEC, 0);
+	ok(LOOP_UNTIL(&X, strcmp(run_state(b), "running") == 0), "when it ends, rq-n's starts");
+	is_str(run_state(a), "succeeded", "after rq-m's");
+	fake_set(FAKE_EXEC, FAKE_OK, 0, NULL);
+	fake_release(FAKE_EXEC, 0);
+	ok(LOOP_UNTIL(&X, strcmp(run_state(b), "succeeded") == 0), "and succeeds");
+	fixture_close(&X);
+}
+
+/* The event is the run's stdin (JSON), and FLEET_* name it. */
+static void test_event_input(void)
+{
+	_cleanup_free_ char *why = NULL;
+	struct run_event ev = { .source = (char *)"manual", .received_at = 1700000000,
+				.body = (unsigned char *)"{\"x\": 1}", .body_len = 8 };
+	int64_t id, plain;
+	char want[64];
+
+	fake_reset();
+	fixture_open(&X, FX_HEALTH | FX_RUNS, NULL);
+	worker("rq-e", "work");
+	is_int(runs_enqueue_event(F, "rq-e", "manual", &ev, &id, &why), 0, "queue a run with a payload");
+	ok(ev.id > 0, "its event was stored");
+	ok(LOOP_UNTIL(&X, strcmp(run_state(id), "succeeded") == 0), "it runs");
+	like(fake_env_last_stdin("rq-e"), "\"source\":\"manual\"", "stdin: the event as JSON, source manual");
+	like(fake_env_last_stdin("rq-e"), "\"body\":\"{\\\"x\\\": 1}\"", "with the payload as body");
+	like(fake_env_last_stdin("rq-e"), "\"received_at\":\"2023-11-14", "and when it came");
+	snprintf(want, sizeof(want), "FLEET_RUN_ID=%" PRId64 "\n", id);
+	like(fake_env_last_env("rq-e"), want, "FLEET_RUN_ID");
+	like(fake_env_last_env("rq-e"), "FLEET_TRIGGER=manual\n", "FLEET_TRIGGER");
+	like(fake_env_last_env("rq-e"), "FLEET_EVENT_SOURCE=manual\n", "FLEET_EVENT_SOURCE");
+	like(fake_env_last_env("rq-e"), "FLEET_EVENT_TYPE=\n", "FLEET_EVENT_TYPE (none for a manual run)");
+	like(fake_env_last_env("rq-e"), "FLEET_DELIVERY_ID=\n", "FLEET_DELIVERY_ID (none)");
+	plain = enqueue("rq-e");
+	ok(LOOP_UNTIL(&X, strcmp(run_state(plain), "succeeded") == 0), "a run without an event runs too");
+	like(fake_env_last_stdin("rq-e"), "\"body\":null", "its stdin has no body");
+	fixture_close(&X);
+}
+
+static void kill_during_retry(struct fixture *x, void *arg)
+{
+	char *why = NULL;
+	int64_t *id = arg;
+
+	(void)runs_enqueue(&x->f, "rq-r", "manual", id, &why);
+	(void)LOOP_UNTIL(x, fake_hung(FAKE_EXEC) == 1);
+	raise(SIGKILL);
+}
+
+/* retry_interrupted N: a run cut off by fleetd stopping is queued again, N times in all (counted durably). */
+static void test_retry(void)
+{
+	int64_t *id = mmap(NULL, sizeof(int64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	_cleanup_(run_freep) struct run *r = NULL;
+
+	fake_reset();
+	fixture_open(&X, 0, NULL);
+	worker("rq-r", "work");
+	run_settings("rq-r", 3600, 100, 1);
+	fixture_close(&X);
+	fake_set(FAKE_EXEC, FAKE_HANG, 0, NULL);
+	ok(fixture_kill9(&X, FX_HEALTH | FX_RUNS, kill_during_retry, id), "kill -9 of fleetd during a run");
+	fixture_open(&X, FX_RECOVER | FX_HEALTH | FX_RUNS, NULL);
+	ok(LOOP_UNTIL(&X, strcmp(run_state(*id), "running") == 0), "at start, it is queued again and runs (retry 1)");
+	ok(db_run_get(F->db, *id, &r) == 0 && r->retries == 1, "its retries: 1");
+	fixture_close(&X);	/* a clean stop cuts it off again */
+	fixture_open(&X, 0, NULL);
+	is_str(run_state(*id), "interrupted", "the second time it is interrupted: its one retry is used");
+	fixture_close(&X);
+	fake_set(FAKE_EXEC, FAKE_OK, 0, NULL);
+	munmap(id, sizeof(int64_t));
+}
+
 int main(void)
 {
-	void (*tests[])(void) = { test_order, test_interrupt };
+	void (*tests[])(void) = { test_order, test_interrupt, test_cancel, test_timeout_and_limits, test_concurrency,
+				  test_event_input, test_retry };
 
 	log_setup("test_core_runs", LOG_WARNING);
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {

@@ -195,7 +195,7 @@ int main(void)
 		struct run *run = NULL, **runs = NULL;
 		size_t nr = 0;
 		int64_t id = 0;
-		int cnt = -1;
+		int cnt = -1, requeued = -1;
 		char *sql;
 
 		is_int(db_run_insert(db, "review", "manual", &id), 0, "queue a run");
@@ -207,7 +207,8 @@ int main(void)
 		is_int(db_run_start(db, id, "/x/run.log"), 0, "start it");
 		is_int(db_run_start(db, id, "/x/run.log"), -ENOENT, "a run not queued does not start again");
 		is_str(sql_line(path, sql), "running", "stored as 'running'");
-		is_int(db_runs_interrupt(db, "fleetd stopped", &cnt), 0, "interrupt running runs");
+		is_int(db_runs_interrupt(db, 0, "fleetd stopped", &cnt, &requeued), 0, "interrupt running runs");
+		is_int(requeued, 0, "none is queued again (retry_interrupted 0)");
 		is_int(cnt, 1, "one was running");
 		is_str(sql_line(path, sql), "interrupted", "stored as 'interrupted'");
 		is_int(db_run_finish(db, id, RUN_SUCCEEDED, 0, NULL), 0, "finish it");
@@ -226,6 +227,33 @@ int main(void)
 		is_int(db_run_list(db, "review", RUN_FAILED, 0, &runs, &nr), 0, "a list without it works");
 		is_int(nr, 0, "and is empty");
 		run_list_free(runs);
+	}
+
+	/*
+	 * A run queued inside a caller's transaction (a cron trigger records its
+	 * slot with it) commits with that transaction; an old event a queued run
+	 * still needs survives the events' pruning.
+	 */
+	{
+		struct run_event ev = { .source = (char *)"cron", .delivery_id = (char *)"schedule-1-60",
+					.type = (char *)"tick", .received_at = 1,
+					.body = (unsigned char *)"hello", .body_len = 5 };
+		struct run_event *evg = NULL;
+		int64_t id = 0;
+		int pruned = -1, keys = -1;
+
+		is_int(db_begin(db), 0, "a caller's transaction");
+		is_int(db_run_enqueue(db, "triage", "cron", &ev, &id), 0, "a run queued inside it");
+		is_int(db_commit(db), 0, "commits with it");
+		ok(ev.id > 0 && db_event_get(db, ev.id, &evg) == 0, "its event is stored");
+		is_str(evg ? evg->type : NULL, "tick", "with its type");
+		run_event_free(evg), evg = NULL;
+		is_int(db_events_prune(db, 100, 0, &pruned, &keys), 0, "prune events before t=100");
+		is_int(db_event_get(db, ev.id, &evg), 0, "the queued run's event is kept");
+		run_event_free(evg);
+		is_int(db_run_finish(db, id, RUN_SUCCEEDED, 0, NULL), 0, "the run ends");
+		is_int(db_events_prune(db, 100, 0, &pruned, &keys), 0, "prune again");
+		is_int(db_event_get(db, ev.id, &evg), -ENOENT, "now it goes");
 	}
 
 	/* Cron triggers (migration 8): stored with their payload, removed with their agent. */
@@ -295,6 +323,8 @@ int main(void)
 			       " ALTER TABLE agents DROP COLUMN boot_image; ALTER TABLE agents DROP COLUMN old_images;"
 			       " ALTER TABLE agents DROP COLUMN state_detail; DROP TABLE schedules;"
 			       UNDO_MIGRATION_9
+			       " ALTER TABLE agents DROP COLUMN run_timeout_s; ALTER TABLE agents DROP COLUMN max_queued;"
+			       " ALTER TABLE agents DROP COLUMN retry_interrupted;"
 			       " PRAGMA user_version = 1;"
 			       " INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
 			       " VALUES ('old', 'vm', 'stopped', 256, 1, 2, 1, 1);\"", v1);
@@ -354,6 +384,8 @@ int main(void)
 			       " ALTER TABLE agents DROP COLUMN old_images; ALTER TABLE agents DROP COLUMN state_detail;"
 			       " DROP TABLE schedules;"
 			       UNDO_MIGRATION_9
+			       " ALTER TABLE agents DROP COLUMN run_timeout_s; ALTER TABLE agents DROP COLUMN max_queued;"
+			       " ALTER TABLE agents DROP COLUMN retry_interrupted;"
 			       " PRAGMA user_version = 4;"
 			       " INSERT INTO agents (id, name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
 			       " VALUES (7, 'old', 'user', 'stopped', 256, 1, 2, 1, 1);"

@@ -34,7 +34,8 @@ ADAPT(snapshot_policy_to_string, enum snapshot_policy)
 
 static const char *const snapshot_states[] = { "creating", "ready", "deleting" };
 static const char *const snapshot_kinds[] = { "pending", "full", "disk", "dir" };
-static const char *const run_states[] = { "queued", "running", "succeeded", "failed", "interrupted" };
+static const char *const run_states[] = { "queued", "running", "succeeded", "failed", "timed-out", "cancelled",
+					  "interrupted" };
 static const char *const agent_states[] = { "defined", "provisioning", "stopped", "running", "bad", "removing",
 					     "missing" };
 static const char *const backend_kinds[] = { "vm", "user" };

@@ -1,0 +1,112 @@
+/* run_exec: see run_exec.h. */
+#include "core/run_exec.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base64.h"
+#include "common/util.h"
+#include "model/fleetd.h"
+#include "store/db.h"
+
+#define ENV_VALUE_MAX 256
+
+/* NAME=VALUE with VALUE made safe for any shell or transport: printable ASCII, bounded. */
+static char *env_pair(const char *name, const char *value)
+{
+	size_t n = value ? strnlen(value, ENV_VALUE_MAX) : 0;
+	char *s = xasprintf("%s=%.*s", name, (int)n, value ? value : "");
+
+	for (char *p = s + strlen(name) + 1; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+			*p = '_';
+	return s;
+}
+
+/* The headers column holds a JSON object's text; anything else (none, damage) is an empty object. */
+static json_t *headers_json(const char *text)
+{
+	json_t *j = text ? json_loads(text, JSON_REJECT_DUPLICATES, NULL) : NULL;
+
+	if (json_is_object(j))
+		return j;
+	json_decref(j);
+	return json_object();
+}
+
+static json_t *string_or_null(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+int run_input_make(struct fleetd *f, const struct agent *a, const struct run *run, struct run_input **ret,
+		   char **why)
+{
+	_cleanup_(run_event_freep) struct run_event *ev = NULL;
+	struct run_input *in;
+	json_t *j;
+	char when[32], id[32];
+	int r;
+
+	if (run->event_id > 0 && (r = db_event_get(f->db, run->event_id, &ev)) < 0) {
+		*why = xasprintf("event %" PRId64 ": %s", run->event_id, strerror(-r));
+		return r;
+	}
+	j = json_object();
+	json_object_set_new(j, "run_id", json_integer(run->id));
+	json_object_set_new(j, "agent", json_string(a->name));
+	json_object_set_new(j, "trigger", json_string(run->trigger));
+	json_object_set_new(j, "source", json_string(ev && ev->source ? ev->source : run->trigger));
+	json_object_set_new(j, "route", string_or_null(ev ? ev->route : NULL));
+	json_object_set_new(j, "delivery_id", string_or_null(ev ? ev->delivery_id : NULL));
+	json_object_set_new(j, "type", string_or_null(ev ? ev->type : NULL));
+	json_object_set_new(j, "received_at", json_string(format_utc(ev ? ev->received_at : run->queued_at, when,
+								     sizeof(when))));
+	json_object_set_new(j, "headers", headers_json(ev ? ev->headers : NULL));
+	if (!ev || !ev->body) {
+		json_object_set_new(j, "body", json_null());
+	} else {
+		/* json_stringn refuses what is not UTF-8 (and NUL): then the bytes as base64. */
+		json_t *b = json_stringn((const char *)ev->body, ev->body_len);
+
+		if (b && !memchr(ev->body, '\0', ev->body_len)) {
+			json_object_set_new(j, "body", b);
+		} else {
+			_cleanup_free_ char *b64 = base64_encode(ev->body, ev->body_len);
+
+			json_decref(b);
+			json_object_set_new(j, "body", json_null());
+			json_object_set_new(j, "body_base64", json_string(b64));
+		}
+	}
+	in = xcalloc(1, sizeof(*in));
+	in->stdin_data = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (!in->stdin_data)
+		abort();	/* out of memory: as xmalloc does */
+	in->stdin_len = strlen(in->stdin_data);
+	snprintf(id, sizeof(id), "%" PRId64, run->id);
+	in->env = xcalloc(7, sizeof(*in->env));
+	in->env[0] = env_pair("FLEET_RUN_ID", id);
+	in->env[1] = env_pair("FLEET_TRIGGER", run->trigger);
+	in->env[2] = env_pair("FLEET_AGENT", a->name);
+	in->env[3] = env_pair("FLEET_EVENT_SOURCE", ev && ev->source ? ev->source : run->trigger);
+	in->env[4] = env_pair("FLEET_EVENT_TYPE", ev ? ev->type : NULL);
+	in->env[5] = env_pair("FLEET_DELIVERY_ID", ev ? ev->delivery_id : NULL);
+	*ret = in;
+	return 0;
+}
+
+void run_input_free(struct run_input *in)
+{
+	if (!in)
+		return;
+	for (char **p = in->env; p && *p; p++)
+		free(*p);
+	free(in->env);
+	free(in->stdin_data);
+	free(in);
+}

@@ -448,13 +448,14 @@ int cmd_events(struct ctl *ctl, const struct command *cmd, int argc, char **argv
 		printf(o.route ? "no events for route '%s'\n" : "no events%s\n", o.route ? o.route : "");
 		return 0;
 	}
-	printf("%-20s %-20s %-36s %-24s %-14s %s\n", "RECEIVED", "ROUTE", "DELIVERY", "TYPE", "OUTCOME", "RUNS");
+	printf("%-20s %-8s %-20s %-36s %-24s %-14s %s\n", "RECEIVED", "SOURCE", "ROUTE", "DELIVERY", "TYPE", "OUTCOME",
+	       "RUNS");
 	json_array_foreach(list, i, e) {
 		json_t *runs = json_object_get(e, "runs"), *r;
 		size_t k;
 
-		printf("%-20s %-20s %-36s %-24s %-14s ", str(e, "received_at"), str(e, "route"), str(e, "delivery_id"),
-		       str(e, "type"), str(e, "outcome"));
+		printf("%-20s %-8s %-20s %-36s %-24s %-14s ", str(e, "received_at"), str(e, "source"), str(e, "route"),
+		       str(e, "delivery_id"), str(e, "type"), str(e, "outcome"));
 		json_array_foreach(runs, k, r)
 			printf("%s%lld", k ? "," : "", (long long)json_integer_value(r));
 		printf("%s\n", json_array_size(runs) ? "" : "-");

@@ -141,11 +141,16 @@ is "$("$FLEETCTL" --json hook ls | jq -r '.[] | select(.route == "uhr-ci") | .he
 is "$(routes)" "uhr-ci" "uhr-std (uhr-a's alone) went with it"
 is "$("$FLEETCTL" --json hook ls | jq -r '.[0].subscribers | map(.agent) | join(",")')" "uhr-b" "uhr-ci keeps uhr-b only"
 
-# --- events: nothing has arrived (the listener is not built yet), and the filters are checked ---
-"$FLEETCTL" set uhr-b --command true >/dev/null && "$FLEETCTL" trigger uhr-b --wait >/dev/null 2>&1
-ok $? "a manual run (it records no event)"
+# --- events: no webhook has arrived (the listener is not built yet); a manual trigger's event is
+# listed with the run it queued, and the filters are checked ---
+is "$("$FLEETCTL" --json events | jq -c .)" "[]" "--json: an empty list before anything arrived"
 is "$("$FLEETCTL" events)" "no events" "fleetctl events: none"
-is "$("$FLEETCTL" --json events | jq -c .)" "[]" "--json: an empty list"
+"$FLEETCTL" set uhr-b --command true >/dev/null && "$FLEETCTL" trigger uhr-b --wait >/dev/null 2>&1
+ok $? "a manual run"
+run_id=$("$FLEETCTL" --json runs uhr-b | jq -r '.[0].id')
+is "$("$FLEETCTL" --json events | jq -c '[.[] | {source, runs}]')" "[{\"source\":\"manual\",\"runs\":[$run_id]}]" \
+	"fleetctl events: the manual trigger's event, with the run it queued"
+like "$("$FLEETCTL" events | tail -1)" "^[^ ]+ +manual +- " "the table names its source"
 is "$("$FLEETCTL" events --route uhr-ci --limit 5)" "no events for route 'uhr-ci'" "--route and --limit"
 out=$("$FLEETCTL" events --limit 0 2>&1); is $? 2 "--limit 0 is refused"
 out=$("$FLEETCTL" events --route 'Bad!' 2>&1); is $? 2 "a bad --route is refused"

@@ -2,11 +2,10 @@
  * verify_hmac: any sender that signs the raw body with HMAC-SHA256 and puts
  * the result, hex or base64, after an optional prefix ("sha256="), in a
  * header the route names. The body is never parsed: it can be anything.
- * The delivery id is the header X-Webhook-Id or Webhook-Id when the sender
- * sets one, else the hex SHA-256 of the body. Such a header is not signed:
- * someone who saw a signed delivery can resend it under a new id, so a
- * sender that has no ids is better deduplicated by the body's hash
- * (docs/webhooks.md says so).
+ * The delivery id is always the hex SHA-256 of the body: only the body is
+ * signed, so an id header (X-Webhook-Id) would let someone who saw one
+ * signed delivery resend it under new ids and get a run each time. A
+ * resend of the same body is a duplicate (docs/webhooks.md says so).
  */
 #include <string.h>
 
@@ -15,7 +14,7 @@
 
 enum hook_verdict hv_verify_hmac(const struct hook_route *route, const struct hook_request *req, struct hook_result *res)
 {
-	const char *sig, *id;
+	const char *sig;
 	unsigned char want[HV_SHA256_LEN], digest[HV_SHA256_LEN];
 	struct hv_part body = { req->body, req->body_len };
 	size_t prefix_len = route->prefix ? strlen(route->prefix) : 0;
@@ -36,17 +35,8 @@ enum hook_verdict hv_verify_hmac(const struct hook_route *route, const struct ho
 	if (!hv_mac_matches(route, "SHA256", &body, 1, want, sizeof(want)))
 		return hv_refuse(res, HOOK_BAD_SIGNATURE, "signature does not match");
 
-	id = hv_header(req, "X-Webhook-Id");
-	if (!id)
-		id = hv_header(req, "Webhook-Id");
-	if (id) {
-		if (!hv_id_ok(id))
-			return hv_refuse(res, HOOK_MALFORMED, "delivery id header is not a usable id");
-		res->delivery_id = xstrdup(id);
-	} else {
-		if (!hv_sha256(req->body, req->body_len, digest))
-			return hv_refuse(res, HOOK_MALFORMED, "cannot hash the body");
-		res->delivery_id = hv_hex(digest, sizeof(digest));
-	}
+	if (!hv_sha256(req->body, req->body_len, digest))
+		return hv_refuse(res, HOOK_MALFORMED, "cannot hash the body");
+	res->delivery_id = hv_hex(digest, sizeof(digest));
 	return res->verdict = HOOK_OK;
 }

@@ -325,12 +325,15 @@ int db_events_prune(struct db *db, int64_t before, int64_t keys_before, int *ret
 	_cleanup_stmt_ sqlite3_stmt *ev = NULL, *keys = NULL;
 	int r;
 
+	/* An event a queued or running run still reads (its stdin) stays. */
 	if ((r = db_prepare(db, &ev, "DELETE FROM events WHERE received_at < ?"
 				     " AND id NOT IN (SELECT event_id FROM runs WHERE event_id IS NOT NULL"
-				     " AND state IN ('queued', 'running'))")) < 0 ||
+				     " AND state IN (?, ?))")) < 0 ||
 	    (r = db_prepare(db, &keys, "DELETE FROM hook_deliveries WHERE received_at < ?")) < 0)
 		return r;
 	sqlite3_bind_int64(ev, 1, before);
+	sqlite3_bind_text(ev, 2, run_state_to_string(RUN_QUEUED), -1, SQLITE_STATIC);
+	sqlite3_bind_text(ev, 3, run_state_to_string(RUN_RUNNING), -1, SQLITE_STATIC);
 	if ((r = db_step(db, ev)) < 0)
 		return r;
 	*ret_events = sqlite3_changes(db->h);

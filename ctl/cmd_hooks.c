@@ -184,8 +184,8 @@ static char *generate_secret(const char *source)
 	return out;
 }
 
-/* Does route exist? 1 yes, 0 no, -1 after printing fleetd's error. */
-static int route_exists(struct ctl *ctl, const char *route)
+/* Does route exist? 1 yes (its source in *ret_source, if not NULL; caller frees), 0 no, -1 after printing fleetd's error. */
+static int route_lookup(struct ctl *ctl, const char *route, char **ret_source)
 {
 	_cleanup_(json_decrefp) json_t *j = NULL;
 	json_t *h;
@@ -194,9 +194,17 @@ static int route_exists(struct ctl *ctl, const char *route)
 	if (call(ctl, "GET", "/v1/hooks", NULL, &j))
 		return -1;
 	json_array_foreach(json_object_get(j, "hooks"), i, h)
-		if (strcmp(str(h, "route"), route) == 0)
+		if (strcmp(str(h, "route"), route) == 0) {
+			if (ret_source)
+				*ret_source = xstrdup(str(h, "source"));
 			return 1;
+		}
 	return 0;
+}
+
+static int route_exists(struct ctl *ctl, const char *route)
+{
+	return route_lookup(ctl, route, NULL);
 }
 
 static void wipe_json_secret(json_t *body)
@@ -338,24 +346,42 @@ static int hook_rotate(struct ctl *ctl, struct hook_opts *o, const char *route)
 
 	if (hook_route_name_check(route, &why) < 0)
 		return usage_error(o->cmd, "invalid route name '%s': %s", route, why);
-	if (json_object_size(o->body) || o->generate)
-		return usage_error(o->cmd, "hook rotate takes only --grace (the new secret comes on standard input)");
-	if (!(secret = read_secret(route)))
+	if (json_object_size(o->body))
+		return usage_error(o->cmd, "hook rotate takes only --grace and --generate (else the new secret "
+					   "comes on standard input)");
+	if (o->generate) {
+		/* The route's source says the secret's form (whsec_ for standard). */
+		_cleanup_free_ char *source = NULL;
+
+		if ((r = route_lookup(ctl, route, &source)) <= 0) {
+			if (r == 0)
+				fprintf(stderr, "fleetctl: no webhook route '%s'\n", route);
+			return 1;
+		}
+		if (!(secret = generate_secret(source)))
+			return 1;
+	} else if (!(secret = read_secret(route))) {
 		return 1;
+	}
 	body = json_pack("{s:s}", "secret", secret);
-	explicit_bzero(secret, strlen(secret));
+	if (!o->generate)
+		explicit_bzero(secret, strlen(secret));
 	if (o->grace_s >= 0)
 		json_object_set_new(body, "grace_s", json_integer(o->grace_s));
 	r = callf(ctl, "POST", body, &answer, "/v1/hooks/%s/rotate", route);
 	wipe_json_secret(body);
-	if (r)
-		return 1;
-	if (ctl->json)
-		print_json(answer);
-	else
-		printf("route '%s': new secret in use; the previous one works until %s\n", route,
-		       str(answer, "rotating_until"));
-	return 0;
+	if (!r) {
+		if (ctl->json)
+			print_json(answer);
+		else
+			printf("route '%s': new secret in use; the previous one works until %s\n", route,
+			       str(answer, "rotating_until"));
+		/* Shown this once (also with --json): fleet never shows a secret again. */
+		if (o->generate)
+			fprintf(ctl->json ? stderr : stdout, "secret (shown once; give it to the sender): %s\n", secret);
+	}
+	explicit_bzero(secret, strlen(secret));
+	return r ? 1 : 0;
 }
 
 int cmd_hook(struct ctl *ctl, const struct command *cmd, int argc, char **argv)

@@ -114,7 +114,8 @@ static const struct command commands[] = {
 	  "A running run's whole process tree in the environment is killed; it ends as\n"
 	  "'cancelled'. A run that is over already is an error.\n", cmd_cancel },
 	{ "hook", "add NAME --source SOURCE [--route ROUTE] [--events LIST] [--header H] [--public-url URL]\n"
-	  "              [--generate]  |  hook ls [NAME]  |  hook rm NAME ROUTE  |  hook rotate ROUTE [--grace D]",
+	  "              [--generate]  |  hook ls [NAME]  |  hook rm NAME ROUTE\n"
+	  "              |  hook rotate ROUTE [--grace D] [--generate]",
 	  "Subscribe an agent to a signed webhook route; list, remove, or rotate a route's secret.",
 	  "'hook add' creates the route (its URL is /hooks/ROUTE; ROUTE defaults to NAME-SOURCE)\n"
 	  "with the secret read from standard input, never from the command line, or\n"
@@ -135,7 +136,8 @@ static const struct command commands[] = {
 	  "  --public-url URL  this route's base URL instead of fleetd's hooks_public_url\n"
 	  "  --max-body N      largest delivery in bytes (default 1048576)\n"
 	  "'hook ls' never shows a secret. 'hook rotate ROUTE' reads the new secret from\n"
-	  "standard input; the old one keeps working for --grace (default 24h; 90m, 7d...).\n",
+	  "standard input (--generate: makes one and prints it once); the old one keeps\n"
+	  "working for --grace (default 24h; 90m, 7d...).\n",
 	  cmd_hook },
 	{ "events", "[--route ROUTE] [--limit N]", "Show the webhook deliveries that arrived and what they caused.",
 	  "  --route ROUTE   only this route's\n"

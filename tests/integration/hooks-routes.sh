@@ -91,6 +91,14 @@ out=$("$FLEETCTL" hook rotate uhr-a-github --grace 31d </dev/null 2>&1); is $? 2
 out=$(printf short | "$FLEETCTL" hook rotate uhr-a-github 2>&1); is $? 1 "a short new secret is refused"
 out=$(printf '%s' "$NEW" | "$FLEETCTL" hook rotate uhr-nosuch 2>&1); is $? 1 "rotating an unknown route fails"
 like "$out" "no such route" "saying so"
+out=$("$FLEETCTL" hook rotate uhr-a-github --generate --grace 0 </dev/null); ok $? "hook rotate --generate"
+gen=$(sed -n 's/^secret (shown once; give it to the sender): //p' <<<"$out")
+like "$gen" "^[0-9a-f]{64}$" "it prints the new secret once (64 hex digits)"
+is "$(sqlite3 "$STATE/fleet.db" "SELECT hex(secret) FROM hook_routes WHERE name = 'uhr-a-github'")" \
+	"$(printf '%s' "$gen" | od -An -tx1 | tr -d ' \n' | tr a-f A-F)" "and that is the route's secret now"
+no_secret "hook ls after a generated rotation" "$("$FLEETCTL" --json hook ls)" "$gen"
+out=$("$FLEETCTL" hook rotate uhr-nosuch --generate </dev/null 2>&1); is $? 1 "--generate for an unknown route fails"
+like "$out" "no webhook route 'uhr-nosuch'" "saying so"
 
 # --- bad input: clear errors, nothing stored ---
 before=$(routes)

@@ -47,6 +47,7 @@ struct hook_route {
 	enum hook_datadog_auth datadog_auth;
 	const char *delivery_field;	/* datadog: the top-level JSON field that holds the delivery id */
 	const char *public_url;		/* twilio: the base URL the sender was given (hooks_public_url) */
+	long max_body;			/* the listener answers 413 past this many body bytes (verify ignores it) */
 };
 
 /* One request as received (headers as sent; names compared case-insensitively). */

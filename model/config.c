@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -91,6 +92,50 @@ static int check_public_url(const char *v, const char **why)
 	return 0;
 }
 
+/* none, or IPv4:PORT or [IPv6]:PORT with numeric address and port (0: any free port). */
+static int check_listen(const char *v, const char **why)
+{
+	char host[64];
+	const char *colon;
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM }, *ai;
+	size_t hl;
+	long port;
+
+	if (strcmp(v, "none") == 0)
+		return 0;
+	*why = "must be none, IPV4:PORT or [IPV6]:PORT with a numeric address and a port from 0 to 65535";
+	if (!(colon = strrchr(v, ':')) || parse_long(colon + 1, 0, 65535, &port) < 0)
+		return -EINVAL;
+	hl = (size_t)(colon - v);
+	if (hl >= 2 && v[0] == '[' && v[hl - 1] == ']') {
+		v++;
+		hl -= 2;
+	} else if (memchr(v, ':', hl)) {
+		return -EINVAL;		/* an IPv6 address needs its brackets */
+	}
+	if (hl == 0 || hl >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, v, hl);
+	host[hl] = '\0';
+	if (getaddrinfo(host, colon + 1, &hints, &ai) != 0)
+		return -EINVAL;
+	freeaddrinfo(ai);
+	return 0;
+}
+
+/* A system user's name: what useradd accepts, kept to [a-z_][a-z0-9_-]{0,31}. */
+static int check_user_name(const char *v, const char **why)
+{
+	size_t n = strlen(v);
+
+	if (n == 0 || n > 32 || !((v[0] >= 'a' && v[0] <= 'z') || v[0] == '_') ||
+	    strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_-") != n) {
+		*why = "must be 1 to 32 of a-z, 0-9, '_' and '-', starting with a letter or '_'";
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /*
  * An integer key: a whole number within its row's range. The message is
  * built from the row into that key's own slot (always the same text), so
@@ -166,6 +211,23 @@ const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_MAX_CONCURRENT_RUNS] = { "max_concurrent_runs", "max-concurrent-runs", "N", "0", true,
 		"most runs going at once over all agents; more wait in their queues (0: the number of CPUs)",
 		.range = { 0, 4096, "a number of runs" } },
+	/* The webhook listener (#11): where it listens, as whom, and its limits against hostile clients. */
+	[CFG_HOOKS_LISTEN] = { "hooks_listen", "hooks-listen", "ADDR", "127.0.0.1:8470", false,
+		"address:port the webhook listener serves (IPv6 as [ADDR]:PORT; port 0: any free one); "
+		"none: no listener", check_listen },
+	[CFG_HOOKS_USER] = { "hooks_user", "hooks-user", "USER", "fleet-hooks", false,
+		"unprivileged system user the webhook listener runs as (fleetd creates it if it is missing)",
+		check_user_name },
+	[CFG_HOOKS_MAX_CONNECTIONS] = { "hooks_max_connections", "hooks-max-connections", "N", "512", true,
+		"most webhook connections open at once; more are closed at accept",
+		.range = { 1, 65536, "a number of connections" } },
+	[CFG_HOOKS_MAX_PER_SOURCE] = { "hooks_max_per_source", "hooks-max-per-source", "N", "64", true,
+		"most webhook connections open at once from one address", .range = { 1, 65536, "a number of connections" } },
+	[CFG_HOOKS_REQUEST_TIMEOUT] = { "hooks_request_timeout", "hooks-request-timeout", "S", "10", true,
+		"seconds a webhook sender has from connecting to sending its whole request; slower ones are cut off",
+		.range = { 1, 600, "a number of seconds" } },
+	[CFG_HOOKS_HEADER_MAX] = { "hooks_header_max_bytes", "hooks-header-max-bytes", "N", "32768", true,
+		"most bytes of a webhook request's line and headers together", .range = { 4096, 1L << 20, "a number of bytes" } },
 };
 
 void config_init(struct config *c)

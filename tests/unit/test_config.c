@@ -43,6 +43,10 @@ static const struct int_key {
 	{ CFG_RESTART_BACKOFF_MAX, 1, 3600000, "must be a number of milliseconds from 1 to 3600000" },
 	{ CFG_EVENTS_KEEP_DAYS, 1, 3650, "must be a number of days from 1 to 3650" },
 	{ CFG_MAX_CONCURRENT_RUNS, 0, 4096, "must be a number of runs from 0 to 4096" },
+	{ CFG_HOOKS_MAX_CONNECTIONS, 1, 65536, "must be a number of connections from 1 to 65536" },
+	{ CFG_HOOKS_MAX_PER_SOURCE, 1, 65536, "must be a number of connections from 1 to 65536" },
+	{ CFG_HOOKS_REQUEST_TIMEOUT, 1, 600, "must be a number of seconds from 1 to 600" },
+	{ CFG_HOOKS_HEADER_MAX, 4096, 1048576, "must be a number of bytes from 4096 to 1048576" },
 };
 
 static void check_int_keys(void)
@@ -116,6 +120,22 @@ int main(void)
 							      "https://x/?a=1", "https://a b", NULL }; *bad; bad++)
 		is_int(config_set(&c, CFG_HOOKS_PUBLIC_URL, *bad, CFG_FROM_CMDLINE, 0, &why), -EINVAL,
 		       "hooks_public_url '%s' is refused", *bad);
+	/* hooks_listen: none, or a numeric address and port. */
+	is_str(config_get(&c, CFG_HOOKS_LISTEN), "127.0.0.1:8470", "hooks_listen defaults to 127.0.0.1:8470");
+	is_str(config_get(&c, CFG_HOOKS_USER), "fleet-hooks", "hooks_user defaults to fleet-hooks");
+	for (const char *const *good = (const char *const[]){ "none", "127.0.0.1:0", "0.0.0.0:8470", "[::1]:9000",
+							       "[::]:65535", NULL }; *good; good++)
+		is_int(config_set(&c, CFG_HOOKS_LISTEN, *good, CFG_FROM_CMDLINE, 0, &why), 0,
+		       "hooks_listen %s is taken", *good);
+	for (const char *const *bad = (const char *const[]){ "", "8470", "127.0.0.1", "localhost:8470", "::1:80",
+							      "127.0.0.1:65536", "127.0.0.1:-1", "[::1]", "1.2.3.4:80x", NULL };
+	     *bad; bad++)
+		is_int(config_set(&c, CFG_HOOKS_LISTEN, *bad, CFG_FROM_CMDLINE, 0, &why), -EINVAL,
+		       "hooks_listen '%s' is refused", *bad);
+	for (const char *const *bad = (const char *const[]){ "", "Root", "9x", "a b", "abcdefghijklmnopqrstuvwxyz0123456", NULL };
+	     *bad; bad++)
+		is_int(config_set(&c, CFG_HOOKS_USER, *bad, CFG_FROM_CMDLINE, 0, &why), -EINVAL,
+		       "hooks_user '%s' is refused", *bad);
 	config_free(&c);
 
 	n = config_load(&c, "/nonexistent/fleetd.conf", true, NULL, &errors);

@@ -240,7 +240,6 @@ static bool end_orphan(const struct listener *l, uid_t uid)
 {
 	_cleanup_close_ int pfd = -1, fd = open(l->pid_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	char buf[32] = "", comm[32] = "", path[64];
-	struct stat st;
 	long pid;
 	ssize_t n;
 
@@ -250,13 +249,18 @@ static bool end_orphan(const struct listener *l, uid_t uid)
 	buf[strcspn(buf, "\n")] = '\0';
 	if (parse_long(buf, 2, 1L << 22, &pid) < 0 || (pfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0)) < 0)
 		return false;
-	snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
-	_cleanup_close_ int cfd = open(path, O_RDONLY | O_CLOEXEC);
-	if (cfd < 0 || (n = read(cfd, comm, sizeof(comm) - 1)) <= 0 || fstat(cfd, &st) < 0)
+	/* /proc/PID/status, not the owner of its files: those are root's once it changed its uid. */
+	snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+	_cleanup_close_ int sfd = open(path, O_RDONLY | O_CLOEXEC);
+	char status[1024];
+	const char *name, *uids;
+	if (sfd < 0 || (n = read(sfd, status, sizeof(status) - 1)) <= 0)
 		return false;
-	comm[n] = '\0';
-	comm[strcspn(comm, "\n")] = '\0';
-	if (strcmp(comm, "fleet-hooksd") != 0 || st.st_uid != uid)
+	status[n] = '\0';
+	name = strstr(status, "Name:\t");
+	uids = strstr(status, "\nUid:\t");
+	if (!name || !uids || sscanf(name, "Name:\t%31s", comm) != 1 || strcmp(comm, "fleet-hooksd") != 0 ||
+	    strtol(uids + 6, NULL, 10) != (long)uid)
 		return false;
 	log_warning("webhooks: the listener of a previous fleetd (pid %ld) still holds the port; ending it", pid);
 	if (syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) < 0)
@@ -286,8 +290,14 @@ static int bind_listen(struct listener *l, const char *spec, uid_t uid)
 	if (ai->ai_family == AF_INET6)
 		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 	r = bind(fd, ai->ai_addr, ai->ai_addrlen);
-	if (r < 0 && errno == EADDRINUSE && end_orphan(l, uid))
+	/* The orphan may also be exiting by itself just now: end it if it is there, then give the port 2 s to free. */
+	for (int i = 0; r < 0 && errno == EADDRINUSE && i < 20; i++) {
+		if (i == 0)
+			(void)end_orphan(l, uid);
+		else
+			(void)poll(NULL, 0, 100);
 		r = bind(fd, ai->ai_addr, ai->ai_addrlen);
+	}
 	if (r < 0 || listen(fd, 1024) < 0 || getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
 		goto fail;
 	freeaddrinfo(ai);

@@ -407,6 +407,7 @@ static void send_msg(struct listener *l, json_t *msg)
 	}
 	if (l->out && bufferevent_write(l->out, frame, len) < 0)
 		log_error("webhooks: cannot queue a message for the listener");
+	explicit_bzero(frame, len);	/* a routes message holds every secret */
 	free(frame);
 	if (l->out && evbuffer_get_length(bufferevent_get_output(l->out)) > WRITE_CAP)
 		child_fail(l, "it stopped reading its link");

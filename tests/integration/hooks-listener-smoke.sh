@@ -13,7 +13,8 @@
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents and the listener's user are Unix users)"
 for t in jq curl openssl; do command -v $t >/dev/null || skip_all "$t not installed"; done
 
-HUSER=hkfs-hooks
+# The listener's user: of this run alone (another worktree may run this test at the same time).
+HUSER=hkfs-$$
 # Registered first, so it runs last: the listener's user goes once every process of it is gone.
 _hkfs_cleanup() {
 	local p i

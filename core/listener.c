@@ -465,7 +465,7 @@ static void send_routes(struct listener *l)
 				next = until;
 		}
 	send_msg(l, hook_msg_routes(t->routes, t->n, &lim));
-	log_debug("webhooks: %zu route(s) sent to the listener", t->n);
+	log_info("webhooks: sent the listener its table of %zu route(s)", t->n);
 	hooks_route_table_free(t);
 	evtimer_del(l->ev_grace);
 	if (next) {

@@ -39,7 +39,7 @@ struct lconn {
 	struct event *setup, *deadline, *refuse_ev;
 	struct lsource *src;			/* counted there once admitted */
 	char *head;				/* the head so far (at most header_max bytes) */
-	size_t head_len;
+	size_t head_len, head_size;
 	bool head_done;				/* checked, body cap set */
 	bool dispatched;			/* the whole request arrived */
 	bool refusing;				/* refuse_ev answers and closes it */
@@ -342,9 +342,16 @@ static void conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info
 
 	if (!cn->evcon || cn->head_done || cn->refusing || info->n_added == 0)
 		return;
-	if (!cn->head)
-		cn->head = xmalloc(max + 1);
 	take = info->n_added < max - cn->head_len ? info->n_added : max - cn->head_len;
+	if (cn->head_len + take > cn->head_size) {
+		/* Grown as the head arrives: most heads are small, and header_max may be 1 MiB. */
+		size_t size = cn->head_size ? cn->head_size : 4096;
+
+		while (size < cn->head_len + take)
+			size *= 2;
+		cn->head_size = size < max ? size : max;
+		cn->head = xrealloc(cn->head, cn->head_size);
+	}
 	if (evbuffer_ptr_set(buf, &pos, evbuffer_get_length(buf) - info->n_added, EVBUFFER_PTR_SET) < 0 ||
 	    evbuffer_copyout_from(buf, &pos, cn->head + cn->head_len, take) != (ev_ssize_t)take) {
 		conn_refuse_later(cn, buf, 400, "bad_request", "the request could not be read");

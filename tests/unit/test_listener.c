@@ -97,25 +97,30 @@ static bool send_msg(int fd, json_t *msg)
 	return good;
 }
 
+/* The next message from the listener; NULL on EOF or a bad frame. */
+static json_t *recv_any(int fd)
+{
+	unsigned char head[4], *payload;
+	long need;
+	json_t *msg = NULL;
+	const char *why;
+
+	if (!read_full(fd, head, 4) || (need = hook_frame_need(head, 4)) < 0)
+		return NULL;
+	payload = xmalloc((size_t)need - 4);
+	if (!read_full(fd, payload, (size_t)need - 4) || hook_frame_decode(payload, (size_t)need - 4, &msg, &why) < 0)
+		msg = NULL;
+	free(payload);
+	return msg;
+}
+
 /* The next message from the listener that is not stats; NULL on EOF or a bad frame. */
 static json_t *recv_msg(int fd)
 {
 	for (;;) {
-		unsigned char head[4], *payload;
-		long need;
-		json_t *msg = NULL;
-		const char *why;
+		json_t *msg = recv_any(fd);
 
-		if (!read_full(fd, head, 4) || (need = hook_frame_need(head, 4)) < 0)
-			return NULL;
-		payload = xmalloc((size_t)need - 4);
-		if (!read_full(fd, payload, (size_t)need - 4) ||
-		    hook_frame_decode(payload, (size_t)need - 4, &msg, &why) < 0) {
-			free(payload);
-			return NULL;
-		}
-		free(payload);
-		if (strcmp(hook_msg_type(msg), "stats") != 0)
+		if (!msg || strcmp(hook_msg_type(msg), "stats") != 0)
 			return msg;
 		json_decref(msg);
 	}
@@ -245,7 +250,7 @@ static int connect_port(int port)
 	return fd;
 }
 
-/* Everything fd sends until it closes (bounded); the status of its HTTP answer, the body in *body. */
+/* Everything fd sends until it closes (bounded); the status of its HTTP answer, the body's first line in *body. */
 static int read_answer(int fd, char **body)
 {
 	char buf[65536];
@@ -267,8 +272,10 @@ static int read_answer(int fd, char **body)
 	buf[got] = '\0';
 	sscanf(buf, "HTTP/1.%*d %d", &status);
 	sep = strstr(buf, "\r\n\r\n");
-	if (body)
+	if (body) {
 		*body = xstrdup(sep ? sep + 4 : "");
+		(*body)[strcspn(*body, "\n")] = '\0';	/* one line of JSON; its newline would break the TAP line */
+	}
 	return status;
 }
 
@@ -537,6 +544,85 @@ static void test_datadog_header(struct lst *L)
 	close(fd);
 }
 
+/* A GitHub delivery in chunks, and one announced with Expect: 100-continue; then chunks over the cap. */
+static void test_chunked_and_continue(struct lst *L)
+{
+	const char *payload = "{\"ref\":\"refs/heads/chunked\"}";
+	_cleanup_free_ char *sig = github_sig(payload);
+	_cleanup_free_ char *head = xasprintf("POST /hooks/gh HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: push\r\n"
+					      "X-GitHub-Delivery: chunked-1\r\nX-Hub-Signature-256: %s\r\n"
+					      "Transfer-Encoding: chunked\r\n\r\n", sig);
+	_cleanup_free_ char *chunks = xasprintf("5\r\n%.5s\r\n%zx\r\n%s\r\n0\r\n\r\n", payload, strlen(payload) - 5,
+						payload + 5);
+	_cleanup_free_ char *body = NULL;
+	struct hook_delivery d = { 0 };
+	char cont[64] = "";
+	int fd = connect_port(L->port);
+
+	if (write_all(fd, head, strlen(head)) < 0 || write_all(fd, chunks, strlen(chunks)) < 0)
+		abort();
+	ok(next_delivery_is(L, "chunked-1", 202, "{}", &d), "a chunked delivery arrives");
+	ok(d.body_len == strlen(payload) && memcmp(d.body, payload, d.body_len) == 0, "...its body joined from the chunks");
+	hook_delivery_clear(&d);
+	is_int(read_answer(fd, &body), 202, "...and is answered 202");
+	close(fd);
+
+	free(head);
+	head = xasprintf("POST /hooks/gh HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: push\r\nX-GitHub-Delivery: continue-1\r\n"
+			 "X-Hub-Signature-256: %s\r\nExpect: 100-continue\r\nContent-Length: %zu\r\n\r\n",
+			 sig, strlen(payload));
+	fd = connect_port(L->port);
+	if (write_all(fd, head, strlen(head)) < 0)
+		abort();
+	{
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t n = poll(&p, 1, GUARD_MS) == 1 ? read(fd, cont, sizeof(cont) - 1) : -1;
+
+		cont[n > 0 ? n : 0] = '\0';
+	}
+	ok(strncmp(cont, "HTTP/1.1 100 Continue", 21) == 0, "Expect: 100-continue within the cap is told to continue");
+	if (write_all(fd, payload, strlen(payload)) < 0)
+		abort();
+	ok(next_delivery_is(L, "continue-1", 202, "{}", NULL), "...and its delivery arrives");
+	free(body);
+	is_int(read_answer(fd, &body), 202, "...and is answered 202");
+	close(fd);
+
+	/* Chunks past the route's 4096 bytes: evhttp stops at the cap the head check set. */
+	fd = connect_port(L->port);
+	free(head);
+	head = xasprintf("POST /hooks/gh HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n", 5000);
+	if (write_all(fd, head, strlen(head)) < 0)
+		abort();
+	{
+		char filler[5000];
+
+		memset(filler, 'x', sizeof(filler));
+		(void)write_all(fd, filler, sizeof(filler));	/* the listener may close before all of it is sent */
+	}
+	free(body);
+	is_int(read_answer(fd, &body), 413, "chunks past the route's cap are answered 413");
+	close(fd);
+}
+
+/* The counters reach fleetd: wait for stats that match (sent every second while they change). */
+static void test_stats(struct lst *L, const struct hook_stats *want)
+{
+	struct hook_stats got = { 0 };
+	json_t *msg;
+	const char *why;
+	bool match = false;
+
+	while (!match && (msg = recv_any(L->link))) {
+		if (strcmp(hook_msg_type(msg), "stats") == 0 && hook_msg_stats_parse(msg, &got, &why) == 0)
+			match = memcmp(&got, want, sizeof(got)) == 0;
+		json_decref(msg);
+	}
+	ok(match, "stats reach fleetd: accepted %lld, refused 400:%lld 401:%lld 404:%lld 405:%lld 413:%lld other:%lld",
+	   (long long)got.accepted, (long long)got.refused[0], (long long)got.refused[1], (long long)got.refused[2],
+	   (long long)got.refused[3], (long long)got.refused[4], (long long)got.refused[5]);
+}
+
 /* hooks_max_per_source: one more connection from the address is refused at accept, before it sends. */
 static void test_per_source(struct lst *L)
 {
@@ -646,6 +732,12 @@ int main(void)
 	test_refusals(&L);
 	test_github_curl(&L);
 	test_datadog_header(&L);
+	test_chunked_and_continue(&L);
+	{
+		struct hook_stats want = { .accepted = 4, .refused = { 5, 2, 2, 1, 2, 0 } };
+
+		test_stats(&L, &want);
+	}
 	test_per_source(&L);
 	test_slowloris(&L);
 	test_link_down(&L);

@@ -171,8 +171,10 @@ static void conn_free(struct lconn *cn)
 	if (*pp)
 		*pp = cn->next;
 	srv->n_conns--;
-	if (cn->src)
+	if (cn->src) {
 		source_put(srv, cn->src);
+		srv->n_admitted--;
+	}
 	srv->body_reserved -= cn->reserved;
 	event_free(cn->setup);
 	event_free(cn->deadline);
@@ -251,7 +253,11 @@ static void conn_setup(evutil_socket_t unused, short what, void *arg)
 		conn_answer_raw(cn, 503, "unavailable", "fleetd is not reachable; try again later", false);
 		return;
 	}
-	if (srv->n_conns > srv->limits.max_connections) {
+	/*
+	 * Admitted ones, not accepted ones: a burst is accepted in one go before
+	 * any is set up, and counting those would refuse the first of it.
+	 */
+	if (srv->n_admitted >= srv->limits.max_connections) {
 		/* Closed at once, no linger: when all are taken, holding more open is what a flood wants. */
 		srv->stats.dropped++;
 		conn_answer_raw(cn, 503, "busy", "too many connections (hooks_max_connections); try again later", false);
@@ -266,6 +272,7 @@ static void conn_setup(evutil_socket_t unused, short what, void *arg)
 	}
 	cn->src = src ? src : source_get(srv, key, true);
 	cn->src->count++;
+	srv->n_admitted++;
 	evtimer_add(cn->deadline, &tv);
 }
 

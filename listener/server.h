@@ -53,6 +53,7 @@ struct lserver {
 	struct hook_limits limits;
 	struct lconn *conns;		/* every open connection */
 	long n_conns;
+	long n_admitted;		/* of them, those past the accept-time checks: what hooks_max_connections caps */
 	struct lsource *sources[LSRV_SOURCE_BUCKETS];
 	size_t body_reserved;		/* bodies admitted and not yet done with */
 	long n_lingering;

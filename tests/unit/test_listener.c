@@ -126,18 +126,20 @@ static json_t *recv_msg(int fd)
 	}
 }
 
-static json_t *routes_msg(long max_per_source, long timeout)
+static json_t *routes_msg(long max_connections, long max_per_source, long timeout, const char *extra)
 {
-	struct hook_route r[2] = {
+	struct hook_route r[3] = {
 		{ .name = "gh", .source = HOOK_GITHUB, .secrets = { (const unsigned char *)SECRET },
 		  .secret_lens = { strlen(SECRET) }, .n_secrets = 1, .max_body = 4096 },
 		{ .name = "dd", .source = HOOK_DATADOG, .secrets = { (const unsigned char *)DD_SECRET },
 		  .secret_lens = { strlen(DD_SECRET) }, .n_secrets = 1, .header = "X-DD-Secret",
 		  .datadog_auth = HOOK_DATADOG_HEADER, .delivery_field = "id", .max_body = 4096 },
+		{ .name = extra, .source = HOOK_GITHUB, .secrets = { (const unsigned char *)SECRET },
+		  .secret_lens = { strlen(SECRET) }, .n_secrets = 1, .max_body = 4096 },
 	};
-	struct hook_limits lim = { 32, max_per_source, timeout, 4096 };
+	struct hook_limits lim = { max_connections, max_per_source, timeout, 4096 };
 
-	return hook_msg_routes(r, 2, &lim);
+	return hook_msg_routes(r, extra ? 3 : 2, &lim);
 }
 
 /* Start the listener with an empty root of our making; its hello checked. root_entry: put a file in the root (must fail). */
@@ -239,15 +241,23 @@ static void cleanup(struct lst *L)
 
 /* ---- senders ---- */
 
-static int connect_port(int port)
+/* A connection to the listener from 127.0.0.FROM (all loopback: one more source address). */
+static int connect_from(int port, int from)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in src = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000000 | (uint32_t)from) };
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+	if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof(src)) < 0 ||
+	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		abort();
 	return fd;
+}
+
+static int connect_port(int port)
+{
+	return connect_from(port, 1);
 }
 
 /* Everything fd sends until it closes (bounded); the status of its HTTP answer, the body's first line in *body. */
@@ -670,6 +680,52 @@ static void test_slowloris(struct lst *L)
 	close(fd);
 }
 
+/* Until the listener serves route name (405 to a GET): new routes are in force, and closed connections forgotten. */
+static bool wait_route(struct lst *L, const char *name)
+{
+	_cleanup_free_ char *req = xasprintf("GET /hooks/%s HTTP/1.1\r\nHost: x\r\n\r\n", name);
+
+	for (int tries = 0; tries < 600; tries++) {
+		if (raw(L->port, req, NULL) == 405)
+			return true;
+		usleep(100 * 1000);
+	}
+	return false;
+}
+
+/* hooks_max_connections over all addresses; hooks_max_per_source counted per address. */
+static void test_total_cap(struct lst *L)
+{
+	_cleanup_free_ char *body = NULL;
+	int held[3], extra;
+
+	ok(send_msg(L->link, routes_msg(2, 3, 3, "cap-total")) && wait_route(L, "cap-total"),
+	   "a new route table with hooks_max_connections 2 is in force");
+	held[0] = connect_from(L->port, 1);
+	held[1] = connect_from(L->port, 1);
+	extra = connect_from(L->port, 2);
+	is_int(read_answer(extra, &body), 503, "a 3rd connection, from another address, is refused 503");
+	ok(strstr(body, "hooks_max_connections") != NULL, "...saying why: %s", body);
+	close(extra);
+	close(held[0]);
+	close(held[1]);
+
+	ok(send_msg(L->link, routes_msg(32, 1, 3, "cap-source")) && wait_route(L, "cap-source"),
+	   "a new route table with hooks_max_per_source 1 is in force");
+	held[0] = connect_from(L->port, 1);
+	held[1] = connect_from(L->port, 2);
+	held[2] = connect_from(L->port, 1);
+	free(body);
+	is_int(read_answer(held[2], &body), 503, "a 2nd connection from 127.0.0.1 is refused");
+	if (write_all(held[1], "GET /hooks/gh HTTP/1.1\r\nHost: x\r\n\r\n", 35) < 0)
+		abort();
+	free(body);
+	is_int(read_answer(held[1], &body), 405, "...while one from 127.0.0.2 beside it is served");
+	for (int i = 0; i < 3; i++)
+		close(held[i]);
+	ok(send_msg(L->link, routes_msg(32, 3, 3, "cap-done")) && wait_route(L, "cap-done"), "the limits restored");
+}
+
 /* fleetd's end closes while a delivery waits: its sender gets 503, and the listener exits. */
 static void test_link_down(struct lst *L)
 {
@@ -728,7 +784,7 @@ int main(void)
 	}
 	ok(1, "the listener starts, drops its privileges and says hello with its pid");
 	test_privileges(&L);
-	ok(send_msg(L.link, routes_msg(3, 3)), "routes sent");
+	ok(send_msg(L.link, routes_msg(32, 3, 3, NULL)), "routes sent");
 	test_refusals(&L);
 	test_github_curl(&L);
 	test_datadog_header(&L);
@@ -740,6 +796,7 @@ int main(void)
 	}
 	test_per_source(&L);
 	test_slowloris(&L);
+	test_total_cap(&L);
 	test_link_down(&L);
 	if (tap_failed)
 		show_log(&L);

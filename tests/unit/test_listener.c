@@ -744,6 +744,17 @@ static void test_link_down(struct lst *L)
 	is_int(reap(L), 0, "...and the listener exits (0: fleetd closed the link)");
 }
 
+/* SIGTERM (fleetd stopping it): it exits 0. */
+static void test_sigterm(void)
+{
+	struct lst L;
+
+	ok(start(&L, USER, false) && send_msg(L.link, routes_msg(32, 3, 3, NULL)), "another listener starts");
+	kill(L.pid, SIGTERM);
+	is_int(reap(&L), 0, "...and exits 0 on SIGTERM");
+	cleanup(&L);
+}
+
 static void test_start_failures(void)
 {
 	struct lst L;
@@ -776,6 +787,7 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	test_start_failures();
+	test_sigterm();
 	if (!start(&L, USER, false)) {
 		ok(0, "the listener starts and says hello");
 		show_log(&L);
@@ -784,13 +796,23 @@ int main(void)
 	}
 	ok(1, "the listener starts, drops its privileges and says hello with its pid");
 	test_privileges(&L);
-	ok(send_msg(L.link, routes_msg(32, 3, 3, NULL)), "routes sent");
+	{
+		/* Sent before the routes: not even accepted until they come (a connection set up then would get 503). */
+		int early = connect_port(L.port);
+		_cleanup_free_ char *body = NULL;
+
+		if (write_all(early, "GET /hooks/gh HTTP/1.1\r\nHost: x\r\n\r\n", 35) < 0)
+			abort();
+		ok(send_msg(L.link, routes_msg(32, 3, 3, NULL)), "routes sent");
+		is_int(read_answer(early, &body), 405, "a request sent before the first routes is served once they came");
+		close(early);
+	}
 	test_refusals(&L);
 	test_github_curl(&L);
 	test_datadog_header(&L);
 	test_chunked_and_continue(&L);
 	{
-		struct hook_stats want = { .accepted = 4, .refused = { 5, 2, 2, 1, 2, 0 } };
+		struct hook_stats want = { .accepted = 4, .refused = { 5, 2, 2, 2, 2, 0 } };
 
 		test_stats(&L, &want);
 	}

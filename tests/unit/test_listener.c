@@ -648,6 +648,24 @@ static void test_chunked_and_continue(struct lst *L)
 	close(fd);
 }
 
+/* A body over the small cap of a connection whose route is not yet known, within its route's: the request line raised it. */
+static void test_route_cap(struct lst *L)
+{
+	char payload[3001];
+	_cleanup_free_ char *req = NULL, *body = NULL;
+	int fd = connect_port(L->port);
+
+	memset(payload, 'x', sizeof(payload) - 1);
+	memcpy(payload, "{\"pad\":\"", 8);
+	strcpy(payload + sizeof(payload) - 3, "\"}");
+	req = github_request("large-1", payload, true);
+	if (write_all(fd, req, strlen(req)) < 0)
+		abort();
+	ok(next_delivery_is(L, "large-1", 202, "{}", NULL), "a 3000-byte delivery to a route that takes 4096 arrives");
+	is_int(read_answer(fd, &body), 202, "...and is answered 202");
+	close(fd);
+}
+
 /* The counters reach fleetd: wait for stats that match (sent every second while they change). */
 static void test_stats(struct lst *L, const struct hook_stats *want)
 {
@@ -844,9 +862,10 @@ int main(void)
 	test_github_curl(&L);
 	test_datadog_header(&L);
 	test_chunked_and_continue(&L);
+	test_route_cap(&L);
 	{
 		/* evhttp's own answers (400, 413) counted too: it answered 2 of the 7 400s and 3 of the 4 413s. */
-		struct hook_stats want = { .accepted = 4, .refused = { 7, 3, 2, 2, 4, 0 } };
+		struct hook_stats want = { .accepted = 5, .refused = { 7, 3, 2, 2, 4, 0 } };
 
 		test_stats(&L, &want);
 	}

@@ -4,8 +4,10 @@
  * small JSON body and does nothing else: no verification, no storage. What a
  * webhook receiver costs before it does any work.
  *
- * Usage: bare-evhttp PORTFILE   listens on 127.0.0.1, any free port, writes
- * that port to PORTFILE, then serves until SIGTERM or SIGINT.
+ * Usage: bare-evhttp [--close] PORTFILE   listens on 127.0.0.1, any free
+ * port, writes that port to PORTFILE, then serves until SIGTERM or SIGINT.
+ * --close answers "Connection: close", one request per connection, as
+ * fleet's listener does: the cost of a new connection per request, apart.
  */
 #include <event2/event.h>
 #include <event2/http.h>
@@ -18,12 +20,16 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+static int close_each;
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
 	struct evbuffer *out = evhttp_request_get_output_buffer(req);
 
 	(void)arg;
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
+	if (close_each)
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
 	evbuffer_add_printf(out, "{\"status\":\"accepted\"}\n");
 	evhttp_send_reply(req, 202, "Accepted", NULL);
 }
@@ -44,8 +50,13 @@ int main(int argc, char **argv)
 	socklen_t len = sizeof(sin);
 	FILE *f;
 
+	if (argc == 3 && strcmp(argv[1], "--close") == 0) {
+		close_each = 1;
+		argv++;
+		argc--;
+	}
 	if (argc != 2) {
-		fprintf(stderr, "usage: bare-evhttp PORTFILE\n");
+		fprintf(stderr, "usage: bare-evhttp [--close] PORTFILE\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);

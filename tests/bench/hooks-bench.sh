@@ -7,6 +7,8 @@
 #
 #   bare     tests/bench/bare-evhttp.c: libevent's evhttp answering 202 and
 #            doing nothing (built here with cc and pkg-config libevent);
+#   bare-close  the same answering "Connection: close", one request per
+#            connection, as fleet's listener does (the cost of connecting);
 #   webhook  Debian's `webhook` tool (package webhook) with a hooks.json that
 #            checks the same signature (a payload-hmac-sha256 trigger rule)
 #            and runs /bin/true;
@@ -171,9 +173,14 @@ cc -O2 -Wall -Wextra -o "$BT/bare-evhttp" "$FLEET_SRCDIR/tests/bench/bare-evhttp
 	$(pkg-config --cflags --libs libevent) || die "cannot build bare-evhttp"
 "${NS[@]}" "$BT/bare-evhttp" "$BT/bare.port" 2>"$BT/bare.log" &
 PIDS+=($!)
-for _ in $(seq 100); do [ -s "$BT/bare.port" ] && break; sleep 0.05; done
-[ -s "$BT/bare.port" ] || die "bare-evhttp did not start: $(cat "$BT/bare.log")"
+"${NS[@]}" "$BT/bare-evhttp" --close "$BT/bare-close.port" 2>"$BT/bare-close.log" &
+PIDS+=($!)
+for f in bare bare-close; do
+	for _ in $(seq 100); do [ -s "$BT/$f.port" ] && break; sleep 0.05; done
+	[ -s "$BT/$f.port" ] || die "bare-evhttp did not start: $(cat "$BT/$f.log")"
+done
 BARE_URL=http://127.0.0.1:$(cat "$BT/bare.port")/hooks/bench
+BARE_CLOSE_URL=http://127.0.0.1:$(cat "$BT/bare-close.port")/hooks/bench
 
 # webhook cannot take port 0: a port nothing listens on (in the namespace), above the ephemeral range.
 free_port() {
@@ -232,6 +239,7 @@ check_target() {	# check_target NAME URL SIG WANT
 }
 BADSIG=sha256=$(printf '%064d' 0)
 check_target bare "$BARE_URL" "$SIG" 202
+check_target bare-close "$BARE_CLOSE_URL" "$SIG" 202
 check_target webhook "$WH_URL" "$SIG" 202
 check_target webhook "$WH_URL" "$BADSIG" 500	# webhook's answer to a rule that does not match
 fleet_sink hkb-check
@@ -256,6 +264,7 @@ load() {
 t_start=$SECONDS
 for c in $CONNS; do
 	load bare "$c" "$BARE_URL"
+	load bare-close "$c" "$BARE_CLOSE_URL"
 	load webhook "$c" "$WH_URL"
 	fleet_sink "hkb-s$c"
 	load fleet "$c" "http://$HOOKS_LISTEN/hooks/hkb-s$c"
@@ -342,19 +351,20 @@ webhook listener benchmark, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $(uname 
 wrk $(wrk -v 2>&1 | head -1 | cut -d' ' -f2), 1 thread, ${DURATION} s per run after a 2 s warm-up; 1 KiB signed GitHub push deliveries,
 a new X-GitHub-Delivery each; webhook $(webhook -version 2>&1 | awk '{print $NF}'); loopback${NS:+ in a private network namespace}
 EOF
-printf '\n%-6s %-8s %10s %9s %9s %9s %9s   %s\n' conns target "req/s" "p50 ms" "p99 ms" "max ms" non-2xx "answers"
+printf '\n%-6s %-10s %10s %9s %9s %9s %9s   %s\n' conns target "req/s" "p50 ms" "p99 ms" "max ms" non-2xx "answers"
 for c in $CONNS; do
-	for t in bare webhook fleet; do
-		printf '%-6s %-8s %10s %9s %9s %9s %9s   2xx %s, 429 %s, 503 %s, other %s, socket errors %s\n' "$c" "$t" \
+	for t in bare bare-close webhook fleet; do
+		printf '%-6s %-10s %10s %9s %9s %9s %9s   2xx %s, 429 %s, 503 %s, other %s, socket errors %s\n' "$c" "$t" \
 			"$(get $t "$c" rate)" "$(ms "$(get $t "$c" p50_us)")" "$(ms "$(get $t "$c" p99_us)")" \
 			"$(ms "$(get $t "$c" max_us)")" "$(get $t "$c" err_status)" "$(get $t "$c" s2xx)" "$(get $t "$c" s429)" \
 			"$(get $t "$c" s503)" "$(get $t "$c" sother)" \
 			"$(( $(get $t "$c" err_connect) + $(get $t "$c" err_read) + $(get $t "$c" err_write) + $(get $t "$c" err_timeout) ))"
 	done
 done
-printf '\n%-6s %14s %14s %18s %18s\n' conns fleet/bare fleet/webhook "p99 fleet/bare" "p99 fleet/webhook"
+printf '\n%-6s %12s %18s %14s %16s %18s\n' conns fleet/bare fleet/bare-close fleet/webhook "p99 fleet/bare" "p99 fleet/webhook"
 for c in $CONNS; do
-	printf '%-6s %14s %14s %18s %18s\n' "$c" "$(ratio "$(get fleet "$c" rate)" "$(get bare "$c" rate)")" \
+	printf '%-6s %12s %18s %14s %16s %18s\n' "$c" "$(ratio "$(get fleet "$c" rate)" "$(get bare "$c" rate)")" \
+		"$(ratio "$(get fleet "$c" rate)" "$(get bare-close "$c" rate)")" \
 		"$(ratio "$(get fleet "$c" rate)" "$(get webhook "$c" rate)")" \
 		"$(ratio "$(get fleet "$c" p99_us)" "$(get bare "$c" p99_us)")" \
 		"$(ratio "$(get fleet "$c" p99_us)" "$(get webhook "$c" p99_us)")"

@@ -346,8 +346,22 @@ static void log_flush_line(struct listener *l)
 	if (++l->log_count > LOG_BURST) {
 		l->log_dropped++;
 	} else {
-		safe = term_sanitize(l->log_line, l->log_len, NULL);
-		log_info("fleet-hooksd[%ld]: %s%s", (long)l->pid, safe, l->log_cut ? " [cut]" : "");
+		const char *text = l->log_line;
+		size_t len = l->log_len;
+		int prio = LOG_INFO;
+
+		/* Its lines are common/log's: "<PRIORITY>fleet-hooksd: TEXT". Nothing it says is worse than an error. */
+		if (len >= 3 && text[0] == '<' && text[1] >= '0' && text[1] <= '7' && text[2] == '>') {
+			prio = text[1] - '0' < LOG_ERR ? LOG_ERR : text[1] - '0';
+			text += 3;
+			len -= 3;
+		}
+		if (len >= 14 && memcmp(text, "fleet-hooksd: ", 14) == 0) {
+			text += 14;
+			len -= 14;
+		}
+		safe = term_sanitize(text, len, NULL);
+		log_msg(prio, "fleet-hooksd[%ld]: %s%s", (long)l->pid, safe, l->log_cut ? " [cut]" : "");
 	}
 	l->log_len = 0;
 	l->log_cut = false;

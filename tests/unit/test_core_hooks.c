@@ -424,9 +424,48 @@ static void test_deliveries(void)
 	fixture_close(&X);
 }
 
+static int changes;
+static void on_change(struct fleetd *f)
+{
+	(void)f;
+	changes++;
+}
+
+/* Every change of the routes reaches the listener's callback (it sends the table again); a refused one does not. */
+static void test_change_callback(void)
+{
+	const char *gh = "0123456789abcdef-github";
+	_cleanup_free_ char *why = NULL;
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	bool created = false, removed = false;
+	time_t until;
+
+	fixture_open(&X, 0, settings);
+	is_int(hooks_init(F), 0, "hooks_init");
+	hooks_on_change(F, on_change);
+	add_agent("ca");
+	add_agent("cb");
+	is_int(add("ca", "github", "cr", gh, &created, &why), 0, "a route is made");
+	is_int(changes, 1, "the callback is called");
+	is_int(add("cb", "github", "cr", NULL, &created, &why), 0, "a second subscriber");
+	is_int(changes, 2, "called again");
+	is_int(add("cb", "github", "cr", NULL, &created, &why), -EEXIST, "a refused subscription");
+	is_int(changes, 2, "is no change");
+	is_int(hooks_rotate(F, "cr", "fedcba9876543210-github", 60, 1000, &until, &why), 0, "a rotation");
+	is_int(changes, 3, "called again");
+	is_int(hooks_remove(F, "cr", "cb", &removed, &why), 0, "an unsubscription");
+	is_int(changes, 4, "called again");
+	is_int(db_agent_get(F->db, "ca", &a), 0, "read agent ca");
+	is_int(lifecycle_destroy(F, NULL, a, false, &why), 0, "remove agent ca (its route goes with it)");
+	is_int(changes, 5, "called again");
+	hooks_on_change(F, NULL);
+	hooks_shutdown(F);
+	fixture_close(&X);
+}
+
 int main(void)
 {
-	void (*tests[])(void) = { test_routes, test_prune, test_deliveries };
+	void (*tests[])(void) = { test_routes, test_prune, test_deliveries, test_change_callback };
 
 	log_setup("test_core_hooks", LOG_ERR);
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {

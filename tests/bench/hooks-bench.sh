@@ -232,7 +232,7 @@ done
 # Every target must take the signed delivery, and the webhook tool refuse a forged one.
 check_target() {	# check_target NAME URL SIG WANT
 	local code
-	code=$("${NS[@]}" curl -s -o "$BT/check.out" -w '%{http_code}' -H 'Content-Type: application/json' \
+	code=$("${NS[@]}" curl -s --max-time 60 -o "$BT/check.out" -w '%{http_code}' -H 'Content-Type: application/json' \
 		-H 'X-GitHub-Event: push' -H "X-GitHub-Delivery: check-$RANDOM$RANDOM" -H "X-Hub-Signature-256: $3" \
 		--data-binary @"$BT/body.json" "$2")
 	[ "$code" = "$4" ] || die "$1 answered $code to a check delivery, not $4: $(head -c 300 "$BT/check.out")"
@@ -297,7 +297,7 @@ run_latency() {
 			[ -n "$best" ] || die "$agent: date in the guest failed"
 		fi
 		prev=$(FC --json runs "$agent" --limit 1 | jq -r '.[0].id // 0')
-		code=$("${NS[@]}" curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
+		code=$("${NS[@]}" curl -s --max-time 60 -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
 			-H 'X-GitHub-Event: push' -H "X-GitHub-Delivery: $RUNID-lat-$agent-$i" \
 			-H "X-Hub-Signature-256: $SIG" --data-binary @"$BT/body.json" "http://$HOOKS_LISTEN/hooks/$agent")
 		t202=$(now_us)

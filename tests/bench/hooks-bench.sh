@@ -15,7 +15,11 @@
 #   fleet    fleetd and its listener (--hooks-listen 127.0.0.1:0, a private
 #            state dir and socket), a user agent subscribed to a github
 #            route whose command is `true`: every 202 is a delivery and a
-#            queued run committed to SQLite (synchronous=FULL, WAL).
+#            queued run committed to SQLite (synchronous=FULL, WAL);
+#   fleet-norun  the same, but the agent's event filter (--events release)
+#            does not take a push: each 202 is a stored delivery that queues
+#            no run, so no run executes during the measurement (what the
+#            listener and the durable store cost alone).
 #
 # Then the time from a delivery's 202 to its run starting: for a user agent,
 # and for a running VM agent when a guest image built from this tree exists
@@ -215,14 +219,17 @@ HOOKS_LISTEN=$(FC --json status | jq -r '.hooks.listen // empty')
 	die "fleetd's listener is not up: $(FC status 2>&1 | grep webhooks:)"
 log "fleetd $FLEETD_PID, listener on $HOOKS_LISTEN${NS:+ (in the private namespace)}"
 
-# A user agent per measured run (fleet_sink NAME): command `true`, room for
-# every delivery in its queue, the environment already up; its route is NAME.
+# A user agent per measured run (fleet_sink NAME [--events LIST]): command
+# `true`, room for every delivery in its queue, the environment already up;
+# its route is NAME.
 fleet_sink() {
-	FC create "$1" --backend user --memory 128 --command true --max-queued 100000 --restart never \
-		--health-interval 0 >/dev/null || die "fleetctl create $1 failed"
-	printf '%s\n' "$SECRET" | FC hook add "$1" --source github --route "$1" >/dev/null ||
-		die "fleetctl hook add $1 failed"
-	FC start "$1" >/dev/null || die "fleetctl start $1 failed"
+	local name=$1
+	shift
+	FC create "$name" --backend user --memory 128 --command true --max-queued 100000 --restart never \
+		--health-interval 0 >/dev/null || die "fleetctl create $name failed"
+	printf '%s\n' "$SECRET" | FC hook add "$name" --source github --route "$name" "$@" >/dev/null ||
+		die "fleetctl hook add $name failed"
+	FC start "$name" >/dev/null || die "fleetctl start $name failed"
 }
 
 for _ in $(seq 100); do
@@ -274,14 +281,19 @@ for c in $CONNS; do
 	queued=$(FC --json runs "hkb-s$c" --limit 1 | jq -r '.[0].id // 0')
 	FC rm --force "hkb-s$c" >/dev/null || die "fleetctl rm --force hkb-s$c failed"
 	log "removed hkb-s$c (newest run id $queued) in $(ms $(( $(now_us) - t0 ))) ms"
+	fleet_sink "hkb-n$c" --events release
+	load fleet-norun "$c" "http://$HOOKS_LISTEN/hooks/hkb-n$c"
+	FC rm --force "hkb-n$c" >/dev/null || die "fleetctl rm --force hkb-n$c failed"
 done
 
 # --- from a delivery's 202 to its run starting -----------------------------------------------
 
 # run_latency AGENT N FILE [vm]: N deliveries, one at a time, to AGENT's route;
-# appends "latency_us offset_error_us" per sample to FILE.
+# appends "from_202_us from_send_us offset_error_us" per sample to FILE
+# (from_send: from just before curl started, so it includes the delivery's
+# own trip and the 202's).
 run_latency() {
-	local agent=$1 n=$2 file=$3 vm=${4:-} i prev code t202 id st g off err t0 t1 best
+	local agent=$1 n=$2 file=$3 vm=${4:-} i prev code tsend t202 id st g off err t0 t1 best
 	: > "$file"
 	for ((i = 1; i <= n; i++)); do
 		off=0 err=0
@@ -297,6 +309,7 @@ run_latency() {
 			[ -n "$best" ] || die "$agent: date in the guest failed"
 		fi
 		prev=$(FC --json runs "$agent" --limit 1 | jq -r '.[0].id // 0')
+		tsend=$(now_us)
 		code=$("${NS[@]}" curl -s --max-time 60 -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
 			-H 'X-GitHub-Event: push' -H "X-GitHub-Delivery: $RUNID-lat-$agent-$i" \
 			-H "X-Hub-Signature-256: $SIG" --data-binary @"$BT/body.json" "http://$HOOKS_LISTEN/hooks/$agent")
@@ -310,14 +323,14 @@ run_latency() {
 		[ "$st" = succeeded ] || die "$agent: run $id is $st"
 		g=$(FC --json runs "$agent" "$id" | jq -r '.log' | tr -dc 0-9)
 		[ -n "$g" ] || die "$agent: run $id printed no time"
-		echo "$((g / 1000 - off - t202)) $err" >> "$file"
+		echo "$((g / 1000 - off - t202)) $((g / 1000 - off - tsend)) $err" >> "$file"
 	done
 }
-summarize_latency() {	# FILE: "p50 ms, p99 ms, min..max"
-	local f=$1
-	printf 'p50 %s ms, p90 %s ms, min %s ms, max %s ms (n=%d)' "$(ms "$(cut -d' ' -f1 "$f" | median)")" \
-		"$(ms "$(cut -d' ' -f1 "$f" | pct 90)")" "$(ms "$(cut -d' ' -f1 "$f" | sort -n | head -1)")" \
-		"$(ms "$(cut -d' ' -f1 "$f" | sort -n | tail -1)")" "$(wc -l < "$f")"
+summarize_latency() {	# FILE COLUMN: "p50, p90, min, max" of that column
+	local f=$1 k=$2
+	printf 'p50 %s ms, p90 %s ms, min %s ms, max %s ms' "$(ms "$(cut -d' ' -f"$k" "$f" | median)")" \
+		"$(ms "$(cut -d' ' -f"$k" "$f" | pct 90)")" "$(ms "$(cut -d' ' -f"$k" "$f" | sort -n | head -1)")" \
+		"$(ms "$(cut -d' ' -f"$k" "$f" | sort -n | tail -1)")"
 }
 
 FC create hkb-lat --backend user --memory 128 --command 'date +%s%N' --restart never --health-interval 0 >/dev/null ||
@@ -325,7 +338,8 @@ FC create hkb-lat --backend user --memory 128 --command 'date +%s%N' --restart n
 printf '%s\n' "$SECRET" | FC hook add hkb-lat --source github --route hkb-lat >/dev/null || die "hook add hkb-lat failed"
 FC start hkb-lat >/dev/null || die "fleetctl start hkb-lat failed"
 run_latency hkb-lat "$SAMPLES" "$BT/lat-user.out"
-USER_LAT=$(summarize_latency "$BT/lat-user.out")
+USER_LAT="from the 202: $(summarize_latency "$BT/lat-user.out" 1)
+                         from sending: $(summarize_latency "$BT/lat-user.out" 2) (n=$(wc -l < "$BT/lat-user.out"))"
 FC rm --force hkb-lat >/dev/null
 
 VM_LAT=$VM_NOTE
@@ -338,7 +352,9 @@ if [ -z "$VM_NOTE" ]; then
 	log "hkb-vm booted in $((SECONDS - t0)) s"
 	for _ in 1 2 3; do FC exec hkb-vm --no-stdin -- true >/dev/null 2>&1; done
 	run_latency hkb-vm $(( (SAMPLES + 1) / 2 )) "$BT/lat-vm.out" vm
-	VM_LAT="$(summarize_latency "$BT/lat-vm.out"); clock offset +-$(ms "$(cut -d' ' -f2 "$BT/lat-vm.out" | median)") ms (median)"
+	VM_LAT="from the 202: $(summarize_latency "$BT/lat-vm.out" 1)
+                         from sending: $(summarize_latency "$BT/lat-vm.out" 2) (n=$(wc -l < "$BT/lat-vm.out"))
+                         guest clock offset known to +-$(ms "$(cut -d' ' -f3 "$BT/lat-vm.out" | median)") ms (median)"
 	FC rm --force hkb-vm >/dev/null
 fi
 
@@ -351,21 +367,23 @@ webhook listener benchmark, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $(uname 
 wrk $(wrk -v 2>&1 | head -1 | cut -d' ' -f2), 1 thread, ${DURATION} s per run after a 2 s warm-up; 1 KiB signed GitHub push deliveries,
 a new X-GitHub-Delivery each; webhook $(webhook -version 2>&1 | awk '{print $NF}'); loopback${NS:+ in a private network namespace}
 EOF
-printf '\n%-6s %-10s %10s %9s %9s %9s %9s   %s\n' conns target "req/s" "p50 ms" "p99 ms" "max ms" non-2xx "answers"
+printf '\n%-6s %-11s %10s %9s %9s %9s %9s   %s\n' conns target "req/s" "p50 ms" "p99 ms" "max ms" non-2xx "answers"
 for c in $CONNS; do
-	for t in bare bare-close webhook fleet; do
-		printf '%-6s %-10s %10s %9s %9s %9s %9s   2xx %s, 429 %s, 503 %s, other %s, socket errors %s\n' "$c" "$t" \
+	for t in bare bare-close webhook fleet fleet-norun; do
+		printf '%-6s %-11s %10s %9s %9s %9s %9s   2xx %s, 429 %s, 503 %s, other %s, socket errors %s\n' "$c" "$t" \
 			"$(get $t "$c" rate)" "$(ms "$(get $t "$c" p50_us)")" "$(ms "$(get $t "$c" p99_us)")" \
 			"$(ms "$(get $t "$c" max_us)")" "$(get $t "$c" err_status)" "$(get $t "$c" s2xx)" "$(get $t "$c" s429)" \
 			"$(get $t "$c" s503)" "$(get $t "$c" sother)" \
 			"$(( $(get $t "$c" err_connect) + $(get $t "$c" err_read) + $(get $t "$c" err_write) + $(get $t "$c" err_timeout) ))"
 	done
 done
-printf '\n%-6s %12s %18s %14s %16s %18s\n' conns fleet/bare fleet/bare-close fleet/webhook "p99 fleet/bare" "p99 fleet/webhook"
+printf '\n%-6s %12s %18s %14s %18s %16s %18s\n' conns fleet/bare fleet/bare-close fleet/webhook fleet-norun/bare \
+	"p99 fleet/bare" "p99 fleet/webhook"
 for c in $CONNS; do
-	printf '%-6s %12s %18s %14s %16s %18s\n' "$c" "$(ratio "$(get fleet "$c" rate)" "$(get bare "$c" rate)")" \
+	printf '%-6s %12s %18s %14s %18s %16s %18s\n' "$c" "$(ratio "$(get fleet "$c" rate)" "$(get bare "$c" rate)")" \
 		"$(ratio "$(get fleet "$c" rate)" "$(get bare-close "$c" rate)")" \
 		"$(ratio "$(get fleet "$c" rate)" "$(get webhook "$c" rate)")" \
+		"$(ratio "$(get fleet-norun "$c" rate)" "$(get bare "$c" rate)")" \
 		"$(ratio "$(get fleet "$c" p99_us)" "$(get bare "$c" p99_us)")" \
 		"$(ratio "$(get fleet "$c" p99_us)" "$(get webhook "$c" p99_us)")"
 done
@@ -375,7 +393,7 @@ printf '\ntargets (issue #11) at %s connections: fleet >= 0.5x bare: %s (%s); fl
 	"$(ratio "$(get fleet "$last" rate)" "$(get bare "$last" rate)")" \
 	"$(awk -v r="$(ratio "$(get fleet "$last" rate)" "$(get webhook "$last" rate)")" 'BEGIN { print (r != "n/a" && r >= 10) ? "met" : "NOT met" }')" \
 	"$(ratio "$(get fleet "$last" rate)" "$(get webhook "$last" rate)")"
-printf '\n202 to run start (the command'"'"'s first instruction), one delivery at a time:\n'
+printf '\nto the run starting (its command'"'"'s first instruction), one delivery at a time:\n'
 printf '  user agent (running): %s\n' "$USER_LAT"
 printf '  VM agent (running):   %s\n' "$VM_LAT"
 printf 'whole run: %d s\n' $((SECONDS - t_start))

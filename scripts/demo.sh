@@ -75,7 +75,7 @@ done
 fleetctl create demo-vm --backend vm --memory 256 --network none --snapshot-policy before-run --snapshot-keep 3 \
 	--command 'echo "triage run $FLEET_RUN_ID ($FLEET_TRIGGER)" >> ~/memory/journal; echo "runs so far: $(wc -l < ~/memory/journal)"'
 fleetctl create demo-user --backend user --memory 128 \
-	--command 'echo "review run $FLEET_RUN_ID" >> ~/memory/journal; echo "reviewed; journal has $(wc -l < ~/memory/journal) lines"'
+	--command 'line="review run $FLEET_RUN_ID ($FLEET_TRIGGER${FLEET_EVENT_TYPE:+ $FLEET_EVENT_TYPE})"; echo "$line" >> ~/memory/journal; echo "$line; journal has $(wc -l < ~/memory/journal) lines"'
 
 step "Booting demo-vm (fleetctl start returns once SSH over its control channel answers)"
 t0=$SECONDS
@@ -132,11 +132,44 @@ fleetctl create 'Bad/Name' || true
 curl -s --unix-socket "$SOCK" -H 'Content-Type: application/json' \
 	-d '{"name":"x","memory_mib":"lots"}' http://fleet/v1/agents | jq -c .
 
+step "A signed webhook runs an agent: GitHub's form, sent with curl to fleet's listener"
+# fleetd serves webhooks on hooks_listen (default 127.0.0.1:8470, loopback
+# only) through an unprivileged child process; it answers 202 only once the
+# delivery and its run are on disk (docs/webhooks.md). A real sender reaches
+# it through a TLS proxy or tunnel and gets the URL and secret pasted in.
+listen=$(fleetctl --json status | jq -r '.hooks.listen // empty')
+fleetctl status | grep '^webhooks:'
+[ -n "$listen" ] || { echo "fleetd's webhook listener is not up" >&2; exit 1; }
+echo "$ fleetctl hook add demo-user --source github --route demo-github --events push --generate"
+hook=$(fleetctl hook add demo-user --source github --route demo-github --events push --generate)
+echo "$hook"
+secret=$(sed -n 's/^secret (shown once; give it to the sender): //p' <<<"$hook")
+body='{"ref":"refs/heads/main","head_commit":{"id":"59b20b8d","message":"Fix the flaky test"},"pusher":{"name":"octocat"}}'
+delivery=$(cat /proc/sys/kernel/random/uuid)
+# What GitHub sends: the body's HMAC-SHA256 under the secret, a delivery id, the event type.
+sig=$(printf '%s' "$body" | openssl dgst -sha256 -hmac "$secret" -r | cut -d' ' -f1)
+echo "$ curl -H 'X-GitHub-Event: push' -H 'X-GitHub-Delivery: $delivery' -H 'X-Hub-Signature-256: sha256=${sig:0:12}...' \\"
+echo "       -H 'Content-Type: application/json' --data-binary '$body' http://$listen/hooks/demo-github"
+curl -sS -w ' (HTTP %{http_code})\n' -H 'Content-Type: application/json' -H 'X-GitHub-Event: push' \
+	-H "X-GitHub-Delivery: $delivery" -H "X-Hub-Signature-256: sha256=$sig" \
+	--data-binary "$body" "http://$listen/hooks/demo-github"
+echo "$ curl ... (the same body, a wrong signature)"
+curl -sS -w ' (HTTP %{http_code})\n' -H 'Content-Type: application/json' -H 'X-GitHub-Event: push' \
+	-H "X-GitHub-Delivery: $(cat /proc/sys/kernel/random/uuid)" -H "X-Hub-Signature-256: sha256=${sig//?/0}" \
+	--data-binary "$body" "http://$listen/hooks/demo-github"
+echo "$ fleetctl events --route demo-github"
+fleetctl events --route demo-github
+run=$(fleetctl --json events --route demo-github --limit 1 | jq -r '.[0].runs[0]')
+echo "$ fleetctl logs demo-user $run -f      # waits for the run to end"
+fleetctl logs demo-user "$run" -f
+fleetctl runs demo-user
+
 step "Audit log"
 fleetctl audit --limit 12
 
 cat <<MSG
 
 fleetd keeps running (pid $(head -1 $STATE/fleetd.lock)) and so do the agents.
+Webhooks: $(fleetctl status | grep '^webhooks:' || echo 'webhooks: ?') (docs/webhooks.md: what to give each sender).
 Stop the VM with 'fleetctl stop demo-vm'; stop fleetd with: kill \$(head -1 $STATE/fleetd.lock)
 MSG

@@ -116,12 +116,18 @@ has "^stdin works" "exec passes stdin"
 has "^rollback: .*restored 'known-good'" "the wrecked VM was rolled back to its good snapshot"
 check "after the rollback the agent's file is back" -- \
 	bash -c "sed -n '/^rollback: /,\$p' '$D/demo.out' | grep -qx remembered"
+has "==> A signed webhook runs an agent" "it fires a signed webhook at an agent"
+has "^webhooks: up on 127\.0\.0\.1:8470 " "fleetd's listener is up, on loopback (the namespace's)"
+has '"status": ?"accepted".*\(HTTP 202\)$' "the signed delivery is answered 202 accepted"
+has '\(HTTP 401\)$' "the forged one 401"
+has "^[0-9TZ:-]+ +github +demo-github " "fleetctl events shows the delivery"
+has "^review run [0-9]+ \([a-z]+ push\); journal has" "and its run ran demo-user's command, with the event's type"
 has "==> Audit log" "the demo ran to its last step"
 
 # Nothing of it is left: the namespace's processes died with it, its agents
 # were removed, the host's users, /usr/local and /var/lib are as they were.
-is "$(grep -cE ' (fleetd|libvirtd|virtlogd|qemu-system-x86)$' "$D/left" 2>/dev/null)" 0 \
-	"fleetd, libvirtd and QEMU were stopped before the namespace ended"
+is "$(grep -cE ' (fleetd|fleet-hooksd|libvirtd|virtlogd|qemu-system-x86)$' "$D/left" 2>/dev/null)" 0 \
+	"fleetd, its webhook listener, libvirtd and QEMU were stopped before the namespace ended"
 is "$(grep -c 'still exists' "$D/cleanup.out" 2>/dev/null)" 0 "the demo's user agent was removed"
 # (Other tests add and remove users meanwhile: only the demo's are looked for.)
 is "$(getent passwd | grep -cE '^fleet-demo-|:/var/lib/fleet/')" 0 "the host has no user of the demo's"

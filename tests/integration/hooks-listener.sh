@@ -131,6 +131,14 @@ printf '{"id":"dd-uhl-2","title":"cpu"}' > "$TEST_TMP/ddb.json"
 st=$(post /hooks/uhl-ddb "$TEST_TMP/ddb.json" -u "$DDB_USER:$DDB_PASS")
 accepted "datadog (basic)" "$st" 1
 check_runs "datadog (basic)" uhl-ddb dd-uhl-2 datadog "" "$TEST_TMP/ddb.json" uhl-a
+# A credential never reaches the run: not the secret header, not Authorization.
+for r in "uhl-ddh:dd-uhl-1:$DDH_KEY" "uhl-ddb:dd-uhl-2:$DDB_PASS"; do
+	run=$(runs_of "${r%%:*}" "$(cut -d: -f2 <<<"$r")"); run=${run#*:}
+	log=$("$FLEETCTL" logs uhl-a "$run")
+	is "$(grep -cF -- "${r##*:}" <<<"$log")" 0 "datadog (${r%%:*}): the secret is not in the run's event"
+	is "$(head -1 <<<"$log" | jq -r '.headers | keys[] | ascii_downcase' | grep -c '^authorization$')" 0 \
+		"datadog (${r%%:*}): no Authorization header in it"
+done
 
 # --- standard webhooks ---
 printf '{"type":"invoice.paid","data":{"id":1}}' > "$TEST_TMP/std.json"
@@ -179,7 +187,7 @@ tw2=$(twilio_form "$TEST_TMP/tw2.form" MessageSid=SMuhl0002 'Body=x')
 refused "twilio forged" 401 "$(twilio_post uhl-tw wrong-secret-0123456789 "$PUB" "$TEST_TMP/tw2.form" "$tw2")" "$before"
 refused "twilio signed for another URL (the listener's own)" 401 \
 	"$(twilio_post uhl-tw "$TW_KEY" "$HOOKS_URL" "$TEST_TMP/tw2.form" "$tw2")" "$before"
-refused "twilio unsigned" 401 "$(post /hooks/uhl-tw "$TEST_TMP/tw2.form" -H 'Content-Type: application/x-www-form-urlencoded')" "$before"
+refused "twilio unsigned" 401 "$(HOOK_CT=application/x-www-form-urlencoded post /hooks/uhl-tw "$TEST_TMP/tw2.form")" "$before"
 printf '{"alert_id":"dd-uhl-3"}' > "$TEST_TMP/dd3.json"
 refused "datadog header forged" 401 "$(post /hooks/uhl-ddh "$TEST_TMP/dd3.json" -H 'X-Uhl-Token: wrong-secret-0123456789')" "$before"
 refused "datadog header missing" 401 "$(post /hooks/uhl-ddh "$TEST_TMP/dd3.json")" "$before"
@@ -232,7 +240,8 @@ st=$(github_post uhl-gh "$GH_KEY" ping uhl-gh-ping "$TEST_TMP/ping.json"); is "$
 is "$(db_q "SELECT count(*) FROM events WHERE route = 'uhl-gh' AND delivery_id = 'uhl-gh-ping'")" 1 "the ping is stored"
 is "$(db_q "SELECT count(*) FROM runs")" "$runs_before" "neither queued a run"
 st=$(github_post uhl-gh "$GH_KEY" ping uhl-gh-ping "$TEST_TMP/ping.json"); is "$st" 200 "the ping's redelivery: 200"
-is "$(db_q "SELECT count(*) FROM events WHERE route = 'uhl-gh' AND delivery_id = 'uhl-gh-ping'")" 1 "stored once"
+is "$(db_q "SELECT group_concat(outcome) FROM (SELECT outcome FROM events WHERE route = 'uhl-gh'
+	AND delivery_id = 'uhl-gh-ping' ORDER BY id)")" "no-run,duplicate" "stored once, the redelivery noted as a duplicate"
 
 # --- a full queue: 429, nothing stored; the same delivery later is accepted ---
 qpost() { printf '{"n":%s}' "$1" > "$TEST_TMP/q$1.json"
@@ -276,13 +285,16 @@ accepted "the new secret still works" "$(github_post uhl-gh "$GH_NEW" push uhl-r
 
 # --- fleetctl events: each delivery with its outcome ---
 ev=$("$FLEETCTL" --json events --limit 200)
-is "$(jq -r '.[] | select(.route == "uhl-gh" and .delivery_id == "uhl-gh-1") | "\(.source) \(.type) \(.outcome) \(.runs | length)"' <<<"$ev")" \
-	"github pull_request.opened queued 2" "events: the fan-out delivery, queued, 2 runs"
-is "$(jq -r '[.[] | select(.route == "uhl-gh" and .delivery_id == "uhl-gh-ping") | .runs | length] | join(",")' <<<"$ev")" \
-	0 "events: the ping, no run"
-for r in uhl-slack:EvUHL0001 uhl-tw:SMuhl0001 uhl-ddh:dd-uhl-1 uhl-ddb:dd-uhl-2 uhl-std:msg_uhl_1; do
-	is "$(jq -r --arg r "${r%%:*}" --arg d "${r#*:}" '[.[] | select(.route == $r and .delivery_id == $d) |
-		"\(.outcome) \(.runs | length)"] | join(",")' <<<"$ev")" "queued 1" "events: ${r%%:*}'s delivery, queued, 1 run"
+is "$(jq -r '[.[] | select(.route == "uhl-gh" and .delivery_id == "uhl-gh-1") | "\(.source) \(.type) \(.outcome) \(.runs | length)"] | sort | join(",")' <<<"$ev")" \
+	"github pull_request.opened duplicate 0,github pull_request.opened queued 2" \
+	"events: the fan-out delivery, queued with 2 runs; its redelivery, a duplicate"
+is "$(jq -r '[.[] | select(.route == "uhl-gh" and .delivery_id == "uhl-gh-ping") | "\(.outcome) \(.runs | length)"] | sort | join(",")' <<<"$ev")" \
+	"duplicate 0,no-run 0" "events: the ping, no run; its redelivery, a duplicate"
+for r in uhl-slack:EvUHL0001:d uhl-tw:SMuhl0001:d uhl-ddh:dd-uhl-1:d uhl-ddb:dd-uhl-2: uhl-std:msg_uhl_1:d; do
+	want="queued 1"; [ "${r##*:}" = d ] && want="duplicate 0,queued 1"
+	is "$(jq -r --arg r "$(cut -d: -f1 <<<"$r")" --arg d "$(cut -d: -f2 <<<"$r")" '[.[] | select(.route == $r and
+		.delivery_id == $d) | "\(.outcome) \(.runs | length)"] | sort | join(",")' <<<"$ev")" "$want" \
+		"events: $(cut -d: -f1 <<<"$r")'s delivery: $want"
 done
 is "$(jq -r '[.[] | select(.outcome == null or .outcome == "")] | length' <<<"$ev")" 0 "every event has an outcome"
 is "$(jq -r '[.[] | select(.delivery_id == "uhl-gh-f" or .delivery_id == "uhl-gh-u" or .delivery_id == "msg_uhl_2"

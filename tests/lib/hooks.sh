@@ -90,10 +90,12 @@ hmac_hexkey_b64() { openssl dgst -sha256 -mac HMAC -macopt "hexkey:$1" -binary <
 
 # post URL_PATH FILE [CURL_ARGS...]: POST FILE's bytes to the listener; prints
 # the status (000 when no answer came); the answer's body is in $HOOK_RESP.
+# Content-Type: $HOOK_CT, default application/json (curl would send a second
+# one given with -H, not replace it).
 HOOK_RESP=$TEST_TMP/hook-resp
 post() {
 	local path=$1 file=$2; shift 2
-	curl -s -o "$HOOK_RESP" -w '%{http_code}' --max-time 60 -X POST -H 'Content-Type: application/json' \
+	curl -s -o "$HOOK_RESP" -w '%{http_code}' --max-time 60 -X POST -H "Content-Type: ${HOOK_CT:-application/json}" \
 		--data-binary "@$file" "$@" "$HOOKS_URL$path"
 }
 
@@ -139,7 +141,7 @@ twilio_post() {
 	local route=$1 key=$2 url=$3 file=$4 params=$5 base; shift 5
 	base=$TEST_TMP/twilio-base.$BASHPID
 	printf '%s/hooks/%s%s' "$url" "$route" "$params" >"$base"
-	post "/hooks/$route" "$file" -H 'Content-Type: application/x-www-form-urlencoded' \
+	HOOK_CT=application/x-www-form-urlencoded post "/hooks/$route" "$file" \
 		-H "X-Twilio-Signature: $(hmac_sha1_b64 "$key" "$base")" "$@"
 }
 

@@ -7,6 +7,7 @@
 #include "api/system.h"
 #include "api/server.h"
 #include "core/backends.h"
+#include "core/listener.h"
 #include "model/config.h"
 #include "store/db.h"
 #include "model/fleetd.h"
@@ -14,7 +15,8 @@
 void api_status_get(struct api_call *c)
 {
 	struct fleetd *f = c->fleetd;
-	json_t *backends;
+	struct listener_status ls;
+	json_t *backends, *hooks;
 	char started[32];
 	long agents = 0;
 	int r;
@@ -29,7 +31,13 @@ void api_status_get(struct api_call *c)
 		json_object_set_new(backends, backend_kind_to_string((enum backend_kind)k), json_string(status));
 		free(status);
 	}
-	api_reply(c, 200, json_pack("{s:s, s:i, s:s, s:I, s:i, s:s, s:s, s:i, s:I, s:o}",
+	listener_status(f, &ls);
+	hooks = json_pack("{s:s?, s:s, s:o, s:I, s:I, s:I, s:I}", "listen", ls.listen,
+			  "state", listener_state_to_string(ls.state),
+			  "pid", ls.pid ? json_integer(ls.pid) : json_null(), "restarts", (json_int_t)ls.restarts,
+			  "accepted", (json_int_t)ls.accepted, "refused", (json_int_t)ls.refused,
+			  "connections", (json_int_t)ls.connections);
+	api_reply(c, 200, json_pack("{s:s, s:i, s:s, s:I, s:i, s:s, s:s, s:i, s:I, s:o, s:o}",
 		"version", PACKAGE_VERSION,
 		"pid", (int)getpid(),
 		"started_at", format_utc(f->started_at, started, sizeof(started)),
@@ -39,7 +47,8 @@ void api_status_get(struct api_call *c)
 		"socket", config_get(&f->cfg, CFG_SOCKET),
 		"schema_version", db_schema_version(),
 		"api_connections", (json_int_t)api_connections(f->api),
-		"backends", backends));
+		"backends", backends,
+		"hooks", hooks));
 }
 
 void api_audit_get(struct api_call *c)

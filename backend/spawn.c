@@ -105,6 +105,66 @@ static void __attribute__((noreturn)) child(const char *path, const char *const 
 	_exit(127);
 }
 
+/* A spawn_start child: its fds in place (0..n-1), the rest closed; system calls only, then execve. */
+static void __attribute__((noreturn)) child_fds(const char *const argv[], char *const *envp, const int *fds,
+						size_t n)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	int tmp[SPAWN_FDS_MAX];
+	sigset_t none;
+
+	for (int s = 1; s < NSIG; s++)
+		(void)sigaction(s, &dfl, NULL);
+	sigemptyset(&none);
+	(void)sigprocmask(SIG_SETMASK, &none, NULL);
+	/* Out of the way first (fds[i] may be a low number another one goes to), then each to its place. */
+	for (size_t i = 0; i < n; i++)
+		if ((tmp[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, (int)n)) < 0)
+			_exit(126);
+	for (size_t i = 0; i < n; i++)
+		if (dup2(tmp[i], (int)i) < 0)	/* the new fd has no O_CLOEXEC */
+			_exit(126);
+	(void)syscall(SYS_close_range, (unsigned)n, ~0U, 0);
+	execve(argv[0], (char *const *)argv, envp);
+	(void)!write(STDERR_FILENO, "cannot run ", 11);
+	(void)!write(STDERR_FILENO, argv[0], strlen(argv[0]));
+	(void)!write(STDERR_FILENO, ": exec failed\n", 14);
+	_exit(127);
+}
+
+int spawn_start(const char *const argv[], const char *const *envp, const int *fds, size_t n_fds, pid_t *pid,
+		int *pidfd)
+{
+	struct clone_args args = { .flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)pidfd, .exit_signal = 0 };
+	pid_t p;
+
+	if (n_fds > SPAWN_FDS_MAX || !argv[0] || argv[0][0] != '/')
+		return -EINVAL;
+	p = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+	if (p < 0)
+		return -errno;
+	if (p == 0)
+		child_fds(argv, (char *const *)envp, fds, n_fds);
+	*pid = p;
+	return 0;
+}
+
+int spawn_reap(int pidfd, int *status)
+{
+	siginfo_t si = { 0 };
+
+	while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG | __WALL) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (si.si_pid == 0)
+		return -EAGAIN;
+	if (si.si_code == CLD_EXITED)
+		*status = (si.si_status & 0xff) << 8;
+	else
+		*status = (si.si_status & 0x7f) | (si.si_code == CLD_DUMPED ? 0x80 : 0);
+	return 0;
+}
+
 /* Keep at most max bytes of what arrives: the first ones, or with tail the last ones. */
 static void keep(char *buf, size_t *len, size_t max, bool tail, const char *in, size_t n)
 {

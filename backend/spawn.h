@@ -5,6 +5,9 @@
  * the tool exits: for short steps of provisioning and removal, or on a
  * worker thread (it is safe on any thread).
  *
+ * spawn_start runs a long-lived child (the webhook listener) with given fds
+ * instead, and does not wait for it.
+ *
  * The child is a clone child with a pidfd (no SIGCHLD, so no waitpid(-1)
  * anywhere in fleetd can take its status), makes only system calls between
  * the clone and execve, gets stdin from /dev/null, default signal
@@ -15,6 +18,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 /* How a tool is run. All zero: spawn_run's way. */
 struct spawn_opts {
@@ -40,6 +44,21 @@ int spawn_tool(const char *const argv[], const struct spawn_opts *o, char **outp
  * stderr together (at most 64 KiB; caller frees).
  */
 int spawn_run(const char *const argv[], char **output);
+
+/*
+ * A long-running child (the webhook listener): argv[0] is a path; fds[i]
+ * becomes the child's fd i (n_fds at most SPAWN_FDS_MAX; every other fd is
+ * closed), envp its whole environment. It does not wait: 0 with *pid and
+ * *pidfd (readable once the child exited; caller closes it after
+ * spawn_reap), or -errno; -ENOSYS on a kernel without clone3 (a child
+ * without a pidfd could be reaped by someone else's waitpid). Same child
+ * set-up as spawn_tool's; an exec failure exits 127 with a line on fd 2.
+ */
+#define SPAWN_FDS_MAX 8
+int spawn_start(const char *const argv[], const char *const *envp, const int *fds, size_t n_fds, pid_t *pid,
+		int *pidfd);
+/* Reap the spawn_start child of pidfd: 0 and its wait status (as waitpid's), -EAGAIN while it runs, or -errno. */
+int spawn_reap(int pidfd, int *status);
 
 /* The first executable dirs[i]/name, malloc'd; NULL if there is none. */
 char *spawn_which(const char *name, const char *const *dirs);

@@ -21,7 +21,20 @@
 
 struct hooks {
 	struct event *tick;
+	void (*on_change)(struct fleetd *f);	/* the listener's: send the routes again */
 };
+
+void hooks_on_change(struct fleetd *f, void (*cb)(struct fleetd *f))
+{
+	if (f->hooks)
+		f->hooks->on_change = cb;
+}
+
+void hooks_changed(struct fleetd *f)
+{
+	if (f->hooks && f->hooks->on_change)
+		f->hooks->on_change(f);
+}
 
 static int fail(char **why, int r, const char *fmt, ...) _printf_(3, 4);
 static int fail(char **why, int r, const char *fmt, ...)
@@ -171,6 +184,7 @@ static int create_route(struct fleetd *f, enum hook_source src, const char *name
 	if (r < 0)
 		return fail(why, r, "cannot store route '%s': %s", name, strerror(-r));
 	log_info("webhook route '%s' (%s) created for agent '%s'", name, rt.source, req->agent);
+	hooks_changed(f);
 	return 0;
 }
 
@@ -224,6 +238,7 @@ int hooks_add(struct fleetd *f, const struct hooks_add_req *req, char **route_re
 	if (r < 0)
 		return fail(why, r, "cannot subscribe '%s' to route '%s': %s", req->agent, name, strerror(-r));
 	log_info("agent '%s' subscribed to webhook route '%s'", req->agent, name);
+	hooks_changed(f);
 	*created = false;
 	*route_ret = TAKE_PTR(name);
 	return 0;
@@ -245,6 +260,7 @@ int hooks_remove(struct fleetd *f, const char *route, const char *agent, bool *r
 		return fail(why, r, "cannot unsubscribe '%s' from route '%s': %s", agent, route, strerror(-r));
 	log_info("agent '%s' unsubscribed from webhook route '%s'%s", agent, route,
 		 *route_removed ? "; it was the last subscriber, the route is removed" : "");
+	hooks_changed(f);
 	return 0;
 }
 
@@ -275,6 +291,7 @@ int hooks_rotate(struct fleetd *f, const char *route, const char *secret, long g
 	if (r < 0)
 		return fail(why, r, "route '%s': %s", route, r == -ENOENT ? "no such route" : strerror(-r));
 	log_info("webhook route '%s': secret rotated; the previous one works for %ld more seconds", route, grace_s);
+	hooks_changed(f);
 	return 0;
 }
 

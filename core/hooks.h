@@ -75,6 +75,14 @@ void hooks_route_table_free(struct hooks_route_table *t);
 
 /* Delete events older than events_keep_days and delivery ids older than that or 7 days, whichever is longer. */
 int hooks_prune(struct fleetd *f, time_t now);
+/*
+ * cb (NULL: none) is called after every change hooks_add, hooks_remove and
+ * hooks_rotate made: the listener (core/listener.c) sends its table again.
+ * A callback, so this file needs nothing of the listener's.
+ */
+void hooks_on_change(struct fleetd *f, void (*cb)(struct fleetd *f));
+/* Routes or subscriptions changed behind this file's back (an agent removed): call the callback. */
+void hooks_changed(struct fleetd *f);
 /* Prune at start and then daily on f->base. */
 int hooks_init(struct fleetd *f);
 void hooks_shutdown(struct fleetd *f);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "core/backends.h"
+#include "core/hooks.h"
 #include "store/db.h"
 #include "model/config.h"
 #include "model/fleetd.h"
@@ -128,6 +129,8 @@ int lifecycle_destroy(struct fleetd *f, const struct backend_ops *ops, const str
 	restarts_forget(f, a->name);	/* gone: nothing to restart, and a new agent of its name starts afresh */
 	if ((r = db_agent_delete(f->db, a->name)) < 0)
 		log_error("agent '%s': remove failed: %s", a->name, strerror(-r));
+	else
+		hooks_changed(f);	/* its subscriptions went with it, and maybe routes */
 	return r;
 }
 

@@ -413,6 +413,12 @@ int runs_enqueue_event(struct fleetd *f, const char *agent, const char *trigger,
 	return 0;
 }
 
+void runs_kick(struct fleetd *f)
+{
+	if (f->runs)
+		kick(f->runs);
+}
+
 int runs_enqueue(struct fleetd *f, const char *agent, const char *trigger, int64_t *ret_id, char **why)
 {
 	return runs_enqueue_event(f, agent, trigger, NULL, ret_id, why);

@@ -48,6 +48,9 @@ int runs_enqueue(struct fleetd *f, const char *agent, const char *trigger, int64
 int runs_enqueue_event(struct fleetd *f, const char *agent, const char *trigger, struct run_event *ev,
 		       int64_t *ret_id, char **why);
 
+/* Runs were queued behind runs_enqueue's back (a webhook group commit): look at the queue soon. */
+void runs_kick(struct fleetd *f);
+
 /*
  * Cancel run id of agent: a queued run becomes cancelled at once; a running
  * one has its whole process tree killed (exec_cancel through the backend)

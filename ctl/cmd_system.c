@@ -1,9 +1,11 @@
 /* fleetctl status and audit: fleetd itself and its audit log. */
 #include "ctl/commands.h"
 
+#include <string.h>
+
 int cmd_status(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
 {
-	json_t *j = NULL, *b;
+	json_t *j = NULL, *b, *h;
 	const char *k;
 	json_t *v;
 	int status;
@@ -23,6 +25,18 @@ int cmd_status(struct ctl *ctl, const struct command *cmd, int argc, char **argv
 		json_object_foreach(b, k, v)
 			printf(" %s %s", k, json_string_value(v));
 		putchar('\n');
+		h = json_object_get(j, "hooks");
+		if (!h || strcmp(str(h, "state"), "off") == 0) {
+			printf("webhooks: off\n");
+		} else {
+			printf("webhooks: %s on %s", str(h, "state"), str(h, "listen"));
+			if (num(h, "pid") > 0)
+				printf(" (pid %lld)", num(h, "pid"));
+			printf(", %lld accepted, %lld refused", num(h, "accepted"), num(h, "refused"));
+			if (num(h, "restarts") > 0)
+				printf(", %lld restart(s)", num(h, "restarts"));
+			putchar('\n');
+		}
 	}
 	json_decref(j);
 	return 0;

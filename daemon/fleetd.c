@@ -26,6 +26,7 @@
 #include "core/lifecycle.h"
 #include "core/runs.h"
 #include "core/hooks.h"
+#include "core/listener.h"
 #include "core/schedules.h"
 #include "core/snapshots.h"
 #include "store/db.h"
@@ -146,6 +147,7 @@ static void on_reload_signal(evutil_socket_t sig, short what, void *arg)
 	f->cfg = next;
 	log_set_max_priority(log_level_from_string(config_get(&f->cfg, CFG_LOG_LEVEL)));
 	api_reload(f->api);
+	listener_routes_changed(f);	/* its limits may have changed */
 	log_notice("reload: configuration re-read from %s", f->config_path);
 }
 
@@ -201,6 +203,7 @@ static int open_log_file(const struct config *cfg)
 /* Tear down whatever main() has set up, in reverse order, and exit with code: every exit of main goes here. */
 static int finish(struct fleetd *f, int code)
 {
+	listener_shutdown(f);	/* no new deliveries while the rest goes down */
 	api_stop(f->api);
 	f->api = NULL;
 	hooks_shutdown(f);
@@ -343,6 +346,10 @@ int main(int argc, char **argv)
 	sched_init(&f);
 	runs_init(&f);
 	hooks_init(&f);
+	if (listener_start(&f) < 0) {
+		log_error("cannot start the webhook listener (see above); set hooks_listen = none to run without it");
+		return finish(&f, 1);
+	}
 	if (api_start(&f, api_routes, api_n_routes, &f.api) < 0)
 		return finish(&f, 1);
 	ev_term = evsignal_new(f.base, SIGTERM, on_stop_signal, &f);

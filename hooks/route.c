@@ -70,3 +70,25 @@ int hook_header_check(const char *name, const char **why)
 	}
 	return 0;
 }
+
+bool hook_events_match(const char *filter, const char *type)
+{
+	size_t tn;
+
+	if (!filter)
+		return true;
+	if (!type)
+		return false;
+	tn = strlen(type);
+	for (const char *p = filter; *p;) {
+		size_t n = strcspn(p, ",");
+
+		/* the entry is the type, or the type is the entry followed by ".ACTION" */
+		if (n > 0 && n <= tn && strncmp(p, type, n) == 0 && (n == tn || type[n] == '.'))
+			return true;
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	return false;
+}

@@ -6,6 +6,7 @@
 #ifndef FLEET_HOOKS_ROUTE_H
 #define FLEET_HOOKS_ROUTE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define HOOK_ROUTE_NAME_MAX 48		/* the URL is /hooks/NAME */
@@ -23,6 +24,15 @@ int hook_route_name_check(const char *name, const char **why);
  * HOOK_EVENTS_MAX, else -EINVAL with *why.
  */
 int hook_events_check(const char *list, const char **why);
+/*
+ * Whether a subscription's filter (a comma-separated list as
+ * hook_events_check takes; NULL: every event) takes event type (NULL: a
+ * delivery without one, which only an unfiltered subscription takes). An
+ * entry takes the type itself and, when the type is an event plus its
+ * action (GitHub's "pull_request.opened"), the event alone takes it too:
+ * "pull_request" takes "pull_request.opened". Case matters.
+ */
+bool hook_events_match(const char *filter, const char *type);
 /* An HTTP header name (a token, 1 to 64 characters); -EINVAL with *why if not. */
 int hook_header_check(const char *name, const char **why);
 

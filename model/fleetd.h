@@ -20,6 +20,7 @@ struct sched;
 struct runs;
 struct lifecycle;
 struct hooks;
+struct listener;
 
 struct fleetd {
 	struct event_base *base;
@@ -40,6 +41,7 @@ struct fleetd {
 	struct runs *runs;			/* runs.c */
 	struct lifecycle *lifecycle;		/* lifecycle.c */
 	struct hooks *hooks;			/* hooks.c: the daily pruning of events */
+	struct listener *listener;		/* listener.c: the webhook listener process, NULL when off */
 };
 
 #endif

@@ -232,7 +232,39 @@ static const char *const migrations[] = {
 	"ALTER TABLE agents ADD COLUMN max_queued INTEGER NOT NULL DEFAULT 100;"
 	"ALTER TABLE agents ADD COLUMN retry_interrupted INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE runs ADD COLUMN retries INTEGER NOT NULL DEFAULT 0;",
+	/*
+	 * 11 (#11 listener): events loses UNIQUE (source, delivery_id).
+	 * Deduplication is per route (hook_deliveries); two routes of one
+	 * source may see the same id (a generic HMAC body hash), and both are
+	 * events. SQLite drops a constraint only by rebuilding the table (its
+	 * documented 12 steps): foreign keys off around it (runs reference
+	 * events: with them on, DROP TABLE would set every run's event_id to
+	 * NULL), ids kept, checked with foreign_key_check before the commit.
+	 */
+	"CREATE TABLE events_new ("
+	"  id INTEGER PRIMARY KEY,"
+	"  source TEXT NOT NULL,"
+	"  route TEXT,"
+	"  delivery_id TEXT,"
+	"  received_at INTEGER NOT NULL,"
+	"  headers TEXT,"
+	"  body BLOB,"
+	"  event_type TEXT,"
+	"  outcome TEXT"
+	");"
+	"INSERT INTO events_new (id, source, route, delivery_id, received_at, headers, body, event_type, outcome)"
+	"  SELECT id, source, route, delivery_id, received_at, headers, body, event_type, outcome FROM events;"
+	"DROP TABLE events;"
+	"ALTER TABLE events_new RENAME TO events;"
+	"CREATE INDEX events_by_time ON events (received_at);"
+	"CREATE INDEX events_by_route_delivery ON events (route, delivery_id);",
 };
+
+/* Migrations (by their index in migrations[]) that rebuild a referenced table: foreign keys off around them. */
+static bool migration_fk_off(int i)
+{
+	return i == 10;
+}
 
 int db_err(struct db *db, int rc, const char *what)
 {
@@ -321,6 +353,22 @@ int64_t unix_now(void)
 	return (int64_t)time(NULL);
 }
 
+/* PRAGMA foreign_key_check: 0 if no row breaks a reference, else -EPROTO (each logged). */
+static int fk_check(struct db *db)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r, bad = 0;
+
+	if ((r = db_prepare(db, &st, "PRAGMA foreign_key_check")) < 0)
+		return r;
+	while ((r = db_step(db, st)) > 0) {
+		log_error("database: row %lld of table %s breaks its reference to %s", (long long)sqlite3_column_int64(st, 1),
+			  col_text(st, 0), col_text(st, 2));
+		bad++;
+	}
+	return r < 0 ? r : bad ? -EPROTO : 0;
+}
+
 static int db_migrate(struct db *db)
 {
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -341,17 +389,31 @@ static int db_migrate(struct db *db)
 	}
 	for (int v = version; v < (int)ARRAY_SIZE(migrations); v++) {
 		_cleanup_free_ char *bump = xasprintf("PRAGMA user_version = %d", v + 1);
+		bool fk_off = migration_fk_off(v);
 
-		if ((r = db_exec(db, "BEGIN IMMEDIATE")) < 0)
+		/* The pragma is a no-op inside a transaction: switch it before BEGIN. */
+		if (fk_off && (r = db_exec(db, "PRAGMA foreign_keys = OFF")) < 0)
 			return r;
-		if ((r = db_exec(db, migrations[v])) < 0 || (r = db_exec(db, bump)) < 0) {
+		if ((r = db_exec(db, "BEGIN IMMEDIATE")) < 0)
+			goto out;
+		if ((r = db_exec(db, migrations[v])) < 0 || (fk_off && (r = fk_check(db)) < 0) ||
+		    (r = db_exec(db, bump)) < 0) {
 			(void)db_exec(db, "ROLLBACK");
 			log_error("database migration to version %d failed", v + 1);
-			return r;
+			goto out;
 		}
 		if ((r = db_exec(db, "COMMIT")) < 0)
-			return r;
+			goto out;
 		log_info("database migrated to schema version %d", v + 1);
+	out:
+		if (fk_off) {
+			int q = db_exec(db, "PRAGMA foreign_keys = ON");
+
+			if (r == 0)
+				r = q;
+		}
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }

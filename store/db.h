@@ -170,6 +170,44 @@ int db_events_list(struct db *db, const char *route, int limit, struct db_event 
 /* Delete events received before `before` (their runs keep going, event_id set NULL) and delivery ids
  * received before `keys_before`; counts in *ret_events and *ret_keys. */
 int db_events_prune(struct db *db, int64_t before, int64_t keys_before, int *ret_events, int *ret_keys);
+
+/*
+ * One verified webhook delivery (store/deliveries.c), as the listener sent
+ * it up. Nothing is owned: the caller's strings.
+ */
+struct db_hook_delivery {
+	const char *route;
+	const char *delivery_id;
+	const char *event_type;		/* may be NULL */
+	bool no_run;			/* a ping, Slack's challenge: stored, answered, queues nothing */
+	int64_t received_at;
+	const char *headers;		/* a JSON object's text, or NULL */
+	const unsigned char *body;
+	size_t body_len;
+};
+/* What it caused. outcome is static: "queued", "duplicate", "no-subscriber" or "no-run". */
+struct db_hook_result {
+	const char *outcome;
+	int64_t event_id;
+	int64_t *run_ids;		/* n_runs of them */
+	size_t n_runs;
+	char *full_agent;		/* on -ENOSPC: the agent whose queue is full */
+};
+void db_hook_result_clear(struct db_hook_result *res);
+/* Whether a subscription's filter (comma-separated; NULL: every event) takes event type (may be NULL). */
+typedef bool (*db_hook_filter_fn)(const char *filter, const char *type);
+/*
+ * Record delivery d inside the caller's transaction (or on its own), in a
+ * savepoint of its own: its (route, delivery id) key; if that was seen
+ * already, only an events row with outcome "duplicate"; else its events row
+ * and one queued run (trigger: the route's source) per subscriber match
+ * takes, through db_run_enqueue. 0 and *res, or -errno and nothing of it
+ * kept: -ENOENT no such route, -ENOSPC a matching agent's queue is full
+ * (res->full_agent says which).
+ */
+int db_hook_delivery_record(struct db *db, const struct db_hook_delivery *d, db_hook_filter_fn match,
+			    struct db_hook_result *res);
+
 /* A cron trigger (migration 8). */
 struct schedule {
 	int64_t id;

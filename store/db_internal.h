@@ -51,4 +51,8 @@ int db_unknown_word(const char *column, const char *word, const char *fmt, ...) 
 
 int64_t unix_now(void);
 
+/* Insert ev as an events row with outcome (may be NULL); sets ev->id. -errno. */
+struct run_event;
+int db_event_insert(struct db *db, struct run_event *ev, const char *outcome);
+
 #endif

@@ -60,13 +60,13 @@ static int check_room(struct db *db, const char *agent)
 	return sqlite3_column_int64(st, 1) >= sqlite3_column_int64(st, 0) ? -ENOSPC : 0;
 }
 
-static int insert_event(struct db *db, struct run_event *ev)
+int db_event_insert(struct db *db, struct run_event *ev, const char *outcome)
 {
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;
 	int r;
 
-	if ((r = db_prepare(db, &st, "INSERT INTO events (source, route, delivery_id, received_at, headers, body, event_type)"
-				     " VALUES (?, ?, ?, ?, ?, ?, ?)")) < 0)
+	if ((r = db_prepare(db, &st, "INSERT INTO events (source, route, delivery_id, received_at, headers, body,"
+				     " event_type, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, ev->source ? ev->source : "manual", -1, SQLITE_STATIC);
 	bind_text_or_null(st, 2, ev->route);
@@ -78,6 +78,7 @@ static int insert_event(struct db *db, struct run_event *ev)
 	else
 		sqlite3_bind_null(st, 6);
 	bind_text_or_null(st, 7, ev->type);
+	bind_text_or_null(st, 8, outcome);
 	if ((r = db_step(db, st)) < 0)
 		return r;
 	ev->id = sqlite3_last_insert_rowid(db->h);
@@ -120,7 +121,7 @@ int db_run_enqueue(struct db *db, const char *agent, const char *trigger, struct
 	if ((r = db_exec(db, "SAVEPOINT run_enqueue")) < 0)
 		return r;
 	if ((r = check_room(db, agent)) < 0 ||
-	    (ev && ev->id == 0 && (r = insert_event(db, ev)) < 0) ||
+	    (ev && ev->id == 0 && (r = db_event_insert(db, ev, NULL)) < 0) ||
 	    (r = insert_run(db, agent, trigger, ev ? ev->id : 0, ret_id)) < 0 ||
 	    (r = db_exec(db, "RELEASE run_enqueue")) < 0) {
 		(void)db_exec(db, "ROLLBACK TO run_enqueue");

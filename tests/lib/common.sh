@@ -121,14 +121,22 @@ start_fleetd() {
 		_agents_cleanup_registered=1
 	fi
 	_sockets+=("$SOCK")
-	"$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" "${uids[@]}" "$@" \
+	"$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" "${uids[@]}" \
+		$(_hooks_listen_default "$@") "$@" \
 		2>"$TEST_TMP/$name.start.err" || {
 		diag "fleetd failed to start:"; sed 's/^/#   /' "$TEST_TMP/$name.start.err"; return 1; }
 	FLEETD_PID=$(head -1 "$STATE/fleetd.lock")
 	_pids+=("$FLEETD_PID")
 	export FLEET_SOCKET=$SOCK
 }
-: > "$TEST_TMP/none.conf"
+# The config file of every test's fleetd: no webhook listener, so parallel
+# tests never fight over 127.0.0.1:8470 (nor make its user); a test that
+# wants one passes its own --hooks-listen (the command line wins).
+echo "hooks_listen = none" > "$TEST_TMP/none.conf"
+# _hooks_listen_default ARGS...: "--hooks-listen none" unless ARGS give one.
+_hooks_listen_default() {
+	case " $* " in *" --hooks-listen "*) ;; *) echo "--hooks-listen none" ;; esac
+}
 
 # user_fleetd_setup TAG: a state dir and socket for a fleetd serving user
 # agents, outside /tmp (each exec has a private /tmp); removed on exit.
@@ -143,7 +151,8 @@ user_fleetd_setup() {
 }
 user_fleetd_start() {
 	"$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" \
-		--user-uid-min "$_uid_base" --user-uid-max "$((_uid_base + 999))" "$@" 2>>"$TEST_TMP/start.err" || {
+		--user-uid-min "$_uid_base" --user-uid-max "$((_uid_base + 999))" $(_hooks_listen_default "$@") "$@" \
+		2>>"$TEST_TMP/start.err" || {
 		diag "fleetd failed to start:"; sed 's/^/#   /' "$TEST_TMP/start.err"; return 1; }
 	FLEETD_PID=$(head -1 "$STATE/fleetd.lock"); _pids+=("$FLEETD_PID"); _sockets+=("$SOCK")
 }

@@ -36,7 +36,8 @@ vmfleet_setup() {
 
 # fleetd_ns_start [ARGS...]: start fleetd inside the namespace (it detaches once ready).
 fleetd_ns_start() {
-	vmns_exec "$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" "$@" \
+	vmns_exec "$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" \
+		$(_hooks_listen_default "$@") "$@" \
 		2>>"$TEST_TMP/fleetd.start" || return 1
 	FLEETD_PID=$(head -1 "$STATE/fleetd.lock")
 	_pids+=("$FLEETD_PID")

@@ -21,6 +21,7 @@ layer_of() {
 	store/*) echo 2 ;;		# the only user of sqlite3
 	hooks/*) echo 2 ;;		# webhook verification and the listener process: no store, no backends
 	backend/*) echo 3 ;;		# the seam and the mechanisms both backends share
+	listener/*) echo 3 ;;		# fleet-hooksd, the unprivileged webhook listener: hooks/, model/, common/ only
 	vm/* | user/*) echo 4 ;;	# the two adapters
 	core/*) echo 5 ;;		# lifecycle (sole writer of agent state), registry, health, snapshots, runs
 	api/*) echo 6 ;;		# the HTTP face
@@ -35,8 +36,8 @@ folder_of() { echo "${1%%/*}"; }
 # FROM-FOLDER:TO-FOLDER. Backends never touch the store (what they keep per
 # agent reaches them through the seam's host callbacks); the two adapters
 # know nothing of each other; the API reaches a backend only through core/
-# (backend/backend.h for the seam's types); agentd and fleetctl are
-# separate programs.
+# (backend/backend.h for the seam's types); agentd, fleetctl and the
+# webhook listener (listener/, fleet-hooksd) are separate programs.
 denied=(
 	vm:store user:store backend:store
 	vm:user user:vm
@@ -44,6 +45,8 @@ denied=(
 	agentd:model agentd:store agentd:backend
 	ctl:api ctl:store ctl:backend
 	hooks:store hooks:backend hooks:vm hooks:user hooks:core hooks:api
+	listener:store listener:backend listener:vm listener:user listener:core listener:api
+	backend:listener vm:listener user:listener core:listener api:listener daemon:listener ctl:listener
 )
 
 # Upward includes that are known and have an issue to go away; each is
@@ -56,7 +59,7 @@ resolve() {	# resolve FILE HEADER -> path or nothing (includes are relative to t
 }
 module_of() { echo "${1%.*}"; }	# X.c and X.h are one module
 
-folders="common model store hooks backend vm user core api daemon agentd ctl"
+folders="common model store hooks listener backend vm user core api daemon agentd ctl"
 n=0 bad=0
 declare -A edge_line	# "A B" -> first FILE:LINE: TEXT that makes module A include module B
 declare -A adj		# A -> "B C ..."

@@ -3,10 +3,15 @@
  * and gone with their last (also when the agent is removed), secrets as
  * given and as decoded (whsec_), the route table the listener gets (with
  * the previous secret only while a rotation's grace lasts, `now` passed in),
- * and the pruning of old events and delivery ids.
+ * the pruning of old events and delivery ids, and recording verified
+ * deliveries (core/deliveries.c): deduplication per route, fan-out through
+ * the subscribers' filters, a full queue refusing the whole delivery with
+ * no row left, ping and challenge, and a group committed together where a
+ * refused delivery spoils none of the others and a failing store all.
  */
 #include <sqlite3.h>
 
+#include "core/deliveries.h"
 #include "core/hooks.h"
 #include "tests/fakes/core_fixture.h"
 #include "tests/tap.h"
@@ -224,9 +229,243 @@ static void test_prune(void)
 	}
 }
 
+/* The first column of the first row of sql on the test's database, as a number; -1 on error. */
+static long count(const char *sql)
+{
+	_cleanup_free_ char *path = xasprintf("%s/fleet.db", X.dir);
+	sqlite3_stmt *st = NULL;
+	sqlite3 *h = NULL;
+	long n = -1;
+
+	if (sqlite3_open(path, &h) == SQLITE_OK && sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		n = (long)sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(h);
+	return n;
+}
+
+static int exec_sql(const char *sql)
+{
+	_cleanup_free_ char *path = xasprintf("%s/fleet.db", X.dir);
+	sqlite3 *h = NULL;
+	int rc = sqlite3_open(path, &h) == SQLITE_OK ? sqlite3_exec(h, sql, NULL, NULL, NULL) : SQLITE_ERROR;
+
+	sqlite3_close(h);
+	return rc == SQLITE_OK ? 0 : -1;
+}
+
+static long runs_of(const char *agent)
+{
+	_cleanup_free_ char *sql = xasprintf("SELECT count(*) FROM runs r JOIN agents a ON a.id = r.agent_id"
+					     " WHERE a.name = '%s' AND r.trigger = 'github'", agent);
+	return count(sql);
+}
+
+static long rows_of(const char *route, const char *id)
+{
+	_cleanup_free_ char *sql = xasprintf("SELECT (SELECT count(*) FROM events WHERE route = '%s' AND delivery_id = '%s')"
+					     " + (SELECT count(*) FROM hook_deliveries d JOIN hook_routes r ON r.id = d.route_id"
+					     " WHERE r.name = '%s' AND d.delivery_id = '%s')", route, id, route, id);
+	return count(sql);
+}
+
+static struct hook_delivery dlv(uint64_t seq, const char *route, const char *id, const char *type)
+{
+	static const char body[] = "{\"action\":\"opened\"}";
+
+	return (struct hook_delivery){ .seq = seq, .route = (char *)route, .delivery_id = (char *)id,
+				       .event_type = (char *)type, .received_at = time(NULL),
+				       .headers = (char *)"{\"X-GitHub-Event\":\"pull_request\"}",
+				       .body = (unsigned char *)body, .body_len = sizeof(body) - 1 };
+}
+
+static void answers_clear(struct hook_answer *a, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(a[i].body);
+		free(a[i].content_type);
+		memset(&a[i], 0, sizeof(a[i]));
+	}
+}
+
+/* One delivery alone: its status, its body in *body (static until the next call). */
+static int deliver1(struct hook_delivery d, const char **body)
+{
+	static char last[512];
+	struct hook_answer a;
+	int status;
+
+	(void)deliveries_commit(F, &d, 1, &a);
+	snprintf(last, sizeof(last), "%s", a.body ? a.body : "");
+	status = a.status;
+	ok(a.seq == d.seq, "(its answer carries its seq)");
+	answers_clear(&a, 1);
+	if (body)
+		*body = last;
+	return status;
+}
+
+static void sub(const char *agent, const char *route, const char *events, const char *secret)
+{
+	struct hooks_add_req req = { .agent = agent, .source = "github", .route = route, .events = events,
+				     .secret = secret };
+	_cleanup_free_ char *name = NULL, *why = NULL;
+	bool created;
+
+	if (hooks_add(F, &req, &name, &created, &why) < 0) {
+		fprintf(stderr, "cannot subscribe %s to %s: %s\n", agent, route, why);
+		exit(1);
+	}
+}
+
+static void test_deliveries(void)
+{
+	const char *gh = "0123456789abcdef-github", *body = NULL;
+	_cleanup_(agent_freep) struct agent *full = fixture_agent("dc", RESTART_NEVER);
+	struct hook_delivery d;
+	struct hook_delivery group[4];
+	struct hook_answer ans[4];
+	struct db_event *ev = NULL;
+	size_t nev = 0;
+
+	fixture_open(&X, 0, settings);
+	add_agent("da");
+	add_agent("db");
+	full->max_queued = 1;
+	if (db_agent_insert(F->db, full) < 0)
+		exit(1);
+	sub("da", "gh", "pull_request", gh);
+	sub("db", "gh", "push", NULL);
+	sub("dc", "gh", NULL, NULL);
+	sub("db", "gh2", "push", gh);
+
+	/* Fan-out through the filters. */
+	is_int(deliver1(dlv(1, "gh", "id-1", "pull_request.opened"), &body), 202, "a delivery is accepted (202)");
+	is_str(body, "{\"status\":\"accepted\",\"delivery\":\"id-1\",\"runs\":2}", "saying so, with its runs");
+	is_int(runs_of("da"), 1, "da's pull_request filter takes pull_request.opened: one run");
+	is_int(runs_of("db"), 0, "db's push filter does not: none");
+	is_int(runs_of("dc"), 1, "dc has no filter: one run");
+	is_int(db_events_list(F->db, "gh", 0, &ev, &nev), 0, "list the route's events");
+	ok(nev == 1 && strcmp(ev[0].outcome, "queued") == 0 && ev[0].runs && strchr(ev[0].runs, ','),
+	   "one event, outcome queued, two runs");
+	db_events_free(ev, nev);
+	is_int(count("SELECT count(*) FROM events WHERE route = 'gh' AND delivery_id = 'id-1' AND body IS NOT NULL"
+		     " AND source = 'github' AND event_type = 'pull_request.opened'"), 1,
+	       "the event keeps its source, type and body (the runs' stdin)");
+
+	/* Dedup per route. */
+	is_int(deliver1(dlv(2, "gh", "id-1", "pull_request.opened"), &body), 200, "a redelivery is answered 200");
+	is_str(body, "{\"status\":\"duplicate\",\"delivery\":\"id-1\"}", "as a duplicate");
+	is_int(runs_of("da") + runs_of("dc"), 2, "and queues nothing new");
+	is_int(count("SELECT count(*) FROM events WHERE delivery_id = 'id-1' AND outcome = 'duplicate' AND body IS NULL"),
+	       1, "it is noted as an event with outcome duplicate, without its body");
+	is_int(deliver1(dlv(3, "gh2", "id-1", "pull_request.opened"), &body), 202,
+	       "the same delivery id on another route is a delivery of its own");
+	is_int(count("SELECT count(*) FROM events WHERE route = 'gh2' AND delivery_id = 'id-1'"
+		     " AND outcome = 'no-subscriber'"), 1, "stored, with no subscriber whose filter takes it");
+	is_str(body, "{\"status\":\"accepted\",\"delivery\":\"id-1\",\"runs\":0}", "accepted, no run");
+
+	/* A full queue refuses the whole delivery, leaving no row. */
+	is_int(deliver1(dlv(4, "gh", "id-2", "push"), &body), 429, "dc's queue is full (max_queued 1): 429");
+	ok(strstr(body, "\"queue_full\"") && strstr(body, "'dc'"), "naming the agent: %s", body);
+	is_int(rows_of("gh", "id-2"), 0, "no event and no delivery id were kept");
+	is_int(runs_of("db"), 0, "nor db's run, which had room");
+
+	/* Ping and Slack-style challenge: stored, answered, nothing queued. */
+	d = dlv(5, "gh", "id-3", "ping");
+	d.no_run = true;
+	is_int(deliver1(d, &body), 200, "a ping is answered 200");
+	is_str(body, "{\"status\":\"no-run\",\"delivery\":\"id-3\",\"runs\":0}", "saying no run");
+	is_int(count("SELECT count(*) FROM events WHERE delivery_id = 'id-3' AND outcome = 'no-run'"), 1,
+	       "stored with outcome no-run");
+	d = dlv(6, "gh", "id-4", NULL);
+	d.no_run = true;
+	d.reply_body = (char *)"the-challenge";
+	d.reply_type = (char *)"text/plain";
+	is_int(deliver1(d, &body), 200, "a challenge is answered 200");
+	is_str(body, "the-challenge", "with its reply body");
+	is_int(runs_of("da") + runs_of("db") + runs_of("dc"), 2, "neither queued a run");
+
+	/* A group: the refused one spoils none of the others; the same id twice in it is a duplicate. */
+	group[0] = dlv(10, "gh2", "id-5", "push");
+	group[1] = dlv(11, "gh", "id-6", "push");
+	group[2] = dlv(12, "gh2", "id-5", "push");
+	group[3] = dlv(13, "nope", "id-7", "push");
+	is_int((int)deliveries_commit(F, group, 4, ans), 2, "a group of four: two answered 2xx");
+	ok(ans[0].status == 202 && ans[1].status == 429 && ans[2].status == 200 && ans[3].status == 404,
+	   "202, 429 (dc's queue), 200 (the same id again), 404 (no such route): %d %d %d %d", ans[0].status,
+	   ans[1].status, ans[2].status, ans[3].status);
+	ok(ans[0].seq == 10 && ans[1].seq == 11 && ans[2].seq == 12 && ans[3].seq == 13, "each answer has its seq");
+	answers_clear(ans, 4);
+	is_int(runs_of("db"), 1, "the accepted one queued db's run");
+	is_int(rows_of("gh", "id-6"), 0, "the refused one left no row");
+	is_int(rows_of("nope", "id-7"), 0, "nor did the one of no route");
+
+	/* A store failure in a group: all of it 503, nothing of it kept. */
+	ok(exec_sql("CREATE TRIGGER boom BEFORE INSERT ON events WHEN NEW.delivery_id = 'boom'"
+		    " BEGIN SELECT RAISE(FAIL, 'boom'); END;") == 0, "(make the store fail on delivery 'boom')");
+	group[0] = dlv(20, "gh2", "id-8", "push");
+	group[1] = dlv(21, "gh2", "boom", "push");
+	is_int((int)deliveries_commit(F, group, 2, ans), 0, "a group whose store fails: none answered 2xx");
+	ok(ans[0].status == 503 && ans[1].status == 503 && ans[0].seq == 20 && ans[1].seq == 21, "both 503");
+	answers_clear(ans, 2);
+	is_int(rows_of("gh2", "id-8"), 0, "the one before the failure was rolled back too");
+	is_int(runs_of("db"), 1, "with its run");
+	ok(exec_sql("DROP TRIGGER boom") == 0, "(the store works again)");
+	is_int(deliver1(dlv(22, "gh2", "id-8", "push"), NULL), 202, "the sender's retry is a new delivery, not a duplicate");
+	is_int(runs_of("db"), 2, "and queues its run");
+
+	/* Once dc's queue has room, the refused delivery's retry is accepted (not a duplicate). */
+	ok(exec_sql("UPDATE runs SET state = 'succeeded' WHERE agent_id = (SELECT id FROM agents WHERE name = 'dc')") == 0,
+	   "(dc's run ends)");
+	is_int(deliver1(dlv(23, "gh", "id-2", "push"), &body), 202, "the retry of the refused delivery is accepted");
+	is_str(body, "{\"status\":\"accepted\",\"delivery\":\"id-2\",\"runs\":2}", "with db's and dc's runs");
+	fixture_close(&X);
+}
+
+static int changes;
+static void on_change(struct fleetd *f)
+{
+	(void)f;
+	changes++;
+}
+
+/* Every change of the routes reaches the listener's callback (it sends the table again); a refused one does not. */
+static void test_change_callback(void)
+{
+	const char *gh = "0123456789abcdef-github";
+	_cleanup_free_ char *why = NULL;
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	bool created = false, removed = false;
+	time_t until;
+
+	fixture_open(&X, 0, settings);
+	is_int(hooks_init(F), 0, "hooks_init");
+	hooks_on_change(F, on_change);
+	add_agent("ca");
+	add_agent("cb");
+	is_int(add("ca", "github", "cr", gh, &created, &why), 0, "a route is made");
+	is_int(changes, 1, "the callback is called");
+	is_int(add("cb", "github", "cr", NULL, &created, &why), 0, "a second subscriber");
+	is_int(changes, 2, "called again");
+	is_int(add("cb", "github", "cr", NULL, &created, &why), -EEXIST, "a refused subscription");
+	is_int(changes, 2, "is no change");
+	is_int(hooks_rotate(F, "cr", "fedcba9876543210-github", 60, 1000, &until, &why), 0, "a rotation");
+	is_int(changes, 3, "called again");
+	is_int(hooks_remove(F, "cr", "cb", &removed, &why), 0, "an unsubscription");
+	is_int(changes, 4, "called again");
+	is_int(db_agent_get(F->db, "ca", &a), 0, "read agent ca");
+	is_int(lifecycle_destroy(F, NULL, a, false, &why), 0, "remove agent ca (its route goes with it)");
+	is_int(changes, 5, "called again");
+	hooks_on_change(F, NULL);
+	hooks_shutdown(F);
+	fixture_close(&X);
+}
+
 int main(void)
 {
-	void (*tests[])(void) = { test_routes, test_prune };
+	void (*tests[])(void) = { test_routes, test_prune, test_deliveries, test_change_callback };
 
 	log_setup("test_core_hooks", LOG_ERR);
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {

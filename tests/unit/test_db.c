@@ -414,6 +414,81 @@ int main(void)
 		free(v4);
 	}
 
+	/*
+	 * Migration 11 on a version-10 database: events loses UNIQUE (source,
+	 * delivery_id) by a table rebuild that keeps every row, its id and the
+	 * runs' references to it; then one delivery id can be stored for two
+	 * routes of one source.
+	 */
+	{
+		char *v10 = xasprintf("%s/v10.db", dir), *mk;
+		struct db *old = NULL;
+		struct agent *na = make_agent("ten");
+		struct db_hook_route rt = { .name = (char *)"r1", .source = (char *)"hmac",
+					    .secret = (unsigned char *)"0123456789abcdef", .secret_len = 16,
+					    .max_body = 1024 };
+		struct db_hook_delivery d = { .route = "r2", .delivery_id = "abc", .received_at = 7, .no_run = true };
+		struct db_hook_result res;
+		struct run_event *ev = NULL;
+		struct run *run = NULL;
+
+		is_int(db_open(v10, &old), 0, "a fresh database for the version-10 case");
+		is_int(db_agent_insert(old, na), 0, "with an agent");
+		is_int(db_hook_route_insert(old, &rt, "ten", NULL), 0, "and a route r1");
+		rt.name = (char *)"r2";
+		is_int(db_hook_route_insert(old, &rt, "ten", NULL), 0, "and a route r2 of the same source");
+		db_close(old);
+		/* Version 10's events table (migrations 1 and 9), two events and the runs they caused. */
+		mk = xasprintf("sqlite3 %s \"DROP TABLE events; CREATE TABLE events (id INTEGER PRIMARY KEY,"
+			       " source TEXT NOT NULL, route TEXT, delivery_id TEXT, received_at INTEGER NOT NULL,"
+			       " headers TEXT, body BLOB, UNIQUE (source, delivery_id));"
+			       " ALTER TABLE events ADD COLUMN event_type TEXT; ALTER TABLE events ADD COLUMN outcome TEXT;"
+			       " CREATE INDEX events_by_time ON events (received_at);"
+			       " INSERT INTO events VALUES (5, 'hmac', 'r1', 'abc', 3, '{}', X'68656C6C6F', 'push', 'queued');"
+			       " INSERT INTO events VALUES (9, 'hmac', 'r1', 'def', 4, NULL, X'626F6479', NULL, 'queued');"
+			       " INSERT INTO hook_deliveries SELECT id, 'abc', 3 FROM hook_routes WHERE name = 'r1';"
+			       " INSERT INTO runs (id, agent_id, event_id, trigger, state, queued_at)"
+			       "  SELECT 11, id, 5, 'hmac', 'succeeded', 3 FROM agents WHERE name = 'ten';"
+			       " INSERT INTO runs (id, agent_id, event_id, trigger, state, queued_at)"
+			       "  SELECT 12, id, 9, 'hmac', 'queued', 4 FROM agents WHERE name = 'ten';"
+			       " PRAGMA user_version = 10;\"", v10);
+		ok(system(mk) == 0, "turned it into a version-10 database with two events and their runs");
+		free(mk);
+		ok(sql_exec(v10, "INSERT INTO events (source, route, delivery_id, received_at) VALUES "
+				 "('hmac', 'r2', 'abc', 5)") != 0, "(version 10 refuses delivery 'abc' of a second hmac route)");
+		old = NULL;
+		is_int(db_open(v10, &old), 0, "version 10 migrates to version %d", db_schema_version());
+		is_int(db_event_get(old, 5, &ev), 0, "event 5 survives the migration");
+		ok(ev && ev->body_len == 5 && memcmp(ev->body, "hello", 5) == 0 && strcmp(ev->delivery_id, "abc") == 0 &&
+		   strcmp(ev->type, "push") == 0 && ev->received_at == 3 && strcmp(ev->headers, "{}") == 0,
+		   "with its id, body, delivery id, type, time and headers");
+		run_event_free(ev);
+		ev = NULL;
+		is_int(db_event_get(old, 9, &ev), 0, "event 9 survives");
+		run_event_free(ev);
+		is_int(db_run_get(old, 11, &run), 0, "run 11 survives");
+		ok(run && run->event_id == 5, "still caused by event 5 (the rebuild kept the reference)");
+		run_free(run);
+		run = NULL;
+		is_int(db_run_get(old, 12, &run), 0, "run 12 survives");
+		ok(run && run->event_id == 9 && run->state == RUN_QUEUED, "still caused by event 9, still queued");
+		run_free(run);
+		is_str(sql_line(v10, "SELECT group_concat(name) FROM (SELECT name FROM sqlite_master WHERE type = 'index'"
+				     " AND tbl_name = 'events' ORDER BY name)"), "events_by_route_delivery,events_by_time",
+		       "events has its index on the time and the new one on (route, delivery id)");
+		is_str(sql_line(v10, "PRAGMA foreign_key_check"), "", "no row breaks a reference");
+		is_int(db_hook_delivery_record(old, &d, NULL, &res), 0, "delivery 'abc' of route r2 is recorded");
+		is_str(res.outcome, "no-run", "(as a no-run delivery: nothing to match)");
+		db_hook_result_clear(&res);
+		is_str(sql_line(v10, "SELECT count(*) FROM events WHERE delivery_id = 'abc'"), "2",
+		       "now the same delivery id is stored for both routes");
+		is_int(db_agent_delete(old, "ten"), 0, "remove the agent");
+		is_str(sql_line(v10, "SELECT count(*) FROM runs"), "0", "its runs went by cascade: foreign keys are on again");
+		agent_free(na);
+		db_close(old);
+		free(v10);
+	}
+
 	/* A database from a newer fleetd is refused rather than damaged. */
 	cmd = xasprintf("sqlite3 %s 'PRAGMA user_version = 999'", path);
 	if (system(cmd) == 0) {

@@ -1,0 +1,150 @@
+/*
+ * link: see link.h. A bufferevent on the socketpair; its input is bounded
+ * by the read high watermark (one frame at most, plus one read), and every
+ * frame's bytes are wiped once decoded, as a routes frame carries secrets.
+ */
+#include "listener/link.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "hooks/proto.h"
+
+struct link {
+	struct bufferevent *bev;
+	const struct link_ops *ops;
+	void *arg;
+	bool down;
+};
+
+static void link_down(struct link *l, bool error)
+{
+	if (l->down)
+		return;
+	l->down = true;
+	bufferevent_disable(l->bev, EV_READ | EV_WRITE);
+	l->ops->down(error, l->arg);
+}
+
+static void link_read(struct bufferevent *bev, void *arg)
+{
+	struct link *l = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	while (!l->down) {
+		size_t avail = evbuffer_get_length(in);
+		unsigned char *p;
+		long need;
+		json_t *msg = NULL;
+		const char *why = NULL;
+		int r;
+
+		if (avail < HOOK_FRAME_HEAD)
+			return;
+		need = hook_frame_need(evbuffer_pullup(in, HOOK_FRAME_HEAD), avail);
+		if (need < 0) {
+			log_error("link: fleetd sent a frame of a length out of bounds; closing the link");
+			link_down(l, true);
+			return;
+		}
+		if (avail < (size_t)need)
+			return;
+		p = evbuffer_pullup(in, need);
+		if (!p)
+			abort();	/* out of memory: the rlimit says we are done */
+		r = hook_frame_decode(p + HOOK_FRAME_HEAD, (size_t)need - HOOK_FRAME_HEAD, &msg, &why);
+		explicit_bzero(p, (size_t)need);
+		evbuffer_drain(in, (size_t)need);
+		if (r < 0) {
+			log_error("link: fleetd sent a malformed frame (%s); closing the link", why);
+			link_down(l, true);
+			return;
+		}
+		l->ops->message(msg, l->arg);
+		json_decref(msg);
+	}
+}
+
+static void link_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct link *l = arg;
+
+	(void)bev;
+	if (what & BEV_EVENT_EOF) {
+		log_info("link: fleetd closed the link");
+		link_down(l, false);
+	} else if (what & BEV_EVENT_ERROR) {
+		log_error("link: the link to fleetd failed: %s", strerror(errno));
+		link_down(l, true);
+	}
+}
+
+int link_start(struct event_base *base, int fd, const struct link_ops *ops, void *arg, struct link **ret)
+{
+	struct link *l;
+
+	if (evutil_make_socket_nonblocking(fd) < 0)
+		return -errno;
+	l = xcalloc(1, sizeof(*l));
+	l->ops = ops;
+	l->arg = arg;
+	l->bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (!l->bev) {
+		free(l);
+		return -ENOMEM;
+	}
+	/* Stop reading once a whole frame of the largest size is in; link_read consumes whole frames. */
+	bufferevent_setwatermark(l->bev, EV_READ, 0, HOOK_FRAME_HEAD + HOOK_FRAME_MAX);
+	bufferevent_setcb(l->bev, link_read, NULL, link_event, l);
+	if (bufferevent_enable(l->bev, EV_READ | EV_WRITE) < 0) {
+		bufferevent_free(l->bev);
+		free(l);
+		return -EIO;
+	}
+	*ret = l;
+	return 0;
+}
+
+void link_free(struct link *l)
+{
+	if (!l)
+		return;
+	bufferevent_free(l->bev);
+	free(l);
+}
+
+int link_send(struct link *l, const json_t *msg)
+{
+	struct evbuffer *out = bufferevent_get_output(l->bev);
+	unsigned char *frame;
+	size_t len;
+	int r;
+
+	if (l->down)
+		return -ENOTCONN;
+	if ((r = hook_frame_encode(msg, &frame, &len)) < 0)
+		return r;
+	if (evbuffer_get_length(out) + len > LINK_OUT_MAX) {
+		free(frame);
+		return -ENOBUFS;
+	}
+	r = bufferevent_write(l->bev, frame, len) < 0 ? -ENOMEM : 0;
+	free(frame);
+	return r;
+}
+
+bool link_up(const struct link *l)
+{
+	return l && !l->down;
+}
+
+size_t link_pending_out(const struct link *l)
+{
+	return evbuffer_get_length(bufferevent_get_output(l->bev));
+}

@@ -1,0 +1,159 @@
+/*
+ * deliveries: recording one verified webhook delivery (core/listener.c):
+ * its per-route delivery id (hook_deliveries, the dedup key), its events
+ * row with what it caused, and one queued run per subscriber whose filter
+ * takes its type, all or nothing in a savepoint of its own, so a caller
+ * can commit many in one transaction (group commit) and one refused
+ * delivery spoils none of the others.
+ */
+#include "store/db.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "store/db_internal.h"
+
+static void strv_freep(char ***v)
+{
+	strv_free(*v);
+}
+
+/* The route's id and source (*source caller frees); -ENOENT if it is gone. */
+static int route_of(struct db *db, const char *route, int64_t *id, char **source)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "SELECT id, source FROM hook_routes WHERE name = ?")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, route, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) <= 0)
+		return r == 0 ? -ENOENT : r;
+	*id = sqlite3_column_int64(st, 0);
+	*source = col_strdup(st, 1);
+	return 0;
+}
+
+/* Record (route_id, delivery_id) as seen: 0, -EEXIST if it was already (a redelivery), else -errno. */
+static int claim(struct db *db, int64_t route_id, const char *delivery_id, int64_t at)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "INSERT INTO hook_deliveries (route_id, delivery_id, received_at)"
+				     " VALUES (?, ?, ?)")) < 0)
+		return r;
+	sqlite3_bind_int64(st, 1, route_id);
+	sqlite3_bind_text(st, 2, delivery_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, at);
+	r = db_step(db, st);
+	return r < 0 ? r : 0;	/* -EEXIST: its primary key is taken */
+}
+
+/* The subscribers of route_id whose filter takes type, by agent id; a NULL-terminated list (caller frees). */
+static int matching(struct db *db, int64_t route_id, const char *type, db_hook_filter_fn match, char ***ret)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	char **list = xcalloc(1, sizeof(*list));
+	size_t n = 0;
+	int r;
+
+	if ((r = db_prepare(db, &st, "SELECT a.name, s.events FROM hook_subscriptions s JOIN agents a"
+				     " ON a.id = s.agent_id WHERE s.route_id = ? ORDER BY a.id")) < 0) {
+		free(list);
+		return r;
+	}
+	sqlite3_bind_int64(st, 1, route_id);
+	while ((r = db_step(db, st)) > 0) {
+		if (!match(col_text(st, 1), type))
+			continue;
+		list = xrealloc(list, (n + 2) * sizeof(*list));
+		list[n++] = col_strdup(st, 0);
+		list[n] = NULL;
+	}
+	if (r < 0) {
+		strv_free(list);
+		return r;
+	}
+	*ret = list;
+	return 0;
+}
+
+void db_hook_result_clear(struct db_hook_result *res)
+{
+	free(res->run_ids);
+	free(res->full_agent);
+	memset(res, 0, sizeof(*res));
+}
+
+/* The body of db_hook_delivery_record, inside its savepoint. */
+static int record(struct db *db, const struct db_hook_delivery *d, db_hook_filter_fn match,
+		  struct db_hook_result *res)
+{
+	_cleanup_free_ char *source = NULL;
+	_cleanup_(strv_freep) char **agents = NULL;
+	struct run_event ev = { 0 };
+	int64_t route_id;
+	size_t n = 0;
+	int r;
+
+	if ((r = route_of(db, d->route, &route_id, &source)) < 0)
+		return r;
+	ev = (struct run_event){ .source = source, .route = (char *)d->route, .delivery_id = (char *)d->delivery_id,
+				 .type = (char *)d->event_type, .received_at = d->received_at };
+	r = claim(db, route_id, d->delivery_id, d->received_at);
+	if (r == -EEXIST) {
+		/* A redelivery: noted (no headers, no body: nothing reads them), nothing queued. */
+		res->outcome = "duplicate";
+		if ((r = db_event_insert(db, &ev, res->outcome)) < 0)
+			return r;
+		res->event_id = ev.id;
+		return 0;
+	}
+	if (r < 0)
+		return r;
+	if (!d->no_run && (r = matching(db, route_id, d->event_type, match, &agents)) < 0)
+		return r;
+	while (agents && agents[n])
+		n++;
+	res->outcome = d->no_run ? "no-run" : n ? "queued" : "no-subscriber";
+	ev.headers = (char *)d->headers;
+	ev.body = (unsigned char *)d->body;
+	ev.body_len = d->body_len;
+	if ((r = db_event_insert(db, &ev, res->outcome)) < 0)
+		return r;
+	res->event_id = ev.id;
+	res->run_ids = xcalloc(n ? n : 1, sizeof(*res->run_ids));
+	for (size_t i = 0; i < n; i++) {
+		/* The one enqueue (room check and run row) every trigger uses. */
+		if ((r = db_run_enqueue(db, agents[i], source, &ev, &res->run_ids[i])) < 0) {
+			if (r == -ENOSPC)
+				res->full_agent = xstrdup(agents[i]);
+			return r;
+		}
+		res->n_runs++;
+	}
+	return 0;
+}
+
+int db_hook_delivery_record(struct db *db, const struct db_hook_delivery *d, db_hook_filter_fn match,
+			    struct db_hook_result *res)
+{
+	int r;
+
+	memset(res, 0, sizeof(*res));
+	if ((r = db_exec(db, "SAVEPOINT hook_delivery")) < 0)
+		return r;
+	if ((r = record(db, d, match, res)) < 0 || (r = db_exec(db, "RELEASE hook_delivery")) < 0) {
+		/* Nothing of it stays: no dedup key, no event, no run (a refused delivery leaves no row). */
+		(void)db_exec(db, "ROLLBACK TO hook_delivery");
+		(void)db_exec(db, "RELEASE hook_delivery");
+		char *full = TAKE_PTR(res->full_agent);
+		db_hook_result_clear(res);
+		res->full_agent = full;
+		return r;
+	}
+	return 0;
+}

@@ -1,0 +1,656 @@
+/*
+ * test_listener: the real daemon/fleet-hooksd on its own. This test plays
+ * fleetd: it makes the socketpair and the listening socket (127.0.0.1, a
+ * free port), an empty root-owned 0555 directory, starts the listener as
+ * root with them on fds 3 and 4, reads its hello, sends routes and answers
+ * deliveries, while curl and raw sockets play the webhook senders, well
+ * behaved and hostile. From /proc it checks the privileges the listener
+ * kept. Needs root (skipped otherwise); the listener runs as "nobody".
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/base64.h"
+#include "common/util.h"
+#include "hooks/proto.h"
+#include "tests/tap.h"
+
+#define GUARD_MS 60000		/* a stuck listener fails the test instead of hanging it; no timing is asserted */
+#define USER "nobody"
+#define SECRET "it-is-a-webhook-secret-0123"
+#define DD_SECRET "datadog-shared-secret-0123"
+
+struct lst {
+	pid_t pid;
+	pid_t copier;		/* copies its stderr into log */
+	int link;		/* our end of the socketpair */
+	int port;
+	char root[64];
+	char log[64];
+	int status;		/* exit status once reaped */
+};
+
+static const char *hooksd(void)
+{
+	static char path[4096];
+	const char *b = getenv("FLEET_BUILDDIR");
+
+	snprintf(path, sizeof(path), "%s/daemon/fleet-hooksd", b ? b : ".");
+	return path;
+}
+
+static void show_log(const struct lst *L)
+{
+	char line[512];
+	FILE *f = fopen(L->log, "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		printf("# listener: %s", line);
+	if (f)
+		fclose(f);
+}
+
+/* ---- the socketpair, as fleetd ---- */
+
+static bool read_full(int fd, void *buf, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t r;
+
+		if (poll(&p, 1, GUARD_MS) <= 0)
+			return false;
+		r = read(fd, (char *)buf + got, n - got);
+		if (r <= 0)
+			return false;
+		got += (size_t)r;
+	}
+	return true;
+}
+
+static bool send_msg(int fd, json_t *msg)
+{
+	unsigned char *frame;
+	size_t len;
+	bool good;
+
+	if (!msg || hook_frame_encode(msg, &frame, &len) < 0)
+		return false;
+	good = write_all(fd, frame, len) == 0;
+	free(frame);
+	json_decref(msg);
+	return good;
+}
+
+/* The next message from the listener that is not stats; NULL on EOF or a bad frame. */
+static json_t *recv_msg(int fd)
+{
+	for (;;) {
+		unsigned char head[4], *payload;
+		long need;
+		json_t *msg = NULL;
+		const char *why;
+
+		if (!read_full(fd, head, 4) || (need = hook_frame_need(head, 4)) < 0)
+			return NULL;
+		payload = xmalloc((size_t)need - 4);
+		if (!read_full(fd, payload, (size_t)need - 4) ||
+		    hook_frame_decode(payload, (size_t)need - 4, &msg, &why) < 0) {
+			free(payload);
+			return NULL;
+		}
+		free(payload);
+		if (strcmp(hook_msg_type(msg), "stats") != 0)
+			return msg;
+		json_decref(msg);
+	}
+}
+
+static json_t *routes_msg(long max_per_source, long timeout)
+{
+	struct hook_route r[2] = {
+		{ .name = "gh", .source = HOOK_GITHUB, .secrets = { (const unsigned char *)SECRET },
+		  .secret_lens = { strlen(SECRET) }, .n_secrets = 1, .max_body = 4096 },
+		{ .name = "dd", .source = HOOK_DATADOG, .secrets = { (const unsigned char *)DD_SECRET },
+		  .secret_lens = { strlen(DD_SECRET) }, .n_secrets = 1, .header = "X-DD-Secret",
+		  .datadog_auth = HOOK_DATADOG_HEADER, .delivery_field = "id", .max_body = 4096 },
+	};
+	struct hook_limits lim = { 32, max_per_source, timeout, 4096 };
+
+	return hook_msg_routes(r, 2, &lim);
+}
+
+/* Start the listener with an empty root of our making; its hello checked. root_entry: put a file in the root (must fail). */
+static bool start(struct lst *L, const char *user, bool root_entry)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t slen = sizeof(sa);
+	int sv[2], lfd, logfd, errpipe[2];
+	json_t *hello;
+	long pid = 0;
+	const char *why;
+
+	memset(L, 0, sizeof(*L));
+	snprintf(L->root, sizeof(L->root), "/tmp/test-hooksd-root.XXXXXX");
+	snprintf(L->log, sizeof(L->log), "/tmp/test-hooksd-log.XXXXXX");
+	if (!mkdtemp(L->root) || (logfd = mkstemp(L->log)) < 0)
+		return false;
+	if (root_entry)
+		close(open(strcat(strcpy((char[128]){ 0 }, L->root), "/x"), O_CREAT | O_WRONLY, 0600));
+	chmod(L->root, 0555);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
+	    (lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0 ||
+	    bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 128) < 0 ||
+	    getsockname(lfd, (struct sockaddr *)&sa, &slen) < 0)
+		return false;
+	L->port = ntohs(sa.sin_port);
+	/* Its stderr is a pipe, as fleetd gives it (it may write no file); a child of ours copies it to the log. */
+	if (pipe(errpipe) < 0)
+		return false;
+	if ((L->copier = fork()) == 0) {
+		char buf[4096];
+		ssize_t n;
+
+		close(errpipe[1]);
+		close(sv[0]);
+		close(sv[1]);
+		close(lfd);
+		while ((n = read(errpipe[0], buf, sizeof(buf))) > 0)
+			(void)!write(logfd, buf, (size_t)n);
+		_exit(0);
+	}
+	close(errpipe[0]);
+	close(logfd);
+	logfd = errpipe[1];
+	L->pid = fork();
+	if (L->pid == 0) {
+		/* Out of the way of 0 to 4 first, as any of them may be one of these. */
+		int null = fcntl(open("/dev/null", O_RDONLY), F_DUPFD, 10);
+		int log_hi = fcntl(logfd, F_DUPFD, 10), link_hi = fcntl(sv[1], F_DUPFD, 10);
+		int listen_hi = fcntl(lfd, F_DUPFD, 10);
+
+		dup2(null, 0);
+		dup2(log_hi, 1);
+		dup2(log_hi, 2);
+		dup2(link_hi, 3);
+		dup2(listen_hi, 4);
+		execl(hooksd(), "fleet-hooksd", "--user", user, "--root", L->root, (char *)NULL);
+		_exit(127);
+	}
+	close(sv[1]);
+	close(lfd);
+	close(logfd);
+	L->link = sv[0];
+	hello = recv_msg(L->link);
+	if (!hello || hook_msg_hello_parse(hello, &pid, &why) < 0 || pid != L->pid) {
+		json_decref(hello);
+		return false;
+	}
+	json_decref(hello);
+	return true;
+}
+
+static int reap(struct lst *L)
+{
+	int st = 0;
+
+	if (L->pid > 0 && waitpid(L->pid, &st, 0) == L->pid)
+		L->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	L->pid = 0;
+	if (L->copier > 0)
+		waitpid(L->copier, NULL, 0);	/* the log is complete once the pipe's last writer is gone */
+	L->copier = 0;
+	return L->status;
+}
+
+static void cleanup(struct lst *L)
+{
+	if (L->pid > 0) {
+		kill(L->pid, SIGKILL);
+		reap(L);
+	}
+	if (L->link > 0)
+		close(L->link);
+	L->link = -1;
+	chmod(L->root, 0700);
+	rmdir(L->root);
+	unlink(L->log);
+}
+
+/* ---- senders ---- */
+
+static int connect_port(int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		abort();
+	return fd;
+}
+
+/* Everything fd sends until it closes (bounded); the status of its HTTP answer, the body in *body. */
+static int read_answer(int fd, char **body)
+{
+	char buf[65536];
+	size_t got = 0;
+	int status = 0;
+	char *sep;
+
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t r;
+
+		if (poll(&p, 1, GUARD_MS) <= 0 || got == sizeof(buf) - 1)
+			break;
+		r = read(fd, buf + got, sizeof(buf) - 1 - got);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	buf[got] = '\0';
+	sscanf(buf, "HTTP/1.%*d %d", &status);
+	sep = strstr(buf, "\r\n\r\n");
+	if (body)
+		*body = xstrdup(sep ? sep + 4 : "");
+	return status;
+}
+
+/* Send raw request bytes and read the whole answer. */
+static int raw(int port, const char *req, char **body)
+{
+	int fd = connect_port(port), status;
+
+	if (write_all(fd, req, strlen(req)) < 0)
+		abort();
+	status = read_answer(fd, body);
+	close(fd);
+	return status;
+}
+
+static char *github_sig(const char *body)
+{
+	unsigned char mac[32];
+	size_t n = 0;
+	char *hex = xmalloc(7 + 65);
+
+	EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, SECRET, strlen(SECRET), (const unsigned char *)body, strlen(body),
+		  mac, sizeof(mac), &n);
+	strcpy(hex, "sha256=");
+	for (size_t i = 0; i < n; i++)
+		sprintf(hex + 7 + 2 * i, "%02x", mac[i]);
+	return hex;
+}
+
+static char *github_request(const char *id, const char *body, bool good_sig)
+{
+	_cleanup_free_ char *sig = github_sig(body);
+
+	if (!good_sig)
+		sig[10] = sig[10] == '0' ? '1' : '0';
+	return xasprintf("POST /hooks/gh HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+			 "X-GitHub-Event: push\r\nX-GitHub-Delivery: %s\r\nX-Hub-Signature-256: %s\r\n"
+			 "Content-Length: %zu\r\n\r\n%s", id, sig, strlen(body), body);
+}
+
+/* Is the next delivery on the link the one with id? Then answer it with status and body. */
+static bool next_delivery_is(struct lst *L, const char *id, int status, const char *answer_body,
+			     struct hook_delivery *out)
+{
+	json_t *msg = recv_msg(L->link);
+	struct hook_delivery d = { 0 };
+	struct hook_answer a = { .status = status, .body = (char *)answer_body, .content_type = "application/json" };
+	const char *why;
+	bool match;
+
+	if (!msg || hook_msg_delivery_parse(msg, &d, &why) < 0) {
+		json_decref(msg);
+		return false;
+	}
+	json_decref(msg);
+	match = strcmp(d.delivery_id, id) == 0;
+	a.seq = d.seq;
+	if (status && !send_msg(L->link, hook_msg_answer(&a)))
+		match = false;
+	if (out)
+		*out = d;
+	else
+		hook_delivery_clear(&d);
+	return match;
+}
+
+/* /proc/PID/status line key's value, e.g. "Uid". */
+static char *proc_status(pid_t pid, const char *key)
+{
+	char path[64], line[512];
+	FILE *f;
+	char *out = NULL;
+
+	snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+	if (!(f = fopen(path, "r")))
+		return NULL;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, key, strlen(key)) == 0 && line[strlen(key)] == ':') {
+			char *v = line + strlen(key) + 1;
+
+			v += strspn(v, " \t");
+			v[strcspn(v, "\n")] = '\0';
+			out = xstrdup(v);
+			break;
+		}
+	fclose(f);
+	return out;
+}
+
+static void test_privileges(const struct lst *L)
+{
+	struct passwd *pw = getpwnam(USER);
+	char want[128], path[64], link[256];
+	_cleanup_free_ char *uid = proc_status(L->pid, "Uid"), *gid = proc_status(L->pid, "Gid");
+	_cleanup_free_ char *groups = proc_status(L->pid, "Groups"), *eff = proc_status(L->pid, "CapEff");
+	_cleanup_free_ char *prm = proc_status(L->pid, "CapPrm"), *bnd = proc_status(L->pid, "CapBnd");
+	_cleanup_free_ char *inh = proc_status(L->pid, "CapInh"), *amb = proc_status(L->pid, "CapAmb");
+	_cleanup_free_ char *nnp = proc_status(L->pid, "NoNewPrivs");
+	ssize_t n;
+
+	snprintf(want, sizeof(want), "%u\t%u\t%u\t%u", pw->pw_uid, pw->pw_uid, pw->pw_uid, pw->pw_uid);
+	is_str(uid, want, "privsep: real, effective, saved and fs uid are %s's", USER);
+	snprintf(want, sizeof(want), "%u\t%u\t%u\t%u", pw->pw_gid, pw->pw_gid, pw->pw_gid, pw->pw_gid);
+	is_str(gid, want, "privsep: every gid is %s's group", USER);
+	is_str(groups, "", "privsep: no supplementary groups");
+	is_str(eff, "0000000000000000", "privsep: CapEff is empty");
+	is_str(prm, "0000000000000000", "privsep: CapPrm is empty");
+	is_str(inh, "0000000000000000", "privsep: CapInh is empty");
+	is_str(amb, "0000000000000000", "privsep: CapAmb is empty");
+	is_str(bnd, "0000000000000000", "privsep: CapBnd is empty");
+	is_str(nnp, "1", "privsep: NoNewPrivs is set");
+	snprintf(path, sizeof(path), "/proc/%ld/root", (long)L->pid);
+	n = readlink(path, link, sizeof(link) - 1);
+	link[n > 0 ? n : 0] = '\0';
+	is_str(link, L->root, "privsep: its root is the empty directory");
+	snprintf(path, sizeof(path), "/proc/%ld/limits", (long)L->pid);
+	{
+		FILE *f = fopen(path, "r");
+		char line[256];
+		bool core = false, nproc = false, fsize = false;
+
+		while (f && fgets(line, sizeof(line), f)) {
+			core |= strncmp(line, "Max core file size", 18) == 0 && strstr(line, " 0 ") != NULL;
+			nproc |= strncmp(line, "Max processes", 13) == 0 && strstr(line, " 0 ") != NULL;
+			fsize |= strncmp(line, "Max file size", 13) == 0 && strstr(line, " 0 ") != NULL;
+		}
+		if (f)
+			fclose(f);
+		ok(core && nproc && fsize, "privsep: no core dumps, no new processes, no file writes (rlimits)");
+	}
+}
+
+static void test_refusals(const struct lst *L)
+{
+	_cleanup_free_ char *body = NULL;
+	char big[6000];
+	int s;
+
+	s = raw(L->port, "GET /hooks/gh HTTP/1.1\r\nHost: x\r\n\r\n", &body);
+	is_int(s, 405, "GET is answered 405");
+	ok(strstr(body, "\"code\":\"method_not_allowed\"") != NULL, "...with the JSON error shape: %s", body);
+	free(body);
+	s = raw(L->port, "POST /hooks/nope HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}", &body);
+	is_int(s, 404, "an unknown route is answered 404");
+	free(body);
+	s = raw(L->port, "POST /v1/status HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", &body);
+	is_int(s, 404, "a path outside /hooks/ is answered 404");
+	free(body);
+	/* 413 from Content-Length alone: the body is never sent, so it cannot have been read. */
+	s = raw(L->port, "POST /hooks/gh HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n", &body);
+	is_int(s, 413, "a Content-Length over the route's cap is answered 413 before the body");
+	ok(strstr(body, "\"code\":\"too_large\"") != NULL, "...code too_large: %s", body);
+	free(body);
+	s = raw(L->port, "POST /hooks/gh HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}", &body);
+	is_int(s, 400, "a duplicate Content-Length is answered 400");
+	free(body);
+	s = raw(L->port, "POST /hooks/gh HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}x", &body);
+	is_int(s, 400, "conflicting Content-Lengths are answered 400");
+	free(body);
+	s = raw(L->port, "POST /hooks/gh HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n"
+			 "2\r\n{}\r\n0\r\n\r\n", &body);
+	is_int(s, 400, "Transfer-Encoding with Content-Length is answered 400");
+	free(body);
+	s = raw(L->port, "POST /hooks/gh HTTP/1.1\r\nHost: x\r\nContent-Length: +2\r\n\r\n{}", &body);
+	is_int(s, 400, "a signed Content-Length is answered 400");
+	free(body);
+	s = raw(L->port, "POST /hooks/gh HTTP/1.1\r\nHost: x\r\n Folded: y\r\nContent-Length: 2\r\n\r\n{}", &body);
+	is_int(s, 400, "a folded header line is answered 400");
+	free(body);
+	memset(big, 'a', sizeof(big));
+	memcpy(big, "POST /hooks/gh HTTP/1.1\r\nX-Big: ", 32);
+	big[sizeof(big) - 1] = '\0';
+	s = raw(L->port, big, &body);
+	is_int(s, 413, "a head over hooks_header_max_bytes is answered 413");
+	ok(strstr(body, "\"code\":\"headers_too_large\"") != NULL, "...code headers_too_large: %s", body);
+	free(body);
+	{
+		_cleanup_free_ char *req = github_request("bad-1", "{\"zen\":\"bad\"}", false);
+
+		s = raw(L->port, req, &body);
+		is_int(s, 401, "a bad signature is answered 401");
+		free(body);
+		body = NULL;
+	}
+	s = raw(L->port, "POST /hooks/gh HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}", &body);
+	is_int(s, 401, "no signature is answered 401");
+	free(body);
+	body = NULL;
+}
+
+/* A verified GitHub delivery through curl: the delivery as fleetd gets it, and fleetd's answer as curl gets it. */
+static void test_github_curl(struct lst *L)
+{
+	const char *payload = "{\"ref\":\"refs/heads/main\",\"zen\":\"Keep it logically awesome.\"}";
+	_cleanup_free_ char *sig = github_sig(payload);
+	char out_path[] = "/tmp/test-hooksd-curl.XXXXXX", url[128], got[512] = "";
+	const char *answer = "{\"status\":\"accepted\",\"delivery\":7,\"runs\":1}";
+	struct hook_delivery d = { 0 };
+	int out_fd = mkstemp(out_path), st = 0;
+	pid_t curl;
+	json_t *h;
+	FILE *f;
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/hooks/gh?from=test", L->port);
+	curl = fork();
+	if (curl == 0) {
+		_cleanup_free_ char *sig_h = xasprintf("X-Hub-Signature-256: %s", sig);
+
+		dup2(out_fd, 1);
+		execlp("curl", "curl", "-sS", "--max-time", "120", "-w", "\n%{http_code}", "-H",
+		       "Content-Type: application/json", "-H", "X-GitHub-Event: push", "-H",
+		       "X-GitHub-Delivery: 72d3162e-cc78-11e3-81ab-4c9367dc0958", "-H", sig_h, "-H",
+		       "Authorization: Bearer should-not-pass", "-H", "Cookie: session=should-not-pass", "-H",
+		       "X-Custom: passed on", "--data-binary", payload, url, (char *)NULL);
+		_exit(127);
+	}
+	ok(next_delivery_is(L, "72d3162e-cc78-11e3-81ab-4c9367dc0958", 202, answer, &d),
+	   "a verified GitHub delivery reaches fleetd as a delivery with its id");
+	is_str(d.route, "gh", "...its route");
+	is_str(d.event_type, "push", "...its event type");
+	ok(d.body_len == strlen(payload) && memcmp(d.body, payload, d.body_len) == 0, "...its body, byte for byte");
+	ok(!d.no_run && d.received_at > 1700000000, "...queues runs, and has its time of arrival");
+	h = d.headers ? json_loads(d.headers, 0, NULL) : NULL;
+	is_str(json_string_value(json_object_get(h, "X-Custom")), "passed on", "...headers are passed on");
+	is_str(json_string_value(json_object_get(h, "X-GitHub-Event")), "push", "...the sender's own too");
+	ok(h && !json_object_get(h, "Authorization") && !json_object_get(h, "Cookie"),
+	   "...but never Authorization or Cookie");
+	json_decref(h);
+	hook_delivery_clear(&d);
+	waitpid(curl, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "curl succeeded");
+	f = fdopen(out_fd, "r");
+	rewind(f);
+	(void)!fread(got, 1, sizeof(got) - 1, f);
+	fclose(f);
+	unlink(out_path);
+	{
+		_cleanup_free_ char *want = xasprintf("%s\n202", answer);
+
+		is_str(got, want, "curl gets exactly fleetd's answer: its status and body");
+	}
+}
+
+/* DataDog with header auth: the secret header is never passed on. */
+static void test_datadog_header(struct lst *L)
+{
+	const char *payload = "{\"id\":\"dd-alert-1\",\"title\":\"cpu\"}";
+	_cleanup_free_ char *req = xasprintf("POST /hooks/dd HTTP/1.1\r\nHost: x\r\nX-DD-Secret: %s\r\nX-Other: 1\r\n"
+					     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+					     DD_SECRET, strlen(payload), payload);
+	_cleanup_free_ char *body = NULL;
+	struct hook_delivery d = { 0 };
+	int fd = connect_port(L->port);
+	json_t *h;
+
+	if (write_all(fd, req, strlen(req)) < 0)
+		abort();
+	ok(next_delivery_is(L, "dd-alert-1", 200, "{\"status\":\"duplicate\"}", &d), "a DataDog delivery arrives");
+	h = d.headers ? json_loads(d.headers, 0, NULL) : NULL;
+	ok(h && json_object_get(h, "X-Other") && !json_object_get(h, "X-DD-Secret"),
+	   "...without its secret header: %s", d.headers);
+	json_decref(h);
+	hook_delivery_clear(&d);
+	is_int(read_answer(fd, &body), 200, "...and its sender gets fleetd's 200");
+	is_str(body, "{\"status\":\"duplicate\"}", "...with fleetd's body");
+	close(fd);
+}
+
+/* hooks_max_per_source: one more connection from the address is refused at accept, before it sends. */
+static void test_per_source(struct lst *L)
+{
+	int held[3], extra, s = 0;
+	_cleanup_free_ char *body = NULL;
+
+	for (int i = 0; i < 3; i++)
+		held[i] = connect_port(L->port);
+	extra = connect_port(L->port);
+	s = read_answer(extra, &body);
+	is_int(s, 503, "a 4th connection from one address (hooks_max_per_source 3) is refused 503");
+	ok(strstr(body, "hooks_max_per_source") != NULL, "...saying why: %s", body);
+	close(extra);
+	for (int i = 0; i < 3; i++)
+		close(held[i]);
+	/* Once the listener has seen those close, the address may connect again (polled: no timing asserted). */
+	for (int tries = 0; tries < 600; tries++) {
+		free(body);
+		body = NULL;
+		s = raw(L->port, "GET /hooks/gh HTTP/1.1\r\nHost: x\r\n\r\n", &body);
+		if (s != 503)
+			break;
+		usleep(100 * 1000);
+	}
+	is_int(s, 405, "after they close, the address is served again");
+}
+
+/* hooks_request_timeout from accept: a client that never finishes its head gets 408 and is closed. */
+static void test_slowloris(struct lst *L)
+{
+	int fd = connect_port(L->port);
+	_cleanup_free_ char *body = NULL;
+
+	const char *slow_head = "POST /hooks/gh HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+	const char *slow_body = "POST /hooks/gh HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"partial\":";
+
+	if (write_all(fd, slow_head, strlen(slow_head)) < 0)
+		abort();
+	is_int(read_answer(fd, &body), 408, "a request not complete by the deadline is answered 408 and closed");
+	close(fd);
+	fd = connect_port(L->port);
+	if (write_all(fd, slow_body, strlen(slow_body)) < 0)
+		abort();
+	is_int(read_answer(fd, &body), 408, "...and so is one whose body stalls");
+	close(fd);
+}
+
+/* fleetd's end closes while a delivery waits: its sender gets 503, and the listener exits. */
+static void test_link_down(struct lst *L)
+{
+	_cleanup_free_ char *req = github_request("pending-1", "{\"n\":1}", true);
+	_cleanup_free_ char *body = NULL;
+	int fd = connect_port(L->port);
+
+	if (write_all(fd, req, strlen(req)) < 0)
+		abort();
+	ok(next_delivery_is(L, "pending-1", 0, NULL, NULL), "a delivery is pending, unanswered");
+	close(L->link);
+	L->link = -1;
+	is_int(read_answer(fd, &body), 503, "when the link goes down, the pending delivery is answered 503");
+	ok(strstr(body, "\"code\":\"unavailable\"") != NULL, "...code unavailable: %s", body);
+	close(fd);
+	is_int(reap(L), 0, "...and the listener exits (0: fleetd closed the link)");
+}
+
+static void test_start_failures(void)
+{
+	struct lst L;
+	char line[512] = "";
+	FILE *f;
+
+	ok(!start(&L, USER, true), "a root directory that is not empty: no hello");
+	is_int(reap(&L), 1, "...the listener exits 1");
+	f = fopen(L.log, "r");
+	while (f && fgets(line, sizeof(line), f) && !strstr(line, "not empty"))
+		;
+	if (f)
+		fclose(f);
+	line[strcspn(line, "\n")] = '\0';
+	ok(strstr(line, "is not empty") != NULL, "...saying why on stderr: %s", line);
+	cleanup(&L);
+	ok(!start(&L, "no-such-user-hooksd", false), "a user that does not exist: no hello");
+	is_int(reap(&L), 1, "...the listener exits 1");
+	cleanup(&L);
+}
+
+int main(void)
+{
+	struct lst L;
+
+	if (geteuid() != 0) {
+		printf("1..0 # SKIP fleet-hooksd must start as root to drop its privileges\n");
+		return 0;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	test_start_failures();
+	if (!start(&L, USER, false)) {
+		ok(0, "the listener starts and says hello");
+		show_log(&L);
+		cleanup(&L);
+		return tap_done();
+	}
+	ok(1, "the listener starts, drops its privileges and says hello with its pid");
+	test_privileges(&L);
+	ok(send_msg(L.link, routes_msg(3, 3)), "routes sent");
+	test_refusals(&L);
+	test_github_curl(&L);
+	test_datadog_header(&L);
+	test_per_source(&L);
+	test_slowloris(&L);
+	test_link_down(&L);
+	if (tap_failed)
+		show_log(&L);
+	cleanup(&L);
+	return tap_done();
+}

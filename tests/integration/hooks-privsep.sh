@@ -50,7 +50,7 @@ np=$(lim 'Max processes')	# counted per uid: the listener itself is one, so 0 or
 ok $([ "${np% *}" != unlimited ] && [ "${np% *}" -le 1 ] && [ "${np#* }" -le 1 ] && echo 0 || echo 1) "no new process ($np)"
 as=$(lim 'Max address space'); fds=$(lim 'Max open files')
 ok $([ "${as%% *}" != unlimited ] && echo 0 || echo 1) "a bounded address space ($as)"
-ok $([ "${fds%% *}" != unlimited ] && [ "${fds%% *}" -le 65536 ] && echo 0 || echo 1) "a bounded fd count ($fds)"
+ok $([ "${fds%% *}" != unlimited ] && [ "${fds%% *}" -le 66048 ] && echo 0 || echo 1) "a bounded fd count ($fds)"
 
 # --- its descriptors: none on the state dir or the database ---
 fdl=$(ls -l "$P/fd/" | awk 'NR > 1 { print $NF }')

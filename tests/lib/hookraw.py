@@ -6,15 +6,16 @@ Loopback only: the tests pass 127.0.0.x addresses.
   hookraw.py send HOST PORT FILE
       sends FILE's bytes as they are, prints the answer's status line
       ("closed" if the connection ended without one).
-  hookraw.py hostile HOST PORT SECONDS PATH SRC_PREFIX N_SRC SLOW HALF CHUNKED KIB
-      for SECONDS, from the N_SRC source addresses SRC_PREFIX.2 .. (each one
-      its own "client"), keeps SLOW slowloris connections (headers trickled,
-      a byte every 0.5 s), HALF half-open ones (connect, send nothing) and
-      CHUNKED endless chunked bodies (KIB KiB of chunks every 0.5 s) per
-      source open, reconnecting (a few per tick) when the listener closes one. Prints one JSON line: per kind, connections
-      opened, refused at connect, closed by the listener, and how many were
-      still open at the end though older than SECONDS / 2 (the deadline must
-      have closed them: the tests pass SECONDS well over the deadline).
+  hookraw.py hostile HOST PORT MAX_SECONDS STOPFILE STALE_S PATH SRC_PREFIX N_SRC SLOW HALF CHUNKED KIB
+      until STOPFILE exists (at most MAX_SECONDS), from the N_SRC source
+      addresses SRC_PREFIX.2 .. (each one its own "client"), keeps SLOW
+      slowloris connections (headers trickled, a byte every 0.5 s), HALF
+      half-open ones (connect, send nothing) and CHUNKED endless chunked
+      bodies (KIB KiB of chunks every 0.5 s) per source open, reconnecting
+      (a few per tick) when the listener closes one. Prints one JSON line:
+      per kind, connections opened, refused at connect, closed by the
+      listener, and how many were still open at the end though older than
+      STALE_S (the listener's deadline must have closed them).
 """
 import errno
 import json
@@ -57,8 +58,8 @@ class Conn:
         self.out = b""
 
 
-def hostile(host, port, seconds, path, prefix, n_src, slow, half, chunked, kib):
-    port, seconds = int(port), float(seconds)
+def hostile(host, port, seconds, stopfile, stale_s, path, prefix, n_src, slow, half, chunked, kib):
+    port, seconds, stale_s = int(port), float(seconds), float(stale_s)
     want = {"slow": int(slow), "half": int(half), "chunked": int(chunked)}
     stats = {k: {"opened": 0, "refused": 0, "closed_by_listener": 0, "stale_open": 0} for k in want}
     # HOOKRAW_HEADER: one more header line (a signature header, so that no
@@ -103,7 +104,7 @@ def hostile(host, port, seconds, path, prefix, n_src, slow, half, chunked, kib):
     srcs = ["%s.%d" % (prefix, 2 + i) for i in range(int(n_src))]
     chunk = b"400\r\n" + b"x" * 1024 + b"\r\n"
     per_tick = chunk * int(kib)
-    while time.monotonic() - start < seconds:
+    while time.monotonic() - start < seconds and not os.path.exists(stopfile):
         now = time.monotonic()
         if now - last_tick >= 0.5:
             # Top up: a few new connections per source and kind per tick, a
@@ -144,7 +145,7 @@ def hostile(host, port, seconds, path, prefix, n_src, slow, half, chunked, kib):
     end = time.monotonic()
     for lst in conns.values():
         for c in lst:
-            if end - c.opened > seconds / 2:
+            if end - c.opened > stale_s:
                 stats[c.kind]["stale_open"] += 1
             c.sock.close()
     print(json.dumps(stats))
@@ -154,6 +155,6 @@ if __name__ == "__main__":
     if sys.argv[1] == "send":
         send(*sys.argv[2:5])
     elif sys.argv[1] == "hostile":
-        hostile(*sys.argv[2:12])
+        hostile(*sys.argv[2:14])
     else:
         sys.exit("usage: hookraw.py send|hostile ...")

@@ -15,6 +15,8 @@
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 HOOKS_USER=uhc-hooks	# this test's hooks_user: fleetd creates it
 . "$FLEET_SRCDIR/tests/lib/hooks.sh"
+PY=/usr/bin/python3	# the system's: pyenv shims are not for every user
+[ -x "$PY" ] || PY=$(command -v python3) || skip_all "python3 not installed"
 
 P=6		# deliveries in flight at once
 N1=300		# the burst with the kill of fleetd
@@ -22,7 +24,7 @@ N2=200		# the burst with the kill of the listener
 
 user_fleetd_setup uhc
 # One run at a time: the runs (of `true`) only have to exist, not to race the test for the CPUs.
-hooks_fleetd_start --max-concurrent-runs 1; ok $? "fleetd starts with its listener"
+hooks_fleetd_start --max-concurrent-runs 1 --hooks-request-timeout 120; ok $? "fleetd starts with its listener"
 for a in uhc-a uhc-b; do
 	"$FLEETCTL" create "$a" --backend user --max-queued 100000 --command true >/dev/null; ok $? "create agent $a"
 done
@@ -130,7 +132,7 @@ deadline=$((SECONDS + 30))
 while kill -0 "$old_listener" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
 kill -0 "$old_listener" 2>/dev/null; is $? 1 "the listener exits when fleetd is gone (it serves nothing on its own)"
 _hooks_kill_left	# only if the check above failed: never leave it behind
-hooks_fleetd_start --max-concurrent-runs 1; ok $? "fleetd restarts on the same state, its listener up ($HOOKS_ADDR)"
+hooks_fleetd_start --max-concurrent-runs 1 --hooks-request-timeout 120; ok $? "fleetd restarts on the same state, its listener up ($HOOKS_ADDR)"
 audit "fleetd killed" "$TEST_TMP/b1" "$N1" fleetd
 N_ALL=$N1
 resend "fleetd killed" "$TEST_TMP/b1" "$N1"
@@ -138,18 +140,41 @@ resend "fleetd killed" "$TEST_TMP/b1" "$N1"
 # --- kill -9 of the listener child mid-burst: fleetd restarts it ---
 restarts0=$(hooks_json restarts)
 make_set "$TEST_TMP/b2" 1 "$N2"
+# One delivery certainly in flight at the kill: half of it sent before, the rest after
+# (hooks_request_timeout is 120 s here, so the deadline cannot end it first).
+mkdir "$TEST_TMP/cut"
+printf '{"cut":1,"nonce":"%s"}' "$RANDOM$RANDOM" > "$TEST_TMP/cut/body.json"
+{ printf 'POST /hooks/uhc-h HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Uhc-Sig: %s\r\n' \
+	"$(hmac_hex "$KEY" "$TEST_TMP/cut/body.json")"
+  printf 'Content-Length: %d\r\nConnection: close\r\n\r\n' "$(stat -c %s "$TEST_TMP/cut/body.json")"
+  cat "$TEST_TMP/cut/body.json"; } > "$TEST_TMP/cut/req"
+"$PY" "$FLEET_SRCDIR/tests/lib/hookraw.py" partial 127.0.0.1 "${HOOKS_ADDR##*:}" "$TEST_TMP/cut/req" \
+	"$TEST_TMP/cut/sent" "$TEST_TMP/cut/go" > "$TEST_TMP/cut/status" &
+CUT_PID=$!; _pids+=("$CUT_PID")
+deadline=$((SECONDS + 30))
+while [ ! -e "$TEST_TMP/cut/sent" ] && [ $SECONDS -lt $deadline ]; do sleep 0.05; done
+# Until the listener has it (its connection count, in the status within a second or so; at most 30 s).
+while [ "$(hooks_json connections)" -lt 1 ] && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
+is "$(hooks_json connections)" 1 "the listener holds the half-sent delivery"
 burst "$TEST_TMP/b2" "$N2"
 wait_answered "$TEST_TMP/b2" $((N2 / 3)); ok $? "a third of the second burst is answered"
 old_listener=$HOOKS_PID
 kill -9 "$old_listener"; ok $? "kill -9 the listener (pid $old_listener) mid-burst"
-wait "$BURST_PID"
+touch "$TEST_TMP/cut/go"
+wait "$BURST_PID" "$CUT_PID"
+like "$(cat "$TEST_TMP/cut/status")" '^(closed|HTTP/1\.[01] 5[0-9][0-9])' \
+	"the delivery cut off by the kill got no 2xx ($(cat "$TEST_TMP/cut/status"))"
 is "$(answered "$TEST_TMP/b2")" "$N2" "every sender of the second burst has its status"
 hooks_wait_up "$old_listener"; ok $? "fleetd restarted the listener (pid $HOOKS_PID)"
 is "$(hooks_json listen)" "$HOOKS_ADDR" "on the same address: fleetd holds the listening socket"
 ok $([ "$(hooks_json restarts)" -gt "$restarts0" ] && echo 0 || echo 1) "status counts the restart"
 is "$(cat "/proc/$FLEETD_PID/comm" 2>/dev/null)" fleetd "fleetd itself kept running"
 audit "listener killed" "$TEST_TMP/b2" "$N2" listener
-N_ALL=$((N1 + N2))
+cut_id=$(sha256sum < "$TEST_TMP/cut/body.json" | cut -d' ' -f1)
+is "$(db_q "SELECT count(*) FROM events WHERE route = 'uhc-h' AND delivery_id = '$cut_id'")" 0 "and it was not stored"
+is "$(post /hooks/uhc-h "$TEST_TMP/cut/body.json" -H "X-Uhc-Sig: $(hmac_hex "$KEY" "$TEST_TMP/cut/body.json")")" 202 \
+	"sent again whole, it is accepted"
+N_ALL=$((N1 + N2 + 1))
 resend "listener killed" "$TEST_TMP/b2" "$N2"
 
 done_testing

@@ -6,6 +6,9 @@ Loopback only: the tests pass 127.0.0.x addresses.
   hookraw.py send HOST PORT FILE
       sends FILE's bytes as they are, prints the answer's status line
       ("closed" if the connection ended without one).
+  hookraw.py partial HOST PORT FILE SENTFILE GOFILE
+      sends the first half of FILE's bytes, creates SENTFILE, waits for
+      GOFILE (at most 60 s), sends the rest; prints the status line as send.
   hookraw.py hostile HOST PORT MAX_SECONDS STOPFILE STALE_S PATH SRC_PREFIX N_SRC SLOW HALF CHUNKED KIB
       until STOPFILE exists (at most MAX_SECONDS), from the N_SRC source
       addresses SRC_PREFIX.2 .. (each one its own "client"), keeps SLOW
@@ -46,6 +49,22 @@ def send(host, port, path):
     s = socket.create_connection((host, int(port)), timeout=60)
     try:
         s.sendall(req)
+    except OSError:
+        pass
+    print(status_line(s))
+
+
+def partial(host, port, path, sentfile, gofile):
+    with open(path, "rb") as f:
+        req = f.read()
+    s = socket.create_connection((host, int(port)), timeout=60)
+    s.sendall(req[:len(req) // 2])
+    open(sentfile, "w").close()
+    end = time.monotonic() + 60
+    while not os.path.exists(gofile) and time.monotonic() < end:
+        time.sleep(0.05)
+    try:
+        s.sendall(req[len(req) // 2:])
     except OSError:
         pass
     print(status_line(s))
@@ -154,6 +173,8 @@ def hostile(host, port, seconds, stopfile, stale_s, path, prefix, n_src, slow, h
 if __name__ == "__main__":
     if sys.argv[1] == "send":
         send(*sys.argv[2:5])
+    elif sys.argv[1] == "partial":
+        partial(*sys.argv[2:7])
     elif sys.argv[1] == "hostile":
         hostile(*sys.argv[2:14])
     else:

@@ -344,7 +344,7 @@ int hooks_route_table(struct fleetd *f, time_t now, struct hooks_route_table **r
 						? HOOK_DATADOG_BASIC : HOOK_DATADOG_HEADER,
 			.delivery_field = row->delivery_field,
 			.public_url = t->urls[t->n],
-			.max_body = row->max_body,
+			.max_body = row->max_body,	/* the listener refuses a table without it */
 		};
 		if (row->prev_secret && row->prev_until > (int64_t)now) {
 			hr->secrets[1] = row->prev_secret;

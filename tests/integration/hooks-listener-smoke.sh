@@ -58,7 +58,7 @@ deliver() {
 	sig=$(printf '%s' "$body" | openssl dgst -sha256 -hmac "$SECRET" | sed 's/^.*= *//')
 	curl -sS -X POST -H 'Content-Type: application/json' -H 'X-GitHub-Event: pull_request' \
 		-H "X-GitHub-Delivery: $1" -H "X-Hub-Signature-256: sha256=$sig" --data-binary "$body" \
-		-w ' %{http_code}' "http://127.0.0.1:$PORT/hooks/hkfs-gh"
+		-w ' %{http_code}' "http://127.0.0.1:$PORT/hooks/${ROUTE:-hkfs-gh}"
 }
 # wait_done ID: until run ID of hkfs-a is over (at most 60 s)
 wait_done() {
@@ -97,6 +97,24 @@ like "$("$FLEETCTL" status)" "webhooks: up on 127\.0\.0\.1:$PORT \(pid [0-9]+\),
 out=$(deliver hkfs-1)
 is "${out##* }" 200 "a redelivery is answered 200"
 is "$(jq -r .status <<<"${out% *}")" duplicate "as a duplicate"
+
+# --- route changes and SIGHUP reach the running listener ---
+tables() { grep -c "webhooks: sent the listener its table of" "$STATE/fleetd.log"; }
+# wait_tables N: until fleetd has sent its Nth table (at most 30 s)
+wait_tables() {
+	local deadline=$((SECONDS + 30))
+	until [ "$(tables)" -ge "$1" ]; do [ $SECONDS -ge $deadline ] && return 1; sleep 0.2; done
+}
+n=$(tables)
+out=$("$FLEETCTL" hook add hkfs-a --source github --route hkfs-gh2 --generate </dev/null)
+ok $? "a second route, made while the listener runs"
+SECRET2=$(sed -n 's/^secret (shown once; give it to the sender): //p' <<<"$out")
+wait_tables $((n + 1)); ok $? "fleetd sends the listener its table again"
+like "$(tail -50 "$STATE/fleetd.log")" "its table of 2 route\(s\)" "with both routes"
+out=$(SECRET=$SECRET2 ROUTE=hkfs-gh2 deliver hkfs-9)
+is "${out##* }" 202 "the listener serves the new route"
+kill -HUP "$FLEETD_PID"
+wait_tables $((n + 2)); ok $? "and fleetd sends it again at SIGHUP (its limits may have changed)"
 
 # --- kill -9 of the listener: fleetd restarts it ---
 old=$(hooks pid)

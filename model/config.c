@@ -215,7 +215,7 @@ const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_HOOKS_LISTEN] = { "hooks_listen", "hooks-listen", "ADDR", "127.0.0.1:8470", false,
 		"address:port the webhook listener serves (IPv6 as [ADDR]:PORT; port 0: any free one); "
 		"none: no listener", check_listen },
-	[CFG_HOOKS_USER] = { "hooks_user", "hooks-user", "USER", "fleet-hooks", false,
+	[CFG_HOOKS_USER] = { "hooks_user", "hooks-user", "USER", "_fleet-hooks", false,
 		"unprivileged system user the webhook listener runs as (fleetd creates it if it is missing)",
 		check_user_name },
 	[CFG_HOOKS_MAX_CONNECTIONS] = { "hooks_max_connections", "hooks-max-connections", "N", "512", true,

@@ -20,6 +20,8 @@ PACKAGES=(
 	passwd util-linux
 	# tests and demo
 	curl jq socat sqlite3 openssh-client iproute2 procps valgrind
+	# the webhook tests' raw HTTP client (tests/lib/hookraw.py, standard library only)
+	python3
 	# test_cron's DST tests need the zone files (they skip without, and CI fails)
 	tzdata
 )

@@ -122,7 +122,7 @@ int main(void)
 		       "hooks_public_url '%s' is refused", *bad);
 	/* hooks_listen: none, or a numeric address and port. */
 	is_str(config_get(&c, CFG_HOOKS_LISTEN), "127.0.0.1:8470", "hooks_listen defaults to 127.0.0.1:8470");
-	is_str(config_get(&c, CFG_HOOKS_USER), "fleet-hooks", "hooks_user defaults to fleet-hooks");
+	is_str(config_get(&c, CFG_HOOKS_USER), "_fleet-hooks", "hooks_user defaults to _fleet-hooks");
 	for (const char *const *good = (const char *const[]){ "none", "127.0.0.1:0", "0.0.0.0:8470", "[::1]:9000",
 							       "[::]:65535", NULL }; *good; good++)
 		is_int(config_set(&c, CFG_HOOKS_LISTEN, *good, CFG_FROM_CMDLINE, 0, &why), 0,

@@ -379,18 +379,19 @@ static void log_stop(struct listener *l)
 	l->log_fd = -1;
 }
 
-static void on_log(evutil_socket_t fd, short what, void *arg)
+/* One read of the child's log pipe, relayed; false when there is nothing more now (or ever: then it is closed). */
+static bool log_read(struct listener *l)
 {
-	struct listener *l = arg;
 	char buf[4096];
-	ssize_t n = read(fd, buf, sizeof(buf));
+	ssize_t n = read(l->log_fd, buf, sizeof(buf));
 
-	(void)what;
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
+	if (n < 0 && errno == EINTR)
+		return true;
+	if (n < 0 && errno == EAGAIN)
+		return false;
 	if (n <= 0) {
 		log_stop(l);
-		return;
+		return false;
 	}
 	for (ssize_t i = 0; i < n; i++) {
 		if (buf[i] == '\n') {
@@ -401,6 +402,14 @@ static void on_log(evutil_socket_t fd, short what, void *arg)
 			l->log_cut = true;	/* the rest of an over-long line is dropped */
 		}
 	}
+	return true;
+}
+
+static void on_log(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)log_read(arg);
 }
 
 /* ---- the link ---- */
@@ -465,7 +474,7 @@ static void send_routes(struct listener *l)
 				next = until;
 		}
 	send_msg(l, hook_msg_routes(t->routes, t->n, &lim));
-	log_debug("webhooks: %zu route(s) sent to the listener", t->n);
+	log_info("webhooks: sent the listener its table of %zu route(s)", t->n);
 	hooks_route_table_free(t);
 	evtimer_del(l->ev_grace);
 	if (next) {
@@ -626,6 +635,9 @@ static void child_release(struct listener *l)
 	if (l->in)
 		evbuffer_free(l->in);
 	l->in = NULL;
+	/* Its last words (why it exited) are in the pipe still: relay them before closing it. */
+	while (l->log_fd >= 0 && log_read(l))
+		;
 	log_stop(l);
 	if (l->ev_exit)
 		event_free(l->ev_exit);

@@ -280,14 +280,12 @@ void hook_route_set_free(struct hook_route_set *s)
 
 	if (!s)
 		return;
-	for (i = 0; i < s->n_secret_bufs; i++) {
-		/* Each buffer is NUL-terminated by base64_decode; its length is its route's. */
-		for (k = 0; k < s->n; k++)
-			for (int m = 0; m < s->routes[k].n_secrets; m++)
-				if (s->routes[k].secrets[m] == s->secret_bufs[i])
-					wipe(s->secret_bufs[i], s->routes[k].secret_lens[m]);
+	/* Every decoded secret is one route's (route_parse wiped the one it refused): wiped through the route. */
+	for (k = 0; k < s->n; k++)
+		for (int m = 0; m < s->routes[k].n_secrets; m++)
+			wipe((void *)s->routes[k].secrets[m], s->routes[k].secret_lens[m]);
+	for (i = 0; i < s->n_secret_bufs; i++)
 		free(s->secret_bufs[i]);
-	}
 	/* The base64 text of the secrets in our copy of the message: wiped too. */
 	json_array_foreach(json_object_get(s->backing, "routes"), i, r) {
 		json_t *sec;

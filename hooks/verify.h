@@ -3,7 +3,7 @@
  * One function per source (hooks/verify_SOURCE.c), each over the raw body
  * before any parsing, comparing in constant time. Pure: no I/O, no global
  * state, libcrypto and jansson only, so the unprivileged listener process
- * (hooks/listener.c) runs it and unit tests call it directly.
+ * (fleet-hooksd, built from listener/) runs it and unit tests call it directly.
  */
 #ifndef FLEET_HOOKS_VERIFY_H
 #define FLEET_HOOKS_VERIFY_H

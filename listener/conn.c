@@ -6,10 +6,15 @@
  * that bufferevent, so (1) a setup event made active there runs before the
  * loop polls again, before anything is read: that is where connections are
  * counted, in all and per source; (2) a callback on its input buffer sees
- * every byte before evhttp does: it keeps a copy of the head, and once the
- * head is complete checks it strictly (listener/head.c) and sets the body
- * cap of its route, or refuses the request before evhttp reads on. A
- * refusal is answered on the socket directly, in the JSON error shape;
+ * every read before evhttp parses it: it counts the bytes against the
+ * global budget (LSRV_BODY_BUDGET), and once the request line is in, takes
+ * its target (evhttp_uri_parse) and sets the body cap of its route, so
+ * evhttp itself answers 413 to a Content-Length over it before reading the
+ * body, and stops a chunked body past it. evhttp is the only HTTP parser:
+ * nothing here reads headers. (3) a callback on its output buffer sees the
+ * status line of an answer evhttp gives by itself (400 on a malformed head,
+ * 413) and counts it as a refusal. Our own refusals here (caps, deadline,
+ * budget) are answered on the socket directly, in the JSON error shape;
  * the socket is then drained (not read) for LSRV_LINGER_S so the client
  * sees the answer rather than a reset.
  */
@@ -22,6 +27,7 @@
 #include <event2/http.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -29,7 +35,6 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "hooks/route.h"
-#include "listener/head.h"
 
 struct lconn {
 	struct lconn *next;
@@ -37,15 +42,15 @@ struct lconn {
 	struct bufferevent *bev;		/* ours, evhttp's to use and free */
 	struct evhttp_connection *evcon;	/* NULL until set up */
 	struct event *setup, *deadline, *refuse_ev;
+	struct evbuffer_cb_entry *in_cb, *out_cb;
 	struct lsource *src;			/* counted there once admitted */
-	char *head;				/* the head so far (at most header_max bytes) */
-	size_t head_len;
-	bool head_done;				/* checked, body cap set */
+	bool routed;				/* the request line was seen: the body cap is set */
 	bool dispatched;			/* the whole request arrived */
 	bool refusing;				/* refuse_ev answers and closes it */
+	bool evhttp_answered;			/* evhttp refused it by itself: counted once */
 	int refuse_status;
 	const char *refuse_code, *refuse_why;
-	size_t reserved;			/* body bytes claimed from LSRV_BODY_BUDGET */
+	size_t inflight;			/* bytes read and not yet dispatched: its part of LSRV_BODY_BUDGET */
 };
 
 /* ---- sources ---- */
@@ -171,13 +176,14 @@ static void conn_free(struct lconn *cn)
 	if (*pp)
 		*pp = cn->next;
 	srv->n_conns--;
-	if (cn->src)
+	if (cn->src) {
 		source_put(srv, cn->src);
-	srv->body_reserved -= cn->reserved;
+		srv->n_admitted--;
+	}
+	srv->body_inflight -= cn->inflight;
 	event_free(cn->setup);
 	event_free(cn->deadline);
 	event_free(cn->refuse_ev);
-	free(cn->head);
 	free(cn);
 	lsrv_maybe_drained(srv);
 }
@@ -185,8 +191,13 @@ static void conn_free(struct lconn *cn)
 /* evhttp frees the connection (after its answer, on an error, or because we asked). */
 static void conn_closed(struct evhttp_connection *evcon, void *arg)
 {
+	struct lconn *cn = arg;
+
 	(void)evcon;
-	conn_free(arg);
+	/* The bufferevent outlives this call a little: nothing of cn may be reached from it. */
+	evbuffer_remove_cb_entry(bufferevent_get_input(cn->bev), cn->in_cb);
+	evbuffer_remove_cb_entry(bufferevent_get_output(cn->bev), cn->out_cb);
+	conn_free(cn);
 }
 
 /*
@@ -244,14 +255,18 @@ static void conn_setup(evutil_socket_t unused, short what, void *arg)
 	}
 	cn->evcon = evcon;
 	evhttp_connection_set_closecb(cn->evcon, conn_closed, cn);
-	/* No body until the head is checked and its route known. */
-	evhttp_connection_set_max_body_size(cn->evcon, 0);
+	/* Until the request line names a route: no more body than an answer of ours needs (404, 405). */
+	evhttp_connection_set_max_body_size(cn->evcon, LSRV_UNROUTED_BODY);
 	if (srv->draining || !srv->routes) {
 		srv->stats.dropped++;
 		conn_answer_raw(cn, 503, "unavailable", "fleetd is not reachable; try again later", false);
 		return;
 	}
-	if (srv->n_conns > srv->limits.max_connections) {
+	/*
+	 * Admitted ones, not accepted ones: a burst is accepted in one go before
+	 * any is set up, and counting those would refuse the first of it.
+	 */
+	if (srv->n_admitted >= srv->limits.max_connections) {
 		/* Closed at once, no linger: when all are taken, holding more open is what a flood wants. */
 		srv->stats.dropped++;
 		conn_answer_raw(cn, 503, "busy", "too many connections (hooks_max_connections); try again later", false);
@@ -266,6 +281,7 @@ static void conn_setup(evutil_socket_t unused, short what, void *arg)
 	}
 	cn->src = src ? src : source_get(srv, key, true);
 	cn->src->count++;
+	srv->n_admitted++;
 	evtimer_add(cn->deadline, &tv);
 }
 
@@ -295,72 +311,81 @@ static void conn_refuse_later(struct lconn *cn, struct evbuffer *buf, int status
 	event_active(cn->refuse_ev, EV_TIMEOUT, 1);
 }
 
-/* The head is complete: check it, then admit the body its route allows, or refuse. */
-static void conn_head(struct lconn *cn, struct evbuffer *buf, size_t end)
+/*
+ * The request line is in the buffer (evhttp has not parsed it yet): the
+ * body cap of the route its target names, as api/server.c does. Any other
+ * line keeps LSRV_UNROUTED_BODY; evhttp answers it 400, or handle() 404.
+ */
+static void conn_route(struct lconn *cn, struct evbuffer *buf)
 {
-	struct lserver *srv = cn->srv;
-	char name[HOOK_ROUTE_NAME_MAX + 1];
+	size_t eol_len = 0;
+	struct evbuffer_ptr eol = evbuffer_search_eol(buf, NULL, &eol_len, EVBUFFER_EOL_CRLF);
 	const struct hook_route *route;
-	struct lhead h;
-	size_t want;
+	struct evhttp_uri *uri;
+	char *line, *target, *end;
 
-	cn->head_done = true;
-	if (lhead_parse(cn->head, end, &h) < 0) {
-		conn_refuse_later(cn, buf, h.status, h.code, h.why);
+	if (eol.pos < 0)
+		return;		/* not yet; evhttp refuses a line longer than hooks_header_max_bytes */
+	cn->routed = true;
+	if ((size_t)eol.pos > (size_t)cn->srv->limits.header_max)
 		return;
+	line = xmalloc((size_t)eol.pos + 1);
+	if (evbuffer_copyout(buf, line, (size_t)eol.pos) == eol.pos) {
+		line[eol.pos] = '\0';
+		/* METHOD SP TARGET SP VERSION: the target between the first two spaces, parsed by evhttp. */
+		if ((target = strchr(line, ' ')) && (end = strchr(++target, ' '))) {
+			*end = '\0';
+			if ((uri = evhttp_uri_parse(target))) {
+				if ((route = lsrv_route_path(cn->srv, evhttp_uri_get_path(uri))))
+					evhttp_connection_set_max_body_size(cn->evcon, (ev_ssize_t)route->max_body);
+				evhttp_uri_free(uri);
+			}
+		}
 	}
-	if (strcmp(h.method, "POST") != 0) {
-		conn_refuse_later(cn, buf, 405, "method_not_allowed", "webhooks are delivered with POST");
-		return;
-	}
-	if (!lhead_route_name(h.target, name) || !(route = lsrv_route(srv, name))) {
-		conn_refuse_later(cn, buf, 404, "not_found", "no such webhook route");
-		return;
-	}
-	if (h.content_length > route->max_body) {
-		conn_refuse_later(cn, buf, 413, "too_large", "the body is larger than this route accepts");
-		return;
-	}
-	want = h.chunked ? (size_t)route->max_body : h.content_length > 0 ? (size_t)h.content_length : 0;
-	if (srv->body_reserved + want > LSRV_BODY_BUDGET) {
-		conn_refuse_later(cn, buf, 503, "busy", "too many request bodies in flight; try again later");
-		return;
-	}
-	srv->body_reserved += want;
-	cn->reserved = want;
-	evhttp_connection_set_max_body_size(cn->evcon, route->max_body);
-	free(cn->head);		/* done with: evhttp parses its own */
-	cn->head = NULL;
+	free(line);
 }
 
-/* Bytes arrived, before evhttp sees them: copy the head until it is complete. */
+/* Bytes arrived, before evhttp parses them: counted against the budget; the route's body cap once the request line is in. */
 static void conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
 	struct lconn *cn = arg;
-	size_t max = (size_t)cn->srv->limits.header_max, take, scan_from, end;
-	struct evbuffer_ptr pos;
+	struct lserver *srv = cn->srv;
 
-	if (!cn->evcon || cn->head_done || cn->refusing || info->n_added == 0)
+	if (!cn->evcon || cn->dispatched || cn->refusing || info->n_added == 0)
 		return;
-	if (!cn->head)
-		cn->head = xmalloc(max + 1);
-	take = info->n_added < max - cn->head_len ? info->n_added : max - cn->head_len;
-	if (evbuffer_ptr_set(buf, &pos, evbuffer_get_length(buf) - info->n_added, EVBUFFER_PTR_SET) < 0 ||
-	    evbuffer_copyout_from(buf, &pos, cn->head + cn->head_len, take) != (ev_ssize_t)take) {
-		conn_refuse_later(cn, buf, 400, "bad_request", "the request could not be read");
-		return;
-	}
-	/* Only the new bytes (and the 3 before them) can complete the end of the head. */
-	scan_from = cn->head_len > 3 ? cn->head_len - 3 : 0;
-	cn->head_len += take;
-	end = lhead_end(cn->head + scan_from, cn->head_len - scan_from);
-	if (end) {
-		conn_head(cn, buf, scan_from + end);
+	cn->inflight += info->n_added;
+	srv->body_inflight += info->n_added;
+	if (srv->body_inflight > LSRV_BODY_BUDGET) {
+		/* The one that pushed the sum over: the others, already counted, go on. */
+		conn_refuse_later(cn, buf, 503, "busy", "too many request bytes in flight; try again later");
 		return;
 	}
-	if (cn->head_len >= max)
-		conn_refuse_later(cn, buf, 413, "headers_too_large",
-				  "the request line and headers are larger than hooks_header_max_bytes");
+	if (!cn->routed)
+		conn_route(cn, buf);
+}
+
+/*
+ * evhttp writes an answer: one it gives by itself, before any request was
+ * dispatched to us (400 for a head it cannot parse or over
+ * hooks_header_max_bytes, 413 over the route's body cap), is counted as a
+ * refusal from its status line, which evhttp writes in one piece.
+ */
+static void conn_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct lconn *cn = arg;
+	struct evbuffer_ptr pos;
+	char line[16];
+	int status = 0;
+
+	if (cn->dispatched || cn->evhttp_answered || info->n_added < 12 ||
+	    evbuffer_ptr_set(buf, &pos, evbuffer_get_length(buf) - info->n_added, EVBUFFER_PTR_SET) < 0 ||
+	    evbuffer_copyout_from(buf, &pos, line, 12) != 12)
+		return;
+	line[12] = '\0';
+	if (sscanf(line, "HTTP/1.%*1d %3d", &status) != 1 || status < 400)
+		return;		/* 100 Continue, or a header line */
+	cn->evhttp_answered = true;
+	lsrv_refused(cn->srv, status, "evhttp refused a malformed or oversized request");
 }
 
 struct bufferevent *lconn_new(struct event_base *base, void *arg)
@@ -374,7 +399,8 @@ struct bufferevent *lconn_new(struct event_base *base, void *arg)
 	cn->deadline = evtimer_new(base, conn_deadline, cn);
 	cn->refuse_ev = event_new(base, -1, 0, conn_refuse_cb, cn);
 	if (!cn->bev || !cn->setup || !cn->deadline || !cn->refuse_ev ||
-	    !evbuffer_add_cb(bufferevent_get_input(cn->bev), conn_input, cn))
+	    !(cn->in_cb = evbuffer_add_cb(bufferevent_get_input(cn->bev), conn_input, cn)) ||
+	    !(cn->out_cb = evbuffer_add_cb(bufferevent_get_output(cn->bev), conn_output, cn)))
 		abort();
 	cn->next = srv->conns;
 	srv->conns = cn;
@@ -390,7 +416,9 @@ bool lconn_dispatched(struct lserver *srv, struct evhttp_connection *evcon)
 		if (cn->evcon == evcon) {
 			cn->dispatched = true;	/* the request is in: no deadline for fleetd's answer */
 			evtimer_del(cn->deadline);
-			return cn->head_done && !cn->refusing && cn->src;
+			srv->body_inflight -= cn->inflight;	/* bounded by its route's cap from here */
+			cn->inflight = 0;
+			return !cn->refusing && cn->src;
 		}
 	return false;
 }

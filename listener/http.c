@@ -23,7 +23,6 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "hooks/route.h"
-#include "listener/head.h"
 #include "listener/link.h"
 
 #define HEADER_VALUE_MAX 8192	/* longer values are not passed on (proto.c refuses them) */
@@ -86,11 +85,56 @@ void lsrv_refused(struct lserver *srv, int status, const char *why)
 	srv->refused_quiet = 0;
 }
 
-const struct hook_route *lsrv_route(const struct lserver *srv, const char *name)
+const struct hook_route *lsrv_route_path(const struct lserver *srv, const char *path)
 {
+	static const char prefix[] = "/hooks/";
+	const char *name, *why;
+
+	if (!path || strncmp(path, prefix, sizeof(prefix) - 1) != 0)
+		return NULL;
+	name = path + sizeof(prefix) - 1;
+	if (strlen(name) > HOOK_ROUTE_NAME_MAX || hook_route_name_check(name, &why) < 0)
+		return NULL;	/* not even a name: "..", "a/b", "%61", upper case */
 	for (size_t i = 0; srv->routes && i < srv->routes->n; i++)
 		if (strcmp(srv->routes->routes[i].name, name) == 0)
 			return &srv->routes->routes[i];
+	return NULL;
+}
+
+/*
+ * What evhttp's parsing lets through and a delivery must not have, judged
+ * on the headers evhttp parsed (it reads the first Content-Length, and a
+ * Transfer-Encoding it does not know as no body): a framing that another
+ * HTTP reader could take differently. NULL if fine. *n: the header count.
+ */
+static const char *framing_refusal(const struct evkeyvalq *headers, size_t *n)
+{
+	const char *cl = NULL, *te = NULL;
+	int n_cl = 0, n_te = 0;
+	struct evkeyval *kv;
+
+	*n = 0;
+	TAILQ_FOREACH(kv, headers, next) {
+		++*n;
+		if (strcasecmp(kv->key, "Content-Length") == 0) {
+			n_cl++;
+			cl = kv->value;
+		} else if (strcasecmp(kv->key, "Transfer-Encoding") == 0) {
+			n_te++;
+			te = kv->value;
+		}
+	}
+	if (n_cl > 1)
+		return "Content-Length is given more than once";
+	if (n_te > 1)
+		return "Transfer-Encoding is given more than once";
+	if (n_cl && n_te)
+		return "Transfer-Encoding and Content-Length together";
+	if (te && strcasecmp(te, "chunked") != 0)
+		return "the only Transfer-Encoding accepted is chunked";
+	/* evhttp's strtoll takes a sign and leading space; a length is digits only. */
+	if (cl && (!*cl || strspn(cl, "0123456789") != strlen(cl)))
+		return "Content-Length is not a number";
 	return NULL;
 }
 
@@ -238,16 +282,27 @@ static void handle(struct evhttp_request *req, void *arg)
 	const char *target = evhttp_request_get_uri(req);
 	struct evkeyvalq *in_headers = evhttp_request_get_input_headers(req);
 	struct evbuffer *in = evhttp_request_get_input_buffer(req);
-	struct hook_header headers[LHEAD_HEADERS_MAX];
-	char name[HOOK_ROUTE_NAME_MAX + 1];
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	struct hook_header headers[LSRV_HEADERS_MAX];
 	const struct hook_route *route;
+	const char *bad;
+	size_t n_headers;
 	struct hook_request hreq = { .method = "POST", .path_query = target, .headers = headers };
 	struct hook_result res = { 0 };
 	struct evkeyval *kv;
 
 	if (!evcon || !lconn_dispatched(srv, evcon)) {
-		/* conn.c checks every head first: a request it did not admit is never served. */
+		/* conn.c counts every connection first: one it did not admit is never served. */
 		reply_error(srv, req, 400, "bad_request", "the request was not admitted");
+		return;
+	}
+	/* The body was read already, but no more of it than the cap its request line named. */
+	if ((bad = framing_refusal(in_headers, &n_headers))) {
+		reply_error(srv, req, 400, "bad_request", bad);
+		return;
+	}
+	if (n_headers > LSRV_HEADERS_MAX) {
+		reply_error(srv, req, 413, "headers_too_large", "more than 128 header lines");
 		return;
 	}
 	if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
@@ -255,7 +310,7 @@ static void handle(struct evhttp_request *req, void *arg)
 		return;
 	}
 	/* Looked up again: the table may have changed while the body arrived. */
-	if (!target || !lhead_route_name(target, name) || !(route = lsrv_route(srv, name))) {
+	if (!target || !uri || !(route = lsrv_route_path(srv, evhttp_uri_get_path(uri)))) {
 		reply_error(srv, req, 404, "not_found", "no such webhook route");
 		return;
 	}
@@ -265,11 +320,8 @@ static void handle(struct evhttp_request *req, void *arg)
 		return;
 	}
 	hreq.body = hreq.body_len ? evbuffer_pullup(in, -1) : (const unsigned char *)"";
-	TAILQ_FOREACH(kv, in_headers, next) {
-		if (hreq.n_headers >= ARRAY_SIZE(headers))
-			break;
-		headers[hreq.n_headers++] = (struct hook_header){ kv->key, kv->value };
-	}
+	TAILQ_FOREACH(kv, in_headers, next)
+		headers[hreq.n_headers++] = (struct hook_header){ kv->key, kv->value };	/* counted above */
 	hreq.now = time(NULL);
 	hook_verify(route, &hreq, &res);
 	switch (res.verdict) {
@@ -370,7 +422,7 @@ int lserver_start(struct event_base *base, int fd, struct link *link, struct lse
 		return -EIO;
 	}
 	evconnlistener_set_error_cb(srv->lev, accept_error);
-	/* Each connection's body cap is set from its head (conn.c); methods are refused there too (405). */
+	/* Each connection's body cap is set from its request line (conn.c); other methods are answered 405 in handle(). */
 	evhttp_set_allowed_methods(srv->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
 				   EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT |
 				   EVHTTP_REQ_PATCH);
@@ -389,8 +441,8 @@ void lserver_set_routes(struct lserver *srv, struct hook_route_set *set)
 	hook_route_set_free(srv->routes);
 	srv->routes = set;
 	srv->limits = set->limits;
-	/* A backstop behind conn.c's own check of the head's size. */
-	evhttp_set_max_headers_size(srv->http, set->limits.header_max + 1);
+	/* evhttp answers a longer head 400 itself (for connections accepted from now on). */
+	evhttp_set_max_headers_size(srv->http, set->limits.header_max);
 	/* Idle time per read or write, past the absolute deadline so that one answers first (408). */
 	evhttp_set_timeout(srv->http, (int)set->limits.request_timeout_s + 5);
 	if (first && !srv->draining) {

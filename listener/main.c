@@ -87,6 +87,18 @@ static void on_down(bool error, void *arg)
 	go_down(arg, error ? 1 : 0);
 }
 
+/* The secrets' base64 text in a routes message, zeroed before the message is freed (the set has its own copy). */
+static void wipe_route_secrets(const json_t *msg)
+{
+	size_t i, k;
+	json_t *r, *sec;
+
+	json_array_foreach(json_object_get(msg, "routes"), i, r)
+		json_array_foreach(json_object_get(r, "secrets"), k, sec)
+			if (json_is_string(sec))
+				explicit_bzero((char *)json_string_value(sec), json_string_length(sec));
+}
+
 static void on_message(const json_t *msg, void *arg)
 {
 	struct main_ctx *m = arg;
@@ -107,8 +119,11 @@ static void on_message(const json_t *msg, void *arg)
 		hook_answer_clear(&a);
 	} else if (strcmp(type, "routes") == 0) {
 		struct hook_route_set *set = NULL;
+		int r;
 
-		if (hook_msg_routes_parse(msg, &set, &why) < 0) {
+		r = hook_msg_routes_parse(msg, &set, &why);
+		wipe_route_secrets(msg);
+		if (r < 0) {
 			log_error("link: fleetd sent a bad route table (%s); stopping", why);
 			go_down(m, 1);
 			return;

@@ -3,10 +3,13 @@
  * over (fd 4), with libevent's evhttp 2.1, which sets no limits by itself.
  * conn.c guards each connection from accept to close (the caps on
  * connections in all and per source address, checked at accept before a
- * byte is read; the absolute deadline; the strict head check that sets the
- * route's body cap from Content-Length before the body is read; refusals
- * answered straight on the socket); http.c serves the requests that pass
- * (verification, deliveries up the link, fleetd's answers back, counters).
+ * byte is read; the absolute deadline; the route's body cap set from the
+ * request line before evhttp reads a body; the bytes in flight counted;
+ * refusals answered straight on the socket); evhttp parses every request
+ * and answers what it cannot parse (400) or what is over a cap (413)
+ * itself; http.c serves the requests it dispatches (framing checks on its
+ * parsed headers, verification, deliveries up the link, fleetd's answers
+ * back, counters).
  */
 #ifndef FLEET_LISTENER_SERVER_H
 #define FLEET_LISTENER_SERVER_H
@@ -29,7 +32,9 @@ struct bufferevent;
 struct link;
 
 #define LSRV_PENDING_MAX 1024		/* deliveries waiting for fleetd's answer; more are answered 503 */
-#define LSRV_BODY_BUDGET (256u << 20)	/* body bytes all requests being read may claim together */
+#define LSRV_BODY_BUDGET (256u << 20)	/* bytes read on all connections not yet dispatched, together */
+#define LSRV_UNROUTED_BODY 256		/* the body cap until the request line names a route */
+#define LSRV_HEADERS_MAX 128		/* header lines in one request; more are answered 413 */
 #define LSRV_LINGER_MAX 64		/* refused connections drained before close, at once */
 #define LSRV_LINGER_S 2
 #define LSRV_SOURCE_BUCKETS 256
@@ -53,8 +58,9 @@ struct lserver {
 	struct hook_limits limits;
 	struct lconn *conns;		/* every open connection */
 	long n_conns;
+	long n_admitted;		/* of them, those past the accept-time checks: what hooks_max_connections caps */
 	struct lsource *sources[LSRV_SOURCE_BUCKETS];
-	size_t body_reserved;		/* bodies admitted and not yet done with */
+	size_t body_inflight;		/* bytes read on connections not yet dispatched */
 	long n_lingering;
 	struct pending *pending, *pending_tail;	/* oldest first */
 	long n_pending;
@@ -82,8 +88,8 @@ void lsrv_refused(struct lserver *srv, int status, const char *why);
 /* The body of an error answer: {"error":msg,"code":code} and a newline; malloc'd. */
 char *lsrv_error_body(const char *code, const char *msg);
 const char *lsrv_reason(int status);
-/* A route of the current table by name, or NULL. */
-const struct hook_route *lsrv_route(const struct lserver *srv, const char *name);
+/* The route of the current table a URI path names ("/hooks/NAME", NAME a valid route name), or NULL. */
+const struct hook_route *lsrv_route_path(const struct lserver *srv, const char *path);
 /* Called by conn.c when the last connection closed. */
 void lsrv_maybe_drained(struct lserver *srv);
 

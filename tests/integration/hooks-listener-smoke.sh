@@ -13,7 +13,8 @@
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents and the listener's user are Unix users)"
 for t in jq curl openssl; do command -v $t >/dev/null || skip_all "$t not installed"; done
 
-HUSER=hkfs-hooks
+# The listener's user: of this run alone (another worktree may run this test at the same time).
+HUSER=hkfs-$$
 # Registered first, so it runs last: the listener's user goes once every process of it is gone.
 _hkfs_cleanup() {
 	local p i
@@ -24,6 +25,14 @@ _hkfs_cleanup() {
 		[ "$(awk '/^Uid:/ { print $2 }' "/proc/$p/status" 2>/dev/null)" = "$(id -u "$HUSER" 2>/dev/null)" ] &&
 			kill -9 "$p" 2>/dev/null
 	done
+	# The agent's user, if fleetd could not remove it: only users whose home lies in this run's state dir.
+	case $STATE in /var/lib/fleet-hkfs.?*)
+		for p in $(getent passwd | awk -F: -v d="$STATE/" 'index($6, d) == 1 { print $1 }'); do
+			ps -o pid= -u "$p" 2>/dev/null | xargs -r kill -9 2>/dev/null
+			userdel "$p" 2>/dev/null
+			groupdel "$p" 2>/dev/null
+		done ;;
+	esac
 	sleep 0.5
 	userdel "$HUSER" 2>/dev/null
 	groupdel "$HUSER" 2>/dev/null
@@ -49,7 +58,7 @@ deliver() {
 	sig=$(printf '%s' "$body" | openssl dgst -sha256 -hmac "$SECRET" | sed 's/^.*= *//')
 	curl -sS -X POST -H 'Content-Type: application/json' -H 'X-GitHub-Event: pull_request' \
 		-H "X-GitHub-Delivery: $1" -H "X-Hub-Signature-256: sha256=$sig" --data-binary "$body" \
-		-w ' %{http_code}' "http://127.0.0.1:$PORT/hooks/hkfs-gh"
+		-w ' %{http_code}' "http://127.0.0.1:$PORT/hooks/${ROUTE:-hkfs-gh}"
 }
 # wait_done ID: until run ID of hkfs-a is over (at most 60 s)
 wait_done() {
@@ -74,7 +83,7 @@ ok $? "subscribe it to a github route"
 out=$(deliver hkfs-1)
 is "${out##* }" 202 "a signed delivery is accepted (202)"
 is "$(jq -c . <<<"${out% *}")" '{"status":"accepted","delivery":"hkfs-1","runs":1}' "with one run queued"
-run=$("$FLEETCTL" --json events --route hkfs-gh | jq -r '.events[0].runs[0]')
+run=$("$FLEETCTL" --json events --route hkfs-gh | jq -r '.[0].runs[0]')
 like "$run" '^[0-9]+$' "fleetctl events names the run"
 wait_done "$run"; ok $? "the run ends"
 is "$("$FLEETCTL" --json runs hkfs-a "$run" | jq -r .state)" succeeded "and succeeds"
@@ -88,6 +97,24 @@ like "$("$FLEETCTL" status)" "webhooks: up on 127\.0\.0\.1:$PORT \(pid [0-9]+\),
 out=$(deliver hkfs-1)
 is "${out##* }" 200 "a redelivery is answered 200"
 is "$(jq -r .status <<<"${out% *}")" duplicate "as a duplicate"
+
+# --- route changes and SIGHUP reach the running listener ---
+tables() { grep -c "webhooks: sent the listener its table of" "$STATE/fleetd.log"; }
+# wait_tables N: until fleetd has sent its Nth table (at most 30 s)
+wait_tables() {
+	local deadline=$((SECONDS + 30))
+	until [ "$(tables)" -ge "$1" ]; do [ $SECONDS -ge $deadline ] && return 1; sleep 0.2; done
+}
+n=$(tables)
+out=$("$FLEETCTL" hook add hkfs-a --source github --route hkfs-gh2 --generate </dev/null)
+ok $? "a second route, made while the listener runs"
+SECRET2=$(sed -n 's/^secret (shown once; give it to the sender): //p' <<<"$out")
+wait_tables $((n + 1)); ok $? "fleetd sends the listener its table again"
+like "$(tail -50 "$STATE/fleetd.log")" "its table of 2 route\(s\)" "with both routes"
+out=$(SECRET=$SECRET2 ROUTE=hkfs-gh2 deliver hkfs-9)
+is "${out##* }" 202 "the listener serves the new route"
+kill -HUP "$FLEETD_PID"
+wait_tables $((n + 2)); ok $? "and fleetd sends it again at SIGHUP (its limits may have changed)"
 
 # --- kill -9 of the listener: fleetd restarts it ---
 old=$(hooks pid)
@@ -113,5 +140,6 @@ like "$(cat "$STATE/fleetd.log")" "listener of a previous fleetd \(pid $lp\) sti
 st=$(awk '/^State:/ { print $2 }' "/proc/$lp/status" 2>/dev/null)
 ok "$([ -z "$st" ] || [ "$st" = Z ] && echo 0 || echo 1)" "the old listener is gone"
 
+"$FLEETCTL" rm --force hkfs-a >/dev/null; ok $? "remove the agent"
 stop_fleetd; ok $? "fleetd stops"
 done_testing

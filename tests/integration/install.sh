@@ -1,12 +1,14 @@
 #!/bin/bash
-# make install puts fleetd, fleetctl, agentd and the systemd unit in place.
+# make install puts fleetd, fleetctl, agentd, fleet-hooksd and the systemd unit in place.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 dest=$TEST_TMP/root
 make -C "$FLEET_BUILDDIR" install DESTDIR="$dest" >"$TEST_TMP/install.log" 2>&1
 ok $? "make install DESTDIR=... succeeds"
 prefix=$(sed -n 's/^prefix = //p' "$FLEET_BUILDDIR/Makefile")
-for f in sbin/fleetd bin/fleetctl bin/agentd lib/systemd/system/fleetd.service; do
+package=$(sed -n 's/^PACKAGE = //p' "$FLEET_BUILDDIR/Makefile")
+# fleet-hooksd, the webhook listener, where fleetd looks when it is not beside it (FLEET_HOOKSD_PATH).
+for f in sbin/fleetd bin/fleetctl bin/agentd "libexec/$package/fleet-hooksd" lib/systemd/system/fleetd.service; do
 	check "installs $f" -- test -e "$dest$prefix/$f"
 done
 unit=$dest$prefix/lib/systemd/system/fleetd.service

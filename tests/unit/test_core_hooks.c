@@ -13,6 +13,7 @@
 
 #include "core/deliveries.h"
 #include "core/hooks.h"
+#include "hooks/route.h"
 #include "tests/fakes/core_fixture.h"
 #include "tests/tap.h"
 
@@ -117,6 +118,7 @@ static void test_routes(void)
 	ok(r && r->source == HOOK_GITHUB && r->n_secrets == 1 && secret_is(r, 0, gh, strlen(gh)),
 	   "alpha-github: github, its one secret");
 	is_str(r ? r->public_url : NULL, "https://hooks.example.com", "with hooks_public_url as its base URL");
+	ok(r && r->max_body == HOOK_MAX_BODY_DEFAULT, "and its body limit (the listener refuses a table without)");
 	r = find(t, "std");
 	ok(secret_is(r, 0, "standard-webhooks-secret", 24), "std: the whsec_ secret decoded");
 	r = find(t, "ci");

@@ -51,6 +51,7 @@ struct lconn {
 	int refuse_status;
 	const char *refuse_code, *refuse_why;
 	size_t inflight;			/* bytes read and not yet dispatched: its part of LSRV_BODY_BUDGET */
+	size_t read_max;			/* the most inflight may be (LSRV_FRAMING_SLACK) */
 };
 
 /* ---- sources ---- */
@@ -234,6 +235,12 @@ static void conn_refuse_cb(evutil_socket_t unused, short what, void *arg)
 	conn_answer_raw(cn, cn->refuse_status, cn->refuse_code, cn->refuse_why, true);
 }
 
+/* The most a connection may send before dispatch, for a body cap (see LSRV_FRAMING_SLACK). */
+static size_t read_max(const struct lserver *srv, size_t body_cap)
+{
+	return (size_t)srv->limits.header_max + 2 * body_cap + LSRV_FRAMING_SLACK;
+}
+
 /* Right after accept, before any read: is there room for it. */
 static void conn_setup(evutil_socket_t unused, short what, void *arg)
 {
@@ -257,6 +264,7 @@ static void conn_setup(evutil_socket_t unused, short what, void *arg)
 	evhttp_connection_set_closecb(cn->evcon, conn_closed, cn);
 	/* Until the request line names a route: no more body than an answer of ours needs (404, 405). */
 	evhttp_connection_set_max_body_size(cn->evcon, LSRV_UNROUTED_BODY);
+	cn->read_max = read_max(srv, LSRV_UNROUTED_BODY);
 	if (srv->draining || !srv->routes) {
 		srv->stats.dropped++;
 		conn_answer_raw(cn, 503, "unavailable", "fleetd is not reachable; try again later", false);
@@ -336,8 +344,10 @@ static void conn_route(struct lconn *cn, struct evbuffer *buf)
 		if ((target = strchr(line, ' ')) && (end = strchr(++target, ' '))) {
 			*end = '\0';
 			if ((uri = evhttp_uri_parse(target))) {
-				if ((route = lsrv_route_path(cn->srv, evhttp_uri_get_path(uri))))
+				if ((route = lsrv_route_path(cn->srv, evhttp_uri_get_path(uri)))) {
 					evhttp_connection_set_max_body_size(cn->evcon, (ev_ssize_t)route->max_body);
+					cn->read_max = read_max(cn->srv, (size_t)route->max_body);
+				}
 				evhttp_uri_free(uri);
 			}
 		}
@@ -362,6 +372,9 @@ static void conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info
 	}
 	if (!cn->routed)
 		conn_route(cn, buf);
+	if (cn->inflight > cn->read_max)
+		conn_refuse_later(cn, buf, 413, "too_large",
+				  "more bytes than this route's body and its chunked framing need");
 }
 
 /*

@@ -34,6 +34,13 @@ struct link;
 #define LSRV_PENDING_MAX 1024		/* deliveries waiting for fleetd's answer; more are answered 503 */
 #define LSRV_BODY_BUDGET (256u << 20)	/* bytes read on all connections not yet dispatched, together */
 #define LSRV_UNROUTED_BODY 256		/* the body cap until the request line names a route */
+/*
+ * What one connection may send before its request is dispatched: the head,
+ * twice the body cap (chunked framing: sizes and CRLFs) and this. evhttp
+ * caps the body, not the framing: a chunk-size line with no end would grow
+ * its buffer until the deadline.
+ */
+#define LSRV_FRAMING_SLACK (64u << 10)
 #define LSRV_HEADERS_MAX 128		/* header lines in one request; more are answered 413 */
 #define LSRV_LINGER_MAX 64		/* refused connections drained before close, at once */
 #define LSRV_LINGER_S 2

@@ -150,11 +150,11 @@ delivery=$(cat /proc/sys/kernel/random/uuid)
 sig=$(printf '%s' "$body" | openssl dgst -sha256 -hmac "$secret" -r | cut -d' ' -f1)
 echo "$ curl -H 'X-GitHub-Event: push' -H 'X-GitHub-Delivery: $delivery' -H 'X-Hub-Signature-256: sha256=${sig:0:12}...' \\"
 echo "       -H 'Content-Type: application/json' --data-binary '$body' http://$listen/hooks/demo-github"
-curl -sS -w ' (HTTP %{http_code})\n' -H 'Content-Type: application/json' -H 'X-GitHub-Event: push' \
+curl -sS --max-time 60 -w ' (HTTP %{http_code})\n' -H 'Content-Type: application/json' -H 'X-GitHub-Event: push' \
 	-H "X-GitHub-Delivery: $delivery" -H "X-Hub-Signature-256: sha256=$sig" \
 	--data-binary "$body" "http://$listen/hooks/demo-github"
 echo "$ curl ... (the same body, a wrong signature)"
-curl -sS -w ' (HTTP %{http_code})\n' -H 'Content-Type: application/json' -H 'X-GitHub-Event: push' \
+curl -sS --max-time 60 -w ' (HTTP %{http_code})\n' -H 'Content-Type: application/json' -H 'X-GitHub-Event: push' \
 	-H "X-GitHub-Delivery: $(cat /proc/sys/kernel/random/uuid)" -H "X-Hub-Signature-256: sha256=${sig//?/0}" \
 	--data-binary "$body" "http://$listen/hooks/demo-github"
 echo "$ fleetctl events --route demo-github"

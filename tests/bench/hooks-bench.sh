@@ -92,6 +92,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 		die "apt-get install ${missing[*]} failed (apt-get update first?)"
 fi
 
+# One run at a time: agents' Unix users (fleet-hkb-*), the uid range and the
+# listener's user are fixed names, and a second run's cleanup would take them.
+exec 9>/run/lock/fleet-hooks-bench.lock || die "cannot open /run/lock/fleet-hooks-bench.lock"
+flock -n 9 || die "another hooks-bench.sh is running on this host"
+
 BT=$(mktemp -d /tmp/fleet-hooks-bench.XXXXXX) || exit 1
 chmod 0755 "$BT"
 STATE=$(mktemp -d /var/lib/fleet-hkbench.XXXXXX) || exit 1

@@ -483,8 +483,18 @@ static void send_routes(struct listener *l)
 	}
 }
 
+/*
+ * The answers down the link, written to the socket now rather than on the
+ * loop's next pass: deliveries_commit() kicked the run queue (an active
+ * event, run once this callback returns), and a run's launch (a user
+ * agent's is done in this loop) must not sit between a commit and the
+ * senders' answers. What the socket does not take now the bufferevent
+ * writes when it can, as before.
+ */
 static void send_answers(struct listener *l, struct hook_answer *a, size_t n)
 {
+	struct evbuffer *out;
+
 	for (size_t i = 0; i < n; i++) {
 		if (a[i].status >= 200 && a[i].status < 300)
 			l->accepted++;
@@ -492,6 +502,18 @@ static void send_answers(struct listener *l, struct hook_answer *a, size_t n)
 			l->refused_by_fleetd++;
 		send_msg(l, hook_msg_answer(&a[i]));
 		hook_answer_clear(&a[i]);
+	}
+	if (!n || !l->out)
+		return;
+	out = bufferevent_get_output(l->out);
+	while (evbuffer_get_length(out) > 0) {
+		int w = evbuffer_write(out, bufferevent_getfd(l->out));
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		/* EAGAIN: the rest when the socket has room; an error: the bufferevent's own write reports it. */
+		if (w <= 0)
+			break;
 	}
 }
 

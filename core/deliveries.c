@@ -53,6 +53,7 @@ static void answer_ok(struct hook_answer *a, const struct hook_delivery *d, cons
 				      (int)res->n_runs));
 }
 
+/* At debug: one line per delivery cost fleetd's loop a formatted write each; the events table is the record. */
 static void log_outcome(const struct hook_delivery *d, const struct db_hook_result *res)
 {
 	char runs[128] = "";
@@ -61,7 +62,7 @@ static void log_outcome(const struct hook_delivery *d, const struct db_hook_resu
 	for (size_t i = 0; i < res->n_runs && len < sizeof(runs) - 24; i++)
 		len += (size_t)snprintf(runs + len, sizeof(runs) - len, "%s%" PRId64, i ? "," : " run(s) ",
 					res->run_ids[i]);
-	log_info("webhook route '%s': delivery '%s' (%s): %s%s", d->route, d->delivery_id,
+	log_debug("webhook route '%s': delivery '%s' (%s): %s%s", d->route, d->delivery_id,
 		 d->event_type ? d->event_type : "no type", res->outcome, runs);
 }
 

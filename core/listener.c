@@ -483,16 +483,61 @@ static void send_routes(struct listener *l)
 	}
 }
 
+/*
+ * The answers down the link, written to the socket now rather than on the
+ * loop's next pass: deliveries_commit() kicked the run queue (an active
+ * event, run once this callback returns, before the loop polls again), and
+ * a run's launch (a user agent's is done in this loop) must not sit
+ * between a commit and the senders' answers. The bufferevent's output
+ * cannot be written by hand (libevent freezes its start: only the
+ * bufferevent drains it), so the frames are written here when nothing is
+ * queued before them, and what the socket does not take is queued after.
+ */
 static void send_answers(struct listener *l, struct hook_answer *a, size_t n)
 {
+	struct evbuffer *frames = evbuffer_new();
+
+	if (!frames)
+		abort();	/* out of memory */
 	for (size_t i = 0; i < n; i++) {
+		json_t *msg = hook_msg_answer(&a[i]);
+		unsigned char *frame = NULL;
+		size_t len = 0;
+		int r;
+
 		if (a[i].status >= 200 && a[i].status < 300)
 			l->accepted++;
 		else
 			l->refused_by_fleetd++;
-		send_msg(l, hook_msg_answer(&a[i]));
 		hook_answer_clear(&a[i]);
+		if (!msg)
+			abort();	/* out of memory */
+		r = hook_frame_encode(msg, &frame, &len);
+		json_decref(msg);
+		if (r < 0) {
+			log_error("webhooks: cannot encode an answer for the listener: %s", strerror(-r));
+			continue;
+		}
+		if (evbuffer_add(frames, frame, len) < 0)
+			abort();
+		free(frame);
 	}
+	if (l->out && evbuffer_get_length(bufferevent_get_output(l->out)) == 0) {
+		while (evbuffer_get_length(frames) > 0) {
+			int w = evbuffer_write(frames, bufferevent_getfd(l->out));
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			/* EAGAIN: the rest when the socket has room; an error: the bufferevent's write reports it. */
+			if (w <= 0)
+				break;
+		}
+	}
+	if (l->out && evbuffer_get_length(frames) > 0 && bufferevent_write_buffer(l->out, frames) < 0)
+		log_error("webhooks: cannot queue answers for the listener");
+	evbuffer_free(frames);
+	if (l->out && evbuffer_get_length(bufferevent_get_output(l->out)) > WRITE_CAP)
+		child_fail(l, "it stopped reading its link");
 }
 
 /* One message; false when it is malformed or out of place (the child is killed). */

@@ -294,6 +294,47 @@ int db_prepare(struct db *db, sqlite3_stmt **st, const char *sql)
 	return rc == SQLITE_OK ? 0 : db_err(db, rc, sql);
 }
 
+int db_prepare_cached(struct db *db, sqlite3_stmt **st, const char *sql)
+{
+	size_t i;
+	int rc;
+
+	if (!pthread_equal(pthread_self(), db->owner)) {
+		log_error("database: a cached statement used off the thread that opened the database: %s", sql);
+		return -EDEADLK;
+	}
+	for (i = 0; i < DB_STMT_CACHE && db->cache[i].sql; i++) {
+		if (db->cache[i].sql != sql)
+			continue;
+		if (sqlite3_stmt_busy(db->cache[i].st)) {
+			log_error("database: a cached statement used again while in use: %s", sql);
+			return -EDEADLK;
+		}
+		*st = db->cache[i].st;
+		return 0;
+	}
+	if (i == DB_STMT_CACHE) {	/* a statement of its own would need finalizing: grow the cache */
+		log_error("database: the statement cache is full (%d); not preparing: %s", DB_STMT_CACHE, sql);
+		return -ENOSPC;
+	}
+	if ((rc = sqlite3_prepare_v3(db->h, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL)) != SQLITE_OK)
+		return db_err(db, rc, sql);
+	db->cache[i].sql = sql;
+	db->cache[i].st = *st;
+	return 0;
+}
+
+int db_exec_cached(struct db *db, const char *sql)
+{
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare_cached(db, &st, sql)) < 0)
+		return r;
+	r = db_step(db, st);
+	return r < 0 ? r : 0;
+}
+
 int db_step(struct db *db, sqlite3_stmt *st)
 {
 	int rc = sqlite3_step(st);
@@ -434,6 +475,13 @@ int db_open(const char *path, struct db **ret)
 		return -errno;
 	close(fd);
 
+	/*
+	 * No allocation statistics (nothing reads them): with them, every SQLite
+	 * malloc takes a global mutex. Only possible before SQLite initialises,
+	 * so the first open sets it; later calls fail harmlessly.
+	 */
+	(void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+	db->owner = pthread_self();
 	rc = sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, NULL);
 	if (rc != SQLITE_OK)
 		return db->h ? db_err(db, rc, path) : -ENOMEM;
@@ -453,6 +501,8 @@ void db_close(struct db *db)
 {
 	if (!db)
 		return;
+	for (size_t i = 0; i < DB_STMT_CACHE && db->cache[i].sql; i++)
+		sqlite3_finalize(db->cache[i].st);
 	sqlite3_close_v2(db->h);
 	free(db);
 }

@@ -7,13 +7,22 @@
 #ifndef FLEET_DB_INTERNAL_H
 #define FLEET_DB_INTERNAL_H
 
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdint.h>
 
 #include "common/util.h"
 
+#define DB_STMT_CACHE 16
+
 struct db {
 	sqlite3 *h;
+	pthread_t owner;		/* the thread that opened it: the only one that may use the cache */
+	/* Statements of the per-delivery path, prepared once (db_prepare_cached), keyed by their SQL literal. */
+	struct {
+		const char *sql;
+		sqlite3_stmt *st;
+	} cache[DB_STMT_CACHE];
 };
 
 static inline void stmt_finalizep(sqlite3_stmt **st)
@@ -26,6 +35,27 @@ static inline void stmt_finalizep(sqlite3_stmt **st)
 int db_err(struct db *db, int rc, const char *what);
 /* Prepare sql into *st; -errno. */
 int db_prepare(struct db *db, sqlite3_stmt **st, const char *sql);
+/*
+ * A statement for sql from the handle's cache (prepared on first use; SQLite
+ * prepares it again by itself after a schema change), for what runs once or
+ * more per webhook delivery, where parsing the SQL each time was a top cost.
+ * sql must be a string literal (the key is its address). The statement is
+ * the handle's: the caller releases it with _cleanup_stmt_release_ (reset,
+ * bindings cleared: no read transaction stays open), never finalizes it.
+ * Only on the thread that opened the handle (fleetd's loop), never while the
+ * same statement is in use further up the stack: -EDEADLK (logged) then.
+ */
+int db_prepare_cached(struct db *db, sqlite3_stmt **st, const char *sql);
+static inline void stmt_releasep(sqlite3_stmt **st)
+{
+	if (*st) {
+		sqlite3_reset(*st);
+		sqlite3_clear_bindings(*st);
+	}
+}
+#define _cleanup_stmt_release_ _cleanup_(stmt_releasep)
+/* db_exec of a statement without parameters or rows (SAVEPOINT, RELEASE) through the cache; -errno. */
+int db_exec_cached(struct db *db, const char *sql);
 /* 1: a row, 0: done, <0: error. */
 int db_step(struct db *db, sqlite3_stmt *st);
 /* Step an UPDATE or DELETE: 0 if it changed a row, -ENOENT if none matched, else -errno. */

@@ -23,10 +23,10 @@ static void strv_freep(char ***v)
 /* The route's id and source (*source caller frees); -ENOENT if it is gone. */
 static int route_of(struct db *db, const char *route, int64_t *id, char **source)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	int r;
 
-	if ((r = db_prepare(db, &st, "SELECT id, source FROM hook_routes WHERE name = ?")) < 0)
+	if ((r = db_prepare_cached(db, &st, "SELECT id, source FROM hook_routes WHERE name = ?")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, route, -1, SQLITE_STATIC);
 	if ((r = db_step(db, st)) <= 0)
@@ -39,10 +39,10 @@ static int route_of(struct db *db, const char *route, int64_t *id, char **source
 /* Record (route_id, delivery_id) as seen: 0, -EEXIST if it was already (a redelivery), else -errno. */
 static int claim(struct db *db, int64_t route_id, const char *delivery_id, int64_t at)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	int r;
 
-	if ((r = db_prepare(db, &st, "INSERT INTO hook_deliveries (route_id, delivery_id, received_at)"
+	if ((r = db_prepare_cached(db, &st, "INSERT INTO hook_deliveries (route_id, delivery_id, received_at)"
 				     " VALUES (?, ?, ?)")) < 0)
 		return r;
 	sqlite3_bind_int64(st, 1, route_id);
@@ -55,12 +55,12 @@ static int claim(struct db *db, int64_t route_id, const char *delivery_id, int64
 /* The subscribers of route_id whose filter takes type, by agent id; a NULL-terminated list (caller frees). */
 static int matching(struct db *db, int64_t route_id, const char *type, db_hook_filter_fn match, char ***ret)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	char **list = xcalloc(1, sizeof(*list));
 	size_t n = 0;
 	int r;
 
-	if ((r = db_prepare(db, &st, "SELECT a.name, s.events FROM hook_subscriptions s JOIN agents a"
+	if ((r = db_prepare_cached(db, &st, "SELECT a.name, s.events FROM hook_subscriptions s JOIN agents a"
 				     " ON a.id = s.agent_id WHERE s.route_id = ? ORDER BY a.id")) < 0) {
 		free(list);
 		return r;
@@ -144,12 +144,12 @@ int db_hook_delivery_record(struct db *db, const struct db_hook_delivery *d, db_
 	int r;
 
 	memset(res, 0, sizeof(*res));
-	if ((r = db_exec(db, "SAVEPOINT hook_delivery")) < 0)
+	if ((r = db_exec_cached(db, "SAVEPOINT hook_delivery")) < 0)
 		return r;
-	if ((r = record(db, d, match, res)) < 0 || (r = db_exec(db, "RELEASE hook_delivery")) < 0) {
+	if ((r = record(db, d, match, res)) < 0 || (r = db_exec_cached(db, "RELEASE hook_delivery")) < 0) {
 		/* Nothing of it stays: no dedup key, no event, no run (a refused delivery leaves no row). */
 		(void)db_exec(db, "ROLLBACK TO hook_delivery");
-		(void)db_exec(db, "RELEASE hook_delivery");
+		(void)db_exec_cached(db, "RELEASE hook_delivery");
 		char *full = TAKE_PTR(res->full_agent);
 		db_hook_result_clear(res);
 		res->full_agent = full;

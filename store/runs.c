@@ -47,10 +47,10 @@ static int run_from_row(sqlite3_stmt *st, struct run **ret)
 /* 0 if agent may queue one more run, -ENOSPC if max_queued are waiting, -ENOENT no such agent. */
 static int check_room(struct db *db, const char *agent)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	int r;
 
-	if ((r = db_prepare(db, &st, "SELECT a.max_queued, (SELECT count(*) FROM runs r WHERE r.agent_id = a.id"
+	if ((r = db_prepare_cached(db, &st, "SELECT a.max_queued, (SELECT count(*) FROM runs r WHERE r.agent_id = a.id"
 				     " AND r.state = ?) FROM agents a WHERE a.name = ?")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, run_state_to_string(RUN_QUEUED), -1, SQLITE_STATIC);
@@ -62,10 +62,10 @@ static int check_room(struct db *db, const char *agent)
 
 int db_event_insert(struct db *db, struct run_event *ev, const char *outcome)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	int r;
 
-	if ((r = db_prepare(db, &st, "INSERT INTO events (source, route, delivery_id, received_at, headers, body,"
+	if ((r = db_prepare_cached(db, &st, "INSERT INTO events (source, route, delivery_id, received_at, headers, body,"
 				     " event_type, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, ev->source ? ev->source : "manual", -1, SQLITE_STATIC);
@@ -87,10 +87,10 @@ int db_event_insert(struct db *db, struct run_event *ev, const char *outcome)
 
 static int insert_run(struct db *db, const char *agent, const char *trigger, int64_t event_id, int64_t *ret_id)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	int r;
 
-	if ((r = db_prepare(db, &st, "INSERT INTO runs (agent_id, trigger, state, queued_at, event_id)"
+	if ((r = db_prepare_cached(db, &st, "INSERT INTO runs (agent_id, trigger, state, queued_at, event_id)"
 				     " SELECT id, ?, ?, ?, ? FROM agents WHERE name = ?")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, trigger, -1, SQLITE_STATIC);
@@ -118,14 +118,14 @@ int db_run_enqueue(struct db *db, const char *agent, const char *trigger, struct
 	 * cron trigger records its slot with the run); then it commits both,
 	 * else releasing the savepoint commits.
 	 */
-	if ((r = db_exec(db, "SAVEPOINT run_enqueue")) < 0)
+	if ((r = db_exec_cached(db, "SAVEPOINT run_enqueue")) < 0)
 		return r;
 	if ((r = check_room(db, agent)) < 0 ||
 	    (ev && ev->id == 0 && (r = db_event_insert(db, ev, NULL)) < 0) ||
 	    (r = insert_run(db, agent, trigger, ev ? ev->id : 0, ret_id)) < 0 ||
-	    (r = db_exec(db, "RELEASE run_enqueue")) < 0) {
+	    (r = db_exec_cached(db, "RELEASE run_enqueue")) < 0) {
 		(void)db_exec(db, "ROLLBACK TO run_enqueue");
-		(void)db_exec(db, "RELEASE run_enqueue");
+		(void)db_exec_cached(db, "RELEASE run_enqueue");
 		if (ev)
 			ev->id = saved_id;	/* the row it named was rolled back */
 		return r;

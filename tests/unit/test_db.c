@@ -1,10 +1,13 @@
 /* The SQLite layer on a real database file: schema, agents, snapshots, runs, audit, reopen. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "store/db.h"
+#include "store/db_internal.h"
 #include "common/util.h"
 #include "../tap.h"
 
@@ -12,6 +15,31 @@
 #define UNDO_MIGRATION_9 \
 	" DROP TABLE hook_deliveries; DROP TABLE hook_subscriptions; DROP TABLE hook_routes;" \
 	" DROP INDEX events_by_time; ALTER TABLE events DROP COLUMN event_type; ALTER TABLE events DROP COLUMN outcome;"
+
+#define NAMES_SQL "SELECT name FROM agents WHERE name >= ? ORDER BY name"
+
+/* The cached statement from another thread: refused (the cache is the opening thread's). */
+static void *cached_off_thread(void *arg)
+{
+	sqlite3_stmt *st = NULL;
+
+	return (void *)(intptr_t)db_prepare_cached(arg, &st, NAMES_SQL);
+}
+
+/* One use of the cached NAMES_SQL: the first name >= from, copied into buf ("" for none); 0 or -errno. */
+static int first_name(struct db *db, const char *from, char *buf, size_t len)
+{
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
+	int r;
+
+	buf[0] = '\0';
+	if ((r = db_prepare_cached(db, &st, NAMES_SQL)) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, from, -1, SQLITE_STATIC);
+	if ((r = db_step(db, st)) > 0)
+		snprintf(buf, len, "%s", col_text(st, 0));
+	return r < 0 ? r : 0;
+}
 
 static struct agent *make_agent(const char *name)
 {
@@ -95,6 +123,35 @@ int main(void)
 	is_int(n, 2, "two agents");
 	is_str(list[0]->name, "review", "sorted by name");
 	agent_list_free(list);
+
+	/* The statement cache of the per-delivery path: one statement per SQL, reset after each use. */
+	{
+		sqlite3_stmt *st1 = NULL, *st2 = NULL;
+		char name[32];
+		void *res = NULL;
+		pthread_t t;
+
+		is_int(first_name(db, "a", name, sizeof(name)), 0, "a cached statement runs");
+		is_str(name, "review", "and finds the first row");
+		is_int(first_name(db, "s", name, sizeof(name)), 0, "the same statement again, with a new binding");
+		is_str(name, "triage", "reset and bound afresh, it finds the other row");
+		is_int(db_prepare_cached(db, &st1, NAMES_SQL), 0, "taken from the cache");
+		sqlite3_bind_text(st1, 1, "a", -1, SQLITE_STATIC);
+		is_int(db_step(db, st1), 1, "stepped: a row pending");
+		is_int(db_prepare_cached(db, &st2, NAMES_SQL), -EDEADLK, "while in use it is not handed out again");
+		stmt_releasep(&st1);
+		is_int(db_prepare_cached(db, &st2, NAMES_SQL), 0, "released, it is");
+		ok(st1 == st2, "and it is the one statement, not prepared again");
+		stmt_releasep(&st2);
+		ok(pthread_create(&t, NULL, cached_off_thread, db) == 0 && pthread_join(t, &res) == 0 &&
+			   (intptr_t)res == -EDEADLK, "another thread is refused the cache");
+		is_int(db_exec_cached(db, "SAVEPOINT test_cache"), 0, "a savepoint through the cache");
+		is_int(db_exec(db, "CREATE TABLE cache_probe (x)"), 0, "a schema change inside it");
+		is_int(db_exec_cached(db, "RELEASE test_cache"), 0, "released through the cache");
+		is_int(first_name(db, "t", name, sizeof(name)), 0, "the cached statement after a schema change");
+		is_str(name, "triage", "still finds its row");
+		is_int(db_exec(db, "DROP TABLE cache_probe"), 0, "schema restored");
+	}
 
 	is_int(db_agent_set_state(db, "review", AGENT_MISSING, "its user is gone"), 0, "set state with a detail");
 	{

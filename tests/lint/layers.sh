@@ -6,6 +6,8 @@
 #    lifecycle owner, health, snapshots, runs or the API).
 # Prints each offending line as FILE:LINE: TEXT and fails. TAP output.
 # Usage: layers.sh [SRCDIR]   (default: $FLEET_SRCDIR, else the tree above tests/)
+# It needs bash (arrays): run as `sh layers.sh` it starts itself again under bash.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 src=${1:-${FLEET_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}}
 cd "$src" || exit 1
 

@@ -65,22 +65,13 @@ static pid_t clone_child(int *pidfd)
 /* Wait for the child; 0 with its wait status, or -errno. */
 static int wait_child(pid_t pid, int pidfd, int *status)
 {
-	siginfo_t si = { 0 };
-
 	if (pidfd < 0) {
 		while (waitpid(pid, status, 0) < 0)
 			if (errno != EINTR)
 				return -errno;
 		return 0;
 	}
-	while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | __WALL) < 0)
-		if (errno != EINTR)
-			return -errno;
-	if (si.si_code == CLD_EXITED)
-		*status = (si.si_status & 0xff) << 8;
-	else
-		*status = (si.si_status & 0x7f) | (si.si_code == CLD_DUMPED ? 0x80 : 0);
-	return 0;
+	return spawn_wait(pidfd, false, status);
 }
 
 /* The child: system calls only (fleetd has threads), then execve. */
@@ -149,11 +140,11 @@ int spawn_start(const char *const argv[], const char *const *envp, const int *fd
 	return 0;
 }
 
-int spawn_reap(int pidfd, int *status)
+int spawn_wait(int pidfd, bool nohang, int *status)
 {
 	siginfo_t si = { 0 };
 
-	while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG | __WALL) < 0)
+	while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | __WALL | (nohang ? WNOHANG : 0)) < 0)
 		if (errno != EINTR)
 			return -errno;
 	if (si.si_pid == 0)

@@ -50,15 +50,19 @@ int spawn_run(const char *const argv[], char **output);
  * becomes the child's fd i (n_fds at most SPAWN_FDS_MAX; every other fd is
  * closed), envp its whole environment. It does not wait: 0 with *pid and
  * *pidfd (readable once the child exited; caller closes it after
- * spawn_reap), or -errno; -ENOSYS on a kernel without clone3 (a child
+ * spawn_wait), or -errno; -ENOSYS on a kernel without clone3 (a child
  * without a pidfd could be reaped by someone else's waitpid). Same child
  * set-up as spawn_tool's; an exec failure exits 127 with a line on fd 2.
  */
 #define SPAWN_FDS_MAX 8
 int spawn_start(const char *const argv[], const char *const *envp, const int *fds, size_t n_fds, pid_t *pid,
 		int *pidfd);
-/* Reap the spawn_start child of pidfd: 0 and its wait status (as waitpid's), -EAGAIN while it runs, or -errno. */
-int spawn_reap(int pidfd, int *status);
+/*
+ * Wait for the clone3 child of pidfd (spawn_start's, or user/launch's), or
+ * with nohang only reap it if it is done: 0 and its wait status (as
+ * waitpid's), -EAGAIN (nohang) while it runs, or -errno.
+ */
+int spawn_wait(int pidfd, bool nohang, int *status);
 
 /* The first executable dirs[i]/name, malloc'd; NULL if there is none. */
 char *spawn_which(const char *name, const char *const *dirs);

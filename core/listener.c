@@ -707,7 +707,7 @@ static int child_wait(struct listener *l, int ms)
 
 	if (ms > 0)
 		(void)poll(&p, 1, ms);
-	return spawn_reap(l->pidfd, &status) == 0 ? status : -1;
+	return spawn_wait(l->pidfd, true, &status) == 0 ? status : -1;
 }
 
 static void describe_status(int status, char *buf, size_t len)

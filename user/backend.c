@@ -20,6 +20,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "backend/spawn.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "model/agent.h"
@@ -67,7 +68,7 @@ static int probe_sandbox(char **why)
 	while ((n = read(proc.report_fd, &rep, sizeof(rep))) < 0 && errno == EINTR)
 		;
 	(void)syscall(SYS_pidfd_send_signal, proc.pidfd, SIGKILL, NULL, 0);
-	(void)user_launch_wait(proc.pidfd, false, &status);
+	(void)spawn_wait(proc.pidfd, false, &status);
 	close(proc.pidfd);
 	close(proc.report_fd);
 	if (n != sizeof(rep) || rep.kind != LAUNCH_REPORT_READY) {

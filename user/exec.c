@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend/spawn.h"
 #include "common/util.h"
 #include "model/agent.h"
 #include "model/fleetd.h"
@@ -187,7 +188,7 @@ static void on_init_exit(evutil_socket_t fd, short what, void *arg)
 	struct exec_handle *h = arg;
 	int status;
 
-	if (user_launch_wait(h->proc.pidfd, true, &status) < 0)
+	if (spawn_wait(h->proc.pidfd, true, &status) < 0)
 		return;
 	h->reaped = true;
 	h->init_status = status;
@@ -353,7 +354,7 @@ void user_execs_shutdown(void)
 
 		(void)syscall(SYS_pidfd_send_signal, h->proc.pidfd, SIGKILL, NULL, 0);
 		h->killed = true;
-		if (!h->reaped && user_launch_wait(h->proc.pidfd, false, &status) == 0) {
+		if (!h->reaped && spawn_wait(h->proc.pidfd, false, &status) == 0) {
 			h->reaped = true;
 			h->init_status = status;
 		}

@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend/spawn.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "model/agent.h"
@@ -70,7 +71,7 @@ static int keeper_wait(struct keeper *k, bool block, int *status)
 	int r;
 
 	if (!k->adopted)
-		return user_launch_wait(k->pidfd, !block, status);
+		return spawn_wait(k->pidfd, !block, status);
 	/* Bounded even when blocking: the kill before it was SIGKILL. */
 	while ((r = poll(&p, 1, block ? 2000 : 0)) < 0 && errno == EINTR)
 		;
@@ -240,7 +241,7 @@ int keeper_launch(struct fleetd *f, const struct agent *a, uid_t uid, char **why
 		*why = n == sizeof(rep) && rep.kind == LAUNCH_REPORT_FAILED ? sandbox_report_why(&rep, NULL)
 									 : xstrdup("the sandbox died while starting");
 		(void)syscall(SYS_pidfd_send_signal, proc.pidfd, SIGKILL, NULL, 0);
-		(void)user_launch_wait(proc.pidfd, false, &status);
+		(void)spawn_wait(proc.pidfd, false, &status);
 		close(proc.pidfd);
 		return -EIO;
 	}

@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "backend/spawn.h"
 #include "common/names.h"
 #include "common/util.h"
 
@@ -109,22 +110,6 @@ static pid_t clone3_pidfd(uint64_t flags, int *pidfd)
 pid_t user_launch_fork(int *pidfd)
 {
 	return clone3_pidfd(0, pidfd);
-}
-
-int user_launch_wait(int pidfd, bool nohang, int *status)
-{
-	siginfo_t si = { 0 };
-
-	while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | __WALL | (nohang ? WNOHANG : 0)) < 0)
-		if (errno != EINTR)
-			return -errno;
-	if (si.si_pid == 0)
-		return -EAGAIN;
-	if (si.si_code == CLD_EXITED)
-		*status = (si.si_status & 0xff) << 8;
-	else
-		*status = (si.si_status & 0x7f) | (si.si_code == CLD_DUMPED ? 0x80 : 0);
-	return 0;
 }
 
 /* ---- the child: system calls only from here to the end of launch_init ---- */
@@ -533,7 +518,7 @@ int user_launch_kill_uid(uid_t uid, int timeout_ms)
 			(void)kill(-1, SIGKILL);
 			_exit(0);
 		}
-		r = user_launch_wait(pidfd, false, &status);
+		r = spawn_wait(pidfd, false, &status);
 		close(pidfd);
 		if (r < 0)
 			return r;

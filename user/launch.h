@@ -90,8 +90,7 @@ int user_launch(const struct user_launch_spec *spec, struct user_launch_proc *re
  * returns 0; the child may only make system calls and must _exit.
  */
 pid_t user_launch_fork(int *pidfd);
-/* Wait for such a child through its pidfd (blocking unless nohang); 0 and *status, -EAGAIN, -errno. */
-int user_launch_wait(int pidfd, bool nohang, int *status);
+/* Such a child is waited for through its pidfd with spawn_wait() (backend/spawn.h). */
 
 /* True when a live (non-zombie) process has uid as its real, effective, saved or fs uid. */
 bool user_launch_uid_alive(uid_t uid);

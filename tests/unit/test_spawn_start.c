@@ -35,7 +35,7 @@ static int wait_exit(int pidfd, int *status)
 	struct pollfd p = { .fd = pidfd, .events = POLLIN };
 
 	(void)poll(&p, 1, 30000);
-	return spawn_reap(pidfd, status);
+	return spawn_wait(pidfd, true, status);
 }
 
 int main(void)
@@ -62,7 +62,7 @@ int main(void)
 	close(sp[1]);
 	close(lp[1]);
 	close(in[0]);
-	is_int(spawn_reap(pidfd, &status), -EAGAIN, "it is not reaped while it runs (waits for fd 4)");
+	is_int(spawn_wait(pidfd, true, &status), -EAGAIN, "it is not reaped while it runs (waits for fd 4)");
 	ok(write(in[1], "hello\n", 6) == 6, "write to what is its fd 0 and fd 4");
 	close(in[1]);
 	read_all(sp[0], buf, sizeof(buf));

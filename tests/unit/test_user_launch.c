@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend/spawn.h"
 #include "user/cgroup.h"
 #include "user/launch.h"
 #include "common/util.h"
@@ -96,7 +97,7 @@ static int collect(struct user_launch_proc *p, int out, int err, struct run *res
 			}
 		}
 	}
-	if (user_launch_wait(p->pidfd, false, &status) < 0)
+	if (spawn_wait(p->pidfd, false, &status) < 0)
 		return -ECHILD;
 	close(p->pidfd);
 	if (!exited)

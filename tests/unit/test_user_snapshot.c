@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "model/agent.h"
+#include "backend/spawn.h"
 #include "user/backend.h"
 #include "user/cgroup.h"
 #include "model/config.h"
@@ -716,7 +717,7 @@ int main(void)
 		after = read_count(count);
 		ok(ns >= 1 && after > samples[0], "the writer runs on after the snapshot (%ld)", after);
 		(void)syscall(SYS_pidfd_send_signal, wp.pidfd, SIGKILL, NULL, 0);
-		(void)user_launch_wait(wp.pidfd, false, &status);
+		(void)spawn_wait(wp.pidfd, false, &status);
 		close(wp.pidfd);
 		close(wp.report_fd);
 		run_sh(a, "rm -f work/fz work/count", &o);

@@ -83,12 +83,18 @@ size_t deliveries_commit(struct fleetd *f, const struct hook_delivery *d, size_t
 	for (size_t i = 0; i < n; i++) {
 		const struct db_hook_delivery dd = {
 			.route = d[i].route, .delivery_id = d[i].delivery_id, .event_type = d[i].event_type,
-			.no_run = d[i].no_run, .received_at = d[i].received_at, .headers = d[i].headers,
+			.no_run = d[i].no_run, .received_at = d[i].received_at,
+			/* The one text of the headers: what the events row keeps. */
+			.headers = d[i].headers ? json_dumps(d[i].headers, JSON_COMPACT | JSON_ENSURE_ASCII)
+						: xstrdup("{}"),
 			.body = d[i].body, .body_len = d[i].body_len,
 		};
 		_cleanup_free_ char *msg = NULL;
 
+		if (!dd.headers)
+			abort();	/* out of memory, as xmalloc would */
 		r = db_hook_delivery_record(f->db, &dd, hook_events_match, &res[i]);
+		free((char *)dd.headers);
 		if (r == -ENOSPC) {
 			/* Refused, nothing of it kept: the sender retries later. */
 			msg = xasprintf("agent '%s': its queue is full; try again later",

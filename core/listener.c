@@ -422,7 +422,7 @@ static void send_msg(struct listener *l, json_t *msg)
 
 	if (!msg)
 		abort();	/* out of memory */
-	r = hook_frame_encode(msg, &frame, &len);
+	r = hook_frame_encode(msg, NULL, 0, &frame, &len);
 	json_decref(msg);
 	if (r < 0) {
 		log_error("webhooks: cannot encode a message for the listener: %s", strerror(-r));
@@ -512,7 +512,7 @@ static void send_answers(struct listener *l, struct hook_answer *a, size_t n)
 		hook_answer_clear(&a[i]);
 		if (!msg)
 			abort();	/* out of memory */
-		r = hook_frame_encode(msg, &frame, &len);
+		r = hook_frame_encode(msg, NULL, 0, &frame, &len);
 		json_decref(msg);
 		if (r < 0) {
 			log_error("webhooks: cannot encode an answer for the listener: %s", strerror(-r));
@@ -541,7 +541,8 @@ static void send_answers(struct listener *l, struct hook_answer *a, size_t n)
 }
 
 /* One message; false when it is malformed or out of place (the child is killed). */
-static bool handle(struct listener *l, json_t *msg, struct hook_delivery **group, size_t *n, const char **why)
+static bool handle(struct listener *l, json_t *msg, const unsigned char *tail, size_t tail_len,
+		   struct hook_delivery **group, size_t *n, const char **why)
 {
 	const char *t = hook_msg_type(msg);
 	long pid;
@@ -569,7 +570,7 @@ static bool handle(struct listener *l, json_t *msg, struct hook_delivery **group
 	if (t && strcmp(t, "delivery") == 0) {
 		struct hook_delivery d = { 0 };
 
-		if (hook_msg_delivery_parse(msg, &d, why) < 0)
+		if (hook_msg_delivery_parse(msg, tail, tail_len, &d, why) < 0)
 			return false;
 		*group = xrealloc(*group, (*n + 1) * sizeof(**group));
 		(*group)[(*n)++] = d;
@@ -608,6 +609,8 @@ static void on_link(evutil_socket_t fd, short what, void *arg)
 		unsigned char *head = evbuffer_pullup(l->in, avail < HOOK_FRAME_HEAD ? (ev_ssize_t)-1 : (ev_ssize_t)HOOK_FRAME_HEAD);
 		long need = hook_frame_need(head, avail);
 		json_t *msg = NULL;
+		const unsigned char *tail = NULL;
+		size_t tail_len = 0;
 
 		if (need < 0) {
 			why = "a frame of a size out of bounds";
@@ -617,8 +620,8 @@ static void on_link(evutil_socket_t fd, short what, void *arg)
 		if (need == 0 || (size_t)need > avail)
 			break;
 		unsigned char *frame = evbuffer_pullup(l->in, need);
-		if (!frame || hook_frame_decode(frame + HOOK_FRAME_HEAD, (size_t)need - HOOK_FRAME_HEAD, &msg, &why) < 0 ||
-		    !handle(l, msg, &group, &n, &why))
+		if (!frame || hook_frame_decode(frame, (size_t)need, &msg, &tail, &tail_len, &why) < 0 ||
+		    !handle(l, msg, tail, tail_len, &group, &n, &why))
 			bad = true;
 		json_decref(msg);
 		evbuffer_drain(l->in, (size_t)need);

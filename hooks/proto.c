@@ -15,7 +15,7 @@
  *   answer    {"t","seq","status","body"?,"content_type"?}
  *   hello     {"t","pid"}
  *   delivery  {"t","seq","route","id","event"?,"no_run","received_at","headers":{NAME:VALUE},
- *              "body":BASE64,"reply_body"?,"reply_type"?}
+ *              "body_len","reply_body"?,"reply_type"?} and the body as the frame's tail
  *   stats     {"t","accepted","refused":[6 counts],"connections","dropped"}
  */
 #include "hooks/proto.h"
@@ -42,32 +42,46 @@
 
 /* ---- framing ---- */
 
+static uint32_t get_be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void put_be32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)(v >> 24);
+	p[1] = (unsigned char)(v >> 16);
+	p[2] = (unsigned char)(v >> 8);
+	p[3] = (unsigned char)v;
+}
+
 long hook_frame_need(const unsigned char *buf, size_t avail)
 {
-	uint32_t len;
+	uint32_t len, json_len;
 
 	if (avail < HOOK_FRAME_HEAD)
 		return 0;
-	len = (uint32_t)buf[0] << 24 | (uint32_t)buf[1] << 16 | (uint32_t)buf[2] << 8 | buf[3];
-	if (len < 2 || len > HOOK_FRAME_MAX)
+	len = get_be32(buf);
+	json_len = get_be32(buf + 4);
+	if (len > HOOK_FRAME_MAX || json_len < 2 || json_len > len)
 		return -EMSGSIZE;
 	return (long)(HOOK_FRAME_HEAD + len);
 }
 
-int hook_frame_encode(const json_t *msg, unsigned char **ret, size_t *len)
+int hook_frame_encode(const json_t *msg, const void *tail, size_t tail_len, unsigned char **ret, size_t *len)
 {
 	size_t n;
 	char *text;
 	unsigned char *out;
 
-	if (!json_is_object(msg))
+	if (!json_is_object(msg) || (tail_len && !tail))
 		return -EINVAL;
 	n = json_dumpb(msg, NULL, 0, JSON_COMPACT | JSON_ENSURE_ASCII);
 	if (n == 0)
 		return -ENOMEM;
-	if (n > HOOK_FRAME_MAX)
+	if (n > HOOK_FRAME_MAX || tail_len > HOOK_FRAME_MAX - n)
 		return -EMSGSIZE;
-	out = malloc(HOOK_FRAME_HEAD + n);
+	out = malloc(HOOK_FRAME_HEAD + n + tail_len);
 	if (!out)
 		return -ENOMEM;
 	text = (char *)out + HOOK_FRAME_HEAD;
@@ -75,35 +89,47 @@ int hook_frame_encode(const json_t *msg, unsigned char **ret, size_t *len)
 		free(out);
 		return -ENOMEM;
 	}
-	out[0] = (unsigned char)(n >> 24);
-	out[1] = (unsigned char)(n >> 16);
-	out[2] = (unsigned char)(n >> 8);
-	out[3] = (unsigned char)n;
+	if (tail_len)
+		memcpy(out + HOOK_FRAME_HEAD + n, tail, tail_len);
+	put_be32(out, (uint32_t)(n + tail_len));
+	put_be32(out + 4, (uint32_t)n);
 	*ret = out;
-	*len = HOOK_FRAME_HEAD + n;
+	*len = HOOK_FRAME_HEAD + n + tail_len;
 	return 0;
 }
 
-int hook_frame_decode(const unsigned char *payload, size_t len, json_t **ret, const char **why)
+int hook_frame_decode(const unsigned char *frame, size_t len, json_t **ret, const unsigned char **tail,
+		      size_t *tail_len, const char **why)
 {
+	long need = hook_frame_need(frame, len);
+	size_t json_len;
+	const char *type;
 	json_t *j;
 
-	if (len < 2 || len > HOOK_FRAME_MAX) {
+	if (need <= 0 || (size_t)need != len) {
 		*why = "frame length out of bounds";
 		return -EBADMSG;
 	}
+	json_len = get_be32(frame + 4);
 	/* Depth-checked first, duplicate members refused, NUL in strings refused (jansson's default). */
-	j = hv_json_object(payload, len);
+	j = hv_json_object(frame + HOOK_FRAME_HEAD, json_len);
 	if (!j) {
 		*why = "frame is not one JSON object";
 		return -EBADMSG;
 	}
-	if (!hook_msg_type(j)) {
+	if (!(type = hook_msg_type(j))) {
 		json_decref(j);
 		*why = "message has no type";
 		return -EBADMSG;
 	}
+	if (len > HOOK_FRAME_HEAD + json_len && strcmp(type, "delivery") != 0) {
+		json_decref(j);
+		*why = "only a delivery has bytes after its JSON";
+		return -EBADMSG;
+	}
 	*ret = j;
+	*tail = frame + HOOK_FRAME_HEAD + json_len;
+	*tail_len = len - HOOK_FRAME_HEAD - json_len;
 	return 0;
 }
 
@@ -189,23 +215,6 @@ static bool get_str(const json_t *o, const char *key, size_t max, bool optional,
 	if (len == 0 || len > max || !printable(json_string_value(v), len, false))
 		return false;
 	*out = json_string_value(v);
-	return true;
-}
-
-/* Base64 member key decoding to min..max bytes; *ret malloc'd (caller frees). */
-static bool get_b64(const json_t *o, const char *key, size_t min, size_t max, unsigned char **ret, size_t *len)
-{
-	json_t *v = json_object_get(o, key);
-
-	if (!json_is_string(v) || json_string_length(v) > B64_LEN(max))
-		return false;
-	if (base64_decode(json_string_value(v), json_string_length(v), ret, len) < 0)
-		return false;
-	if (*len < min || *len > max) {
-		free(*ret);
-		*ret = NULL;
-		return false;
-	}
 	return true;
 }
 
@@ -522,20 +531,13 @@ static bool header_secret(const char *name)
 
 json_t *hook_msg_delivery(const struct hook_delivery *d)
 {
-	json_error_t err;
-	json_t *headers = d->headers ? json_loads(d->headers, JSON_REJECT_DUPLICATES, &err) : json_object();
-	char *b64 = base64_encode(d->body ? d->body : (const unsigned char *)"", d->body_len);
+	json_t *headers = json_is_object(d->headers) ? json_incref(d->headers) : json_object();
 	json_t *msg;
 
-	if (!headers || !json_is_object(headers)) {
-		/* headers is the listener's own text: not an object would be a bug; carry none rather than fail. */
-		json_decref(headers);
-		headers = json_object();
-	}
-	msg = json_pack("{s:s, s:I, s:s, s:s, s:b, s:I, s:o, s:s}", "t", "delivery", "seq", (json_int_t)d->seq,
+	msg = json_pack("{s:s, s:I, s:s, s:s, s:b, s:I, s:o, s:I}", "t", "delivery", "seq", (json_int_t)d->seq,
 			"route", d->route, "id", d->delivery_id, "no_run", d->no_run,
-			"received_at", (json_int_t)d->received_at, "headers", headers, "body", b64);
-	free(b64);
+			"received_at", (json_int_t)d->received_at, "headers", headers,
+			"body_len", (json_int_t)d->body_len);
 	if (msg && d->event_type && json_object_set_new(msg, "event", json_string(d->event_type)) < 0)
 		goto fail;
 	if (msg && d->reply_body && json_object_set_new(msg, "reply_body", json_string(d->reply_body)) < 0)
@@ -553,7 +555,7 @@ void hook_delivery_clear(struct hook_delivery *d)
 	free(d->route);
 	free(d->delivery_id);
 	free(d->event_type);
-	free(d->headers);
+	json_decref(d->headers);
 	free(d->body);
 	free(d->reply_body);
 	free(d->reply_type);
@@ -583,17 +585,16 @@ static bool headers_ok(const json_t *h)
 }
 
 static const char *const delivery_keys[] = { "t", "seq", "route", "id", "event", "no_run", "received_at",
-					     "headers", "body", "reply_body", "reply_type", NULL };
+					     "headers", "body_len", "reply_body", "reply_type", NULL };
 
-int hook_msg_delivery_parse(const json_t *msg, struct hook_delivery *d, const char **why)
+int hook_msg_delivery_parse(const json_t *msg, const unsigned char *body, size_t body_len, struct hook_delivery *d,
+			    const char **why)
 {
 	const char *route, *id, *event, *rtype, *name_why;
 	json_t *no_run = json_object_get(msg, "no_run"), *headers = json_object_get(msg, "headers");
 	json_t *reply = json_object_get(msg, "reply_body");
-	long long seq, at;
-	unsigned char *body = NULL;
-	size_t body_len = 0;
-	char *htext;
+	long long seq, at, len;
+	unsigned char *copy;
 
 	if (!msg_is(msg, "delivery", delivery_keys, why))
 		return -EBADMSG;
@@ -627,16 +628,13 @@ int hook_msg_delivery_parse(const json_t *msg, struct hook_delivery *d, const ch
 		*why = "a delivery's reply_type is not a short printable string";
 		return -EBADMSG;
 	}
-	if (!get_b64(msg, "body", 0, BODY_MAX, &body, &body_len)) {
-		*why = "a delivery's body is not base64 of at most 16 MiB";
+	if (!get_int(msg, "body_len", 0, BODY_MAX, &len) || (size_t)len != body_len || (body_len && !body)) {
+		*why = "a delivery's body_len is not that of its body, of at most 16 MiB";
 		return -EBADMSG;
 	}
-	htext = json_dumps(headers, JSON_COMPACT | JSON_ENSURE_ASCII);
-	if (!htext) {
-		free(body);
-		*why = "out of memory";
-		return -ENOMEM;
-	}
+	copy = xmalloc(body_len + 1);	/* never NULL, even when empty */
+	if (body_len)
+		memcpy(copy, body, body_len);
 	*d = (struct hook_delivery){
 		.seq = (uint64_t)seq,
 		.route = xstrdup(route),
@@ -644,8 +642,8 @@ int hook_msg_delivery_parse(const json_t *msg, struct hook_delivery *d, const ch
 		.event_type = event ? xstrdup(event) : NULL,
 		.no_run = json_is_true(no_run),
 		.received_at = (int64_t)at,
-		.headers = htext,
-		.body = body,
+		.headers = json_incref((json_t *)headers),
+		.body = copy,
 		.body_len = body_len,
 		.reply_body = json_is_string(reply) ? xstrdup(json_string_value(reply)) : NULL,
 		.reply_type = rtype ? xstrdup(rtype) : NULL,

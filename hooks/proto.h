@@ -5,9 +5,12 @@
  * as hostile: every message is bounded and checked here, by one parser on
  * both sides.
  *
- * Framing: a 4-byte big-endian length, then that many bytes of one JSON
- * object (jansson) with a "t" member naming its type. Binary data (bodies,
- * secrets) is base64. Messages:
+ * Framing: an 8-byte head, two big-endian 4-byte lengths: of the rest of
+ * the frame, and of its JSON part; then one JSON object (jansson) with a
+ * "t" member naming its type; then the frame's tail, raw bytes: a
+ * delivery's body (its length is in the JSON too, and must match), so the
+ * body is neither base64'd nor escaped; no other message has a tail.
+ * Secrets are base64 in the JSON. Messages:
  *
  *   fleetd -> listener
  *     routes    the whole route table (replaces the one before) and the HTTP
@@ -35,8 +38,8 @@
 
 #include "hooks/verify.h"
 
-#define HOOK_FRAME_HEAD 4u		/* the length prefix */
-#define HOOK_FRAME_MAX (24u << 20)	/* a 16 MiB body in base64 plus its JSON */
+#define HOOK_FRAME_HEAD 8u		/* the two lengths */
+#define HOOK_FRAME_MAX (24u << 20)	/* after the head: a 16 MiB body plus its JSON, or a table of routes */
 #define HOOK_PROTO_ROUTES_MAX 4096	/* routes in one table */
 #define HOOK_PROTO_HEADERS_MAX 64	/* headers passed on with a delivery */
 
@@ -60,10 +63,10 @@ struct hook_route_set {
 void hook_route_set_free(struct hook_route_set *s);
 
 /*
- * A verified delivery, as the listener sends it up. Owns its strings
- * (hook_delivery_clear frees them). headers is a JSON object's text of the
- * headers a run may see (never Authorization, Cookie or a route's secret
- * header); body is the raw body.
+ * A verified delivery, as the listener sends it up. Owns its strings and a
+ * reference to headers (hook_delivery_clear frees them). headers is a JSON
+ * object of the headers a run may see (never Authorization, Cookie or a
+ * route's secret header), or NULL for none; body is the raw body.
  */
 struct hook_delivery {
 	uint64_t seq;			/* the listener's number for the request; the answer carries it */
@@ -72,7 +75,7 @@ struct hook_delivery {
 	char *event_type;		/* may be NULL */
 	bool no_run;			/* stored and answered, queues nothing (github ping, slack url_verification) */
 	int64_t received_at;		/* unix seconds */
-	char *headers;
+	json_t *headers;
 	unsigned char *body;
 	size_t body_len;
 	char *reply_body;		/* what to answer on success instead of the default (slack's challenge), or NULL */
@@ -100,14 +103,18 @@ struct hook_stats {
 /*
  * Framing. hook_frame_need: how many bytes the frame starting at buf needs in
  * all (head included) once HOOK_FRAME_HEAD bytes are there; 0 if fewer are;
- * -EMSGSIZE if it claims more than HOOK_FRAME_MAX or less than 2.
- * hook_frame_encode: msg as one frame (*ret malloc'd, caller frees), or
- * -ENOMEM / -EMSGSIZE. hook_frame_decode: the JSON object of one whole
- * frame's payload (after the head), or -EBADMSG with *why.
+ * -EMSGSIZE if it claims more than HOOK_FRAME_MAX after the head, a JSON
+ * part under 2 bytes or longer than the frame. hook_frame_encode: msg and
+ * tail_len bytes of tail (NULL when 0) as one frame (*ret malloc'd, caller
+ * frees), or -EINVAL / -ENOMEM / -EMSGSIZE. hook_frame_decode: of one whole
+ * frame (len bytes, head included, as hook_frame_need said), the JSON
+ * object (caller decrefs) and its tail (pointing into frame), or -EBADMSG
+ * with *why (a tail on a message other than a delivery is refused).
  */
 long hook_frame_need(const unsigned char *buf, size_t avail);
-int hook_frame_encode(const json_t *msg, unsigned char **ret, size_t *len);
-int hook_frame_decode(const unsigned char *payload, size_t len, json_t **ret, const char **why);
+int hook_frame_encode(const json_t *msg, const void *tail, size_t tail_len, unsigned char **ret, size_t *len);
+int hook_frame_decode(const unsigned char *frame, size_t len, json_t **ret, const unsigned char **tail,
+		      size_t *tail_len, const char **why);
 
 /* The "t" of a decoded message: "routes", "answer", "hello", "delivery", "stats"; NULL if it has none. */
 const char *hook_msg_type(const json_t *msg);
@@ -116,6 +123,7 @@ const char *hook_msg_type(const json_t *msg);
 json_t *hook_msg_routes(const struct hook_route *routes, size_t n, const struct hook_limits *limits);
 json_t *hook_msg_answer(const struct hook_answer *a);
 json_t *hook_msg_hello(long pid);
+/* A delivery's JSON part: its body (d->body_len bytes) is the frame's tail. */
 json_t *hook_msg_delivery(const struct hook_delivery *d);
 json_t *hook_msg_stats(const struct hook_stats *s);
 
@@ -128,7 +136,9 @@ json_t *hook_msg_stats(const struct hook_stats *s);
 int hook_msg_routes_parse(const json_t *msg, struct hook_route_set **ret, const char **why);
 int hook_msg_answer_parse(const json_t *msg, struct hook_answer *a, const char **why);
 int hook_msg_hello_parse(const json_t *msg, long *pid, const char **why);
-int hook_msg_delivery_parse(const json_t *msg, struct hook_delivery *d, const char **why);
+/* body: the frame's tail (body_len bytes, copied), which must be as long as the JSON says. */
+int hook_msg_delivery_parse(const json_t *msg, const unsigned char *body, size_t body_len, struct hook_delivery *d,
+			    const char **why);
 int hook_msg_stats_parse(const json_t *msg, struct hook_stats *s, const char **why);
 
 #endif

@@ -17,6 +17,16 @@
  * budget) are answered on the socket directly, in the JSON error shape;
  * the socket is then drained (not read) for LSRV_LINGER_S so the client
  * sees the answer rather than a reset.
+ *
+ * Keep-alive: evhttp serves the next request on the connection when the
+ * answer does not say close (only 2xx do not: every refusal closes). The
+ * guards are per request: when an answer has gone out (the request's
+ * on_complete callback) the body cap drops back to the unrouted one, the
+ * bytes in flight restart from what is buffered, and the deadline restarts:
+ * from there while no byte of the next request is in (an idle connection,
+ * closed without an answer when it runs out), from the first byte of it
+ * otherwise. Idle connections are the first to go when hooks_max_connections
+ * is reached. The caps on connections count connections, as before.
  */
 #include "listener/server.h"
 
@@ -48,6 +58,8 @@ struct lconn {
 	bool dispatched;			/* the whole request arrived */
 	bool refusing;				/* refuse_ev answers and closes it */
 	bool evhttp_answered;			/* evhttp refused it by itself: counted once */
+	bool idle;				/* kept alive, no byte of its next request yet */
+	uint64_t idle_since;			/* srv->idle_clock when it became idle: the oldest goes first */
 	int refuse_status;
 	const char *refuse_code, *refuse_why;
 	size_t inflight;			/* bytes read and not yet dispatched: its part of LSRV_BODY_BUDGET */
@@ -241,6 +253,24 @@ static size_t read_max(const struct lserver *srv, size_t body_cap)
 	return (size_t)srv->limits.header_max + 2 * body_cap + LSRV_FRAMING_SLACK;
 }
 
+/*
+ * At hooks_max_connections: close the connection idle the longest (kept
+ * alive, waiting for a request that has not begun), so clients that hold
+ * connections open cannot keep new senders out. false if none is idle.
+ */
+static bool conn_evict_idle(struct lserver *srv)
+{
+	struct lconn *victim = NULL;
+
+	for (struct lconn *cn = srv->conns; cn; cn = cn->next)
+		if (cn->idle && cn->src && !cn->refusing && (!victim || cn->idle_since < victim->idle_since))
+			victim = cn;
+	if (!victim)
+		return false;
+	evhttp_connection_free(victim->evcon);	/* conn_closed frees it and uncounts it */
+	return true;
+}
+
 /* Right after accept, before any read: is there room for it. */
 static void conn_setup(evutil_socket_t unused, short what, void *arg)
 {
@@ -274,7 +304,7 @@ static void conn_setup(evutil_socket_t unused, short what, void *arg)
 	 * Admitted ones, not accepted ones: a burst is accepted in one go before
 	 * any is set up, and counting those would refuse the first of it.
 	 */
-	if (srv->n_admitted >= srv->limits.max_connections) {
+	if (srv->n_admitted >= srv->limits.max_connections && !conn_evict_idle(srv)) {
 		/* Closed at once, no linger: when all are taken, holding more open is what a flood wants. */
 		srv->stats.dropped++;
 		conn_answer_raw(cn, 503, "busy", "too many connections (hooks_max_connections); try again later", false);
@@ -293,7 +323,11 @@ static void conn_setup(evutil_socket_t unused, short what, void *arg)
 	evtimer_add(cn->deadline, &tv);
 }
 
-/* The whole request did not arrive in time from accept (a slow or stalled client): 408 and close. */
+/*
+ * The whole request did not arrive in time from accept, or from its first
+ * byte on a kept-alive connection (a slow or stalled client): 408 and
+ * close. An idle kept-alive connection is just closed.
+ */
 static void conn_deadline(evutil_socket_t unused, short what, void *arg)
 {
 	struct lconn *cn = arg;
@@ -302,6 +336,11 @@ static void conn_deadline(evutil_socket_t unused, short what, void *arg)
 	(void)what;
 	if (cn->dispatched || cn->refusing)
 		return;
+	if (cn->idle) {
+		/* No request in hooks_request_timeout seconds since the last answer: closed, nothing to answer. */
+		evhttp_connection_free(cn->evcon);	/* conn_closed frees cn */
+		return;
+	}
 	cn->srv->stats.dropped++;
 	conn_answer_raw(cn, 408, "request_timeout",
 			"the whole request must arrive within hooks_request_timeout seconds of connecting", false);
@@ -361,8 +400,16 @@ static void conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info
 	struct lconn *cn = arg;
 	struct lserver *srv = cn->srv;
 
-	if (!cn->evcon || cn->dispatched || cn->refusing || info->n_added == 0)
+	if (!cn->evcon || cn->refusing || info->n_added == 0)
 		return;
+	if (cn->idle) {
+		/* The next request on a kept-alive connection begins: its own absolute deadline. */
+		struct timeval tv = { srv->limits.request_timeout_s, 0 };
+
+		cn->idle = false;
+		evtimer_add(cn->deadline, &tv);
+	}
+	/* While a request is dispatched, bytes are the next one's (pipelined), under the same read_max. */
 	cn->inflight += info->n_added;
 	srv->body_inflight += info->n_added;
 	if (srv->body_inflight > LSRV_BODY_BUDGET) {
@@ -370,7 +417,7 @@ static void conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info
 		conn_refuse_later(cn, buf, 503, "busy", "too many request bytes in flight; try again later");
 		return;
 	}
-	if (!cn->routed)
+	if (!cn->routed && !cn->dispatched)
 		conn_route(cn, buf);
 	if (cn->inflight > cn->read_max)
 		conn_refuse_later(cn, buf, 413, "too_large",
@@ -423,17 +470,65 @@ struct bufferevent *lconn_new(struct event_base *base, void *arg)
 	return cn->bev;
 }
 
-bool lconn_dispatched(struct lserver *srv, struct evhttp_connection *evcon)
+/*
+ * The answer to cn's request has gone out (evhttp's on_complete, before it
+ * closes the connection or reads the next request on it): every guard is
+ * set up again for the next request, as at accept.
+ */
+static void conn_request_done(struct evhttp_request *req, void *arg)
 {
-	for (struct lconn *cn = srv->conns; cn; cn = cn->next)
+	struct lconn *cn = arg;
+	struct lserver *srv = cn->srv;
+	struct evbuffer *buf = bufferevent_get_input(cn->bev);
+	struct timeval tv = { srv->limits.request_timeout_s, 0 };
+
+	(void)req;
+	if (cn->refusing)
+		return;
+	cn->dispatched = false;
+	cn->routed = false;
+	cn->evhttp_answered = false;
+	evhttp_connection_set_max_body_size(cn->evcon, LSRV_UNROUTED_BODY);
+	cn->read_max = read_max(srv, LSRV_UNROUTED_BODY);
+	/* Pipelined bytes, counted in inflight as they came: the next request has begun. */
+	cn->idle = evbuffer_get_length(buf) == 0;
+	cn->idle_since = ++srv->idle_clock;
+	evtimer_add(cn->deadline, &tv);
+	if (!cn->idle) {
+		conn_route(cn, buf);
+		if (cn->inflight > cn->read_max)
+			conn_refuse_later(cn, buf, 413, "too_large",
+					  "more bytes than this route's body and its chunked framing need");
+	}
+}
+
+bool lconn_dispatched(struct lserver *srv, struct evhttp_request *req)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+
+	for (struct lconn *cn = srv->conns; evcon && cn; cn = cn->next)
 		if (cn->evcon == evcon) {
+			if (cn->refusing || !cn->src)
+				return false;
 			cn->dispatched = true;	/* the request is in: no deadline for fleetd's answer */
 			evtimer_del(cn->deadline);
 			srv->body_inflight -= cn->inflight;	/* bounded by its route's cap from here */
 			cn->inflight = 0;
-			return !cn->refusing && cn->src;
+			evhttp_request_set_on_complete_cb(req, conn_request_done, cn);
+			return true;
 		}
 	return false;
+}
+
+void lconn_close_idle(struct lserver *srv)
+{
+	struct lconn *cn = srv->conns, *next;
+
+	for (; cn; cn = next) {
+		next = cn->next;	/* cn may be freed below; the others stay */
+		if (cn->idle && cn->evcon && !cn->refusing)
+			evhttp_connection_free(cn->evcon);
+	}
 }
 
 void lconn_free_all(struct lserver *srv)

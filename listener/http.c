@@ -148,8 +148,13 @@ void lsrv_maybe_drained(struct lserver *srv)
 	}
 }
 
-/* Answer req and let its connection close after. body and ctype may be NULL. */
-static void reply(struct evhttp_request *req, int status, const char *body, const char *ctype)
+/*
+ * Answer req. body and ctype may be NULL. A 2xx leaves the connection open
+ * for the client's next request (as HTTP/1.1, or 1.0 with keep-alive, asks);
+ * every refusal closes it, so a hostile client is cut after its first bad
+ * request, and so does everything once fleetd is gone (draining).
+ */
+static void reply(struct lserver *srv, struct evhttp_request *req, int status, const char *body, const char *ctype)
 {
 	struct evkeyvalq *out = evhttp_request_get_output_headers(req);
 	struct evbuffer *buf = evbuffer_new();
@@ -158,7 +163,8 @@ static void reply(struct evhttp_request *req, int status, const char *body, cons
 		abort();
 	if (body)
 		evbuffer_add(buf, body, strlen(body));
-	evhttp_add_header(out, "Connection", "close");
+	if (status >= 300 || srv->draining)
+		evhttp_add_header(out, "Connection", "close");
 	if (body)
 		evhttp_add_header(out, "Content-Type", ctype ? ctype : "application/json");
 	if (status == 405)
@@ -172,7 +178,7 @@ static void reply_error(struct lserver *srv, struct evhttp_request *req, int sta
 	char *body = lsrv_error_body(code, why);
 
 	lsrv_refused(srv, status, why);
-	reply(req, status, body, "application/json");
+	reply(srv, req, status, body, "application/json");
 	free(body);
 }
 
@@ -188,17 +194,16 @@ static bool value_ok(const char *v)
 }
 
 /*
- * The headers a run may see, as JSON object text: never a credential
+ * The headers a run may see, as a JSON object: never a credential
  * (Authorization, Proxy-Authorization, Cookie, a DataDog route's secret
  * header), never a name twice, at most HOOK_PROTO_HEADERS_MAX, and only
  * what the protocol carries (a token name, a printable value).
  */
-static char *headers_passed(const struct hook_route *route, const struct hook_header *h, size_t n)
+static json_t *headers_passed(const struct hook_route *route, const struct hook_header *h, size_t n)
 {
 	json_t *o = json_object();
 	const char *why, *key;
 	json_t *v;
-	char *text;
 
 	if (!o)
 		abort();
@@ -218,11 +223,7 @@ static char *headers_passed(const struct hook_route *route, const struct hook_he
 		if (!dup)
 			json_object_set_new(o, h[i].name, json_string(h[i].value));
 	}
-	text = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
-	json_decref(o);
-	if (!text)
-		abort();
-	return text;
+	return o;
 }
 
 /* A verified delivery: up the link, pending until fleetd answers. */
@@ -247,18 +248,18 @@ static void deliver(struct lserver *srv, struct evhttp_request *req, const struc
 	int r;
 
 	if (!link_up(srv->link)) {
-		free(d.headers);
+		json_decref(d.headers);
 		reply_error(srv, req, 503, "unavailable", "fleetd is not reachable; try again later");
 		return;
 	}
 	if (srv->n_pending >= LSRV_PENDING_MAX) {
-		free(d.headers);
+		json_decref(d.headers);
 		reply_error(srv, req, 503, "busy", "too many deliveries waiting to be stored; try again later");
 		return;
 	}
 	msg = hook_msg_delivery(&d);
-	free(d.headers);
-	r = msg ? link_send(srv->link, msg) : -ENOMEM;
+	json_decref(d.headers);
+	r = msg ? link_send(srv->link, msg, d.body, d.body_len) : -ENOMEM;
 	json_decref(msg);
 	if (r < 0) {
 		reply_error(srv, req, 503, "busy", "deliveries cannot be passed to fleetd now; try again later");
@@ -291,7 +292,7 @@ static void handle(struct evhttp_request *req, void *arg)
 	struct hook_result res = { 0 };
 	struct evkeyval *kv;
 
-	if (!evcon || !lconn_dispatched(srv, evcon)) {
+	if (!evcon || !lconn_dispatched(srv, req)) {
 		/* conn.c counts every connection first: one it did not admit is never served. */
 		reply_error(srv, req, 400, "bad_request", "the request was not admitted");
 		return;
@@ -354,7 +355,7 @@ int lserver_answer(struct lserver *srv, const struct hook_answer *a)
 		srv->stats.accepted++;
 	else
 		lsrv_refused(srv, a->status, "fleetd refused the delivery");
-	reply(p->req, a->status, a->body, a->content_type);
+	reply(srv, p->req, a->status, a->body, a->content_type);
 	free(p);
 	return 0;
 }
@@ -371,7 +372,7 @@ static void stats_tick(evutil_socket_t fd, short what, void *arg)
 	if (!link_up(srv->link) || memcmp(&srv->stats, &srv->stats_sent, sizeof(srv->stats)) == 0)
 		return;
 	msg = hook_msg_stats(&srv->stats);
-	if (msg && link_send(srv->link, msg) == 0)
+	if (msg && link_send(srv->link, msg, NULL, 0) == 0)
 		srv->stats_sent = srv->stats;
 	json_decref(msg);
 }
@@ -464,12 +465,13 @@ void lserver_link_down(struct lserver *srv, void (*drained)(void *arg), void *ar
 
 		srv->pending = p->next;
 		lsrv_refused(srv, 503, "fleetd is not reachable");
-		reply(p->req, 503, body, "application/json");
+		reply(srv, p->req, 503, body, "application/json");
 		free(p);
 	}
 	srv->pending_tail = NULL;
 	srv->n_pending = 0;
 	free(body);
+	lconn_close_idle(srv);
 	lsrv_maybe_drained(srv);
 }
 

@@ -26,10 +26,11 @@ struct link_ops {
 int link_start(struct event_base *base, int fd, const struct link_ops *ops, void *arg, struct link **ret);
 void link_free(struct link *l);
 /*
- * Queue msg as one frame to fleetd. -ENOTCONN when the link is down,
- * -ENOBUFS when LINK_OUT_MAX would be passed, -EMSGSIZE, -ENOMEM.
+ * Queue msg and tail_len bytes of tail (a delivery's body; NULL when 0) as
+ * one frame to fleetd. -ENOTCONN when the link is down, -ENOBUFS when
+ * LINK_OUT_MAX would be passed, -EMSGSIZE, -ENOMEM.
  */
-int link_send(struct link *l, const json_t *msg);
+int link_send(struct link *l, const json_t *msg, const void *tail, size_t tail_len);
 bool link_up(const struct link *l);
 /* Bytes not yet written to fleetd. */
 size_t link_pending_out(const struct link *l);

@@ -218,7 +218,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	hello = hook_msg_hello((long)getpid());
-	if (!hello || link_send(m.link, hello) < 0) {
+	if (!hello || link_send(m.link, hello, NULL, 0) < 0) {
 		log_error("cannot say hello to fleetd");
 		return 1;
 	}

@@ -69,6 +69,7 @@ struct lserver {
 	struct lsource *sources[LSRV_SOURCE_BUCKETS];
 	size_t body_inflight;		/* bytes read on connections not yet dispatched */
 	long n_lingering;
+	uint64_t idle_clock;		/* counts connections becoming idle: their order */
 	struct pending *pending, *pending_tail;	/* oldest first */
 	long n_pending;
 	uint64_t seq;
@@ -84,8 +85,14 @@ struct lserver {
 /* ---- conn.c ---- */
 /* evhttp's bevcb: a new connection, counted and checked in the same loop pass, before it is read. */
 struct bufferevent *lconn_new(struct event_base *base, void *arg);
-/* The request on evcon is complete: stop its deadline. false if evcon is no connection we set up and admitted. */
-bool lconn_dispatched(struct lserver *srv, struct evhttp_connection *evcon);
+/*
+ * req is complete and goes to http.c's handler: stop its deadline until its
+ * answer has gone out (then the connection's guards restart for the next
+ * request). false if its connection is none we set up and admitted.
+ */
+bool lconn_dispatched(struct lserver *srv, struct evhttp_request *req);
+/* Close every kept-alive connection waiting for its next request (fleetd is gone). */
+void lconn_close_idle(struct lserver *srv);
 /* Free every connection's bookkeeping (evhttp_free has closed them). */
 void lconn_free_all(struct lserver *srv);
 

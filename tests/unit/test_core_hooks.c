@@ -275,10 +275,13 @@ static long rows_of(const char *route, const char *id)
 static struct hook_delivery dlv(uint64_t seq, const char *route, const char *id, const char *type)
 {
 	static const char body[] = "{\"action\":\"opened\"}";
+	static json_t *headers;		/* one for every delivery here, borrowed by each (never cleared) */
 
+	if (!headers)
+		headers = json_pack("{s:s}", "X-GitHub-Event", "pull_request");
 	return (struct hook_delivery){ .seq = seq, .route = (char *)route, .delivery_id = (char *)id,
 				       .event_type = (char *)type, .received_at = time(NULL),
-				       .headers = (char *)"{\"X-GitHub-Event\":\"pull_request\"}",
+				       .headers = headers,
 				       .body = (unsigned char *)body, .body_len = sizeof(body) - 1 };
 }
 

@@ -19,31 +19,70 @@
 
 static const struct hook_limits limits = { 512, 64, 10, 32768 };
 
-/* msg -> frame -> msg, through the framing functions as a reader would use them. */
-static json_t *through_frame(const json_t *msg)
+/*
+ * msg and its tail -> frame -> msg, through the framing functions as a
+ * reader would use them; the tail that came out into *out_tail (malloc'd,
+ * never NULL on success) when out_tail is given.
+ */
+static json_t *through_frame_tail(const json_t *msg, const void *tail, size_t tail_len, unsigned char **out_tail,
+				  size_t *out_len)
 {
 	unsigned char *buf;
-	size_t len;
+	size_t len, tl = 0;
+	const unsigned char *t = NULL;
 	json_t *out = NULL;
 	const char *why = NULL;
 
-	if (hook_frame_encode(msg, &buf, &len) < 0)
+	if (hook_frame_encode(msg, tail, tail_len, &buf, &len) < 0)
 		return NULL;
 	if (hook_frame_need(buf, len) == (long)len)
-		(void)hook_frame_decode(buf + HOOK_FRAME_HEAD, len - HOOK_FRAME_HEAD, &out, &why);
+		(void)hook_frame_decode(buf, len, &out, &t, &tl, &why);
+	if (out && out_tail) {
+		*out_tail = xmalloc(tl + 1);
+		memcpy(*out_tail, t, tl);
+		*out_len = tl;
+	}
 	free(buf);
 	return out;
 }
 
-/* Decode text as a frame's payload; NULL if refused. */
-static json_t *decode_text(const char *text)
+static json_t *through_frame(const json_t *msg)
 {
+	return through_frame_tail(msg, NULL, 0, NULL, NULL);
+}
+
+/* A frame's head: the length after it and of its JSON part. */
+static void put_head(unsigned char *p, uint32_t len, uint32_t json_len)
+{
+	for (int i = 0; i < 4; i++) {
+		p[i] = (unsigned char)(len >> (24 - 8 * i));
+		p[4 + i] = (unsigned char)(json_len >> (24 - 8 * i));
+	}
+}
+
+/* Decode text (and tail_len bytes of tail after it) as one frame; NULL if refused. */
+static json_t *decode_text_tail(const char *text, const char *tail, size_t tail_len)
+{
+	size_t n = strlen(text);
+	unsigned char *buf = xmalloc(HOOK_FRAME_HEAD + n + tail_len);
+	const unsigned char *t;
+	size_t tl;
 	json_t *out = NULL;
 	const char *why = NULL;
 
-	if (hook_frame_decode((const unsigned char *)text, strlen(text), &out, &why) < 0)
-		return NULL;
+	put_head(buf, (uint32_t)(n + tail_len), (uint32_t)n);
+	memcpy(buf + HOOK_FRAME_HEAD, text, n);
+	if (tail_len)
+		memcpy(buf + HOOK_FRAME_HEAD + n, tail, tail_len);
+	if (hook_frame_decode(buf, HOOK_FRAME_HEAD + n + tail_len, &out, &t, &tl, &why) < 0)
+		out = NULL;
+	free(buf);
 	return out;
+}
+
+static json_t *decode_text(const char *text)
+{
+	return decode_text_tail(text, NULL, 0);
 }
 
 static char *repeat(char c, size_t n)
@@ -69,16 +108,29 @@ static int routes_result(json_t *msg)
 	return r;
 }
 
-static int delivery_result(json_t *msg)
+static int delivery_result_tail(json_t *msg, const unsigned char *tail, size_t tail_len)
 {
 	struct hook_delivery d = { 0 };
 	const char *why = NULL;
-	int r = hook_msg_delivery_parse(msg, &d, &why);
+	int r = hook_msg_delivery_parse(msg, tail, tail_len, &d, &why);
 
 	if (r == 0)
 		hook_delivery_clear(&d);
 	else if (!why)
 		r = -1000;
+	return r;
+}
+
+/* As a delivery with the tail its body_len says (of zeros), so only the JSON decides. */
+static int delivery_result(json_t *msg)
+{
+	json_t *len = json_object_get(msg, "body_len");
+	size_t n = json_is_integer(len) && json_integer_value(len) >= 0 && json_integer_value(len) <= (17 << 20)
+			   ? (size_t)json_integer_value(len) : 0;
+	unsigned char *tail = xcalloc(1, n + 1);
+	int r = delivery_result_tail(msg, tail, n);
+
+	free(tail);
 	return r;
 }
 
@@ -118,50 +170,65 @@ static void test_framing(void)
 	unsigned char head[8] = { 0 };
 	json_t *msg = hook_msg_hello(42), *out;
 	unsigned char *buf;
-	size_t len;
+	const unsigned char *tail;
+	size_t len, tail_len;
 	const char *why = NULL;
 
 	is_int(hook_frame_need(head, 0), 0, "need: no bytes yet");
-	is_int(hook_frame_need(head, 3), 0, "need: 3 of the 4 head bytes");
-	is_int(hook_frame_need(head, 4), -EMSGSIZE, "need: a length of 0 is refused");
-	head[3] = 1;
-	is_int(hook_frame_need(head, 4), -EMSGSIZE, "need: a length of 1 is refused");
-	head[3] = 2;
-	is_int(hook_frame_need(head, 4), 6, "need: a length of 2 is the smallest");
-	head[0] = (HOOK_FRAME_MAX >> 24) & 0xff;
-	head[1] = (HOOK_FRAME_MAX >> 16) & 0xff;
-	head[2] = (HOOK_FRAME_MAX >> 8) & 0xff;
-	head[3] = HOOK_FRAME_MAX & 0xff;
-	is_int(hook_frame_need(head, 4), HOOK_FRAME_HEAD + HOOK_FRAME_MAX, "need: HOOK_FRAME_MAX exactly");
-	head[3] += 1;
-	is_int(hook_frame_need(head, 4), -EMSGSIZE, "need: HOOK_FRAME_MAX + 1 is refused");
-	memset(head, 0xff, 4);
-	is_int(hook_frame_need(head, 4), -EMSGSIZE, "need: 4 GiB is refused");
+	is_int(hook_frame_need(head, 7), 0, "need: 7 of the 8 head bytes");
+	is_int(hook_frame_need(head, 8), -EMSGSIZE, "need: a length of 0 is refused");
+	put_head(head, 1, 1);
+	is_int(hook_frame_need(head, 8), -EMSGSIZE, "need: a JSON part of 1 byte is refused");
+	put_head(head, 2, 2);
+	is_int(hook_frame_need(head, 8), 10, "need: a length of 2 is the smallest");
+	put_head(head, 2, 3);
+	is_int(hook_frame_need(head, 8), -EMSGSIZE, "need: a JSON part longer than the frame is refused");
+	put_head(head, 100, 2);
+	is_int(hook_frame_need(head, 8), 108, "need: a JSON part and a tail");
+	put_head(head, HOOK_FRAME_MAX, 2);
+	is_int(hook_frame_need(head, 8), HOOK_FRAME_HEAD + HOOK_FRAME_MAX, "need: HOOK_FRAME_MAX exactly");
+	put_head(head, HOOK_FRAME_MAX + 1, 2);
+	is_int(hook_frame_need(head, 8), -EMSGSIZE, "need: HOOK_FRAME_MAX + 1 is refused");
+	put_head(head, 0xffffffffu, 0xffffffffu);
+	is_int(hook_frame_need(head, 8), -EMSGSIZE, "need: 4 GiB is refused");
 
-	ok(hook_frame_encode(msg, &buf, &len) == 0, "encode hello");
+	ok(hook_frame_encode(msg, NULL, 0, &buf, &len) == 0, "encode hello");
 	is_int(hook_frame_need(buf, len), (long)len, "need of an encoded frame is its length");
 	is_int(hook_frame_need(buf, 2), 0, "need of a truncated head is 0");
-	ok(hook_frame_decode(buf + 4, len - 4 - 1, &out, &why) == -EBADMSG && why, "a truncated payload is refused");
-	ok(hook_frame_decode(buf + 4, 1, &out, &why) == -EBADMSG, "a 1-byte payload is refused");
-	ok(hook_frame_decode(buf + 4, len - 4, &out, &why) == 0, "the whole payload decodes");
+	ok(hook_frame_decode(buf, len - 1, &out, &tail, &tail_len, &why) == -EBADMSG && why,
+	   "a truncated frame is refused");
+	ok(hook_frame_decode(buf, len + 0, &out, &tail, &tail_len, &why) == 0 && tail_len == 0,
+	   "the whole frame decodes, without a tail");
 	is_str(hook_msg_type(out), "hello", "its type");
 	json_decref(out);
 	free(buf);
+	ok(hook_frame_encode(msg, "abc", 3, &buf, &len) == 0, "encode hello with a tail");
+	ok(hook_frame_decode(buf, len, &out, &tail, &tail_len, &why) == -EBADMSG && why,
+	   "decode: a tail on a message other than a delivery is refused");
+	free(buf);
+	ok(hook_frame_encode(msg, NULL, 3, &buf, &len) == -EINVAL, "encode refuses a tail length without a tail");
 	out = json_array();
-	ok(hook_frame_encode(out, &buf, &len) == -EINVAL, "encode refuses what is not an object");
+	ok(hook_frame_encode(out, NULL, 0, &buf, &len) == -EINVAL, "encode refuses what is not an object");
 	json_decref(out);
 	json_decref(msg);
 
-	/* Oversized: a message whose JSON is over HOOK_FRAME_MAX is refused by encode. */
+	/* Oversized: a message whose JSON is over HOOK_FRAME_MAX is refused by encode, and so is one whose tail makes it so. */
 	{
 		char *big = repeat('a', HOOK_FRAME_MAX);
 		json_t *m = json_pack("{s:s, s:s}", "t", "x", "pad", big);
 
-		ok(hook_frame_encode(m, &buf, &len) == -EMSGSIZE, "encode refuses a frame over HOOK_FRAME_MAX");
+		ok(hook_frame_encode(m, NULL, 0, &buf, &len) == -EMSGSIZE, "encode refuses a frame over HOOK_FRAME_MAX");
+		json_decref(m);
+		m = json_pack("{s:s}", "t", "delivery");
+		ok(hook_frame_encode(m, big, HOOK_FRAME_MAX, &buf, &len) == -EMSGSIZE,
+		   "encode refuses a tail that takes the frame over HOOK_FRAME_MAX");
 		json_decref(m);
 		free(big);
 	}
 
+	out = decode_text_tail("{\"t\":\"delivery\"}", "\0\1\2", 3);
+	ok(out != NULL, "decode: a delivery may have a tail (any bytes)");
+	json_decref(out);
 	ok(!decode_text("[1,2]"), "decode: an array is refused");
 	ok(!decode_text("{\"x\":1}"), "decode: an object without t is refused");
 	ok(!decode_text("{\"t\":5}"), "decode: a t that is no string is refused");
@@ -520,28 +587,34 @@ static void test_delivery(void)
 	struct hook_delivery in = {
 		.seq = 77, .route = "gh", .delivery_id = "72d3162e-cc78-11e3-81ab-4c9367dc0958",
 		.event_type = "pull_request.opened", .no_run = false, .received_at = 1780000000,
-		.headers = "{\"X-GitHub-Event\":\"pull_request\",\"User-Agent\":\"GitHub-Hookshot/1\\tx\"}",
+		.headers = json_pack("{s:s, s:s}", "X-GitHub-Event", "pull_request", "User-Agent", "GitHub-Hookshot/1\tx"),
 		.body = body, .body_len = sizeof(body),
 	}, out = { 0 };
 	const char *why = NULL;
 	json_t *msg, *back, *h, *m;
+	unsigned char *tail = NULL;
+	size_t tail_len = 0;
 	char *s;
 
 	for (size_t i = 0; i < sizeof(body); i++)
 		body[i] = (unsigned char)i;
 	msg = hook_msg_delivery(&in);
-	back = through_frame(msg);
-	ok(back && hook_msg_delivery_parse(back, &out, &why) == 0, "delivery: round trip parses");
+	json_decref(in.headers);
+	back = through_frame_tail(msg, in.body, in.body_len, &tail, &tail_len);
+	ok(back && hook_msg_delivery_parse(back, tail, tail_len, &out, &why) == 0, "delivery: round trip parses");
+	ok(tail_len == sizeof(body) && json_integer_value(json_object_get(back, "body_len")) == (json_int_t)sizeof(body) &&
+	   !json_object_get(back, "body"), "delivery: the body is the frame's tail, its length in the JSON");
+	free(tail);
 	ok(out.seq == 77 && out.received_at == 1780000000 && !out.no_run, "delivery: seq, received_at, no_run");
 	is_str(out.route, "gh", "delivery: route");
 	is_str(out.delivery_id, in.delivery_id, "delivery: id");
 	is_str(out.event_type, in.event_type, "delivery: event type");
 	ok(out.body_len == sizeof(body) && memcmp(out.body, body, sizeof(body)) == 0, "delivery: every byte value of the body");
-	h = out.headers ? json_loads(out.headers, 0, NULL) : NULL;
-	ok(h && json_object_size(h) == 2 &&
+	h = out.headers;
+	ok(json_is_object(h) && json_object_size(h) == 2 &&
 	   strcmp(json_string_value(json_object_get(h, "User-Agent")), "GitHub-Hookshot/1\tx") == 0,
-	   "delivery: headers as JSON object text");
-	json_decref(h);
+	   "delivery: headers, a JSON object");
+	ok(json_is_object(json_object_get(back, "headers")), "delivery: headers travel as an object, not as text");
 	ok(!out.reply_body && !out.reply_type, "delivery: no reply");
 	hook_delivery_clear(&out);
 	json_decref(back);
@@ -551,10 +624,12 @@ static void test_delivery(void)
 				     .headers = NULL, .body = NULL, .body_len = 0,
 				     .reply_body = "{\"challenge\":\"abc\"}", .reply_type = "application/json" };
 	msg = hook_msg_delivery(&in);
-	back = through_frame(msg);
-	ok(back && hook_msg_delivery_parse(back, &out, &why) == 0, "delivery: a no_run one with a reply parses");
+	back = through_frame_tail(msg, NULL, 0, &tail, &tail_len);
+	ok(back && hook_msg_delivery_parse(back, tail, tail_len, &out, &why) == 0,
+	   "delivery: a no_run one with a reply parses");
+	free(tail);
 	ok(out.no_run && out.body_len == 0 && out.body && !out.event_type, "delivery: no_run, empty body, no event");
-	is_str(out.headers, "{}", "delivery: no headers is {}");
+	ok(json_is_object(out.headers) && json_object_size(out.headers) == 0, "delivery: no headers is {}");
 	is_str(out.reply_body, in.reply_body, "delivery: reply_body");
 	is_str(out.reply_type, in.reply_type, "delivery: reply_type");
 	hook_delivery_clear(&out);
@@ -582,8 +657,21 @@ static void test_delivery(void)
 	free(s);
 	DELIVERY_CASE("event", json_string("push\n"), -EBADMSG, "an event with a newline refused");
 	DELIVERY_CASE("no_run", json_integer(1), -EBADMSG, "no_run as a number refused");
-	DELIVERY_CASE("body", json_string("AAA"), -EBADMSG, "a body that is no base64 refused");
-	DELIVERY_CASE("body", json_integer(0), -EBADMSG, "a body that is no string refused");
+	DELIVERY_CASE("body", json_string("AAA"), -EBADMSG, "a body member (base64, as before) refused");
+	DELIVERY_CASE("body_len", json_string("0"), -EBADMSG, "a body_len that is no number refused");
+	DELIVERY_CASE("body_len", json_integer(-1), -EBADMSG, "a negative body_len refused");
+	m = json_deep_copy(msg);
+	json_object_del(m, "body_len");
+	is_int(delivery_result(m), -EBADMSG, "delivery: without body_len refused");
+	json_decref(m);
+	m = json_deep_copy(msg);
+	json_object_set_new(m, "body_len", json_integer(3));
+	is_int(delivery_result_tail(m, (const unsigned char *)"abcd", 4), -EBADMSG,
+	       "delivery: a tail longer than body_len refused");
+	is_int(delivery_result_tail(m, (const unsigned char *)"ab", 2), -EBADMSG,
+	       "delivery: a tail shorter than body_len refused");
+	is_int(delivery_result_tail(m, (const unsigned char *)"abc", 3), 0, "delivery: a tail of body_len accepted");
+	json_decref(m);
 	DELIVERY_CASE("reply_body", json_integer(0), -EBADMSG, "a reply_body that is no string refused");
 	DELIVERY_CASE("reply_type", json_string("a\tb"), -EBADMSG, "a reply_type with a tab refused");
 	DELIVERY_CASE("secret", json_string("x"), -EBADMSG, "an unknown member refused");
@@ -622,14 +710,15 @@ static void test_delivery(void)
 		in = (struct hook_delivery){ .seq = 1, .route = "big", .delivery_id = "d1", .received_at = 1,
 					     .body = big, .body_len = 16u << 20 };
 		msg = hook_msg_delivery(&in);
-		back = through_frame(msg);
+		back = through_frame_tail(msg, in.body, in.body_len, &tail, &tail_len);
 		ok(back != NULL, "delivery: a 16 MiB body fits a frame");
-		is_int(delivery_result(back), 0, "delivery: a 16 MiB body accepted");
+		is_int(back ? delivery_result_tail(back, tail, tail_len) : -1, 0, "delivery: a 16 MiB body accepted");
+		free(back ? tail : NULL);
 		json_decref(back);
 		json_decref(msg);
 		in.body_len++;
 		msg = hook_msg_delivery(&in);
-		is_int(delivery_result(msg), -EBADMSG, "delivery: a 16 MiB + 1 body refused");
+		is_int(delivery_result_tail(msg, big, in.body_len), -EBADMSG, "delivery: a 16 MiB + 1 body refused");
 		json_decref(msg);
 		free(big);
 	}
@@ -670,10 +759,12 @@ static bool parse_all(const unsigned char *buf, size_t len)
 	const char *why = NULL;
 	bool sane = true;
 	long need = hook_frame_need(buf, len);
+	const unsigned char *tail;
+	size_t tail_len;
 
-	if (need > 0 && (size_t)need <= len && hook_frame_decode(buf + 4, (size_t)need - 4, &msg, &why) == 0) {
-		int r[5] = { routes_result(msg), answer_result(msg), delivery_result(msg), stats_result(msg),
-			     hello_result(msg) };
+	if (need > 0 && (size_t)need <= len && hook_frame_decode(buf, (size_t)need, &msg, &tail, &tail_len, &why) == 0) {
+		int r[5] = { routes_result(msg), answer_result(msg), delivery_result_tail(msg, tail, tail_len),
+			     stats_result(msg), hello_result(msg) };
 
 		for (int i = 0; i < 5; i++)
 			sane = sane && (r[i] == 0 || r[i] == -EBADMSG);
@@ -690,7 +781,7 @@ static void test_fuzz(void)
 	struct hook_route rt = { .name = "f", .source = HOOK_HMAC, .secrets = { s1 }, .secret_lens = { 20 },
 				 .n_secrets = 1, .header = "X-S", .max_body = 100 };
 	struct hook_delivery d = { .seq = 9, .route = "f", .delivery_id = "x", .event_type = "e", .received_at = 5,
-				   .headers = "{\"A\":\"b\"}", .body = s1, .body_len = 20, .reply_body = "r" };
+				   .headers = json_pack("{s:s}", "A", "b"), .body = s1, .body_len = 20, .reply_body = "r" };
 	struct hook_answer a = { .seq = 9, .status = 202, .body = "{}", .content_type = "application/json" };
 	struct hook_stats st = { .accepted = 1 };
 	json_t *msgs[5];
@@ -704,8 +795,9 @@ static void test_fuzz(void)
 	msgs[2] = hook_msg_answer(&a);
 	msgs[3] = hook_msg_stats(&st);
 	msgs[4] = hook_msg_hello(1);
+	json_decref(d.headers);
 	for (int i = 0; i < 5; i++) {
-		if (hook_frame_encode(msgs[i], &frames[i], &lens[i]) < 0)
+		if (hook_frame_encode(msgs[i], i == 1 ? d.body : NULL, i == 1 ? d.body_len : 0, &frames[i], &lens[i]) < 0)
 			abort();
 		parsed_ok += parse_all(frames[i], lens[i]);
 	}
@@ -719,18 +811,19 @@ static void test_fuzz(void)
 
 		memcpy(buf, frames[which], len);
 		for (int f = 0; f < flips; f++) {
+			/* Anywhere but the total length (a frame that claims more than there is is never decoded). */
 			size_t at = 4 + (size_t)rand() % (len - 4);
 			static const char tokens[] = "{}[]\",:0-1e\\ntfa\x00\xff";
 
 			buf[at] = rand() % 2 ? (unsigned char)rand() : (unsigned char)tokens[rand() % (int)(sizeof(tokens) - 1)];
 		}
-		if (rand() % 4 == 0) {		/* truncated, with the head saying so */
-			size_t cut = 4 + 2 + (size_t)rand() % (len - 6);
+		if (rand() % 4 == 0) {		/* truncated, with the head saying so (the JSON part's length as it was) */
+			size_t cut = HOOK_FRAME_HEAD + 2 + (size_t)rand() % (len - HOOK_FRAME_HEAD - 2);
 
-			buf[0] = (unsigned char)((cut - 4) >> 24);
-			buf[1] = (unsigned char)((cut - 4) >> 16);
-			buf[2] = (unsigned char)((cut - 4) >> 8);
-			buf[3] = (unsigned char)(cut - 4);
+			buf[0] = (unsigned char)((cut - HOOK_FRAME_HEAD) >> 24);
+			buf[1] = (unsigned char)((cut - HOOK_FRAME_HEAD) >> 16);
+			buf[2] = (unsigned char)((cut - HOOK_FRAME_HEAD) >> 8);
+			buf[3] = (unsigned char)(cut - HOOK_FRAME_HEAD);
 			len = cut;
 		}
 		survived += parse_all(buf, len);
@@ -739,13 +832,13 @@ static void test_fuzz(void)
 	is_int(survived, rounds, "fuzz: %ld mutated frames, every parser answered 0 or -EBADMSG", rounds);
 	survived = 0;
 	for (long n = 0; n < rounds; n++) {
-		size_t len = 4 + (size_t)(rand() % 200);
+		size_t len = HOOK_FRAME_HEAD + 2 + (size_t)(rand() % 200);
 		unsigned char *buf = xmalloc(len);
 
 		for (size_t i = 0; i < len; i++)
 			buf[i] = (unsigned char)rand();
-		buf[0] = buf[1] = buf[2] = 0;
-		buf[3] = (unsigned char)(len - 4);
+		/* The total true, the JSON part's length anything up to it: random JSON and random tails. */
+		put_head(buf, (uint32_t)(len - HOOK_FRAME_HEAD), 2 + (uint32_t)rand() % (uint32_t)(len - HOOK_FRAME_HEAD - 1));
 		survived += parse_all(buf, len);
 		free(buf);
 	}

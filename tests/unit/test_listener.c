@@ -90,7 +90,7 @@ static bool send_msg(int fd, json_t *msg)
 	size_t len;
 	bool good;
 
-	if (!msg || hook_frame_encode(msg, &frame, &len) < 0)
+	if (!msg || hook_frame_encode(msg, NULL, 0, &frame, &len) < 0)
 		return false;
 	good = write_all(fd, frame, len) == 0;
 	free(frame);
@@ -98,20 +98,36 @@ static bool send_msg(int fd, json_t *msg)
 	return good;
 }
 
+/* The tail of the last message recv_any() read (a delivery's body), malloc'd. */
+static unsigned char *last_tail;
+static size_t last_tail_len;
+
 /* The next message from the listener; NULL on EOF or a bad frame. */
 static json_t *recv_any(int fd)
 {
-	unsigned char head[4], *payload;
+	unsigned char *frame;
+	const unsigned char *tail;
+	size_t tail_len;
 	long need;
 	json_t *msg = NULL;
 	const char *why;
 
-	if (!read_full(fd, head, 4) || (need = hook_frame_need(head, 4)) < 0)
+	frame = xmalloc(HOOK_FRAME_HEAD);
+	if (!read_full(fd, frame, HOOK_FRAME_HEAD) || (need = hook_frame_need(frame, HOOK_FRAME_HEAD)) < 0) {
+		free(frame);
 		return NULL;
-	payload = xmalloc((size_t)need - 4);
-	if (!read_full(fd, payload, (size_t)need - 4) || hook_frame_decode(payload, (size_t)need - 4, &msg, &why) < 0)
+	}
+	frame = xrealloc(frame, (size_t)need);
+	if (!read_full(fd, frame + HOOK_FRAME_HEAD, (size_t)need - HOOK_FRAME_HEAD) ||
+	    hook_frame_decode(frame, (size_t)need, &msg, &tail, &tail_len, &why) < 0) {
 		msg = NULL;
-	free(payload);
+	} else {
+		free(last_tail);
+		last_tail = xmalloc(tail_len + 1);
+		memcpy(last_tail, tail, tail_len);
+		last_tail_len = tail_len;
+	}
+	free(frame);
 	return msg;
 }
 
@@ -337,7 +353,7 @@ static bool next_delivery_is(struct lst *L, const char *id, int status, const ch
 	const char *why;
 	bool match;
 
-	if (!msg || hook_msg_delivery_parse(msg, &d, &why) < 0) {
+	if (!msg || hook_msg_delivery_parse(msg, last_tail, last_tail_len, &d, &why) < 0) {
 		json_decref(msg);
 		return false;
 	}
@@ -541,12 +557,11 @@ static void test_github_curl(struct lst *L)
 	is_str(d.event_type, "push", "...its event type");
 	ok(d.body_len == strlen(payload) && memcmp(d.body, payload, d.body_len) == 0, "...its body, byte for byte");
 	ok(!d.no_run && d.received_at > 1700000000, "...queues runs, and has its time of arrival");
-	h = d.headers ? json_loads(d.headers, 0, NULL) : NULL;
+	h = d.headers;
 	is_str(json_string_value(json_object_get(h, "X-Custom")), "passed on", "...headers are passed on");
 	is_str(json_string_value(json_object_get(h, "X-GitHub-Event")), "push", "...the sender's own too");
 	ok(h && !json_object_get(h, "Authorization") && !json_object_get(h, "Cookie"),
 	   "...but never Authorization or Cookie");
-	json_decref(h);
 	hook_delivery_clear(&d);
 	waitpid(curl, &st, 0);
 	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "curl succeeded");
@@ -577,10 +592,9 @@ static void test_datadog_header(struct lst *L)
 	if (write_all(fd, req, strlen(req)) < 0)
 		abort();
 	ok(next_delivery_is(L, "dd-alert-1", 200, "{\"status\":\"duplicate\"}", &d), "a DataDog delivery arrives");
-	h = d.headers ? json_loads(d.headers, 0, NULL) : NULL;
+	h = d.headers;
 	ok(h && json_object_get(h, "X-Other") && !json_object_get(h, "X-DD-Secret"),
-	   "...without its secret header: %s", d.headers);
-	json_decref(h);
+	   "...without its secret header");
 	hook_delivery_clear(&d);
 	is_int(read_answer(fd, &body), 200, "...and its sender gets fleetd's 200");
 	is_str(body, "{\"status\":\"duplicate\"}", "...with fleetd's body");

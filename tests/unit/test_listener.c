@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -278,17 +279,34 @@ static int connect_port(int port)
 }
 
 /* Everything fd sends until it closes (bounded); the status of its HTTP answer, the body's first line in *body. */
-static int read_answer(int fd, char **body)
+/*
+ * One answer from fd: its status, its body's first line in *body, and its
+ * head in *head (both malloc'd, when given). It stops at the end of the body
+ * its Content-Length announces (the connection may stay open: keep-alive),
+ * or at EOF.
+ */
+static int read_answer_head(int fd, char **body, char **head)
 {
 	char buf[65536];
 	size_t got = 0;
 	int status = 0;
-	char *sep;
+	char *sep = NULL;
 
 	for (;;) {
 		struct pollfd p = { fd, POLLIN, 0 };
+		const char *cl;
 		ssize_t r;
 
+		buf[got] = '\0';
+		if (!sep && (sep = strstr(buf, "\r\n\r\n")))
+			*sep = '\0';	/* the head alone is searched, then put back */
+		if (sep && (cl = strcasestr(buf, "\r\nContent-Length:")) &&
+		    (size_t)(sep + 4 - buf) + strtoul(cl + 17, NULL, 10) <= got) {
+			*sep = '\r';
+			break;
+		}
+		if (sep)
+			*sep = '\r';
 		if (poll(&p, 1, GUARD_MS) <= 0 || got == sizeof(buf) - 1)
 			break;
 		r = read(fd, buf + got, sizeof(buf) - 1 - got);
@@ -299,11 +317,35 @@ static int read_answer(int fd, char **body)
 	buf[got] = '\0';
 	sscanf(buf, "HTTP/1.%*d %d", &status);
 	sep = strstr(buf, "\r\n\r\n");
+	if (head)
+		*head = sep ? xasprintf("%.*s", (int)(sep - buf), buf) : xstrdup(buf);
 	if (body) {
 		*body = xstrdup(sep ? sep + 4 : "");
 		(*body)[strcspn(*body, "\n")] = '\0';	/* one line of JSON; its newline would break the TAP line */
 	}
 	return status;
+}
+
+static int read_answer(int fd, char **body)
+{
+	return read_answer_head(fd, body, NULL);
+}
+
+/* Does the peer close fd (EOF or a reset) with nothing more to read? Waits up to GUARD_MS. */
+static bool closed_silently(int fd)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	char c;
+
+	return poll(&p, 1, GUARD_MS) == 1 && read(fd, &c, 1) <= 0;
+}
+
+/* Send raw request bytes on fd and read one answer. */
+static int raw_on(int fd, const char *req, char **body)
+{
+	if (write_all(fd, req, strlen(req)) < 0)
+		abort();
+	return read_answer(fd, body);
 }
 
 /* Send raw request bytes and read the whole answer. */
@@ -812,6 +854,151 @@ static void test_total_cap(struct lst *L)
 	ok(send_msg(L->link, routes_msg(32, 3, 3, "cap-done")) && wait_route(L, "cap-done"), "the limits restored");
 }
 
+/*
+ * Keep-alive: several deliveries on one connection, each answered with
+ * fleetd's answer and the connection left open; a refusal closes it, and
+ * a request pipelined after a refused one is never served; the deadline
+ * restarts for the second request (a slowloris there gets 408); an idle
+ * connection is closed; HTTP/1.0 keeps it only when asked.
+ */
+static void test_keepalive(struct lst *L)
+{
+	_cleanup_free_ char *r1 = github_request("ka-1", "{\"n\":1}", true), *r2 = github_request("ka-2", "{\"n\":2}", true);
+	_cleanup_free_ char *r3 = github_request("ka-3", "{\"n\":3}", true);
+	_cleanup_free_ char *bad = github_request("ka-bad", "{\"n\":4}", false);
+	_cleanup_free_ char *after_bad = github_request("ka-after-bad", "{\"n\":5}", true);
+	_cleanup_free_ char *r6 = github_request("ka-6", "{\"n\":6}", true), *r7 = github_request("ka-7", "{\"n\":7}", true);
+	char *body = NULL, *head = NULL;
+	int fd = connect_port(L->port);
+
+	/* Two deliveries, one after the other, then a third pipelined with them: all on one connection. */
+	if (write_all(fd, r1, strlen(r1)) < 0)
+		abort();
+	ok(next_delivery_is(L, "ka-1", 202, "{\"n\":1}", NULL), "keep-alive: the first delivery arrives");
+	is_int(read_answer_head(fd, &body, &head), 202, "...is answered 202");
+	ok(!strcasestr(head, "Connection: close"), "...without Connection: close");
+	free(body);
+	free(head);
+	if (write_all(fd, r2, strlen(r2)) < 0)
+		abort();
+	ok(next_delivery_is(L, "ka-2", 202, "{\"n\":2}", NULL), "a second delivery on the same connection arrives");
+	is_int(read_answer(fd, &body), 202, "...and is answered 202 on it");
+	is_str(body, "{\"n\":2}", "...with its own answer");
+	free(body);
+	{
+		_cleanup_free_ char *two = xasprintf("%s%s", r1, r3);	/* a redelivery of ka-1, then ka-3, in one write */
+
+		if (write_all(fd, two, strlen(two)) < 0)
+			abort();
+	}
+	ok(next_delivery_is(L, "ka-1", 200, "{\"dup\":1}", NULL) && next_delivery_is(L, "ka-3", 202, "{\"n\":3}", NULL),
+	   "two pipelined deliveries arrive, in order");
+	is_int(read_answer(fd, &body), 200, "...the first answered");
+	free(body);
+	is_int(read_answer(fd, &body), 202, "...then the second");
+	is_str(body, "{\"n\":3}", "...each with its own answer");
+	free(body);
+
+	/* A refused request after good ones: 401 with Connection: close, and what was pipelined after it is not served. */
+	{
+		_cleanup_free_ char *two = xasprintf("%s%s", bad, after_bad);
+
+		if (write_all(fd, two, strlen(two)) < 0)
+			abort();
+	}
+	is_int(read_answer_head(fd, &body, &head), 401, "keep-alive: a bad signature on a kept connection is refused 401");
+	ok(strcasestr(head, "Connection: close") != NULL, "...with Connection: close");
+	ok(closed_silently(fd), "...and the connection is closed: the request pipelined after it gets no answer");
+	free(body);
+	free(head);
+	close(fd);
+	/* The next delivery on the link must be ka-6 (sent below), not ka-after-bad. */
+	fd = connect_port(L->port);
+	if (write_all(fd, r6, strlen(r6)) < 0)
+		abort();
+	ok(next_delivery_is(L, "ka-6", 202, "{}", NULL), "...never reached fleetd (the next delivery up is a later one)");
+	is_int(read_answer(fd, &body), 202, "a new connection is served");
+	free(body);
+
+	/* Slowloris on the kept connection's second request: the deadline restarted, and still covers it (408). */
+	if (write_all(fd, "POST /hooks/gh HTTP/1.1\r\nHost: x\r\nX-Slow: ", 43) < 0)
+		abort();
+	is_int(read_answer_head(fd, &body, &head), 408, "keep-alive: a second request not complete by its deadline: 408");
+	ok(strcasestr(head, "Connection: close") != NULL, "...with Connection: close");
+	free(body);
+	free(head);
+	close(fd);
+
+	/* A kept connection with no next request is closed after hooks_request_timeout, without an answer. */
+	fd = connect_port(L->port);
+	if (write_all(fd, r7, strlen(r7)) < 0)
+		abort();
+	ok(next_delivery_is(L, "ka-7", 202, "{}", NULL), "keep-alive: a delivery arrives");
+	is_int(read_answer(fd, &body), 202, "...is answered");
+	free(body);
+	ok(closed_silently(fd), "...and the idle connection is closed later, with no answer");
+	close(fd);
+
+	/* HTTP/1.0: closed after the answer unless the client asks to keep it. */
+	{
+		_cleanup_free_ char *v10 = github_request("ka-10", "{\"n\":10}", true);
+		_cleanup_free_ char *v10ka = github_request("ka-11", "{\"n\":11}", true);
+		_cleanup_free_ char *kept = NULL;
+
+		memcpy(strstr(v10, "HTTP/1.1"), "HTTP/1.0", 8);
+		memcpy(strstr(v10ka, "HTTP/1.1"), "HTTP/1.0", 8);
+		kept = xasprintf("%.*sConnection: keep-alive\r\n%s", (int)(strstr(v10ka, "\r\n") + 2 - v10ka), v10ka,
+				 strstr(v10ka, "\r\n") + 2);
+		fd = connect_port(L->port);
+		if (write_all(fd, v10, strlen(v10)) < 0)
+			abort();
+		ok(next_delivery_is(L, "ka-10", 202, "{}", NULL), "HTTP/1.0: a delivery arrives");
+		is_int(read_answer(fd, &body), 202, "...is answered");
+		ok(closed_silently(fd), "...and, without Connection: keep-alive, the connection is closed");
+		free(body);
+		close(fd);
+		fd = connect_port(L->port);
+		if (write_all(fd, kept, strlen(kept)) < 0)
+			abort();
+		ok(next_delivery_is(L, "ka-11", 202, "{}", NULL), "HTTP/1.0 with keep-alive: a delivery arrives");
+		is_int(read_answer(fd, &body), 202, "...is answered");
+		free(body);
+		is_int(raw_on(fd, "GET /hooks/gh HTTP/1.0\r\n\r\n", &body), 405, "...and the connection serves another request");
+		free(body);
+		close(fd);
+	}
+}
+
+/* At hooks_max_connections, an idle kept-alive connection is closed to admit a new one (it is not refused). */
+static void test_keepalive_cap(struct lst *L)
+{
+	_cleanup_free_ char *r = github_request("kc-1", "{\"n\":1}", true);
+	char *body = NULL;
+	int idle, busy, fresh;
+
+	ok(send_msg(L->link, routes_msg(2, 3, 3, "cap-idle")) && wait_route(L, "cap-idle"),
+	   "a new route table with hooks_max_connections 2 is in force");
+	idle = connect_from(L->port, 1);
+	if (write_all(idle, r, strlen(r)) < 0)
+		abort();
+	ok(next_delivery_is(L, "kc-1", 202, "{}", NULL), "a delivery arrives");
+	is_int(read_answer(idle, &body), 202, "...is answered, and its connection kept, idle");
+	free(body);
+	busy = connect_from(L->port, 1);
+	if (write_all(busy, "POST /hooks/gh HTTP/1.1\r\nHost: x\r\n", 34) < 0)	/* a request under way */
+		abort();
+	fresh = connect_from(L->port, 2);
+	if (write_all(fresh, "GET /hooks/gh HTTP/1.1\r\nHost: x\r\n\r\n", 35) < 0)
+		abort();
+	is_int(read_answer(fresh, &body), 405, "a 3rd connection at the cap of 2 is served, not refused 503");
+	free(body);
+	ok(closed_silently(idle), "...the idle one was closed to make room");
+	close(idle);
+	close(busy);
+	close(fresh);
+	ok(send_msg(L->link, routes_msg(32, 3, 3, "cap-idle-done")) && wait_route(L, "cap-idle-done"), "the limits restored");
+}
+
 /* fleetd's end closes while a delivery waits: its sender gets 503, and the listener exits. */
 static void test_link_down(struct lst *L)
 {
@@ -907,6 +1094,8 @@ int main(void)
 	test_per_source(&L);
 	test_slowloris(&L);
 	test_total_cap(&L);
+	test_keepalive(&L);
+	test_keepalive_cap(&L);
 	test_link_down(&L);
 	if (tap_failed)
 		show_log(&L);

@@ -236,6 +236,31 @@ refused "Content-Length with chunked encoding" 400 "$(raw "POST /hooks/uhl-hex H
 is "$(raw "POST /hooks/uhl-hex HTTP/1.1\r\nHost: x\r\nX-Uhl-Sig: $sig\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n")" \
 	202 "a well-formed chunked body, signed, is accepted (the raw client itself is right)"
 
+# --- keep-alive: several deliveries on one connection; a refusal closes it ---
+# hexreq NAME BODY [SIGKEY]: a signed request to uhl-hex in $TEST_TMP/NAME.req
+hexreq() {
+	printf '%s' "$2" > "$TEST_TMP/$1.body"
+	{ printf 'POST /hooks/uhl-hex HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Uhl-Sig: %s\r\n' \
+		"$(hmac_hex "${3:-$HEX_KEY}" "$TEST_TMP/$1.body")"
+	  printf 'Content-Length: %s\r\n\r\n%s' "${#2}" "$2"; } > "$TEST_TMP/$1.req"
+}
+session() { "$PY" "$FLEET_SRCDIR/tests/lib/hookraw.py" session 127.0.0.1 "${HOOKS_ADDR##*:}" "$@" | tr '\n' ' ' | sed 's/ $//'; }
+hexreq ka1 '{"ka":1}'; hexreq ka2 '{"ka":2}'; hexreq ka3 '{"ka":3}'; hexreq kabad '{"ka":4}' wrong-key-0123456789
+hexreq kaafter '{"ka":5}'
+cat "$TEST_TMP/kabad.req" "$TEST_TMP/kaafter.req" > "$TEST_TMP/kapipe.req"
+printf 'POST /hooks/uhl-hex HTTP/1.1\r\nHost: x\r\nX-Slow: ' > "$TEST_TMP/kaslow.req"
+is "$(session "$TEST_TMP/ka1.req" "$TEST_TMP/ka2.req")" "202 keep 202 keep eof" \
+	"keep-alive: two deliveries on one connection, both 202 and kept; the idle connection closed after"
+is "$(db_q "SELECT count(*) FROM events WHERE route = 'uhl-hex' AND delivery_id IN ('$(sha256sum < "$TEST_TMP/ka1.body" | cut -d' ' -f1)', '$(sha256sum < "$TEST_TMP/ka2.body" | cut -d' ' -f1)')")" 2 \
+	"keep-alive: both are stored"
+is "$(session "$TEST_TMP/ka3.req" "$TEST_TMP/kapipe.req")" "202 keep 401 close eof" \
+	"keep-alive: a bad signature after a good delivery is 401 with Connection: close, and the request pipelined after it gets no answer"
+is "$(db_q "SELECT count(*) FROM events WHERE delivery_id = '$(sha256sum < "$TEST_TMP/kaafter.body" | cut -d' ' -f1)'")" 0 \
+	"keep-alive: the pipelined request after the refused one was never stored"
+hexreq ka6 '{"ka":6}'
+is "$(session "$TEST_TMP/ka6.req" "$TEST_TMP/kaslow.req")" "202 keep 408 close eof" \
+	"keep-alive: a slowloris on the connection's second request is cut by its own deadline (408)"
+
 # --- slack's url_verification and github's ping: answered, no run ---
 before=$(db_counts); runs_before=$(db_q "SELECT count(*) FROM runs")
 printf '{"token":"x","challenge":"uhl-challenge-3f9a","type":"url_verification"}' > "$TEST_TMP/chal.json"

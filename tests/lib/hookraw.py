@@ -6,6 +6,15 @@ Loopback only: the tests pass 127.0.0.x addresses.
   hookraw.py send HOST PORT FILE
       sends FILE's bytes as they are, prints the answer's status line
       ("closed" if the connection ended without one).
+  hookraw.py session HOST PORT FILE...
+      on ONE connection, for each FILE: sends its bytes as they are and
+      reads one whole answer (its head and the body its Content-Length
+      says), printing "STATUS close" (the answer said Connection: close)
+      or "STATUS keep" ("closed" if the connection ended first). Then,
+      after the last, waits (at most 60 s) and prints "eof" when the
+      listener closes the connection without another byte, or "more
+      STATUSLINE" when anything else comes (a request it should not have
+      served).
   hookraw.py partial HOST PORT FILE SENTFILE GOFILE
       sends the first half of FILE's bytes, creates SENTFILE, waits for
       GOFILE (at most 60 s), sends the rest; prints the status line as send.
@@ -68,6 +77,61 @@ def partial(host, port, path, sentfile, gofile):
     except OSError:
         pass
     print(status_line(s))
+
+
+class Answers:
+    """Whole HTTP answers read off one socket, in order (bytes past one are kept for the next)."""
+
+    def __init__(self, sock):
+        self.sock, self.buf = sock, b""
+
+    def _more(self):
+        try:
+            b = self.sock.recv(65536)
+        except OSError:
+            b = b""
+        self.buf += b
+        return bool(b)
+
+    def next(self):
+        while b"\r\n\r\n" not in self.buf:
+            if not self._more():
+                return None
+        head, rest = self.buf.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        fields = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            fields[name.strip().lower()] = value.strip()
+        need = int(fields.get("content-length", "0"))
+        while len(rest) < need:
+            if not self._more():
+                break
+            rest = self.buf.split(b"\r\n\r\n", 1)[1]
+        self.buf = rest[need:]
+        return lines[0].split(" ")[1] if len(lines[0].split(" ")) > 1 else "?", \
+            fields.get("connection", "").lower() == "close"
+
+
+def session(host, port, *paths):
+    s = socket.create_connection((host, int(port)), timeout=60)
+    answers = Answers(s)
+    for path in paths:
+        with open(path, "rb") as f:
+            req = f.read()
+        try:
+            s.sendall(req)
+        except OSError:
+            pass
+        got = answers.next()
+        if got is None:
+            print("closed")
+            return
+        print(got[0], "close" if got[1] else "keep")
+    if answers.buf or answers._more():
+        print("more", answers.buf.split(b"\r\n", 1)[0].decode("latin-1"))
+    else:
+        print("eof")
 
 
 class Conn:
@@ -175,6 +239,8 @@ if __name__ == "__main__":
         send(*sys.argv[2:5])
     elif sys.argv[1] == "partial":
         partial(*sys.argv[2:7])
+    elif sys.argv[1] == "session":
+        session(*sys.argv[2:])
     elif sys.argv[1] == "hostile":
         hostile(*sys.argv[2:14])
     else:

@@ -5,7 +5,8 @@
  * connections in all and per source address, checked at accept before a
  * byte is read; the absolute deadline; the route's body cap set from the
  * request line before evhttp reads a body; the bytes in flight counted;
- * refusals answered straight on the socket); evhttp parses every request
+ * refusals answered straight on the socket; all of it restarted per
+ * request on a kept-alive connection); evhttp parses every request
  * and answers what it cannot parse (400) or what is over a cap (413)
  * itself; http.c serves the requests it dispatches (framing checks on its
  * parsed headers, verification, deliveries up the link, fleetd's answers

@@ -254,6 +254,38 @@ static size_t read_max(const struct lserver *srv, size_t body_cap)
 }
 
 /*
+ * A connection whose request waits for fleetd's answer is not read (evhttp
+ * reads nothing until it has answered), so a client that went away is
+ * still counted. At a cap, before refusing, look: one whose peer has closed
+ * (EOF or a reset, nothing pipelined) stops counting; it is still answered
+ * (into the void) and freed as usual. Only verified deliveries are pending
+ * (at most LSRV_PENDING_MAX), so this cannot be used to open more than
+ * that. src: only that source's; NULL: any. Returns how many stopped counting.
+ */
+static long conn_uncount_gone(struct lserver *srv, const struct lsource *src)
+{
+	long n = 0;
+
+	for (struct lconn *cn = srv->conns; cn; cn = cn->next) {
+		char c;
+		ssize_t r;
+
+		if (!cn->src || !cn->dispatched || (src && cn->src != src))
+			continue;
+		r = recv(bufferevent_getfd(cn->bev), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+			source_put(srv, cn->src);	/* may free it: src is not used after a match */
+			cn->src = NULL;
+			srv->n_admitted--;
+			n++;
+			if (src)
+				break;	/* room for one: the source may be gone with its count */
+		}
+	}
+	return n;
+}
+
+/*
  * At hooks_max_connections: close the connection idle the longest (kept
  * alive, waiting for a request that has not begun), so clients that hold
  * connections open cannot keep new senders out. false if none is idle.
@@ -304,7 +336,7 @@ static void conn_setup(evutil_socket_t unused, short what, void *arg)
 	 * Admitted ones, not accepted ones: a burst is accepted in one go before
 	 * any is set up, and counting those would refuse the first of it.
 	 */
-	if (srv->n_admitted >= srv->limits.max_connections && !conn_evict_idle(srv)) {
+	if (srv->n_admitted >= srv->limits.max_connections && !conn_evict_idle(srv) && !conn_uncount_gone(srv, NULL)) {
 		/* Closed at once, no linger: when all are taken, holding more open is what a flood wants. */
 		srv->stats.dropped++;
 		conn_answer_raw(cn, 503, "busy", "too many connections (hooks_max_connections); try again later", false);
@@ -312,6 +344,8 @@ static void conn_setup(evutil_socket_t unused, short what, void *arg)
 	}
 	source_key(bufferevent_getfd(cn->bev), key);
 	src = source_get(srv, key, false);
+	if (src && src->count >= srv->limits.max_per_source && conn_uncount_gone(srv, src))
+		src = source_get(srv, key, false);	/* its count went down; it may be gone */
 	if (src && src->count >= srv->limits.max_per_source) {
 		srv->stats.dropped++;
 		conn_answer_raw(cn, 503, "busy", "too many connections from this address (hooks_max_per_source)", true);

@@ -999,6 +999,45 @@ static void test_keepalive_cap(struct lst *L)
 	ok(send_msg(L->link, routes_msg(32, 3, 3, "cap-idle-done")) && wait_route(L, "cap-idle-done"), "the limits restored");
 }
 
+/*
+ * Senders that went away while their deliveries wait for fleetd do not
+ * hold their address's share: a new connection from it is served, not
+ * refused 503 (as wrk reconnecting at hooks_max_per_source was).
+ */
+static void test_gone_uncounted(struct lst *L)
+{
+	_cleanup_free_ char *r1 = github_request("gone-1", "{\"n\":1}", true);
+	_cleanup_free_ char *r2 = github_request("gone-2", "{\"n\":2}", true);
+	struct hook_delivery d1 = { 0 }, d2 = { 0 };
+	struct hook_answer a = { .status = 202, .body = "{}", .content_type = "application/json" };
+	char *body = NULL;
+	int c1, c2, c3;
+
+	ok(send_msg(L->link, routes_msg(32, 2, 3, "cap-gone")) && wait_route(L, "cap-gone"),
+	   "a new route table with hooks_max_per_source 2 is in force");
+	c1 = connect_from(L->port, 1);
+	c2 = connect_from(L->port, 1);
+	if (write_all(c1, r1, strlen(r1)) < 0 || write_all(c2, r2, strlen(r2)) < 0)
+		abort();
+	ok(next_delivery_is(L, "gone-1", 0, NULL, &d1) && next_delivery_is(L, "gone-2", 0, NULL, &d2),
+	   "two deliveries from one address wait for fleetd, unanswered");
+	close(c1);
+	close(c2);
+	c3 = connect_from(L->port, 1);
+	is_int(raw_on(c3, "GET /hooks/gh HTTP/1.1\r\nHost: x\r\n\r\n", &body), 405,
+	       "their senders closed: a new connection from the address is served, not refused 503");
+	free(body);
+	close(c3);
+	a.seq = d1.seq;
+	ok(send_msg(L->link, hook_msg_answer(&a)), "the first answer goes down (to a sender that has gone)");
+	a.seq = d2.seq;
+	ok(send_msg(L->link, hook_msg_answer(&a)), "...and the second");
+	hook_delivery_clear(&d1);
+	hook_delivery_clear(&d2);
+	ok(send_msg(L->link, routes_msg(32, 3, 3, "cap-gone-done")) && wait_route(L, "cap-gone-done"),
+	   "the limits restored, the listener serving");
+}
+
 /* fleetd's end closes while a delivery waits: its sender gets 503, and the listener exits. */
 static void test_link_down(struct lst *L)
 {
@@ -1096,6 +1135,7 @@ int main(void)
 	test_total_cap(&L);
 	test_keepalive(&L);
 	test_keepalive_cap(&L);
+	test_gone_uncounted(&L);
 	test_link_down(&L);
 	if (tap_failed)
 		show_log(&L);

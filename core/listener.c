@@ -48,6 +48,8 @@
 #define HELLO_TIMEOUT_S 30		/* a child that never says hello is killed */
 #define STOP_WAIT_MS 2000		/* after SIGTERM, before SIGKILL */
 #define READ_CAP (HOOK_FRAME_MAX + HOOK_FRAME_HEAD + (1u << 20))	/* buffered from the link at most */
+/* One read() of the link, at most: with evbuffer's chain header, a 64 KiB block (under malloc's mmap threshold). */
+#define LINK_READ_CHUNK ((64u << 10) - 256)
 #define WRITE_CAP (64u << 20)		/* queued to a child that does not read: it is hung */
 #define LOG_LINE_MAX 512
 #define LOG_BURST 100			/* lines relayed per LOG_WINDOW_S; the rest counted */
@@ -590,13 +592,27 @@ static void on_link(evutil_socket_t fd, short what, void *arg)
 	bool eof = false, bad = false;
 
 	(void)what;
-	/* Everything there is now (up to a cap): the deliveries in it are one group, one commit. */
+	/*
+	 * Everything there is now (up to a cap): the deliveries in it are one
+	 * group, one commit. Read by hand in large pieces: evbuffer_read takes
+	 * at most 4 KiB a call, a syscall per two or three deliveries.
+	 */
 	while (evbuffer_get_length(l->in) < READ_CAP) {
-		int got = evbuffer_read(l->in, fd, (int)(READ_CAP - evbuffer_get_length(l->in)));
+		size_t room = READ_CAP - evbuffer_get_length(l->in);
+		struct evbuffer_iovec v;
+		ssize_t got;
 
+		if (room > LINK_READ_CHUNK)
+			room = LINK_READ_CHUNK;
+		if (evbuffer_reserve_space(l->in, (ev_ssize_t)room, &v, 1) != 1)
+			abort();	/* out of memory */
+		got = read(fd, v.iov_base, room);
+		v.iov_len = got > 0 ? (size_t)got : 0;
+		if (evbuffer_commit_space(l->in, &v, 1) < 0)
+			abort();
 		if (got < 0 && errno == EINTR)
 			continue;
-		if (got < 0 && errno == EAGAIN)
+		if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
 		if (got <= 0) {
 			eof = true;

@@ -103,6 +103,8 @@ int link_start(struct event_base *base, int fd, const struct link_ops *ops, void
 		free(l);
 		return -ENOMEM;
 	}
+	/* The deliveries queued in one loop pass go out in one write (16 KiB by default: ten of 1 KiB). */
+	bufferevent_set_max_single_write(l->bev, 1 << 20);
 	/* Stop reading once a whole frame of the largest size is in; link_read consumes whole frames. */
 	bufferevent_setwatermark(l->bev, EV_READ, 0, HOOK_FRAME_HEAD + HOOK_FRAME_MAX);
 	bufferevent_setcb(l->bev, link_read, NULL, link_event, l);

@@ -368,9 +368,15 @@ static void dispatch(struct runs *q)
 	int limit = max > 0 ? (int)max : host_cpus();
 	size_t n = 0;
 
-	if (db_run_list(q->f->db, NULL, RUN_QUEUED, 0, &queued, &n) < 0)
+	if (q->n_active >= limit)
+		return;		/* nothing may start: not even a look at the queue */
+	/*
+	 * Each agent's oldest queued run, oldest first: at most one per agent,
+	 * and max_concurrent_runs in all. An agent's next run waits for the
+	 * next pass (the kick of its run's end).
+	 */
+	if (db_run_heads(q->f->db, &queued, &n) < 0)
 		return;
-	/* Oldest first: at most one per agent, and max_concurrent_runs in all. */
 	for (size_t i = 0; i < n && q->n_active < limit; i++)
 		if (!active_find(q, queued[i]->agent))
 			start_run(q, queued[i]);

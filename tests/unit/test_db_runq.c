@@ -3,8 +3,9 @@
  * queued_runs counter, kept by triggers, equals count(*) of its queued runs
  * after every path a run takes (queued, refused, rolled back, started,
  * cancelled, finished, interrupted, queued again, removed with its agent, a
- * webhook delivery refused halfway); max_queued is enforced exactly; and
- * db_run_heads gives each agent's oldest queued run, oldest first.
+ * webhook delivery refused halfway); max_queued is enforced exactly;
+ * db_run_heads gives each agent's oldest queued run, oldest first; and a
+ * webhook queues nothing for a subscriber without a command.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -55,13 +56,20 @@ static void check(struct db *db, const char *agent, long long want, const char *
 	   counter(db, agent), counted(db, agent), wrong);
 }
 
-static void add_agent(struct db *db, const char *name, int max_queued, int retry)
+/* An agent whose command is `true`, or none if command is NULL. */
+static void add_agent_cmd(struct db *db, const char *name, int max_queued, int retry, const char *command)
 {
 	struct agent a = { .name = (char *)name, .backend = BACKEND_USER, .state = AGENT_STOPPED, .memory_mib = 128,
-			   .vcpus = 1, .disk_gib = 1, .command = (char *)"true", .max_queued = max_queued,
+			   .vcpus = 1, .disk_gib = 1, .command = (char *)command, .max_queued = max_queued,
 			   .retry_interrupted = retry };
 
-	is_int(db_agent_insert(db, &a), 0, "agent '%s' (max_queued %d, retry_interrupted %d)", name, max_queued, retry);
+	is_int(db_agent_insert(db, &a), 0, "agent '%s' (max_queued %d, retry_interrupted %d, command %s)", name,
+	       max_queued, retry, command ? command : "none");
+}
+
+static void add_agent(struct db *db, const char *name, int max_queued, int retry)
+{
+	add_agent_cmd(db, name, max_queued, retry, "true");
 }
 
 /* The VM steps of the cached statement whose SQL holds needle since the last call (which resets them); -1 if none. */
@@ -174,9 +182,12 @@ int main(void)
 
 		is_int(db_hook_route_insert(db, &rt, "qa", NULL), 0, "a route with qa subscribed");
 		is_int(db_hook_subscribe(db, "rq", "qc", NULL, &what), 0, "and qc");
-		is_int(db_hook_delivery_record(db, &d, take_all, &res), 0, "a delivery queues a run for each");
-		ok(res.n_runs == 2, "two runs");
+		add_agent_cmd(db, "qn", 100, 0, NULL);
+		is_int(db_hook_subscribe(db, "rq", "qn", NULL, &what), 0, "and qn, which has no command");
+		is_int(db_hook_delivery_record(db, &d, take_all, &res), 0, "a delivery queues a run for each with a command");
+		ok(res.n_runs == 2 && strcmp(res.outcome, "queued") == 0, "two runs (qa, qc), none for qn: %zu", res.n_runs);
 		db_hook_result_clear(&res);
+		check(db, "qn", 0, "a delivery to an agent without a command");
 		check(db, "qa", 1, "a delivery (qa)");
 		check(db, "qc", 1, "a delivery (qc)");
 		is_int(sql_int(db, "UPDATE agents SET max_queued = 1 WHERE name = 'qc' RETURNING max_queued", NULL), 1,

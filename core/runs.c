@@ -41,6 +41,23 @@ struct active {
 	int busy_tries;
 	int timeout_s;		/* the agent's run_timeout_s when it launched */
 	bool cancelled;		/* fleetctl cancel: it ends as cancelled, whatever it was doing */
+	int retries;		/* of the run: a retry appends to its log */
+	char *trigger;
+};
+
+/*
+ * A run that ended and whose final state is not written yet: dispatch()
+ * writes every one of them with the starts it makes, in one transaction
+ * (one fsync for all, not one per transition). Until then its row says
+ * 'running'; a crash in between leaves it so, and the next start finds it
+ * cut off (interrupted), as a crash a moment before its end would.
+ */
+struct ended {
+	struct ended *next;
+	int64_t id;
+	enum run_state state;
+	int exit_code;
+	char *error;
 };
 
 struct runs {
@@ -49,6 +66,7 @@ struct runs {
 	struct event *kick;	/* dispatch soon: something was queued or finished */
 	struct active *active;
 	int n_active;
+	struct ended *ended, **ended_tail;	/* in the order they ended */
 	bool closing;		/* fleetd stops: callbacks only free their run */
 };
 
@@ -86,6 +104,7 @@ static void active_free(struct active *act)
 		close(act->log_fd);
 	act->q->n_active--;
 	free(act->agent);
+	free(act->trigger);
 	free(act);
 }
 
@@ -103,10 +122,12 @@ static void finish(struct active *act, enum run_state state, int exit_code, cons
 {
 	struct runs *q = act->q;
 	_cleanup_free_ char *agent = xstrdup(act->agent);
+	struct ended *e = xcalloc(1, sizeof(*e));
 	int r;
 
-	if ((r = db_run_finish(q->f->db, act->id, state, exit_code, error)) < 0 && r != -ENOENT)
-		log_error("run %" PRId64 ": cannot record its end: %s", act->id, strerror(-r));
+	*e = (struct ended){ .id = act->id, .state = state, .exit_code = exit_code, .error = error ? xstrdup(error) : NULL };
+	*q->ended_tail = e;	/* written by the next dispatch, kicked below */
+	q->ended_tail = &e->next;
 	if (error)
 		log_warning("agent '%s': run %" PRId64 " %s: %s", agent, act->id, run_state_to_string(state), error);
 	else
@@ -295,49 +316,72 @@ static void env_started(void *userdata, int r, const char *why)
 	prepare(act);	/* lifecycle_start recorded 'running' */
 }
 
-/* Take run off the queue; it fails at once (with a reason) if the agent cannot run it. */
-static void start_run(struct runs *q, const struct run *run)
+/*
+ * Take run off the queue: its row becomes 'running' in the caller's
+ * transaction, and it is active from now on (so no second run of its agent
+ * is taken). NULL if it cannot be taken now (the agent is being made or
+ * restored: the next tick looks again; or it was removed).
+ */
+static struct active *take_run(struct runs *q, const struct run *run)
 {
 	struct fleetd *f = q->f;
 	_cleanup_(agent_freep) struct agent *a = NULL;
-	_cleanup_free_ char *dir = NULL, *path = NULL, *why = NULL, *msg = NULL;
-	const char *reason;
+	_cleanup_free_ char *dir = NULL, *path = NULL;
 	struct active *act;
-	int r;
 
 	if (db_agent_get(f->db, run->agent, &a) < 0)
-		return;		/* removed: its runs went with it */
+		return NULL;	/* removed: its runs went with it */
 	if (a->state == AGENT_PROVISIONING || a->restoring)
-		return;		/* not yet: the next tick looks again */
+		return NULL;	/* not yet: the next tick looks again */
 	dir = xasprintf("%s/runs", config_get(&f->cfg, CFG_STATE_DIR));
 	path = xasprintf("%s/%" PRId64 ".log", dir, run->id);
 	if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || db_run_start(f->db, run->id, path) < 0) {
 		log_error("run %" PRId64 ": cannot start it: %s", run->id, strerror(errno));
-		return;
+		return NULL;
 	}
 	act = xcalloc(1, sizeof(*act));
 	act->q = q;
 	act->id = run->id;
 	act->agent = xstrdup(run->agent);
+	act->log_fd = -1;
+	act->retries = run->retries;
+	act->trigger = xstrdup(run->trigger);
 	act->next = q->active;
 	q->active = act;
 	q->n_active++;
+	return act;
+}
+
+/* A taken run whose 'running' row is durable: it fails at once (with a reason) if the agent cannot run it. */
+static void start_run(struct active *act)
+{
+	struct fleetd *f = act->q->f;
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	_cleanup_free_ char *path = NULL, *why = NULL, *msg = NULL;
+	const char *reason;
+	int r;
+
+	if (db_agent_get(f->db, act->agent, &a) < 0) {
+		finish(act, RUN_FAILED, -1, "the agent was removed", false);
+		return;
+	}
+	path = xasprintf("%s/runs/%" PRId64 ".log", config_get(&f->cfg, CFG_STATE_DIR), act->id);
 	/* A run queued again after fleetd stopped keeps what its cut-off attempt wrote, and says so. */
-	act->log_fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (run->retries > 0 ? O_APPEND : O_TRUNC),
+	act->log_fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (act->retries > 0 ? O_APPEND : O_TRUNC),
 			   0600);
 	if (act->log_fd < 0) {
 		msg = xasprintf("cannot create its log %s: %s", path, strerror(errno));
 		finish(act, RUN_FAILED, -1, msg, false);
 		return;
 	}
-	if (run->retries > 0) {
+	if (act->retries > 0) {
 		off_t end = lseek(act->log_fd, 0, SEEK_END);
 		static const char note[] = "\n[fleet: fleetd stopped during the run; it runs again from here]\n";
 
 		act->logged = end > 0 ? (size_t)end : 0;	/* the 16 MiB cap counts both attempts */
 		run_output(act, EXEC_STDOUT, note, sizeof(note) - 1);
 	}
-	log_info("agent '%s': run %" PRId64 " (%s) starts", a->name, run->id, run->trigger);
+	log_info("agent '%s': run %" PRId64 " (%s) starts", a->name, act->id, act->trigger);
 	if (!(act->ops = backend_get(f, a->backend, &reason))) {
 		msg = xasprintf("the %s backend is unavailable: %s", backend_kind_to_string(a->backend), reason);
 		finish(act, RUN_FAILED, -1, msg, false);
@@ -361,20 +405,77 @@ static void start_run(struct runs *q, const struct run *run)
 	prepare(act);
 }
 
+static void ended_free(struct ended *e)
+{
+	while (e) {
+		struct ended *next = e->next;
+
+		free(e->error);
+		free(e);
+		e = next;
+	}
+}
+
+/* The final states of the runs that ended, in the caller's transaction; -errno if one could not be written. */
+static int write_ended(struct runs *q)
+{
+	for (struct ended *e = q->ended; e; e = e->next) {
+		int r = db_run_finish(q->f->db, e->id, e->state, e->exit_code, e->error);
+
+		if (r < 0 && r != -ENOENT)	/* -ENOENT: its agent was removed, and the row with it */
+			return r;
+	}
+	return 0;
+}
+
+/*
+ * The queue moves: the ends of the runs that ended and the starts of the
+ * runs that may start now are written in one transaction, and only once it
+ * is committed (a run starts only when its 'running' row is durable) do the
+ * runs start. Which: each agent's oldest queued run, oldest first, at most
+ * one per agent and max_concurrent_runs in all; an agent's next run waits
+ * for the next pass (the kick of its run's end).
+ */
 static void dispatch(struct runs *q)
 {
-	struct run **queued = NULL;
+	struct run **heads = NULL;
+	struct active **taken = NULL;
 	long max = config_get_long(&q->f->cfg, CFG_MAX_CONCURRENT_RUNS);	/* SIGHUP may change it */
 	int limit = max > 0 ? (int)max : host_cpus();
-	size_t n = 0;
+	size_t n = 0, n_taken = 0;
+	int r;
 
-	if (db_run_list(q->f->db, NULL, RUN_QUEUED, 0, &queued, &n) < 0)
-		return;
-	/* Oldest first: at most one per agent, and max_concurrent_runs in all. */
-	for (size_t i = 0; i < n && q->n_active < limit; i++)
-		if (!active_find(q, queued[i]->agent))
-			start_run(q, queued[i]);
-	run_list_free(queued);
+	if (!q->ended && q->n_active >= limit)
+		return;		/* nothing to write, nothing may start: not even a look at the queue */
+	if ((r = db_begin(q->f->db)) < 0) {
+		log_error("run queue: cannot write its changes: %s", strerror(-r));
+		return;		/* the tick tries again */
+	}
+	if ((r = write_ended(q)) < 0)
+		goto failed;
+	if (q->n_active < limit && db_run_heads(q->f->db, &heads, &n) == 0) {
+		taken = xcalloc(n ? n : 1, sizeof(*taken));
+		for (size_t i = 0; i < n && q->n_active < limit; i++)
+			if (!active_find(q, heads[i]->agent) && (taken[n_taken] = take_run(q, heads[i])))
+				n_taken++;
+	}
+	run_list_free(heads);
+	if ((r = db_commit(q->f->db)) < 0)
+		goto failed;
+	ended_free(q->ended);
+	q->ended = NULL;
+	q->ended_tail = &q->ended;
+	for (size_t i = 0; i < n_taken; i++)
+		start_run(taken[i]);
+	free(taken);
+	return;
+failed:
+	/* Nothing of it happened: the ends stay to be written, the taken runs stay queued; the tick tries again. */
+	db_rollback(q->f->db);
+	log_error("run queue: cannot write its changes: %s", strerror(-r));
+	for (size_t i = 0; i < n_taken; i++)
+		active_free(taken[i]);
+	free(taken);
 }
 
 static void on_event(evutil_socket_t fd, short what, void *arg)
@@ -593,6 +694,7 @@ int runs_init(struct fleetd *f)
 			    "(their agent's --retry-interrupted)", n + requeued, n, requeued);
 	(void)sweep_logs(f);	/* failures are logged; the logs stay unreachable, and ids are not reused */
 	q->f = f;
+	q->ended_tail = &q->ended;
 	q->tick = event_new(f->base, -1, EV_PERSIST, on_event, q);
 	q->kick = event_new(f->base, -1, 0, on_event, q);
 	event_add(q->tick, &tv);
@@ -604,11 +706,21 @@ int runs_init(struct fleetd *f)
 void runs_shutdown(struct fleetd *f)
 {
 	struct runs *q = f->runs;
+	bool txn;
+	int r;
 
 	if (!q)
 		return;
-	/* Runs under way end with fleetd: the backends' shutdown ends their execs and reports them. */
+	/*
+	 * Runs under way end with fleetd: the backends' shutdown ends their
+	 * execs and reports them. One transaction with the ends not written
+	 * yet (without it each write commits alone; a failure leaves rows
+	 * 'running', which the next start marks as cut off).
+	 */
 	q->closing = true;
+	txn = db_begin(f->db) == 0;
+	if ((r = write_ended(q)) < 0)
+		log_error("run queue: cannot write the end of runs: %s", strerror(-r));
 	for (struct active *act = q->active; act; act = act->next) {
 		int n, requeued;
 
@@ -618,6 +730,10 @@ void runs_shutdown(struct fleetd *f)
 			(void)db_runs_interrupt(f->db, act->id, "fleetd stopped during the run", &n, &requeued);
 		if (act->retry)
 			evtimer_del(act->retry);
+	}
+	if (txn && (r = db_commit(f->db)) < 0) {
+		log_error("run queue: cannot write the end of runs: %s", strerror(-r));
+		db_rollback(f->db);
 	}
 	event_del(q->tick);
 }
@@ -630,6 +746,7 @@ void runs_free(struct fleetd *f)
 		return;
 	while (q->active)
 		active_free(q->active);	/* no callback came for these */
+	ended_free(q->ended);
 	event_free(q->tick);
 	event_free(q->kick);
 	free(q);

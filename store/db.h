@@ -101,6 +101,12 @@ int db_run_get(struct db *db, int64_t id, struct run **ret);
 /* The newest `limit` (0: all) runs of agent (all if NULL) in state (an enum run_state, or DB_ANY_STATE),
  * oldest first. */
 int db_run_list(struct db *db, const char *agent, int state, int limit, struct run ***ret, size_t *n);
+/*
+ * The oldest queued run of each agent that has one, oldest first (what the
+ * queue may start next): NULL-terminated, run_list_free. Its cost grows with
+ * the number of agents, not with the length of their queues.
+ */
+int db_run_heads(struct db *db, struct run ***ret, size_t *n);
 /* queued -> running; -ENOENT if the run is not queued. */
 int db_run_start(struct db *db, int64_t id, const char *log_path);
 int db_run_set_snapshot(struct db *db, int64_t id, const char *snap);

@@ -52,7 +52,12 @@ static int claim(struct db *db, int64_t route_id, const char *delivery_id, int64
 	return r < 0 ? r : 0;	/* -EEXIST: its primary key is taken */
 }
 
-/* The subscribers of route_id whose filter takes type, by agent id; a NULL-terminated list (caller frees). */
+/*
+ * The subscribers of route_id whose filter takes type and that have a
+ * command to run, by agent id; a NULL-terminated list (caller frees). An
+ * agent without a command (`hook add` before `set --command`, or its
+ * command taken away) is not one: a run would only fail, once per delivery.
+ */
 static int matching(struct db *db, int64_t route_id, const char *type, db_hook_filter_fn match, char ***ret)
 {
 	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
@@ -61,7 +66,7 @@ static int matching(struct db *db, int64_t route_id, const char *type, db_hook_f
 	int r;
 
 	if ((r = db_prepare_cached(db, &st, "SELECT a.name, s.events FROM hook_subscriptions s JOIN agents a"
-				     " ON a.id = s.agent_id WHERE s.route_id = ? ORDER BY a.id")) < 0) {
+				     " ON a.id = s.agent_id WHERE s.route_id = ? AND a.command IS NOT NULL ORDER BY a.id")) < 0) {
 		free(list);
 		return r;
 	}

@@ -44,17 +44,19 @@ static int run_from_row(sqlite3_stmt *st, struct run **ret)
 	return 0;
 }
 
-/* 0 if agent may queue one more run, -ENOSPC if max_queued are waiting, -ENOENT no such agent. */
+/*
+ * 0 if agent may queue one more run, -ENOSPC if max_queued are waiting,
+ * -ENOENT no such agent. queued_runs is kept by triggers (migration 12):
+ * one row read, however long the queue is.
+ */
 static int check_room(struct db *db, const char *agent)
 {
 	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	int r;
 
-	if ((r = db_prepare_cached(db, &st, "SELECT a.max_queued, (SELECT count(*) FROM runs r WHERE r.agent_id = a.id"
-				     " AND r.state = ?) FROM agents a WHERE a.name = ?")) < 0)
+	if ((r = db_prepare_cached(db, &st, "SELECT max_queued, queued_runs FROM agents WHERE name = ?")) < 0)
 		return r;
-	sqlite3_bind_text(st, 1, run_state_to_string(RUN_QUEUED), -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, agent, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 1, agent, -1, SQLITE_STATIC);
 	if ((r = db_step(db, st)) <= 0)
 		return r == 0 ? -ENOENT : r;
 	return sqlite3_column_int64(st, 1) >= sqlite3_column_int64(st, 0) ? -ENOSPC : 0;
@@ -217,6 +219,41 @@ int db_run_list(struct db *db, const char *agent, int state, int limit, struct r
 	}
 	if (!list)
 		list = xcalloc(1, sizeof(*list));
+	*ret = list;
+	*n = count;
+	return 0;
+}
+
+int db_run_heads(struct db *db, struct run ***ret, size_t *n)
+{
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
+	struct run **list;
+	size_t count = 0;
+	int r;
+
+	/*
+	 * Per agent with queued runs (queued_runs, migration 12), its oldest
+	 * one: the first entry of runs_by_agent_state (agent_id, state, then
+	 * the rowid) for (agent, 'queued'), a seek and no scan. The literal
+	 * state lets the planner see the equality; the cost is per agent, not
+	 * per queued run.
+	 */
+	if ((r = db_prepare_cached(db, &st, "SELECT " RUN_COLUMNS " FROM agents a JOIN runs r ON r.id ="
+				     " (SELECT q.id FROM runs q WHERE q.agent_id = a.id AND q.state = 'queued'"
+				     " ORDER BY q.id LIMIT 1) WHERE a.queued_runs > 0 ORDER BY r.id")) < 0)
+		return r;
+	list = xcalloc(1, sizeof(*list));
+	while ((r = db_step(db, st)) > 0) {
+		list = xrealloc(list, (count + 2) * sizeof(*list));
+		list[count] = NULL;
+		if ((r = run_from_row(st, &list[count])) < 0)
+			break;
+		list[++count] = NULL;
+	}
+	if (r < 0) {
+		run_list_free(list);
+		return r;
+	}
 	*ret = list;
 	*n = count;
 	return 0;

@@ -16,6 +16,11 @@
 	" DROP TABLE hook_deliveries; DROP TABLE hook_subscriptions; DROP TABLE hook_routes;" \
 	" DROP INDEX events_by_time; ALTER TABLE events DROP COLUMN event_type; ALTER TABLE events DROP COLUMN outcome;"
 
+/* Migration 12 undone (before the columns it reads go): the queued-runs counter and its triggers. */
+#define UNDO_MIGRATION_12 \
+	" DROP TRIGGER IF EXISTS runs_queued_insert; DROP TRIGGER IF EXISTS runs_queued_delete;" \
+	" DROP TRIGGER IF EXISTS runs_queued_update; ALTER TABLE agents DROP COLUMN queued_runs;"
+
 #define NAMES_SQL "SELECT name FROM agents WHERE name >= ? ORDER BY name"
 
 /* The cached statement from another thread: refused (the cache is the opening thread's). */
@@ -369,7 +374,7 @@ int main(void)
 		unlink(v1);
 		is_int(db_open(v1, &old), 0, "a fresh database migrates to the newest schema");
 		db_close(old);
-		mk = xasprintf("sqlite3 %s \"ALTER TABLE agents DROP COLUMN restart_policy;"
+		mk = xasprintf("sqlite3 %s \"" UNDO_MIGRATION_12 " ALTER TABLE agents DROP COLUMN restart_policy;"
 			       " ALTER TABLE agents DROP COLUMN health_command; ALTER TABLE agents DROP COLUMN health_interval_s;"
 			       " ALTER TABLE agents DROP COLUMN auto_rollback; ALTER TABLE agents DROP COLUMN health;"
 			       " ALTER TABLE agents DROP COLUMN health_at; ALTER TABLE agents DROP COLUMN health_detail;"
@@ -429,7 +434,7 @@ int main(void)
 		is_int(db_open(v4, &old), 0, "a fresh database for the version-4 case");
 		db_close(old);
 		/* The real v4 runs table (migrations 1 and 4), with three runs of agent 'old'. */
-		mk = xasprintf("sqlite3 %s \"DROP TABLE runs; CREATE TABLE runs ("
+		mk = xasprintf("sqlite3 %s \"" UNDO_MIGRATION_12 " DROP TABLE runs; CREATE TABLE runs ("
 			       " id INTEGER PRIMARY KEY,"
 			       " agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,"
 			       " event_id INTEGER REFERENCES events(id) ON DELETE SET NULL,"
@@ -496,7 +501,7 @@ int main(void)
 		is_int(db_hook_route_insert(old, &rt, "ten", NULL), 0, "and a route r2 of the same source");
 		db_close(old);
 		/* Version 10's events table (migrations 1 and 9), two events and the runs they caused. */
-		mk = xasprintf("sqlite3 %s \"DROP TABLE events; CREATE TABLE events (id INTEGER PRIMARY KEY,"
+		mk = xasprintf("sqlite3 %s \"" UNDO_MIGRATION_12 " DROP TABLE events; CREATE TABLE events (id INTEGER PRIMARY KEY,"
 			       " source TEXT NOT NULL, route TEXT, delivery_id TEXT, received_at INTEGER NOT NULL,"
 			       " headers TEXT, body BLOB, UNIQUE (source, delivery_id));"
 			       " ALTER TABLE events ADD COLUMN event_type TEXT; ALTER TABLE events ADD COLUMN outcome TEXT;"
@@ -529,6 +534,8 @@ int main(void)
 		run = NULL;
 		is_int(db_run_get(old, 12, &run), 0, "run 12 survives");
 		ok(run && run->event_id == 9 && run->state == RUN_QUEUED, "still caused by event 9, still queued");
+		is_str(sql_line(v10, "SELECT queued_runs FROM agents WHERE name = 'ten'"), "1",
+		       "migration 12 counted its agent's queued run");
 		run_free(run);
 		is_str(sql_line(v10, "SELECT group_concat(name) FROM (SELECT name FROM sqlite_master WHERE type = 'index'"
 				     " AND tbl_name = 'events' ORDER BY name)"), "events_by_route_delivery,events_by_time",

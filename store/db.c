@@ -277,6 +277,12 @@ static const char *const migrations[] = {
 	"  AND (OLD.state IS NOT NEW.state OR OLD.agent_id IS NOT NEW.agent_id)"
 	"  BEGIN UPDATE agents SET queued_runs = queued_runs - (OLD.state = 'queued') WHERE id = OLD.agent_id;"
 	"  UPDATE agents SET queued_runs = queued_runs + (NEW.state = 'queued') WHERE id = NEW.agent_id; END;",
+	/*
+	 * 13 (#12 secrets): the secrets table of migration 1 gains the plaintext's
+	 * size, which `secret ls` shows without opening the value. ciphertext
+	 * holds the AES-256-GCM output with its tag (core/secret_box.c).
+	 */
+	"ALTER TABLE secrets ADD COLUMN size INTEGER NOT NULL DEFAULT 0;",
 };
 
 /* Migrations (by their index in migrations[]) that rebuild a referenced table: foreign keys off around them. */

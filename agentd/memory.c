@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define STORE_NAME "memory"
@@ -30,24 +31,6 @@
 #define MAX_ENTRIES 100000		/* an import's entries */
 #define IMPORT_PATH_MAX 1024
 #define BUF_SIZE 65536
-
-bool memory_key_valid(const char *key)
-{
-	size_t n = 0;
-
-	if (!key || !*key || key[0] == '.')
-		return false;
-	for (const char *p = key; *p; p++, n++) {
-		char c = *p;
-
-		if (n >= MEMORY_KEY_MAX)
-			return false;
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-		      c == '_' || c == '-'))
-			return false;
-	}
-	return true;
-}
 
 __attribute__((format(printf, 2, 3))) static int fail(int code, const char *fmt, ...)
 {
@@ -495,8 +478,59 @@ bad:
 	return -1;
 }
 
+/* Directories' mtimes, set once everything is in (writing a file changes its directory's mtime). */
+struct dir_times {
+	char **path;
+	time_t *mtime;
+	size_t n;
+};
+
+static void dir_times_add(struct dir_times *dt, const char *path, time_t mtime)
+{
+	char **p = realloc(dt->path, (dt->n + 1) * sizeof(*p));
+	time_t *m = p ? realloc(dt->mtime, (dt->n + 1) * sizeof(*m)) : NULL;
+
+	if (p)
+		dt->path = p;
+	if (!p || !m || !(p[dt->n] = strdup(path)))
+		return;	/* out of memory: the mtime is not kept, nothing worse */
+	dt->mtime = m;
+	m[dt->n++] = mtime;
+}
+
+/* Deepest first (reverse order of the archive), each reached without following a link. */
+static void dir_times_apply(struct dir_times *dt, int stage)
+{
+	for (size_t i = dt->n; i-- > 0;) {
+		char buf[IMPORT_PATH_MAX + 1], *last;
+		const char *why;
+		int dir, fd;
+
+		snprintf(buf, sizeof(buf), "%s", dt->path[i]);
+		if ((dir = import_walk(stage, buf, &last, &why)) < 0)
+			continue;
+		fd = last ? openat(dir, last, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+		if (fd >= 0) {
+			struct timespec ts[2] = { { dt->mtime[i], 0 }, { dt->mtime[i], 0 } };
+
+			(void)futimens(fd, ts);
+			close(fd);
+		}
+		close(dir);
+	}
+}
+
+static void dir_times_free(struct dir_times *dt)
+{
+	for (size_t i = 0; i < dt->n; i++)
+		free(dt->path[i]);
+	free(dt->path);
+	free(dt->mtime);
+}
+
 /* One archive entry into the staging tree; 0 or an exit status (said on stderr). */
-static int import_entry(struct archive *ar, struct archive_entry *e, int stage, long long *total, long long quota)
+static int import_entry(struct archive *ar, struct archive_entry *e, int stage, long long *total, long long quota,
+			struct dir_times *dt)
 {
 	const char *raw = archive_entry_pathname(e), *why = NULL;
 	char path[IMPORT_PATH_MAX + 1], *last;
@@ -521,10 +555,12 @@ static int import_entry(struct archive *ar, struct archive_entry *e, int stage, 
 		return MEMORY_EXIT_OK;	/* "." or "./": the store itself */
 	}
 	if (type == AE_IFDIR) {
-		if (mkdirat(dir, last, mode & 0700 ? mode & 0777 : 0700) < 0 && errno != EEXIST)
+		if (mkdirat(dir, last, mode & 0700 ? mode & 0777 : 0700) < 0 && errno != EEXIST) {
 			code = fail(MEMORY_EXIT_FAIL, "import: cannot make '%s': %s", raw, strerror(errno));
-		else
+		} else {
 			code = MEMORY_EXIT_OK;
+			dir_times_add(dt, raw, archive_entry_mtime(e));
+		}
 		close(dir);
 		return code;
 	}
@@ -575,7 +611,7 @@ out:
 	return code;
 }
 
-/* Directory mtimes after their content is in (writing a file changes its directory's mtime). */
+/* fsync every directory of the staged tree, so the swap brings in entries that are on disk. */
 static void fsync_tree(int dir, int depth)
 {
 	struct dirent *d;
@@ -607,6 +643,7 @@ static int cmd_import(struct store *s)
 	char stage_name[300];
 	struct archive *ar = archive_read_new();
 	struct archive_entry *e;
+	struct dir_times dt = { 0 };
 	long long total = 0;
 	int stage = -1, code = MEMORY_EXIT_OK, r, n = 0;
 
@@ -634,9 +671,10 @@ static int cmd_import(struct store *s)
 			code = fail(MEMORY_EXIT_REFUSED, "import refused: more than %d entries", MAX_ENTRIES);
 			goto out;
 		}
-		if ((code = import_entry(ar, e, stage, &total, s->quota)) != MEMORY_EXIT_OK)
+		if ((code = import_entry(ar, e, stage, &total, s->quota, &dt)) != MEMORY_EXIT_OK)
 			goto out;
 	}
+	dir_times_apply(&dt, stage);
 	fsync_tree(stage, 0);
 	/* The swap: the new store in, the old one out to the staging name, in one step. */
 	if (s->dir >= 0)
@@ -655,6 +693,7 @@ out:
 	if (remove_tree(s->parent, stage_name, 0) < 0)
 		fprintf(stderr, "agentd: memory: import: could not remove %s: %s\n", stage_name, strerror(errno));
 	archive_read_free(ar);
+	dir_times_free(&dt);
 	return code;
 }
 

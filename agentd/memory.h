@@ -6,7 +6,7 @@
 #ifndef FLEET_AGENTD_MEMORY_H
 #define FLEET_AGENTD_MEMORY_H
 
-#include <stdbool.h>
+#include "common/names.h"
 
 /* What `agentd memory` exits with; fleetd's core/memory.c maps them to errors. */
 enum {
@@ -17,11 +17,6 @@ enum {
 	MEMORY_EXIT_QUOTA = 4,		/* the write would take the store over its quota */
 	MEMORY_EXIT_REFUSED = 5,	/* import: the archive holds something a store may not */
 };
-
-#define MEMORY_KEY_MAX 128
-
-/* A key is 1 to MEMORY_KEY_MAX of [A-Za-z0-9._-], not starting with '.': a plain file name. */
-bool memory_key_valid(const char *key);
 
 /* agentd memory ...: argv[0] is "memory". Returns the exit status. */
 int memory_main(int argc, char **argv);

@@ -258,6 +258,8 @@ static const char *const migrations[] = {
 	"ALTER TABLE events_new RENAME TO events;"
 	"CREATE INDEX events_by_time ON events (received_at);"
 	"CREATE INDEX events_by_route_delivery ON events (route, delivery_id);",
+	/* 12 (#12 memory): what an agent's memory store may hold, in MiB (core/memory.c). */
+	"ALTER TABLE agents ADD COLUMN memory_quota_mib INTEGER NOT NULL DEFAULT 64;",
 };
 
 /* Migrations (by their index in migrations[]) that rebuild a referenced table: foreign keys off around them. */

@@ -13,6 +13,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -42,6 +43,104 @@ __attribute__((format(printf, 2, 3))) static int fail(int code, const char *fmt,
 	va_end(ap);
 	fputc('\n', stderr);
 	return code;
+}
+
+/*
+ * libarchive, loaded when an export or import needs it, not linked: agentd
+ * is the guest's control channel (relay, run-as, health), and the
+ * initramfs installs a newer agentd onto the disks of agents made from
+ * older images, whose libraries are the disk's. Linked, an agentd on a disk
+ * without libarchive would not start at all; loaded, only export and import
+ * say they are unavailable there.
+ */
+static struct {
+	__typeof__(archive_entry_filetype) *archive_entry_filetype;
+	__typeof__(archive_entry_free) *archive_entry_free;
+	__typeof__(archive_entry_hardlink) *archive_entry_hardlink;
+	__typeof__(archive_entry_mode) *archive_entry_mode;
+	__typeof__(archive_entry_mtime) *archive_entry_mtime;
+	__typeof__(archive_entry_new) *archive_entry_new;
+	__typeof__(archive_entry_pathname) *archive_entry_pathname;
+	__typeof__(archive_entry_set_filetype) *archive_entry_set_filetype;
+	__typeof__(archive_entry_set_gid) *archive_entry_set_gid;
+	__typeof__(archive_entry_set_mtime) *archive_entry_set_mtime;
+	__typeof__(archive_entry_set_pathname) *archive_entry_set_pathname;
+	__typeof__(archive_entry_set_perm) *archive_entry_set_perm;
+	__typeof__(archive_entry_set_size) *archive_entry_set_size;
+	__typeof__(archive_entry_set_uid) *archive_entry_set_uid;
+	__typeof__(archive_entry_size) *archive_entry_size;
+	__typeof__(archive_entry_size_is_set) *archive_entry_size_is_set;
+	__typeof__(archive_entry_symlink) *archive_entry_symlink;
+	__typeof__(archive_error_string) *archive_error_string;
+	__typeof__(archive_read_data_block) *archive_read_data_block;
+	__typeof__(archive_read_free) *archive_read_free;
+	__typeof__(archive_read_new) *archive_read_new;
+	__typeof__(archive_read_next_header) *archive_read_next_header;
+	__typeof__(archive_read_open_fd) *archive_read_open_fd;
+	__typeof__(archive_read_support_filter_gzip) *archive_read_support_filter_gzip;
+	__typeof__(archive_read_support_filter_none) *archive_read_support_filter_none;
+	__typeof__(archive_read_support_format_tar) *archive_read_support_format_tar;
+	__typeof__(archive_write_close) *archive_write_close;
+	__typeof__(archive_write_data) *archive_write_data;
+	__typeof__(archive_write_free) *archive_write_free;
+	__typeof__(archive_write_header) *archive_write_header;
+	__typeof__(archive_write_new) *archive_write_new;
+	__typeof__(archive_write_open_fd) *archive_write_open_fd;
+	__typeof__(archive_write_set_format_pax_restricted) *archive_write_set_format_pax_restricted;
+} la;
+
+static int archive_load(void)
+{
+	static const char *const names[] = { "libarchive.so.13", "libarchive.so" };
+	void *h = NULL;
+
+	if (la.archive_read_new)
+		return 0;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !h; i++)
+		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return fail(MEMORY_EXIT_FAIL, "export and import need libarchive, which this environment does not have (%s)",
+			    dlerror());
+#define LOAD(sym) if (!(la.sym = (__typeof__(la.sym))dlsym(h, #sym))) goto bad
+	LOAD(archive_entry_filetype);
+	LOAD(archive_entry_free);
+	LOAD(archive_entry_hardlink);
+	LOAD(archive_entry_mode);
+	LOAD(archive_entry_mtime);
+	LOAD(archive_entry_new);
+	LOAD(archive_entry_pathname);
+	LOAD(archive_entry_set_filetype);
+	LOAD(archive_entry_set_gid);
+	LOAD(archive_entry_set_mtime);
+	LOAD(archive_entry_set_pathname);
+	LOAD(archive_entry_set_perm);
+	LOAD(archive_entry_set_size);
+	LOAD(archive_entry_set_uid);
+	LOAD(archive_entry_size);
+	LOAD(archive_entry_size_is_set);
+	LOAD(archive_entry_symlink);
+	LOAD(archive_error_string);
+	LOAD(archive_read_data_block);
+	LOAD(archive_read_free);
+	LOAD(archive_read_new);
+	LOAD(archive_read_next_header);
+	LOAD(archive_read_open_fd);
+	LOAD(archive_read_support_filter_gzip);
+	LOAD(archive_read_support_filter_none);
+	LOAD(archive_read_support_format_tar);
+	LOAD(archive_write_close);
+	LOAD(archive_write_data);
+	LOAD(archive_write_free);
+	LOAD(archive_write_header);
+	LOAD(archive_write_new);
+	LOAD(archive_write_open_fd);
+	LOAD(archive_write_set_format_pax_restricted);
+#undef LOAD
+	return 0;
+bad:
+	memset(&la, 0, sizeof(la));
+	dlclose(h);
+	return fail(MEMORY_EXIT_FAIL, "this libarchive lacks a function agentd needs%s", "");
 }
 
 /* --- the store's directory --- */
@@ -360,17 +459,17 @@ static int export_dir(struct archive *ar, int dir, const char *prefix, int depth
 			fprintf(stderr, "agentd: memory: export: skipped '%s' (not a file or directory)\n", path);
 			goto next;
 		}
-		e = archive_entry_new();
-		archive_entry_set_pathname(e, path);
+		e = la.archive_entry_new();
+		la.archive_entry_set_pathname(e, path);
 		/* No owner: the store is its agent's wherever it goes; the same content exports the same bytes. */
-		archive_entry_set_uid(e, 0);
-		archive_entry_set_gid(e, 0);
-		archive_entry_set_mtime(e, st.st_mtime, 0);
-		archive_entry_set_perm(e, st.st_mode & 0777);
-		archive_entry_set_filetype(e, S_ISDIR(st.st_mode) ? AE_IFDIR : AE_IFREG);
-		archive_entry_set_size(e, S_ISREG(st.st_mode) ? st.st_size : 0);
-		if (archive_write_header(ar, e) != ARCHIVE_OK) {
-			r = fail(MEMORY_EXIT_FAIL, "export: %s", archive_error_string(ar));
+		la.archive_entry_set_uid(e, 0);
+		la.archive_entry_set_gid(e, 0);
+		la.archive_entry_set_mtime(e, st.st_mtime, 0);
+		la.archive_entry_set_perm(e, st.st_mode & 0777);
+		la.archive_entry_set_filetype(e, S_ISDIR(st.st_mode) ? AE_IFDIR : AE_IFREG);
+		la.archive_entry_set_size(e, S_ISREG(st.st_mode) ? st.st_size : 0);
+		if (la.archive_write_header(ar, e) != ARCHIVE_OK) {
+			r = fail(MEMORY_EXIT_FAIL, "export: %s", la.archive_error_string(ar));
 		} else if (S_ISREG(st.st_mode)) {
 			char buf[BUF_SIZE];
 			long long left = st.st_size;
@@ -378,7 +477,7 @@ static int export_dir(struct archive *ar, int dir, const char *prefix, int depth
 
 			/* Exactly the size in the header, even if the file changes meanwhile. */
 			while (left > 0 && (got = read(fd, buf, left < (long long)sizeof(buf) ? (size_t)left : sizeof(buf))) > 0) {
-				if (archive_write_data(ar, buf, (size_t)got) < 0)
+				if (la.archive_write_data(ar, buf, (size_t)got) < 0)
 					break;
 				left -= got;
 			}
@@ -390,7 +489,7 @@ static int export_dir(struct archive *ar, int dir, const char *prefix, int depth
 			snprintf(sub, sizeof(sub), "%s/", path);
 			r = export_dir(ar, fd, sub, depth + 1);
 		}
-		archive_entry_free(e);
+		la.archive_entry_free(e);
 next:
 		if (fd >= 0)
 			close(fd);
@@ -402,19 +501,23 @@ next:
 
 static int cmd_export(struct store *s)
 {
-	struct archive *ar = archive_write_new();
+	struct archive *ar;
 	int r = 0;
 
-	if (archive_write_set_format_pax_restricted(ar) != ARCHIVE_OK || archive_write_open_fd(ar, STDOUT_FILENO) != ARCHIVE_OK) {
-		r = fail(MEMORY_EXIT_FAIL, "export: %s", archive_error_string(ar));
-		archive_write_free(ar);
+	if ((r = archive_load()) != 0)
+		return r;
+	ar = la.archive_write_new();
+
+	if (la.archive_write_set_format_pax_restricted(ar) != ARCHIVE_OK || la.archive_write_open_fd(ar, STDOUT_FILENO) != ARCHIVE_OK) {
+		r = fail(MEMORY_EXIT_FAIL, "export: %s", la.archive_error_string(ar));
+		la.archive_write_free(ar);
 		return r;
 	}
 	if (s->dir >= 0)
 		r = export_dir(ar, s->dir, "", 0);
-	if (archive_write_close(ar) != ARCHIVE_OK && !r)
-		r = fail(MEMORY_EXIT_FAIL, "export: %s", archive_error_string(ar));
-	archive_write_free(ar);
+	if (la.archive_write_close(ar) != ARCHIVE_OK && !r)
+		r = fail(MEMORY_EXIT_FAIL, "export: %s", la.archive_error_string(ar));
+	la.archive_write_free(ar);
 	return r;
 }
 
@@ -532,17 +635,17 @@ static void dir_times_free(struct dir_times *dt)
 static int import_entry(struct archive *ar, struct archive_entry *e, int stage, long long *total, long long quota,
 			struct dir_times *dt)
 {
-	const char *raw = archive_entry_pathname(e), *why = NULL;
+	const char *raw = la.archive_entry_pathname(e), *why = NULL;
 	char path[IMPORT_PATH_MAX + 1], *last;
-	mode_t type = archive_entry_filetype(e), mode = archive_entry_mode(e);
+	mode_t type = la.archive_entry_filetype(e), mode = la.archive_entry_mode(e);
 	int dir, fd, code = MEMORY_EXIT_REFUSED;
 
 	if (!raw || !*raw || strlen(raw) > IMPORT_PATH_MAX)
 		return fail(MEMORY_EXIT_REFUSED, "import refused: an entry with no name or a name over 1024 bytes");
 	strcpy(path, raw);
-	if (archive_entry_hardlink(e))
+	if (la.archive_entry_hardlink(e))
 		return fail(MEMORY_EXIT_REFUSED, "import refused: '%s' is a hard link", raw);
-	if (type == AE_IFLNK || archive_entry_symlink(e))
+	if (type == AE_IFLNK || la.archive_entry_symlink(e))
 		return fail(MEMORY_EXIT_REFUSED, "import refused: '%s' is a symbolic link", raw);
 	if (type != AE_IFREG && type != AE_IFDIR)
 		return fail(MEMORY_EXIT_REFUSED, "import refused: '%s' is a device, FIFO or socket", raw);
@@ -559,12 +662,12 @@ static int import_entry(struct archive *ar, struct archive_entry *e, int stage, 
 			code = fail(MEMORY_EXIT_FAIL, "import: cannot make '%s': %s", raw, strerror(errno));
 		} else {
 			code = MEMORY_EXIT_OK;
-			dir_times_add(dt, raw, archive_entry_mtime(e));
+			dir_times_add(dt, raw, la.archive_entry_mtime(e));
 		}
 		close(dir);
 		return code;
 	}
-	if (archive_entry_size_is_set(e) && quota > 0 && *total + archive_entry_size(e) > quota) {
+	if (la.archive_entry_size_is_set(e) && quota > 0 && *total + la.archive_entry_size(e) > quota) {
 		close(dir);
 		return fail(MEMORY_EXIT_QUOTA, "import refused: the archive is larger than the memory quota (at '%s')", raw);
 	}
@@ -576,12 +679,12 @@ static int import_entry(struct archive *ar, struct archive_entry *e, int stage, 
 		const void *buf;
 		size_t len;
 		la_int64_t off;
-		int r = archive_read_data_block(ar, &buf, &len, &off);
+		int r = la.archive_read_data_block(ar, &buf, &len, &off);
 
 		if (r == ARCHIVE_EOF)
 			break;
 		if (r != ARCHIVE_OK) {
-			code = fail(MEMORY_EXIT_REFUSED, "import refused: a broken archive at '%s': %s", raw, archive_error_string(ar));
+			code = fail(MEMORY_EXIT_REFUSED, "import refused: a broken archive at '%s': %s", raw, la.archive_error_string(ar));
 			goto out;
 		}
 		*total += (long long)len;
@@ -596,12 +699,12 @@ static int import_entry(struct archive *ar, struct archive_entry *e, int stage, 
 			goto out;
 		}
 	}
-	if (ftruncate(fd, archive_entry_size(e)) < 0 || fsync(fd) < 0) {
+	if (ftruncate(fd, la.archive_entry_size(e)) < 0 || fsync(fd) < 0) {
 		code = fail(MEMORY_EXIT_FAIL, "import: writing '%s': %s", raw, strerror(errno));
 		goto out;
 	}
 	{
-		struct timespec ts[2] = { { archive_entry_mtime(e), 0 }, { archive_entry_mtime(e), 0 } };
+		struct timespec ts[2] = { { la.archive_entry_mtime(e), 0 }, { la.archive_entry_mtime(e), 0 } };
 
 		(void)futimens(fd, ts);
 	}
@@ -641,30 +744,33 @@ static void fsync_tree(int dir, int depth)
 static int cmd_import(struct store *s)
 {
 	char stage_name[300];
-	struct archive *ar = archive_read_new();
+	struct archive *ar;
 	struct archive_entry *e;
 	struct dir_times dt = { 0 };
 	long long total = 0;
 	int stage = -1, code = MEMORY_EXIT_OK, r, n = 0;
 
+	if ((code = archive_load()) != 0)
+		return code;
+	ar = la.archive_read_new();
 	snprintf(stage_name, sizeof(stage_name), ".%s.import-%ld", s->name, (long)getpid());
 	(void)remove_tree(s->parent, stage_name, 0);
 	if (mkdirat(s->parent, stage_name, 0700) < 0 ||
 	    (stage = openat(s->parent, stage_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		archive_read_free(ar);
+		la.archive_read_free(ar);
 		return fail(MEMORY_EXIT_FAIL, "import: cannot make a staging directory: %s", strerror(errno));
 	}
 	/* tar in its forms, plain or gzip'd; no filter that runs an external program. */
-	archive_read_support_format_tar(ar);
-	archive_read_support_filter_none(ar);
-	archive_read_support_filter_gzip(ar);
-	if (archive_read_open_fd(ar, STDIN_FILENO, BUF_SIZE) != ARCHIVE_OK) {
-		code = fail(MEMORY_EXIT_REFUSED, "import refused: not a tar archive: %s", archive_error_string(ar));
+	la.archive_read_support_format_tar(ar);
+	la.archive_read_support_filter_none(ar);
+	la.archive_read_support_filter_gzip(ar);
+	if (la.archive_read_open_fd(ar, STDIN_FILENO, BUF_SIZE) != ARCHIVE_OK) {
+		code = fail(MEMORY_EXIT_REFUSED, "import refused: not a tar archive: %s", la.archive_error_string(ar));
 		goto out;
 	}
-	while ((r = archive_read_next_header(ar, &e)) != ARCHIVE_EOF) {
+	while ((r = la.archive_read_next_header(ar, &e)) != ARCHIVE_EOF) {
 		if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-			code = fail(MEMORY_EXIT_REFUSED, "import refused: not a valid tar archive: %s", archive_error_string(ar));
+			code = fail(MEMORY_EXIT_REFUSED, "import refused: not a valid tar archive: %s", la.archive_error_string(ar));
 			goto out;
 		}
 		if (++n > MAX_ENTRIES) {
@@ -692,7 +798,7 @@ out:
 	/* On failure the staging tree (nothing of it reached the store); on success the old store. */
 	if (remove_tree(s->parent, stage_name, 0) < 0)
 		fprintf(stderr, "agentd: memory: import: could not remove %s: %s\n", stage_name, strerror(errno));
-	archive_read_free(ar);
+	la.archive_read_free(ar);
 	dir_times_free(&dt);
 	return code;
 }

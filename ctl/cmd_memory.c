@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/names.h"
+#include "common/termsafe.h"
 #include "common/util.h"
 #include "ctl/commands.h"
 #include "ctl/http_client.h"
@@ -154,6 +155,13 @@ int cmd_memory(struct ctl *ctl, const struct command *cmd, int argc, char **argv
 		return r;
 	if (strcmp(verb, "ls") == 0) {
 		r = print_ls(ctl, resp.body, resp.body_len);
+	} else if (strcmp(verb, "get") == 0 && isatty(STDOUT_FILENO)) {
+		/* The agent wrote it: on a terminal, escape sequences are shown, not obeyed (termsafe.h). */
+		size_t n;
+		_cleanup_free_ char *safe = term_sanitize(resp.body, resp.body_len, &n);
+
+		if (write_all(STDOUT_FILENO, safe, n) < 0)
+			r = 1;
 	} else if (strcmp(verb, "get") == 0 || strcmp(verb, "export") == 0) {
 		if (write_all(STDOUT_FILENO, resp.body, resp.body_len) < 0) {
 			fprintf(stderr, "fleetctl: writing stdout: %s\n", strerror(errno));

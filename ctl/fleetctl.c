@@ -93,7 +93,8 @@ static const struct command commands[] = {
 	  "Read and write an agent's memory store (~/memory in its environment).",
 	  "KEY is 1 to 128 of A-Z a-z 0-9 . _ -, not starting with a dot.\n"
 	  "  ls         the keys with their sizes and modification times\n"
-	  "  get KEY    write the value to stdout, byte for byte\n"
+	  "  get KEY    write the value to stdout, byte for byte (on a terminal, control\n"
+	  "             characters are made visible)\n"
 	  "  put KEY    store stdin as the value (atomic: the old value or the new one)\n"
 	  "  rm KEY     remove the key\n"
 	  "  export     write the whole store as a tar archive to stdout\n"

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -280,6 +281,24 @@ static int write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+/*
+ * A temp name's unique part. Not the pid: each exec of a user agent is a new
+ * PID namespace, where agentd is always pid 2, so a put killed once would
+ * leave a name every later put of the key collides with (O_EXCL).
+ */
+static void unique_suffix(char *buf, size_t len)
+{
+	unsigned long long r = 0;
+
+	if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		r = ((unsigned long long)ts.tv_nsec << 20) ^ (unsigned long long)ts.tv_sec ^ (unsigned long long)getpid();
+	}
+	snprintf(buf, len, "%016llx", r);
+}
+
 /* --- ls, get, put, rm --- */
 
 static int name_cmp(const struct dirent **a, const struct dirent **b)
@@ -346,7 +365,7 @@ static int cmd_get(struct store *s, const char *key)
 /* The new value from stdin into a temp file, then the rename: old or new, never half. */
 static int cmd_put(struct store *s, const char *key)
 {
-	char tmp[MEMORY_KEY_MAX + 32], buf[BUF_SIZE];
+	char tmp[MEMORY_KEY_MAX + 40], uniq[20], buf[BUF_SIZE];
 	long long base = 0, written = 0;
 	struct stat st;
 	ssize_t n;
@@ -359,7 +378,8 @@ static int cmd_put(struct store *s, const char *key)
 			base -= st.st_size;	/* the old value goes */
 	}
 	/* A leading dot: never a key, so ls and get never see a half-written value. */
-	snprintf(tmp, sizeof(tmp), ".put-%s.%ld.tmp", key, (long)getpid());
+	unique_suffix(uniq, sizeof(uniq));
+	snprintf(tmp, sizeof(tmp), ".put-%s.%s.tmp", key, uniq);
 	fd = openat(s->dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return fail(MEMORY_EXIT_FAIL, "cannot write into the store: %s", strerror(errno));
@@ -743,7 +763,7 @@ static void fsync_tree(int dir, int depth)
 
 static int cmd_import(struct store *s)
 {
-	char stage_name[300];
+	char stage_name[300], uniq[20];
 	struct archive *ar;
 	struct archive_entry *e;
 	struct dir_times dt = { 0 };
@@ -753,8 +773,8 @@ static int cmd_import(struct store *s)
 	if ((code = archive_load()) != 0)
 		return code;
 	ar = la.archive_read_new();
-	snprintf(stage_name, sizeof(stage_name), ".%s.import-%ld", s->name, (long)getpid());
-	(void)remove_tree(s->parent, stage_name, 0);
+	unique_suffix(uniq, sizeof(uniq));
+	snprintf(stage_name, sizeof(stage_name), ".%s.import-%s", s->name, uniq);
 	if (mkdirat(s->parent, stage_name, 0700) < 0 ||
 	    (stage = openat(s->parent, stage_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		la.archive_read_free(ar);

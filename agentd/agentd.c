@@ -1,8 +1,9 @@
 /*
  * agentd: the helper that runs inside each agent's environment. Today it
  * relays fleetd's control channel (a virtio-serial port) to the guest's
- * sshd; later issues give it run, health and memory. It links against libc
- * only, so the guest image needs nothing else for it.
+ * sshd; runs execs as the agent user (run-as), health checks and the memory
+ * store (memory.c). It links libc and libarchive (for memory export/import,
+ * parsed here as the agent user); the guest image copies both in.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/names.h"
+#include "agentd/memory.h"
 #include "agentd/relay.h"
 
 
@@ -43,6 +45,12 @@ static void usage(FILE *out)
 		"        check this environment can do an agent's work: its home has room and\n"
 		"        takes a write, and a shell starts; prints 'healthy' and exits 0, or\n"
 		"        'unhealthy: WHY' and exits 1\n"
+		"\n"
+		"  memory [--quota BYTES] ls | get KEY | put KEY | rm KEY | export | import\n"
+		"        the agent's memory store, ~/memory of the user it runs as: put reads the\n"
+		"        value from stdin and replaces it atomically; export writes the store as a\n"
+		"        tar archive, import replaces it with one (no links, devices, setuid bits\n"
+		"        or paths out of it); --quota refuses a write that takes it over BYTES\n"
 		"\n"
 		"  --help     show this help\n"
 		"  --version  show the version\n");
@@ -328,6 +336,8 @@ int main(int argc, char **argv)
 		return cmd_run_as(argc - 1, argv + 1);
 	if (strcmp(argv[1], "health") == 0)
 		return cmd_health();
+	if (strcmp(argv[1], "memory") == 0)
+		return memory_main(argc - 1, argv + 1);
 	fprintf(stderr, "agentd: unknown command '%s'\nTry 'agentd --help'.\n", argv[1]);
 	return 2;
 }

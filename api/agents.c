@@ -56,6 +56,7 @@ static json_t *agent_to_json(const struct agent *a)
 		"timeout_s", a->run_timeout_s,
 		"max_queued", a->max_queued,
 		"retry_interrupted", a->retry_interrupted));
+	json_object_set_new(j, "memory", json_pack("{s:i}", "quota_mib", a->memory_quota_mib));
 	if (a->state_detail)
 		json_object_set_new(j, "state_detail", json_string(a->state_detail));
 	if (a->state == AGENT_DEFINED)
@@ -244,7 +245,8 @@ static bool run_fields(struct api_call *c, json_t *body, struct agent *a)
 {
 	return int_field(c, body, "run_timeout_s", 1, RUN_TIMEOUT_MAX, &a->run_timeout_s) &&
 	       int_field(c, body, "max_queued", 1, MAX_QUEUED_MAX, &a->max_queued) &&
-	       int_field(c, body, "retry_interrupted", 0, RETRY_INTERRUPTED_MAX, &a->retry_interrupted);
+	       int_field(c, body, "retry_interrupted", 0, RETRY_INTERRUPTED_MAX, &a->retry_interrupted) &&
+	       int_field(c, body, "memory_quota_mib", 1, MEMORY_QUOTA_MAX, &a->memory_quota_mib);
 }
 
 /* command from body into a; replies 400 and returns false if bad. */
@@ -271,7 +273,7 @@ void api_agent_update(struct api_call *c)
 	static const char *const spec[] = {
 		"command:s", "health_command:s", "health_interval_s:i", "auto_rollback:b",
 		"snapshot_policy:s", "snapshot_schedule:s", "snapshot_keep:i",
-		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", NULL,
+		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", "memory_quota_mib:i", NULL,
 	};
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	json_t *body;
@@ -325,7 +327,7 @@ void api_agents_create(struct api_call *c)
 		"name:s", "backend:s", "memory_mib:i", "vcpus:i", "disk_gib:i", "command:s", "network:s", "restart:s",
 		"health_command:s", "health_interval_s:i", "auto_rollback:b",
 		"snapshot_policy:s", "snapshot_schedule:s", "snapshot_keep:i",
-		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", NULL,
+		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", "memory_quota_mib:i", NULL,
 	};
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	json_t *body, *v;
@@ -345,6 +347,7 @@ void api_agents_create(struct api_call *c)
 	a->health_interval_s = HEALTH_INTERVAL_DEFAULT;
 	a->run_timeout_s = RUN_TIMEOUT_DEFAULT;
 	a->max_queued = MAX_QUEUED_DEFAULT;
+	a->memory_quota_mib = MEMORY_QUOTA_DEFAULT;
 
 	name = json_string_value(json_object_get(body, "name"));
 	if (!name) {

@@ -3,12 +3,14 @@
 
 #include "common/util.h"
 #include "core/secrets.h"
+#include "model/agent.h"
 #include "model/run.h"
 
 #include "api/agents.h"
 #include "api/exec.h"
 #include "api/hooks.h"
 #include "api/images.h"
+#include "api/memory.h"
 #include "api/runs.h"
 #include "api/schedules.h"
 #include "api/secrets.h"
@@ -22,6 +24,8 @@
 #define SCHEDULE_MAX_BODY (7u << 20)
 /* trigger carries a payload of at most RUN_PAYLOAD_MAX bytes, base64 (4/3), in JSON. */
 #define TRIGGER_MAX_BODY ((RUN_PAYLOAD_MAX / 3 + 1) * 4 + 1024)
+/* A memory value or a store's archive, raw: the largest quota plus tar's headers. */
+#define MEMORY_MAX_BODY (((size_t)MEMORY_QUOTA_MAX << 20) + (16u << 20))
 
 const struct api_route api_routes[] = {
 	{ "GET", "/v1/status", api_status_get, NULL, API_NO_BODY },
@@ -52,6 +56,13 @@ const struct api_route api_routes[] = {
 	{ "POST", "/v1/agents/:name/runs/:id/cancel", api_run_cancel, "run.cancel", API_NO_BODY },
 	{ "GET", "/v1/agents/:name/runs/:id/log", api_run_log, NULL, API_NO_BODY },
 	{ "POST", "/v1/agents/:name/upgrade", api_agent_upgrade, "agent.upgrade", 0 },
+	/* The memory store (#12): raw bodies, the work done by agentd in the environment. */
+	{ "GET", "/v1/agents/:name/memory", api_memory_list, NULL, API_NO_BODY },
+	{ "GET", "/v1/agents/:name/memory/:key", api_memory_get, NULL, API_NO_BODY },
+	{ "PUT", "/v1/agents/:name/memory/:key", api_memory_put, "memory.put", MEMORY_MAX_BODY },
+	{ "DELETE", "/v1/agents/:name/memory/:key", api_memory_delete, "memory.remove", API_NO_BODY },
+	{ "GET", "/v1/agents/:name/memory-archive", api_memory_export, NULL, API_NO_BODY },
+	{ "PUT", "/v1/agents/:name/memory-archive", api_memory_import, "memory.import", MEMORY_MAX_BODY },
 	{ "GET", "/v1/images", api_images_list, NULL, API_NO_BODY },
 	{ "DELETE", "/v1/images/:id", api_image_delete, "image.remove", API_NO_BODY },
 	/* Webhooks (#11): secrets only in bodies, never in a path or query. */

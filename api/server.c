@@ -140,6 +140,35 @@ void api_reply(struct api_call *c, int status, json_t *body)
 		free(c);
 }
 
+void api_reply_raw(struct api_call *c, int status, const char *ctype, const void *data, size_t len)
+{
+	struct evbuffer *buf = evbuffer_new();
+
+	if (!buf || evbuffer_add(buf, data, len) < 0)
+		abort();
+	if (c->action)
+		api_audit(c, "ok", NULL);
+	evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type", ctype);
+	evhttp_send_reply(c->req, status, "OK", buf);
+	evbuffer_free(buf);
+	c->replied = true;
+	if (c->deferred)
+		free(c);
+}
+
+const void *api_body_raw(struct api_call *c, size_t *len)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
+	size_t cap = c->max_body ? c->max_body : c->fleetd->api->max_body;
+
+	*len = evbuffer_get_length(in);
+	if (*len > cap) {
+		api_error(c, 413, "too_large", "request body is %zu bytes; the limit is %zu", *len, cap);
+		return NULL;
+	}
+	return *len ? (const void *)evbuffer_pullup(in, -1) : (const void *)"";
+}
+
 struct api_call *api_defer(struct api_call *c)
 {
 	struct api_call *d = xmalloc(sizeof(*d));

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "common/names.h"
 #include "common/util.h"
 
 struct fleetd;
@@ -32,7 +33,7 @@ struct api_call {
 	bool replied;		/* set by api_reply, or by a handler that streams its answer */
 	bool deferred;		/* heap copy from api_defer(); api_reply frees it */
 	char param_buf[64];	/* own param, param2 and target once deferred */
-	char param2_buf[80];
+	char param2_buf[MEMORY_KEY_MAX + 8];	/* a snapshot name, a memory key (names.h) */
 	char target_buf[112];
 };
 
@@ -106,6 +107,17 @@ void api_audit(struct api_call *c, const char *outcome, const char *detail);
  * error, its message.
  */
 void api_reply(struct api_call *c, int status, json_t *body);
+/*
+ * Reply with len bytes of data of type ctype (a memory value, an archive):
+ * audited as api_reply() is (outcome ok); frees a deferred call.
+ */
+void api_reply_raw(struct api_call *c, int status, const char *ctype, const void *data, size_t len);
+/*
+ * The request body as it is, of any type (a memory value, an archive):
+ * *len bytes, valid until the reply. Replies 413 and returns NULL when it
+ * is over the route's cap.
+ */
+const void *api_body_raw(struct api_call *c, size_t *len);
 /* Reply with {"error": message, "code": code}. */
 void api_error(struct api_call *c, int status, const char *code, const char *fmt, ...) _printf_(4, 5);
 /* Reply with an error derived from a negative errno. */

@@ -15,6 +15,7 @@
 #include "api/snapshots.h"
 #include "api/handler.h"
 #include "api/server.h"
+#include "core/memory.h"
 #include "core/backends.h"
 #include "store/db.h"
 #include "model/fleetd.h"
@@ -223,7 +224,7 @@ static void restored(void *userdata, int r, const char *why)
 
 void api_snapshot_restore(struct api_call *c)
 {
-	static const char *const spec[] = { "snapshot:s", "last_good:b", NULL };
+	static const char *const spec[] = { "snapshot:s", "last_good:b", "keep_memory:b", NULL };
 	const struct backend_ops *ops;
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	_cleanup_free_ char *why = NULL, *snap = NULL;
@@ -260,7 +261,12 @@ void api_snapshot_restore(struct api_call *c)
 	rc->agent = xstrdup(a->name);
 	rc->snap = xstrdup(snap);
 	rc->call = api_defer(c);
-	if ((r = snapshots_restore(c->fleetd, a->name, snap, 0, restored, rc, &why)) < 0) {
+	/* keep_memory: the machine rolls back, the memory store stays as it is now (core/memory.c). */
+	if (json_is_true(json_object_get(body, "keep_memory")))
+		r = memory_restore_keep(c->fleetd, a->name, snap, restored, rc, &why);
+	else
+		r = snapshots_restore(c->fleetd, a->name, snap, 0, restored, rc, &why);
+	if (r < 0) {
 		snapshots_error(rc->call, r, why);
 		free(rc->agent);
 		free(rc->snap);

@@ -77,3 +77,21 @@ bool env_entry_valid(const char *entry)
 			return false;
 	return true;
 }
+
+bool memory_key_valid(const char *key)
+{
+	size_t n = 0;
+
+	if (!key || !*key || key[0] == '.')
+		return false;
+	for (const char *p = key; *p; p++, n++) {
+		char c = *p;
+
+		if (n >= MEMORY_KEY_MAX)
+			return false;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+		      c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}

@@ -25,4 +25,14 @@ int snapshot_name_check(const char *name, const char **why);
  */
 bool env_entry_valid(const char *entry);
 
+#define MEMORY_KEY_MAX 128
+
+/*
+ * A memory store key (agentd memory, the API, fleetctl): 1 to
+ * MEMORY_KEY_MAX of [A-Za-z0-9._-], not starting with '.', so a plain file
+ * name in ~/memory: no '/', no "..", never one of the store's dot-named
+ * temp files.
+ */
+bool memory_key_valid(const char *key);
+
 #endif

@@ -51,6 +51,11 @@ static void print_agent_details(json_t *a)
 			printf("runs:       timeout %llds, at most %lld queued, interrupted runs retried %lld time(s)\n",
 			       num(rn, "timeout_s"), num(rn, "max_queued"), num(rn, "retry_interrupted"));
 	}
+	{
+		json_t *mem = json_object_get(a, "memory");
+		if (mem)
+			printf("memory:     store ~/memory, quota %lld MiB\n", num(mem, "quota_mib"));
+	}
 	if (json_object_get(a, "note"))
 		printf("note:       %s\n", str(a, "note"));
 }
@@ -58,7 +63,7 @@ static void print_agent_details(json_t *a)
 /* The run queue's per-agent options, shared by create and set. */
 #define RUN_OPTIONS \
 	{ "run-timeout", required_argument, NULL, 'T' }, { "max-queued", required_argument, NULL, 'Q' }, \
-	{ "retry-interrupted", required_argument, NULL, 'Y' }
+	{ "retry-interrupted", required_argument, NULL, 'Y' }, { "memory-quota", required_argument, NULL, 'M' }
 
 struct create_opts {
 	const struct command *cmd;
@@ -125,11 +130,13 @@ static int create_opt(int c, const char *arg, void *data)
 		return 0;
 	case 'T':
 	case 'Q':
-	case 'Y': {
+	case 'Y':
+	case 'M': {
 		static const struct { int c; const char *opt, *key, *what; long min, max; } k[] = {
 			{ 'T', "--run-timeout", "run_timeout_s", "seconds", 1, RUN_TIMEOUT_MAX },
 			{ 'Q', "--max-queued", "max_queued", "a count", 1, MAX_QUEUED_MAX },
 			{ 'Y', "--retry-interrupted", "retry_interrupted", "a count", 0, RETRY_INTERRUPTED_MAX },
+			{ 'M', "--memory-quota", "memory_quota_mib", "MiB", 1, MEMORY_QUOTA_MAX },
 		};
 		for (size_t i = 0; i < ARRAY_SIZE(k); i++) {
 			if (k[i].c != c)

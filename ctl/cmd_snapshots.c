@@ -156,17 +156,37 @@ int cmd_snapshots(struct ctl *ctl, const struct command *cmd, int argc, char **a
 	return 0;
 }
 
+struct restore_opts {
+	bool last_good, keep_memory;
+};
+
+static int restore_opt(int c, const char *arg, void *data)
+{
+	struct restore_opts *o = data;
+
+	if (c == 'g')
+		o->last_good = true;
+	else if (c == 'k')
+		o->keep_memory = true;
+	else
+		return -1;
+	return 0;
+}
+
 int cmd_restore(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "last-good", no_argument, NULL, 'g' }, { "help", no_argument, NULL, 'h' }, { 0 },
+		{ "last-good", no_argument, NULL, 'g' }, { "keep-memory", no_argument, NULL, 'k' },
+		{ "help", no_argument, NULL, 'h' }, { 0 },
 	};
 	_cleanup_(json_decrefp) json_t *answer = NULL, *body = NULL;
-	bool last_good = false;
+	struct restore_opts o = { 0 };
+	bool last_good;
 	int r;
 
-	if ((r = parse_opts(cmd, argc, argv, opts, flag_opt, &last_good)) != 0)
+	if ((r = parse_opts(cmd, argc, argv, opts, restore_opt, &o)) != 0)
 		return r < 0 ? EXIT_USAGE : 0;
+	last_good = o.last_good;
 	if (argc - optind != (last_good ? 1 : 2))
 		return usage_error(cmd, "restore needs an agent NAME and either a snapshot name or --last-good");
 	if (!names_ok(cmd, argv[optind], last_good ? NULL : argv[optind + 1]))
@@ -175,6 +195,8 @@ int cmd_restore(struct ctl *ctl, const struct command *cmd, int argc, char **arg
 		body = json_pack("{s:b}", "last_good", 1);
 	else
 		body = json_pack("{s:s}", "snapshot", argv[optind + 1]);
+	if (o.keep_memory)
+		json_object_set_new(body, "keep_memory", json_true());
 	if (callf(ctl, "POST", body, &answer, "/v1/agents/%s/restore", argv[optind]))
 		return 1;
 	if (ctl->json)

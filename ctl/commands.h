@@ -28,6 +28,8 @@ CMD_HANDLER(cmd_console);
 CMD_HANDLER(cmd_snapshot);
 CMD_HANDLER(cmd_snapshots);
 CMD_HANDLER(cmd_restore);
+/* cmd_memory.c */
+CMD_HANDLER(cmd_memory);
 /* cmd_runs.c */
 CMD_HANDLER(cmd_trigger);
 CMD_HANDLER(cmd_runs);

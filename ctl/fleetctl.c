@@ -26,7 +26,8 @@ static CMD_HANDLER(cmd_help);
 	"                      (default 3600)\n" \
 	"  --max-queued N      refuse to queue a run while N of its runs wait (default 100)\n" \
 	"  --retry-interrupted N  queue a run cut off by fleetd stopping again, up to N\n" \
-	"                      times (default 0: it is marked interrupted)\n"
+	"                      times (default 0: it is marked interrupted)\n" \
+	"  --memory-quota MIB  what its memory store (~/memory) may hold (default 64)\n"
 
 static const struct command commands[] = {
 	{ "status", "", "Show whether fleetd runs, its version, uptime and agent count.", NULL, cmd_status },
@@ -34,7 +35,7 @@ static const struct command commands[] = {
 	  "                [--restart on-failure|always|never] [--health-cmd CMD] [--health-interval S]\n"
 	  "                [--auto-rollback] [--command CMD] [--snapshot-policy none|before-run|cron]\n"
 	  "                [--snapshot-schedule CRON] [--snapshot-keep N] [--run-timeout S]\n"
-	  "                [--max-queued N] [--retry-interrupted N]",
+	  "                [--max-queued N] [--retry-interrupted N] [--memory-quota MIB]",
 	  "Create an agent and its isolated environment.",
 	  "NAME is 1 to 32 characters: a lower-case letter, then lower-case letters, digits or '-'.\n"
 	  "  --backend vm|user   a libvirt VM (default) or a Unix user on the host\n"
@@ -85,12 +86,28 @@ static const struct command commands[] = {
 	  "unpinned snapshot past the agent's --snapshot-keep is deleted at once.\n",
 	  cmd_snapshot },
 	{ "snapshots", "NAME", "List an agent's snapshots.", NULL, cmd_snapshots },
-	{ "restore", "NAME SNAP | NAME --last-good", "Roll an agent back to a snapshot.",
-	  "  --last-good   the newest snapshot marked good by a health check\n", cmd_restore },
+	{ "restore", "NAME SNAP | NAME --last-good  [--keep-memory]", "Roll an agent back to a snapshot.",
+	  "The memory store (~/memory) is part of the snapshot and rolls back with it.\n"
+	  "  --last-good     the newest snapshot marked good by a health check\n"
+	  "  --keep-memory   roll the machine back but keep the memory store as it is now\n"
+	  "                  (exported before, imported after the restore)\n", cmd_restore },
+	{ "memory", "NAME ls | get KEY | put KEY | rm KEY | export | import",
+	  "Read and write an agent's memory store (~/memory in its environment).",
+	  "KEY is 1 to 128 of A-Z a-z 0-9 . _ -, not starting with a dot.\n"
+	  "  ls         the keys with their sizes and modification times\n"
+	  "  get KEY    write the value to stdout, byte for byte (on a terminal, control\n"
+	  "             characters are made visible)\n"
+	  "  put KEY    store stdin as the value (atomic: the old value or the new one)\n"
+	  "  rm KEY     remove the key\n"
+	  "  export     write the whole store as a tar archive to stdout\n"
+	  "  import     replace the whole store with the tar archive on stdin; refused\n"
+	  "             (nothing changed) if it holds links, devices, setuid bits, paths\n"
+	  "             out of the store, or more than the agent's --memory-quota\n",
+	  cmd_memory },
 	{ "set", "NAME [--command CMD] [--health-cmd CMD | --default-health] [--health-interval S]\n"
 	  "             [--auto-rollback on|off] [--snapshot-policy none|before-run|cron]\n"
 	  "             [--snapshot-schedule CRON] [--snapshot-keep N] [--run-timeout S]\n"
-	  "             [--max-queued N] [--retry-interrupted N]",
+	  "             [--max-queued N] [--retry-interrupted N] [--memory-quota MIB]",
 	  "Change an agent's command, health check, automatic rollback, snapshot policy and run limits.",
 	  "  --command CMD       what the agent runs when triggered (from the next run on)\n"
 	  SNAPSHOT_OPTIONS_HELP RUN_OPTIONS_HELP, cmd_set },

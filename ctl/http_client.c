@@ -107,7 +107,10 @@ int http_parse_response(const char *buf, size_t len, struct http_response *out)
 		end = body + n;
 	}
 	out->body_len = (size_t)(end - body);
-	out->body = xstrndup(body, out->body_len);
+	/* Not xstrndup: a body (a memory value, an archive) may hold NUL bytes. */
+	out->body = xmalloc(out->body_len + 1);
+	memcpy(out->body, body, out->body_len);
+	out->body[out->body_len] = '\0';
 	return 0;
 }
 
@@ -136,15 +139,15 @@ static int send_request(const char *socket_path, const char *method, const char 
 	return TAKE_FD(fd);
 }
 
-/* Append what fd has until EOF to *buf; -errno. */
-static int read_to_eof(int fd, char **buf, size_t *len, size_t *cap)
+/* Append what fd has until EOF to *buf, at most max bytes; -errno. */
+static int read_to_eof_max(int fd, char **buf, size_t *len, size_t *cap, size_t max)
 {
 	for (;;) {
 		ssize_t n;
 
 		if (*cap - *len < 4096) {
 			*cap = *cap ? *cap * 2 : 16384;
-			if (*cap > MAX_RESPONSE)
+			if (*cap > max)
 				return -EFBIG;
 			*buf = xrealloc(*buf, *cap);
 		}
@@ -162,6 +165,27 @@ static int read_to_eof(int fd, char **buf, size_t *len, size_t *cap)
 	return 0;
 }
 
+static int read_to_eof(int fd, char **buf, size_t *len, size_t *cap)
+{
+	return read_to_eof_max(fd, buf, len, cap, MAX_RESPONSE);
+}
+
+int http_request_raw(const char *socket_path, const char *method, const char *path, const char *ctype,
+		     const void *body, size_t body_len, size_t max_response, struct http_response *out)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0, cap = 0;
+	int r;
+
+	fd = send_request(socket_path, method, path, ctype, body, body ? body_len : 0);
+	if (fd < 0)
+		return fd;
+	if ((r = read_to_eof_max(fd, &buf, &len, &cap, max_response)) < 0)
+		return r;
+	return http_parse_response(buf, len, out);
+}
+
 int http_request(const char *socket_path, const char *method, const char *path,
 		 const char *json_body, struct http_response *out)
 {
@@ -172,17 +196,7 @@ int http_request(const char *socket_path, const char *method, const char *path,
 int http_request_body(const char *socket_path, const char *method, const char *path, const char *ctype,
 		      const char *body, size_t body_len, struct http_response *out)
 {
-	_cleanup_close_ int fd = -1;
-	_cleanup_free_ char *buf = NULL;
-	size_t len = 0, cap = 0;
-	int r;
-
-	fd = send_request(socket_path, method, path, ctype, body, body_len);
-	if (fd < 0)
-		return fd;
-	if ((r = read_to_eof(fd, &buf, &len, &cap)) < 0)
-		return r;
-	return http_parse_response(buf, len, out);
+	return http_request_raw(socket_path, method, path, ctype, body, body_len, MAX_RESPONSE, out);
 }
 
 /* Incremental chunked decoding: feed bytes, get body bytes out through lines. */

@@ -28,6 +28,13 @@ int http_request_body(const char *socket_path, const char *method, const char *p
 		      const char *body, size_t body_len, struct http_response *out);
 
 /*
+ * As http_request, with a body of any type and length (body NULL: an empty
+ * one), and an answer of at most max_response bytes (-EFBIG beyond).
+ */
+int http_request_raw(const char *socket_path, const char *method, const char *path, const char *ctype,
+		     const void *body, size_t body_len, size_t max_response, struct http_response *out);
+
+/*
  * Send a request whose answer streams as chunked lines (exec): on_line is
  * called for each '\n'-terminated line of the body as it arrives (a negative
  * return stops reading). Returns the HTTP status (200 after a complete

@@ -69,6 +69,8 @@ struct agent {
 	int run_timeout_s;	/* a run still going after this is killed (timed-out) */
 	int max_queued;		/* queuing one more run than this many waiting is refused */
 	int retry_interrupted;	/* times a run cut off by fleetd stopping is queued again */
+	/* the memory store (core/memory.c, docs/memory.md) */
+	int memory_quota_mib;	/* what ~/memory may hold; 0 in a zeroed record: the default */
 };
 
 #define HEALTH_INTERVAL_DEFAULT 60
@@ -88,6 +90,8 @@ struct agent {
 #define MAX_QUEUED_DEFAULT 100
 #define MAX_QUEUED_MAX 100000
 #define RETRY_INTERRUPTED_MAX 100
+#define MEMORY_QUOTA_DEFAULT 64
+#define MEMORY_QUOTA_MAX 256	/* MiB: a store is notes and small databases, and crosses fleetd in one piece */
 
 void agent_free(struct agent *a);
 /* A deep copy. */

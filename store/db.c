@@ -283,6 +283,8 @@ static const char *const migrations[] = {
 	 * holds the AES-256-GCM output with its tag (core/secret_box.c).
 	 */
 	"ALTER TABLE secrets ADD COLUMN size INTEGER NOT NULL DEFAULT 0;",
+	/* 14 (#12 memory): what an agent's memory store may hold, in MiB (core/memory.c). */
+	"ALTER TABLE agents ADD COLUMN memory_quota_mib INTEGER NOT NULL DEFAULT 64;",
 };
 
 /* Migrations (by their index in migrations[]) that rebuild a referenced table: foreign keys off around them. */

@@ -561,6 +561,7 @@ const struct backend_ops backend_vm_ops = {
 	.env_word = "guest",
 	.health_default = vm_health_default,
 	.has_network = true,
+	.agentd = AGENTD_IN_GUEST,	/* the image's, copied in by images/build-image.sh */
 	.init = vm_init,
 	.shutdown = vm_shutdown,
 	.provision = vm_provision,

@@ -1,0 +1,136 @@
+#!/bin/bash
+# The memory store of a user agent (#12, docs/memory.md): fleetctl memory
+# put/get/ls/rm through fleetd and agentd in the sandbox, a run's command
+# reading and writing ~/memory, persistence over a fleetd restart and a
+# stop/start, export/import round trip, hostile archives refused with
+# nothing written, the quota, and rollback with and without --keep-memory.
+. "$FLEET_SRCDIR/tests/lib/common.sh"
+
+[ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
+command -v python3 >/dev/null || skip_all "needs python3 (builds the hostile archives)"
+
+user_fleetd_setup umem
+user_fleetd_start; ok $? "fleetd starts"
+m() { "$FLEETCTL" memory "$@"; }
+
+"$FLEETCTL" create umema --backend user --memory-quota 2 \
+	--command 'cat "$HOME/memory/question" > "$HOME/memory/answer"; echo " and more" >> "$HOME/memory/answer"' >/dev/null
+ok $? "create a user agent with --memory-quota 2"
+like "$("$FLEETCTL" show umema)" "memory: +store ~/memory, quota 2 MiB" "show gives the quota"
+"$FLEETCTL" start umema >/dev/null; ok $? "start it"
+HOME_DIR=$STATE/users/umema
+
+# put / get / ls / rm
+printf 'what is 6*7?' | m umema put question; ok $? "put a value from stdin"
+is "$(m umema get question)" "what is 6*7?" "get gives it back"
+# What a put killed in an earlier exec leaves behind (agentd is pid 2 in every
+# sandbox's PID namespace) must not block the next put of the key.
+"$FLEETCTL" exec umema -- sh -c 'for p in 1 2 3 4; do echo half > ~/memory/.put-question.$p.tmp; done'
+printf 'what is 6*7?' | m umema put question; ok $? "a put succeeds next to a killed put's leftover temp files"
+"$FLEETCTL" exec umema -- sh -c 'rm -f ~/memory/.put-question.*.tmp'
+is "$(stat -c '%U %a' "$HOME_DIR/memory/question")" "fleet-umema 600" "the file is the agent's own, 0600"
+head -c 100000 /dev/urandom > "$TEST_TMP/bin"
+m umema put blob < "$TEST_TMP/bin"; ok $? "put 100 kB of binary"
+m umema get blob > "$TEST_TMP/bin.out"; ok $? "get it"
+check "the binary value comes back byte for byte (NULs too)" -- cmp "$TEST_TMP/bin" "$TEST_TMP/bin.out"
+: | m umema put empty; ok $? "put an empty value"
+is "$(m umema get empty | wc -c)" 0 "an empty value is empty"
+is "$("$FLEETCTL" --json memory umema ls | jq -r '[.keys[] | .key + "=" + (.size|tostring)] | join(" ")')" \
+	"blob=100000 empty=0 question=12" "ls lists keys with sizes"
+like "$(m umema ls)" "question +12  20[0-9-]+T" "ls shows sizes and mtimes"
+m umema rm empty; ok $? "rm a key"
+out=$(m umema get empty 2>&1); rc=$?
+is "$rc" 1 "get of a removed key fails"
+like "$out" "no key 'empty'" "and says there is no such key"
+out=$(printf x | m umema put ../etc 2>&1); rc=$?
+is "$rc" 2 "fleetctl refuses the key '../etc'"
+out=$(curl -s --unix-socket "$SOCK" -X PUT --data-binary x "http://f/v1/agents/umema/memory/.hidden")
+like "$out" '"code":"invalid"' "the API refuses a key with a leading dot"
+
+# A run's command reads what put wrote and writes what get then sees.
+"$FLEETCTL" trigger umema --wait >/dev/null 2>&1; ok $? "a run succeeds"
+is "$(m umema get answer)" "what is 6*7? and more" "the run read the value and wrote a new key"
+
+# The quota (2 MiB): agentd's put and the import refuse to go over it.
+head -c $((3 * 1024 * 1024)) /dev/zero > "$TEST_TMP/3m"
+out=$(m umema put big < "$TEST_TMP/3m" 2>&1); rc=$?
+is "$rc" 1 "a put over the quota fails"
+like "$out" "memory store full: 'big' would take it over its quota of 2097152 bytes" "with a clear error"
+out=$(m umema get big 2>&1); ok $([ $? -ne 0 ] && echo 0 || echo 1) "nothing was stored"
+is "$(ls -A "$HOME_DIR/memory" | grep -c '^\.put-')" 0 "no temp file left behind"
+"$FLEETCTL" set umema --memory-quota 4 >/dev/null; ok $? "set --memory-quota 4"
+m umema put big < "$TEST_TMP/3m"; ok $? "now it fits"
+m umema rm big >/dev/null
+"$FLEETCTL" set umema --memory-quota 2 >/dev/null
+
+# Survives a fleetd restart and a stop/start.
+stop_fleetd; ok $? "fleetd stops"
+user_fleetd_start; ok $? "fleetd starts again"
+is "$(m umema get question)" "what is 6*7?" "the value survives a fleetd restart"
+"$FLEETCTL" stop umema >/dev/null && "$FLEETCTL" start umema >/dev/null; ok $? "stop and start the agent"
+is "$(m umema get answer)" "what is 6*7? and more" "the value survives a stop/start"
+
+# Export / import round trip, into another agent: byte-identical.
+"$FLEETCTL" exec umema -- sh -c 'mkdir -p ~/memory/notes && echo deep > ~/memory/notes/today.md' >/dev/null
+m umema export > "$TEST_TMP/a.tar"; ok $? "export"
+like "$(tar -tvf "$TEST_TMP/a.tar" | tr '\n' ' ')" "answer.* blob.* notes/today.md.* question" "the archive holds the store"
+"$FLEETCTL" create umemb --backend user --memory-quota 2 >/dev/null && "$FLEETCTL" start umemb >/dev/null; ok $? "a second agent"
+m umemb import < "$TEST_TMP/a.tar"; ok $? "import into it"
+m umemb export > "$TEST_TMP/b.tar"; ok $? "export from it"
+check "export, import, export: the archives are byte-identical" -- cmp "$TEST_TMP/a.tar" "$TEST_TMP/b.tar"
+m umemb get blob > "$TEST_TMP/bin.b"
+check "the binary value arrived whole" -- cmp "$TEST_TMP/bin" "$TEST_TMP/bin.b"
+is "$(stat -c %U "$STATE/users/umemb/memory/notes/today.md")" fleet-umemb "imported files are the importing agent's"
+
+# Hostile archives: each refused, and the store unchanged.
+before=$(m umemb export | sha256sum)
+python3 - "$TEST_TMP" <<'EOF'
+import io, sys, tarfile
+d = sys.argv[1]
+def make(name, members):
+    with tarfile.open(f"{d}/{name}.tar", "w", format=tarfile.PAX_FORMAT) as t:
+        t.addfile(tarfile.TarInfo("ok.txt"), io.BytesIO(b""))
+        for info, data in members:
+            t.addfile(info, io.BytesIO(data) if data is not None else None)
+def reg(n, data=b"x", mode=0o600):
+    i = tarfile.TarInfo(n); i.size = len(data); i.mode = mode; return (i, data)
+def special(n, typ, **kw):
+    i = tarfile.TarInfo(n); i.type = typ
+    for k, v in kw.items(): setattr(i, k, v)
+    return (i, None)
+make("dotdot", [reg("../escaped")])
+make("dotdot2", [reg("notes/../../escaped")])
+make("absolute", [reg("/tmp/escaped")])
+make("symlink", [special("link", tarfile.SYMTYPE, linkname="/etc/passwd")])
+make("symlink-in", [special("link", tarfile.SYMTYPE, linkname="ok.txt")])
+make("hardlink", [special("hard", tarfile.LNKTYPE, linkname="/etc/shadow")])
+make("device", [special("dev", tarfile.CHRTYPE, devmajor=1, devminor=3)])
+make("fifo", [special("fifo", tarfile.FIFOTYPE)])
+make("setuid", [reg("suid", b"#!/bin/sh\n", 0o4755)])
+make("overquota", [reg("big", b"\0" * (3 * 1024 * 1024))])
+EOF
+for t in dotdot dotdot2 absolute symlink symlink-in hardlink device fifo setuid overquota; do
+	out=$(m umemb import < "$TEST_TMP/$t.tar" 2>&1); rc=$?
+	is "$rc" 1 "import of a $t archive is refused"
+	like "$out" "import refused" "  and says why ($(echo "$out" | head -1 | cut -c1-120))"
+done
+is "$(m umemb export | sha256sum)" "$before" "after every refusal the store is exactly as it was"
+is "$(ls -A "$STATE/users/umemb" | grep -c 'import')" 0 "no staging directory left behind"
+check "nothing escaped the store" -- test ! -e "$STATE/users/escaped" -a ! -e /tmp/escaped -a ! -e "$STATE/escaped"
+
+# Rollback: memory is part of a snapshot; --keep-memory keeps it.
+"$FLEETCTL" snapshot umema s1 >/dev/null; ok $? "snapshot"
+printf 'changed' | m umema put question
+printf 'new' | m umema put later
+"$FLEETCTL" restore umema s1 >/dev/null; ok $? "restore"
+is "$(m umema get question)" "what is 6*7?" "a restore rolls the memory back"
+out=$(m umema get later 2>&1); ok $([ $? -ne 0 ] && echo 0 || echo 1) "a key made after the snapshot is gone"
+printf 'changed' | m umema put question
+"$FLEETCTL" exec umema -- sh -c 'echo scratch > ~/work-file; echo note > ~/memory/notes/later.md' >/dev/null
+"$FLEETCTL" restore umema s1 --keep-memory >/dev/null; ok $? "restore --keep-memory"
+is "$(m umema get question)" "changed" "the memory is kept as it was before the restore"
+is "$("$FLEETCTL" exec umema -- cat memory/notes/later.md)" note "  subdirectories too"
+"$FLEETCTL" exec umema -- test -e work-file; ok $([ $? -ne 0 ] && echo 0 || echo 1) "while the rest of the home rolled back"
+check "the kept archive is removed afterwards" -- test ! -e "$STATE/memory-keep/umema.tar"
+
+done_testing

@@ -258,6 +258,12 @@ static const char *const migrations[] = {
 	"ALTER TABLE events_new RENAME TO events;"
 	"CREATE INDEX events_by_time ON events (received_at);"
 	"CREATE INDEX events_by_route_delivery ON events (route, delivery_id);",
+	/*
+	 * #12 network: a NAT agent's egress allow list (model/egress.h); NULL:
+	 * it may reach anything outside the host (never the host, the
+	 * metadata address or other agents).
+	 */
+	"ALTER TABLE agents ADD COLUMN egress_allow TEXT;",
 };
 
 /* Migrations (by their index in migrations[]) that rebuild a referenced table: foreign keys off around them. */

@@ -54,7 +54,19 @@ int firewall_base(const char *user_subnet, char **why)
 		"flush chain " T " input\n"
 		"flush chain " T " forward\n"
 		"flush chain " T " postrouting\n"
-		/* The host: none of its addresses, on any port, from any agent. */
+		/*
+		 * The host: none of its addresses, on any port, from any agent.
+		 * Only replies to what the host itself opened, and ping (so
+		 * a guest can tell its gateway is up), come in.
+		 */
+		"add rule " T " input iifname { \"" FIREWALL_VM_BRIDGE "\" } ct state established,related accept"
+		" comment \"agents: replies to what the host opened\"\n"
+		"add rule " T " input iifname \"" FIREWALL_USER_IFACE_PREFIX "*\" ct state established,related accept"
+		" comment \"agents: replies to what the host opened\"\n"
+		"add rule " T " input iifname { \"" FIREWALL_VM_BRIDGE "\" } icmp type echo-request accept"
+		" comment \"agents: ping of the gateway\"\n"
+		"add rule " T " input iifname \"" FIREWALL_USER_IFACE_PREFIX "*\" icmp type echo-request accept"
+		" comment \"agents: ping of the gateway\"\n"
 		"add rule " T " input iifname \"" FIREWALL_VM_BRIDGE "\" udp dport { 53, 67 } accept"
 		" comment \"vm agents: DHCP and DNS of libvirt's dnsmasq on the gateway\"\n"
 		"add rule " T " input iifname \"" FIREWALL_VM_BRIDGE "\" tcp dport 53 accept"

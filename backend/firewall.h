@@ -3,10 +3,10 @@
  * agent with a network may reach, and each NAT agent's egress allow list.
  * Everything lives in one table, `inet fleet`, that nothing else touches:
  *
- *   chain input        (hook input):   every packet from an agent interface
+ *   chain input        (hook input):   every new connection from an agent interface
  *                                       to the host is dropped (its loopback
  *                                       services, the webhook listener, every
- *                                       address it has); a VM bridge may still
+ *                                       address it has; ping answers); a VM bridge may still
  *                                       ask libvirt's dnsmasq for DHCP and DNS
  *   chain forward      (hook forward): agent to agent, and to the metadata
  *                                       address (169.254.0.0/16, fd00:ec2::254),

@@ -204,6 +204,7 @@ static int user_init(struct fleetd *f, const struct backend_host *host, char **w
 		log_warning("user backend: no cgroup freezer; a running user agent cannot be snapshotted");
 	user_snapshots_sweep(f);
 	reconcile_networks(f, host);
+	netns_refresh_start(f, host);
 	return 0;
 }
 
@@ -224,6 +225,7 @@ static void user_shutdown(struct fleetd *f)
 	}
 	/* Execs die with fleetd (their clients are gone); keepers outlive it, like VM domains. */
 	user_execs_shutdown();
+	netns_refresh_stop();
 	keepers_forget();
 	cgroup_host_free(us->cg);
 	for (size_t i = 0; i < us->n_shared_dirs; i++)

@@ -120,6 +120,9 @@ bool netns_present(struct fleetd *f, const char *agent);
 int netns_ensure(struct fleetd *f, const struct agent *a, uid_t uid, char **why);
 /* Remove the agent's network (uid 0: its user is gone, only the namespace file goes); why may be NULL. */
 int netns_remove(struct fleetd *f, const char *agent, uid_t uid, char **why);
+/* Resolve the host names of every egress list again every 5 minutes (on a worker); stop at shutdown. */
+void netns_refresh_start(struct fleetd *f, const struct backend_host *host);
+void netns_refresh_stop(void);
 
 /* snapshot_jobs.c */
 bool user_job_busy(const char *agent, char **why);

@@ -40,6 +40,9 @@ out ip addr add 198.51.100.3/24 dev o-eth0
 out ip addr add 169.254.169.254/32 dev o-eth0
 out ip route add default via 198.51.100.1
 ip route add 169.254.169.254/32 via 198.51.100.2
+# A name for .3, seen by fleetd only (this mount namespace is the test's): egress lists take names.
+{ cat /etc/hosts; echo "198.51.100.3 outside-three.test"; } > "$TEST_TMP/hosts"
+mount --bind "$TEST_TMP/hosts" /etc/hosts || fail_all "cannot bind a hosts file in the test's mount namespace"
 
 # serve ADDR PORT WORD [ns]: a TCP server answering "WORD PEER"
 serve() {
@@ -114,7 +117,8 @@ is "$(from $B 198.51.100.3 8080)" "" "$B does not reach an address outside its e
 after=$("$FLEETCTL" --json show $B | jq -r '.egress_refused_packets')
 ok $([ "$after" -gt "$before" ] 2>/dev/null; echo $?) "the refusal is counted ($before -> $after packets)"
 like "$("$FLEETCTL" show $B)" 'refused: +[1-9][0-9]* packet' "fleetctl show prints the count"
-"$FLEETCTL" set $B --egress-allow 198.51.100.3:8080 >/dev/null; ok $? "set $B --egress-allow 198.51.100.3:8080"
+"$FLEETCTL" set $B --egress-allow outside-three.test:8080 >/dev/null; ok $? "set $B --egress-allow outside-three.test:8080"
+check "the name was resolved into $B's chain" -- sh -c "nft list chain inet fleet agent-$B | grep -q 'ip daddr 198.51.100.3 .*dport 8080 accept'"
 like "$(from $B 198.51.100.3 8080)" '^outside-three ' "the new list applies at once: $B reaches .3"
 is "$(from $B 198.51.100.2 8080)" "" "and no longer .2"
 out=$("$FLEETCTL" set $N --egress-allow 10.0.0.0/8 2>&1); ok $([ $? -ne 0 ]; echo $?) "an egress list without nat is refused"

@@ -22,6 +22,7 @@
 #include "core/runs.h"
 #include "core/snapshots.h"
 #include "common/cron.h"
+#include "model/egress.h"
 
 static json_t *agent_to_json(const struct agent *a)
 {
@@ -57,6 +58,8 @@ static json_t *agent_to_json(const struct agent *a)
 		"max_queued", a->max_queued,
 		"retry_interrupted", a->retry_interrupted));
 	json_object_set_new(j, "memory", json_pack("{s:i}", "quota_mib", a->memory_quota_mib));
+	if (a->egress_allow)
+		json_object_set_new(j, "egress_allow", json_string(a->egress_allow));
 	if (a->state_detail)
 		json_object_set_new(j, "state_detail", json_string(a->state_detail));
 	if (a->state == AGENT_DEFINED)
@@ -249,6 +252,41 @@ static bool run_fields(struct api_call *c, json_t *body, struct agent *a)
 	       int_field(c, body, "memory_quota_mib", 1, MEMORY_QUOTA_MAX, &a->memory_quota_mib);
 }
 
+/*
+ * egress_allow from body into a ("" clears it); only for a NAT agent of a
+ * backend that applies it. Replies 400 and returns false if bad.
+ */
+static bool egress_field(struct api_call *c, json_t *body, struct agent *a)
+{
+	json_t *v = json_object_get(body, "egress_allow");
+	const struct backend_ops *caps = backend_caps(a->backend);
+	_cleanup_free_ struct egress_entry *e = NULL;
+	const char *list, *why;
+	size_t n;
+
+	if (!v)
+		return true;
+	list = json_string_value(v);
+	free(a->egress_allow);
+	a->egress_allow = NULL;
+	if (!*list)
+		return true;
+	if (a->network != NETWORK_NAT) {
+		api_error(c, 400, "invalid", "egress_allow needs network 'nat'");
+		return false;
+	}
+	if (!caps || !caps->network_apply) {
+		api_error(c, 400, "invalid", "egress_allow is not available for %s agents", backend_kind_to_string(a->backend));
+		return false;
+	}
+	if (egress_parse(list, &e, &n, &why) < 0) {
+		api_error(c, 400, "invalid", "%s", why);
+		return false;
+	}
+	a->egress_allow = xstrdup(list);
+	return true;
+}
+
 /* command from body into a; replies 400 and returns false if bad. */
 static bool command_field(struct api_call *c, json_t *body, struct agent *a)
 {
@@ -273,18 +311,26 @@ void api_agent_update(struct api_call *c)
 	static const char *const spec[] = {
 		"command:s", "health_command:s", "health_interval_s:i", "auto_rollback:b",
 		"snapshot_policy:s", "snapshot_schedule:s", "snapshot_keep:i",
-		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", "memory_quota_mib:i", NULL,
+		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", "memory_quota_mib:i", "egress_allow:s", NULL,
 	};
 	_cleanup_(agent_freep) struct agent *a = NULL;
+	const struct backend_ops *ops = NULL;
+	_cleanup_free_ char *why = NULL;
 	json_t *body;
 	int r;
 
 	if (!(body = api_body_object(c, spec)))
 		return;
-	if ((a = load_agent(c, NULL)) && command_field(c, body, a) && health_fields(c, body, a) &&
-	    snapshot_fields(c, body, a) && run_fields(c, body, a)) {
+	if ((a = load_agent(c, &ops)) && command_field(c, body, a) && health_fields(c, body, a) &&
+	    snapshot_fields(c, body, a) && run_fields(c, body, a) && egress_field(c, body, a)) {
 		if ((r = db_agent_set_settings(c->fleetd->db, a)) < 0) {
 			api_error_errno(c, r, "agent '%s': cannot update: %s", a->name, strerror(-r));
+		} else if (json_object_get(body, "egress_allow") && ops && ops->network_apply &&
+			   a->state != AGENT_DEFINED && a->state != AGENT_PROVISIONING &&
+			   (r = ops->network_apply(c->fleetd, a, &why)) < 0) {
+			/* Stored: the agent's next start applies it again. */
+			api_error_errno(c, r, "agent '%s': egress_allow stored, but not applied: %s", a->name,
+					why ? why : strerror(-r));
 		} else {
 			/* Fewer to keep applies now, not at the next snapshot. */
 			if (a->snapshot_keep > 0 && json_object_get(body, "snapshot_keep"))
@@ -327,7 +373,7 @@ void api_agents_create(struct api_call *c)
 		"name:s", "backend:s", "memory_mib:i", "vcpus:i", "disk_gib:i", "command:s", "network:s", "restart:s",
 		"health_command:s", "health_interval_s:i", "auto_rollback:b",
 		"snapshot_policy:s", "snapshot_schedule:s", "snapshot_keep:i",
-		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", "memory_quota_mib:i", NULL,
+		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", "memory_quota_mib:i", "egress_allow:s", NULL,
 	};
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	json_t *body, *v;
@@ -379,7 +425,7 @@ void api_agents_create(struct api_call *c)
 		}
 		a->network = (enum network_kind)k;
 		if (a->network != NETWORK_NONE && backend_caps(a->backend) && !backend_caps(a->backend)->has_network) {
-			api_error(c, 400, "invalid", "network applies to vm agents only");
+			api_error(c, 400, "invalid", "%s agents have no network", backend_kind_to_string(a->backend));
 			goto out;
 		}
 	}
@@ -392,7 +438,7 @@ void api_agents_create(struct api_call *c)
 	}
 	if (!health_fields(c, body, a) || !snapshot_fields(c, body, a) || !run_fields(c, body, a))
 		goto out;
-	if (!command_field(c, body, a))
+	if (!command_field(c, body, a) || !egress_field(c, body, a))
 		goto out;
 
 	r = create_agent(c, a);
@@ -404,10 +450,18 @@ out:
 
 void api_agent_get(struct api_call *c)
 {
-	_cleanup_(agent_freep) struct agent *a = load_agent(c, NULL);
+	const struct backend_ops *ops = NULL;
+	_cleanup_(agent_freep) struct agent *a = load_agent(c, &ops);
+	long long refused;
+	json_t *j;
 
-	if (a)
-		api_reply(c, 200, agent_to_json(a));
+	if (!a)
+		return;
+	j = agent_to_json(a);
+	/* What the egress allow list refused, from the agent's nft counter (only here: it costs an nft run). */
+	if (ops && ops->network_refused && ops->network_refused(c->fleetd, a, &refused) == 0)
+		json_object_set_new(j, "egress_refused_packets", json_integer(refused));
+	api_reply(c, 200, j);
 }
 
 void api_agent_delete(struct api_call *c)

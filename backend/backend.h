@@ -209,6 +209,15 @@ struct backend_ops {
 	 * called after done().
 	 */
 	void (*exec_pause)(struct exec_handle *h, bool paused);
+
+	/*
+	 * Network policy (optional; only where has_network): apply a's
+	 * network settings now (its egress_allow changed), 0 or -errno with
+	 * *why; and how many packets a's egress allow list has refused so
+	 * far, -ENOENT when it has none.
+	 */
+	int (*network_apply)(struct fleetd *f, const struct agent *a, char **why);
+	int (*network_refused)(struct fleetd *f, const struct agent *a, long long *packets);
 };
 
 #endif

@@ -56,6 +56,10 @@ static void print_agent_details(json_t *a)
 		if (mem)
 			printf("memory:     store ~/memory, quota %lld MiB\n", num(mem, "quota_mib"));
 	}
+	if (json_is_string(json_object_get(a, "egress_allow")))
+		printf("egress:     only %s\n", str(a, "egress_allow"));
+	if (json_is_integer(json_object_get(a, "egress_refused_packets")))
+		printf("refused:    %lld packet(s) outside the egress list\n", num(a, "egress_refused_packets"));
 	if (json_object_get(a, "note"))
 		printf("note:       %s\n", str(a, "note"));
 }
@@ -63,7 +67,8 @@ static void print_agent_details(json_t *a)
 /* The run queue's per-agent options, shared by create and set. */
 #define RUN_OPTIONS \
 	{ "run-timeout", required_argument, NULL, 'T' }, { "max-queued", required_argument, NULL, 'Q' }, \
-	{ "retry-interrupted", required_argument, NULL, 'Y' }, { "memory-quota", required_argument, NULL, 'M' }
+	{ "retry-interrupted", required_argument, NULL, 'Y' }, { "memory-quota", required_argument, NULL, 'M' }, \
+	{ "egress-allow", required_argument, NULL, 'E' }
 
 struct create_opts {
 	const struct command *cmd;
@@ -94,6 +99,9 @@ static int create_opt(int c, const char *arg, void *data)
 		return enum_opt(o, "network", arg, network_kind_from_string, "--network must be 'none' or 'nat'");
 	case 'c':
 		json_object_set_new(o->body, "command", json_string(arg));
+		return 0;
+	case 'E':	/* checked by fleetd (model/egress.c), which also resolves the names */
+		json_object_set_new(o->body, "egress_allow", json_string(arg));
 		return 0;
 	case 'H':
 		json_object_set_new(o->body, "health_command", json_string(arg));

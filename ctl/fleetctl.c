@@ -27,7 +27,11 @@ static CMD_HANDLER(cmd_help);
 	"  --max-queued N      refuse to queue a run while N of its runs wait (default 100)\n" \
 	"  --retry-interrupted N  queue a run cut off by fleetd stopping again, up to N\n" \
 	"                      times (default 0: it is marked interrupted)\n" \
-	"  --memory-quota MIB  what its memory store (~/memory) may hold (default 64)\n"
+	"  --memory-quota MIB  what its memory store (~/memory) may hold (default 64)\n" \
+	"  --egress-allow LIST with --network nat (user agents): reach only these, e.g.\n" \
+	"                      api.github.com:443,10.9.0.0/24; names are resolved by fleetd\n" \
+	"                      at each start and every 5 minutes; everything else is refused\n" \
+	"                      and counted ('show'); \"\" (set) removes the limit\n"
 
 static const struct command commands[] = {
 	{ "status", "", "Show whether fleetd runs, its version, uptime and agent count.", NULL, cmd_status },
@@ -35,14 +39,16 @@ static const struct command commands[] = {
 	  "                [--restart on-failure|always|never] [--health-cmd CMD] [--health-interval S]\n"
 	  "                [--auto-rollback] [--command CMD] [--snapshot-policy none|before-run|cron]\n"
 	  "                [--snapshot-schedule CRON] [--snapshot-keep N] [--run-timeout S]\n"
-	  "                [--max-queued N] [--retry-interrupted N] [--memory-quota MIB]",
+	  "                [--max-queued N] [--retry-interrupted N] [--memory-quota MIB]\n"
+	  "                [--egress-allow LIST]",
 	  "Create an agent and its isolated environment.",
 	  "NAME is 1 to 32 characters: a lower-case letter, then lower-case letters, digits or '-'.\n"
 	  "  --backend vm|user   a libvirt VM (default) or a Unix user on the host\n"
 	  "  --memory MIB        guest memory, 64 to 65536 (default 256; vm only)\n"
 	  "  --vcpus N           guest CPUs, 1 to 64 (default 1; vm only)\n"
 	  "  --disk GIB          guest disk size, 1 to 1024 (default 2; vm only)\n"
-	  "  --network none|nat  no network (default) or an isolated NAT network (vm only)\n"
+	  "  --network none|nat  no network (default) or a NAT network of its own: never the\n"
+	  "                      host, other agents or the metadata address (docs/security.md)\n"
 	  "  --restart POLICY    when the environment stops without being asked: restart it\n"
 	  "                      on-failure (default: crashed or killed), always, or never\n"
 	  "  --health-cmd CMD    its health check, run as the agent (default: agentd health;\n"
@@ -107,8 +113,10 @@ static const struct command commands[] = {
 	{ "set", "NAME [--command CMD] [--health-cmd CMD | --default-health] [--health-interval S]\n"
 	  "             [--auto-rollback on|off] [--snapshot-policy none|before-run|cron]\n"
 	  "             [--snapshot-schedule CRON] [--snapshot-keep N] [--run-timeout S]\n"
-	  "             [--max-queued N] [--retry-interrupted N] [--memory-quota MIB]",
-	  "Change an agent's command, health check, automatic rollback, snapshot policy and run limits.",
+	  "             [--max-queued N] [--retry-interrupted N] [--memory-quota MIB]\n"
+	  "             [--egress-allow LIST]",
+	  "Change an agent's command, health check, automatic rollback, snapshot policy, run limits,\n"
+	  "memory quota and egress.",
 	  "  --command CMD       what the agent runs when triggered (from the next run on)\n"
 	  SNAPSHOT_OPTIONS_HELP RUN_OPTIONS_HELP, cmd_set },
 	{ "health", "NAME", "Run an agent's health check now (exit 0 healthy, 3 unhealthy).", NULL, cmd_health },

@@ -35,6 +35,7 @@ void agent_free(struct agent *a)
 	free(a->name);
 	free(a->state_detail);
 	free(a->command);
+	free(a->egress_allow);
 	free(a->health_command);
 	free(a->health_detail);
 	free(a->last_rollback);
@@ -51,6 +52,7 @@ struct agent *agent_copy(const struct agent *a)
 	c->name = a->name ? xstrdup(a->name) : NULL;
 	c->state_detail = a->state_detail ? xstrdup(a->state_detail) : NULL;
 	c->command = a->command ? xstrdup(a->command) : NULL;
+	c->egress_allow = a->egress_allow ? xstrdup(a->egress_allow) : NULL;
 	c->health_command = a->health_command ? xstrdup(a->health_command) : NULL;
 	c->health_detail = a->health_detail ? xstrdup(a->health_detail) : NULL;
 	c->last_rollback = a->last_rollback ? xstrdup(a->last_rollback) : NULL;

@@ -48,6 +48,7 @@ struct agent {
 	int vcpus;
 	int disk_gib;
 	enum network_kind network;
+	char *egress_allow;	/* nat only: the hosts and CIDRs it may reach (model/egress.h), NULL: anything outside */
 	enum restart_policy restart;
 	char *command;		/* what `agentd run` starts; may be NULL */
 	int64_t created_at;	/* unix seconds */

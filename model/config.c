@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <string.h>
@@ -62,6 +63,26 @@ static int check_uri(const char *v, const char **why)
 		*why = "must be a libvirt URI such as qemu:///system";
 		return -EINVAL;
 	}
+	return 0;
+}
+
+/* An IPv4 network A.B.C.D/P (P 8..30, host bits zero) to cut into one /30 per user agent. */
+static int check_nat_subnet(const char *v, const char **why)
+{
+	char addr[INET_ADDRSTRLEN];
+	const char *slash = strchr(v, '/');
+	struct in_addr in;
+	long prefix;
+
+	*why = "must be a private IPv4 network A.B.C.D/P with P from 8 to 30 and the host bits zero";
+	if (!slash || (size_t)(slash - v) >= sizeof(addr))
+		return -EINVAL;
+	memcpy(addr, v, (size_t)(slash - v));
+	addr[slash - v] = '\0';
+	if (inet_pton(AF_INET, addr, &in) != 1 || parse_long(slash + 1, 8, 30, &prefix) < 0)
+		return -EINVAL;
+	if (ntohl(in.s_addr) & (0xffffffffu >> prefix))
+		return -EINVAL;
 	return 0;
 }
 
@@ -228,6 +249,10 @@ const struct config_def config_defs[CFG__COUNT] = {
 		.range = { 1, 600, "a number of seconds" } },
 	[CFG_HOOKS_HEADER_MAX] = { "hooks_header_max_bytes", "hooks-header-max-bytes", "N", "32768", true,
 		"most bytes of a webhook request's line and headers together", .range = { 4096, 1L << 20, "a number of bytes" } },
+	/* User agents' NAT network (#12): one /30 per agent, by its uid (user/netns.c). */
+	[CFG_USER_NAT_SUBNET] = { "user_nat_subnet", "user-nat-subnet", "CIDR", "10.199.0.0/16", false,
+		"IPv4 network cut into one /30 per user agent with --network nat (by uid: user_uid_min gets the "
+		"first); agents whose uid is past its end cannot have a network", check_nat_subnet },
 };
 
 void config_init(struct config *c)

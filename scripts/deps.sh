@@ -19,8 +19,10 @@ PACKAGES=(
 	dpkg-dev debian-archive-keyring libtomcrypt-dev libtommath-dev zlib1g-dev
 	# user agents
 	passwd util-linux
+	# user agents' --network nat: namespaces and veth pairs (ip), fleet's firewall rules (nft)
+	iproute2 nftables
 	# tests and demo
-	curl jq socat sqlite3 openssh-client iproute2 procps valgrind
+	curl jq socat sqlite3 openssh-client procps valgrind
 	# the webhook tests' raw HTTP client (tests/lib/hookraw.py, standard library only)
 	python3
 	# test_cron's DST tests need the zone files (they skip without, and CI fails)

@@ -285,6 +285,12 @@ static const char *const migrations[] = {
 	"ALTER TABLE secrets ADD COLUMN size INTEGER NOT NULL DEFAULT 0;",
 	/* 14 (#12 memory): what an agent's memory store may hold, in MiB (core/memory.c). */
 	"ALTER TABLE agents ADD COLUMN memory_quota_mib INTEGER NOT NULL DEFAULT 64;",
+	/*
+	 * 15 (#12 network): a NAT agent's egress allow list (model/egress.h); NULL:
+	 * it may reach anything outside the host (never the host, the
+	 * metadata address or other agents).
+	 */
+	"ALTER TABLE agents ADD COLUMN egress_allow TEXT;",
 };
 
 /* Migrations (by their index in migrations[]) that rebuild a referenced table: foreign keys off around them. */

@@ -20,6 +20,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "backend/firewall.h"
 #include "backend/spawn.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -164,6 +165,29 @@ int user_ensure_init(struct fleetd *f, char **why)
 	return 0;
 }
 
+/*
+ * At fleetd's start: every NAT agent's network and firewall rules, made
+ * again where they went missing (a reboot, `nft delete table inet fleet`).
+ * A failure is logged; the agent's next start or exec tries again.
+ */
+static void reconcile_networks(struct fleetd *f, const struct backend_host *host)
+{
+	struct agent **list = NULL;
+	uid_t uid;
+
+	if (!host || !host->list_agents || host->list_agents(f, BACKEND_USER, &list) < 0)
+		return;
+	for (struct agent **a = list; *a; a++) {
+		_cleanup_free_ char *why = NULL;
+
+		if ((*a)->network != NETWORK_NAT || account_lookup(f, (*a)->name, &uid) < 0)
+			continue;
+		if (netns_ensure(f, *a, uid, &why) < 0)
+			log_warning("agent '%s': cannot restore its network: %s", (*a)->name, why ? why : "?");
+	}
+	agent_list_free(list);
+}
+
 static int user_init(struct fleetd *f, const struct backend_host *host, char **why)
 {
 	_cleanup_free_ char *cg = NULL;
@@ -179,6 +203,8 @@ static int user_init(struct fleetd *f, const struct backend_host *host, char **w
 	if (!cgroup_host_can_freeze(us->cg))
 		log_warning("user backend: no cgroup freezer; a running user agent cannot be snapshotted");
 	user_snapshots_sweep(f);
+	reconcile_networks(f, host);
+	netns_refresh_start(f, host);
 	return 0;
 }
 
@@ -199,6 +225,7 @@ static void user_shutdown(struct fleetd *f)
 	}
 	/* Execs die with fleetd (their clients are gone); keepers outlive it, like VM domains. */
 	user_execs_shutdown();
+	netns_refresh_stop();
 	keepers_forget();
 	cgroup_host_free(us->cg);
 	for (size_t i = 0; i < us->n_shared_dirs; i++)
@@ -237,6 +264,13 @@ static int user_provision(struct fleetd *f, const struct agent *a, char **why)
 	if ((r = account_create(f, a, &uid, why)) < 0)
 		return r;
 	if (cgroup_host_usable(us->cg) && (r = cgroup_create(us->cg, a->name, &lim, why)) < 0) {
+		account_undo(f, a);
+		return r;
+	}
+	if ((r = netns_ensure(f, a, uid, why)) < 0) {
+		(void)netns_remove(f, a->name, uid, NULL);
+		if (cgroup_host_usable(us->cg))
+			(void)cgroup_remove(us->cg, a->name);
 		account_undo(f, a);
 		return r;
 	}
@@ -280,6 +314,8 @@ static int user_destroy(struct fleetd *f, const struct agent *a, bool force, cha
 		*why = xasprintf("cannot remove the cgroup: %s", strerror(-r));
 		ret = r;
 	}
+	if (a->network == NETWORK_NAT && (r = netns_remove(f, a->name, uid, ret ? NULL : why)) < 0 && ret == 0)
+		ret = r;
 	if ((r = account_remove(f, a, uid, ret ? NULL : why)) < 0 && ret == 0)
 		ret = r;
 	user_snapshots_forget(f, a->name);	/* its snapshots and a half-made restore; removed in the background */
@@ -373,6 +409,9 @@ static int user_start(struct fleetd *f, const struct agent *a, backend_done_fn d
 		return r;
 	if ((r = user_agent_ready(f, a, &uid, why)) < 0)
 		return r;
+	/* The network and its rules as they should be, before anything of the agent runs in it. */
+	if ((r = netns_ensure(f, a, uid, why)) < 0)
+		return r;
 	keeper_adopt(f, a->name);	/* one that outlived a fleetd restart is this agent's keeper: no second one */
 	if (keeper_alive(a->name)) {
 		op_schedule(f, a->name, uid, false, 0, done, userdata);
@@ -432,6 +471,28 @@ static int user_state(struct fleetd *f, const struct agent *a, enum agent_state 
 	return 0;
 }
 
+static int user_network_apply(struct fleetd *f, const struct agent *a, char **why)
+{
+	uid_t uid;
+	int r;
+
+	if ((r = user_ensure_init(f, why)) < 0)
+		return r;
+	if ((r = account_lookup(f, a->name, &uid)) < 0) {
+		*why = xstrdup("has no user environment (not provisioned?)");
+		return r == -EPERM ? -ENOENT : r;
+	}
+	return netns_ensure(f, a, uid, why);
+}
+
+static int user_network_refused(struct fleetd *f, const struct agent *a, long long *packets)
+{
+	(void)f;
+	if (a->network != NETWORK_NAT || !a->egress_allow)
+		return -ENOENT;
+	return firewall_agent_refused(a->name, packets);
+}
+
 /* agentd's checks, in the shell (no agentd in a user agent's sandbox): the home takes a write, a shell runs. */
 static const char *const user_health_default[] = {
 	"/bin/sh", "-c",
@@ -444,7 +505,7 @@ const struct backend_ops backend_user_ops = {
 	.name = "user",
 	.env_word = "sandbox",
 	.health_default = user_health_default,
-	.has_network = false,	/* nothing to give a user agent: --network nat is for guests */
+	.has_network = true,	/* --network nat: user/netns.c */
 	.init = user_init,
 	.shutdown = user_shutdown,
 	.provision = user_provision,
@@ -459,4 +520,6 @@ const struct backend_ops backend_user_ops = {
 	.snapshot_exists = user_snapshot_exists,
 	.exec_cancel = user_exec_cancel,
 	.exec_pause = user_exec_pause,
+	.network_apply = user_network_apply,
+	.network_refused = user_network_refused,
 };

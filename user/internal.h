@@ -105,6 +105,25 @@ int user_exec(struct fleetd *f, const struct agent *a, const struct exec_request
 void user_exec_cancel(struct exec_handle *h);
 void user_exec_pause(struct exec_handle *h, bool paused);
 
+/* netns.c: a --network nat agent's namespace, veth pair and firewall rules */
+struct netns_addrs {
+	char iface[16];		/* the host end, flh<SLOT> */
+	char host[16];		/* its address, the agent's gateway */
+	char agent[16];		/* eth0's address in the agent's namespace */
+};
+char *netns_dir(struct fleetd *f);
+char *netns_path(struct fleetd *f, const char *agent);
+/* The /30 of uid in user_nat_subnet; -ENOSPC (and *why) when uid is past its end. */
+int netns_addrs(struct fleetd *f, uid_t uid, struct netns_addrs *ret, char **why);
+bool netns_present(struct fleetd *f, const char *agent);
+/* Make whatever of a's network is missing and (re)apply its firewall rules; nothing for --network none. */
+int netns_ensure(struct fleetd *f, const struct agent *a, uid_t uid, char **why);
+/* Remove the agent's network (uid 0: its user is gone, only the namespace file goes); why may be NULL. */
+int netns_remove(struct fleetd *f, const char *agent, uid_t uid, char **why);
+/* Resolve the host names of every egress list again every 5 minutes (on a worker); stop at shutdown. */
+void netns_refresh_start(struct fleetd *f, const struct backend_host *host);
+void netns_refresh_stop(void);
+
 /* snapshot_jobs.c */
 bool user_job_busy(const char *agent, char **why);
 void user_thaw_leftover(const char *agent);

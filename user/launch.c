@@ -340,6 +340,14 @@ _noreturn_ static void launch_init(const struct launch_prep *p)
 	for (size_t i = 0; i < s->n_cgroup_fds; i++)
 		if (write(s->cgroup_fds[i], "0", 1) < 0)
 			child_fail(rep, LAUNCH_STAGE_CGROUP, errno);
+	/* A NAT agent's own persistent namespace replaces the empty one (before the mounts: path is the host's). */
+	if (s->netns_path) {
+		int nsfd = open(s->netns_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+		if (nsfd < 0 || syscall(SYS_setns, nsfd, CLONE_NEWNET) < 0)
+			child_fail(rep, LAUNCH_STAGE_NET, errno);
+		close(nsfd);
+	}
 	loopback_up(rep);
 
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)

@@ -43,6 +43,7 @@ struct user_launch_spec {
 	const char *const *shared_dirs;	/* more world-writable host directories: each gets a fresh 1777 tmpfs */
 	size_t n_shared_dirs;
 	bool die_with_parent;		/* SIGKILL the sandbox when the launching thread dies */
+	const char *netns_path;		/* a network namespace to join (the agent's NAT network); NULL: a new one, only lo */
 };
 
 /* A launched sandbox; the caller owns both fds. */

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "model/fleetd.h"
+#include "backend/firewall.h"
 #include "common/log.h"
 #include "backend/spawn.h"
 #include "vm/ssh.h"
@@ -214,6 +215,9 @@ static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn don
 			/* The network may be gone since create (net-destroy, a host reboot). */
 			_cleanup_free_ char *net = vm_network_xml();
 			if ((r = virt_network_ensure(b->virt, NETWORK_NAME, net, why)) < 0)
+				return r;
+			/* What no agent may reach (the host, other agents, metadata): before the guest runs. */
+			if ((r = firewall_base(config_get(&b->f->cfg, CFG_USER_NAT_SUBNET), why)) < 0)
 				return r;
 		}
 		if ((r = vm_dir_secure(b, a->name, why)) < 0 || (r = vm_prepare_boot(b, a, why)) < 0 ||
@@ -480,6 +484,22 @@ static const char *pick_domain_type(void)
 	return version == KVM_API_VERSION ? "kvm" : "qemu";
 }
 
+/* At start: NAT guests may be running from before; their rules come back if they went missing. */
+static void vm_firewall_reconcile(struct vm_backend *b)
+{
+	struct agent **list = NULL;
+	_cleanup_free_ char *why = NULL;
+	bool nat = false;
+
+	if (b->host->list_agents(b->f, BACKEND_VM, &list) < 0)
+		return;
+	for (struct agent **a = list; *a; a++)
+		nat = nat || (*a)->network == NETWORK_NAT;
+	agent_list_free(list);
+	if (nat && firewall_base(config_get(&b->f->cfg, CFG_USER_NAT_SUBNET), &why) < 0)
+		log_warning("vm backend: cannot restore the firewall rules of NAT agents: %s", why ? why : "?");
+}
+
 static int vm_init(struct fleetd *f, const struct backend_host *host, char **why)
 {
 	const char *image_dir = config_get(&f->cfg, CFG_IMAGE_DIR);
@@ -512,6 +532,7 @@ static int vm_init(struct fleetd *f, const struct backend_host *host, char **why
 	}
 	f->backend_state[BACKEND_VM] = b;
 	vm_adopt_legacy_agents(b);
+	vm_firewall_reconcile(b);
 	r = virt_open(f->base, config_get(&f->cfg, CFG_LIBVIRT_URI), vm_on_virt_event, b, &b->virt, why);
 	if (r == -ENOTCONN) {
 		/* libvirtd may come later: stay available and keep trying. */

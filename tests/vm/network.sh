@@ -1,7 +1,9 @@
 #!/bin/bash
 # VM agents and their network: `--network nat` guests get a DHCP address on
 # fleet's NAT network (fleet-nat, 192.168.223.0/24), reach its gateway, and do
-# not reach each other (every port is isolated), in both directions; a
+# not reach each other (every port is isolated), in both directions, nor a
+# TCP service of the host (fleet's nftables rules; controls: the host side
+# reaches it, and so does the guest once the table is deleted); a
 # `--network none` guest has no NIC at all. Everything runs under a private
 # libvirtd in a network + mount namespace this test creates
 # (tests/lib/vmns.sh): guest traffic never leaves that namespace.
@@ -92,6 +94,28 @@ is "$(ping_status nb "$A")" "rc=1" "nb cannot reach na (isolated ports): its pin
 # And the gateway still answers afterwards: the failure above was not a broken guest network.
 guest_ping_retry na 192.168.223.1; ok $? "na still reaches the gateway after that"
 guest_ping_retry nb 192.168.223.1; ok $? "nb still reaches the gateway after that"
+
+# --- fleet's firewall (table inet fleet, backend/firewall.c): the host is not a service to guests --
+# A service on every address of the host side; the namespace's own end reaches it on the gateway
+# address (control), a guest does not (ping still answers, above).
+nsenter -t "$VMNS_PID" -m -n -- socat TCP-LISTEN:7002,fork,reuseaddr SYSTEM:'echo host-any' 2>/dev/null &
+_pids+=($!)
+for ((i = 0; i < 100; i++)); do
+	[ "$(vmns_exec socat -T3 - TCP:192.168.223.1:7002 </dev/null 2>/dev/null)" = host-any ] && break; sleep 0.1
+done
+is "$(vmns_exec socat -T3 - TCP:192.168.223.1:7002 </dev/null 2>/dev/null)" host-any \
+	"the host side reaches its service on the gateway address (control)"
+is "$("$FLEETCTL" exec na --root --no-stdin --timeout 30 -- sh -c 'nc -w 3 192.168.223.1 7002 </dev/null 2>/dev/null')" "" \
+	"na does not reach the host's service on the gateway address"
+like "$(vmns_exec nft list chain inet fleet input 2>&1)" 'iifname "fleetbr0" counter packets [1-9][0-9]* bytes [0-9]+ drop' \
+	"fleet's input rule for fleetbr0 counted the refusal"
+vmns_exec nft delete table inet fleet
+like "$("$FLEETCTL" exec na --root --no-stdin --timeout 30 -- sh -c 'nc -w 3 192.168.223.1 7002 </dev/null 2>/dev/null')" \
+	'^host-any' "without fleet's table na reaches it (control: the rule refused it)"
+"$FLEETCTL" restart na >/dev/null 2>&1; ok $? "restart na (its start applies the rules again)"
+check "the table is back" -- vmns_exec nft list chain inet fleet input
+is "$("$FLEETCTL" exec na --root --no-stdin --timeout 30 -- sh -c 'nc -w 3 192.168.223.1 7002 </dev/null 2>/dev/null')" "" \
+	"na is refused again"
 
 # --- no network ----------------------------------------------------------------------------------
 is "$("$FLEETCTL" exec nn --root --no-stdin -- sh -c 'ls /sys/class/net | sort | tr "\n" " "')" "lo " \

@@ -1,0 +1,59 @@
+/*
+ * firewall: the nftables rules fleet owns, for both backends: what no
+ * agent with a network may reach, and each NAT agent's egress allow list.
+ * Everything lives in one table, `inet fleet`, that nothing else touches:
+ *
+ *   chain input        (hook input):   every new connection from an agent interface
+ *                                       to the host is dropped (its loopback
+ *                                       services, the webhook listener, every
+ *                                       address it has; ping answers); a VM bridge may still
+ *                                       ask libvirt's dnsmasq for DHCP and DNS
+ *   chain forward      (hook forward): agent to agent, and to the metadata
+ *                                       address (169.254.0.0/16, fd00:ec2::254),
+ *                                       dropped; then each user agent's
+ *                                       interface jumps to its own chain
+ *   chain postrouting  (nat):          masquerade of the user agents' subnet
+ *   map egress                          interface -> jump agent-NAME
+ *   chain agent-NAME, counter refused-NAME   one agent's allow list, and
+ *                                       what it refused
+ *
+ * Drops are final in nftables whatever other tables (libvirt's, iptables')
+ * accept, so nothing another tool adds can undo them. Each call is one
+ * `nft` transaction, flushing and refilling what it owns, so it can be
+ * repeated (at every fleetd start, after `nft delete table inet fleet`).
+ * nft runs through spawn.c with a fixed environment; rules are built from
+ * validated names and addresses only.
+ */
+#ifndef FLEET_FIREWALL_H
+#define FLEET_FIREWALL_H
+
+#include <stdbool.h>
+
+#define FIREWALL_TABLE "fleet"
+/* Host ends of the user agents' veth pairs are USER_IFACE_PREFIX<slot> (user/netns.c). */
+#define FIREWALL_USER_IFACE_PREFIX "flh"
+/* libvirt's bridge of the VM agents' NAT network (vm/provision.c). */
+#define FIREWALL_VM_BRIDGE "fleetbr0"
+
+/*
+ * The table, its base chains and the rules for every agent alike; user_subnet
+ * (A.B.C.D/P) is masqueraded. 0, or -errno with *why (nft's own words).
+ */
+int firewall_base(const char *user_subnet, char **why);
+
+/*
+ * One agent's chain behind its interface: with egress_allow (model/egress.h)
+ * NULL, anything outside; else only the listed addresses (names resolved
+ * now, each to all its addresses; a name that does not resolve adds
+ * nothing, and is logged), every other packet counted and dropped. 0 or
+ * -errno with *why.
+ */
+int firewall_agent_apply(const char *agent, const char *iface, const char *egress_allow, char **why);
+/* Remove the agent's chain, counter and map entry; nothing there is fine. */
+int firewall_agent_remove(const char *agent, const char *iface, char **why);
+/* Packets the agent's allow list refused so far: 0 and *packets, -ENOENT without a counter, or -errno. */
+int firewall_agent_refused(const char *agent, long long *packets);
+/* Is the agent's chain there (for reconciling at start)? */
+bool firewall_agent_present(const char *agent);
+
+#endif

@@ -21,6 +21,7 @@ struct runs;
 struct lifecycle;
 struct hooks;
 struct listener;
+struct secret_hold;
 
 struct fleetd {
 	struct event_base *base;
@@ -42,6 +43,7 @@ struct fleetd {
 	struct lifecycle *lifecycle;		/* lifecycle.c */
 	struct hooks *hooks;			/* hooks.c: the daily pruning of events */
 	struct listener *listener;		/* listener.c: the webhook listener process, NULL when off */
+	struct secret_hold *secret_holds;	/* secret_hold.c: agents with secrets in memory now */
 };
 
 #endif

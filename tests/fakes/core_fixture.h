@@ -22,6 +22,7 @@
 #include "core/host.h"
 #include "core/lifecycle.h"
 #include "core/runs.h"
+#include "core/secret_hold.h"
 #include "core/snapshots.h"
 #include "model/fleetd.h"
 #include "store/db.h"
@@ -95,6 +96,7 @@ static inline void fixture_close(struct fixture *x)
 	backends_shutdown(&x->f);
 	lifecycle_shutdown(&x->f);
 	runs_free(&x->f);
+	secret_hold_free(&x->f);
 	db_close(x->f.db);
 	event_base_free(x->f.base);
 	config_free(&x->f.cfg);

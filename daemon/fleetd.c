@@ -29,6 +29,7 @@
 #include "core/listener.h"
 #include "core/schedules.h"
 #include "core/secret_hold.h"
+#include "core/secrets.h"
 #include "core/snapshots.h"
 #include "store/db.h"
 #include "common/log.h"
@@ -220,6 +221,7 @@ static int finish(struct fleetd *f, int code)
 	f->base = NULL;
 	db_close(f->db);
 	f->db = NULL;
+	secrets_free(f);
 	if (f->lock_fd >= 0)
 		close(f->lock_fd);
 	f->lock_fd = -1;
@@ -334,6 +336,15 @@ int main(int argc, char **argv)
 	if ((r = db_open(db_path, &f.db)) < 0) {
 		log_error("cannot open database %s: %s", db_path, strerror(-r));
 		return finish(&f, 1);
+	}
+	{
+		_cleanup_free_ char *why = NULL;
+
+		/* No start without the host key: secrets set before could not be read, or would be lost. */
+		if ((r = secrets_init(&f, &why)) < 0) {
+			log_error("%s; not starting", why);
+			return finish(&f, 1);
+		}
 	}
 	f.base = event_base_new();
 	if (!f.base) {

@@ -258,6 +258,12 @@ static const char *const migrations[] = {
 	"ALTER TABLE events_new RENAME TO events;"
 	"CREATE INDEX events_by_time ON events (received_at);"
 	"CREATE INDEX events_by_route_delivery ON events (route, delivery_id);",
+	/*
+	 * (#12 secrets) the secrets table of migration 1 gains the plaintext's
+	 * size, which `secret ls` shows without opening the value. ciphertext
+	 * holds the AES-256-GCM output with its tag (core/secret_box.c).
+	 */
+	"ALTER TABLE secrets ADD COLUMN size INTEGER NOT NULL DEFAULT 0;",
 };
 
 /* Migrations (by their index in migrations[]) that rebuild a referenced table: foreign keys off around them. */

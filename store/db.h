@@ -233,6 +233,26 @@ int db_schedule_delete(struct db *db, const char *agent, int64_t id);
 int db_schedule_set_last(struct db *db, int64_t id, int64_t last_at);
 
 /*
+ * An agent's secrets (store/secrets.c): only sealed bytes (core/secrets.c
+ * seals and opens them); rows go with their agent (ON DELETE CASCADE).
+ */
+struct db_secret {
+	char *key;
+	unsigned char *nonce, *ct;	/* NULL in db_secret_list without values */
+	size_t nonce_len, ct_len;
+	size_t size;			/* plaintext bytes */
+	int64_t created_at, updated_at;
+};
+void db_secrets_free(struct db_secret *s, size_t n);
+/* Store (replacing) agent's key: 0, -ENOENT no such agent, -E2BIG a new key beyond max_keys. */
+int db_secret_put(struct db *db, const char *agent, const char *key, const unsigned char *nonce, size_t nonce_len,
+		  const unsigned char *ct, size_t ct_len, size_t size, int max_keys);
+/* 0, -ENOENT no such key (*no_agent: not even the agent). */
+int db_secret_delete(struct db *db, const char *agent, const char *key, bool *no_agent);
+/* The agent's secrets by key name, with the sealed bytes if with_sealed; -ENOENT no such agent. */
+int db_secret_list(struct db *db, const char *agent, bool with_sealed, struct db_secret **ret, size_t *n);
+
+/*
  * One transaction around several calls (a cron firing: its run and its
  * last_at commit together). Only on fleetd's loop thread, which owns the
  * handle's writes; db_rollback() after a failure.

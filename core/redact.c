@@ -413,16 +413,30 @@ static void text_write(void *userdata, const char *data, size_t len)
 	t->n += len;
 }
 
-char *redact_text(const struct redactor *r, const void *text, size_t len, size_t *ret_len)
+static char *text_redact(const struct redactor *r, const void *text, size_t len, bool cut, size_t *ret_len)
 {
+	static const char cut_note[] = " [cut]";
 	struct text_out t = { xmalloc(len + 1), 0, len + 1 };
 	struct redact_stream *s = redact_stream_new(r, text_write, &t);
 
 	redact_stream_push(s, text, len);
-	redact_stream_flush(s);
+	if (!cut)
+		redact_stream_flush(s);
+	else if (redactor_active(r))
+		text_write(&t, cut_note, sizeof(cut_note) - 1);	/* what was held back goes unseen */
 	redact_stream_free(s);
 	t.buf[t.n] = '\0';
 	if (ret_len)
 		*ret_len = t.n;
 	return t.buf;
+}
+
+char *redact_text(const struct redactor *r, const void *text, size_t len, size_t *ret_len)
+{
+	return text_redact(r, text, len, false, ret_len);
+}
+
+char *redact_text_cut(const struct redactor *r, const void *text, size_t len, size_t *ret_len)
+{
+	return text_redact(r, text, len, true, ret_len);
 }

@@ -61,5 +61,11 @@ void redact_stream_free(struct redact_stream *s);
 
 /* text redacted, as a NUL-terminated malloc'd string (*ret_len its length, may be NULL). */
 char *redact_text(const struct redactor *r, const void *text, size_t len, size_t *ret_len);
+/*
+ * The same for a text that was cut at a size limit: its end may be the
+ * start of a value, so what a stream would still hold back is dropped and
+ * " [cut]" ends it.
+ */
+char *redact_text_cut(const struct redactor *r, const void *text, size_t len, size_t *ret_len);
 
 #endif

@@ -30,6 +30,7 @@
 #include "api/server.h"
 #include "backend/backend.h"
 #include "core/backends.h"
+#include "core/run_exec.h"
 #include "common/base64.h"
 #include "model/agent.h"
 #include "model/fleetd.h"
@@ -214,7 +215,7 @@ static bool env_name_ok(const char *k)
 
 void api_agent_exec(struct api_call *c)
 {
-	static const char *const spec[] = { "argv:a", "stdin:s", "root:b", "timeout_s:i", "env:o", NULL };
+	static const char *const spec[] = { "argv:a", "stdin:s", "root:b", "timeout_s:i", "env:o", "secrets:b", NULL };
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	_cleanup_free_ unsigned char *stdin_data = NULL;
 	_cleanup_free_ char *why_owned = NULL, *detail = NULL;
@@ -224,6 +225,7 @@ void api_agent_exec(struct api_call *c)
 	struct exec_reply *s;
 	char **argv = NULL, **env = NULL;
 	size_t stdin_len = 0, n = 0;
+	bool secrets = false;
 	const char *why, *key;
 	json_t *body, *v;
 	int r;
@@ -267,6 +269,17 @@ void api_agent_exec(struct api_call *c)
 		api_error(c, 409, "not_provisioned", "agent '%s': its environment is not provisioned", a->name);
 		goto out;
 	}
+	/* After the caller's env: a secret wins over an --env of the same name. */
+	if (json_is_true(json_object_get(body, "secrets"))) {
+		if (!env)
+			env = xcalloc(1, sizeof(*env));
+		if ((r = run_env_add_secrets(c->fleetd, a->name, &env, &why_owned)) < 0) {
+			api_error(c, r == -EBADMSG ? 409 : 500, r == -EBADMSG ? "secret_unreadable" : "internal", "%s",
+				  why_owned);
+			goto out;
+		}
+		secrets = true;
+	}
 	if (!(ops = backend_get(c->fleetd, a->backend, &why))) {
 		api_error(c, 503, "unavailable", "agent '%s': the %s backend is unavailable: %s", a->name,
 			  backend_kind_to_string(a->backend), why);
@@ -292,7 +305,7 @@ void api_agent_exec(struct api_call *c)
 		goto out;
 	}
 	/* The backend holds what it needs now; from here the answer streams. */
-	detail = xasprintf("%s%s", req.root ? "(root) " : "", argv[0]);
+	detail = xasprintf("%s%s%s", req.root ? "(root) " : "", secrets ? "(secrets) " : "", argv[0]);
 	api_audit(c, "ok", detail);
 	c->replied = true;
 	evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type", "application/x-ndjson");
@@ -302,7 +315,7 @@ void api_agent_exec(struct api_call *c)
 	log_info("agent '%s': exec %s%s by uid %ld", a->name, req.root ? "(root) " : "", argv[0], (long)c->uid);
 out:
 	strv_free(argv);
-	strv_free(env);
+	run_env_free(env);
 	json_decref(body);
 }
 

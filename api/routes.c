@@ -2,6 +2,7 @@
 #include "api/routes.h"
 
 #include "common/util.h"
+#include "core/secrets.h"
 #include "model/run.h"
 
 #include "api/agents.h"
@@ -10,6 +11,7 @@
 #include "api/images.h"
 #include "api/runs.h"
 #include "api/schedules.h"
+#include "api/secrets.h"
 #include "api/server.h"
 #include "api/snapshots.h"
 #include "api/system.h"
@@ -58,5 +60,9 @@ const struct api_route api_routes[] = {
 	{ "DELETE", "/v1/hooks/:route/subscribers/:agent", api_hook_unsubscribe, "hook.remove", API_NO_BODY },
 	{ "POST", "/v1/hooks/:route/rotate", api_hook_rotate, "hook.rotate", 0 },
 	{ "GET", "/v1/events", api_events_list, NULL, API_NO_BODY },
+	/* Secrets (#12): the value is PUT's raw body, never in a path, query, reply or audit record. */
+	{ "GET", "/v1/agents/:name/secrets", api_secrets_list, NULL, API_NO_BODY },
+	{ "PUT", "/v1/agents/:name/secrets/:key", api_secret_set, "secret.set", SECRET_VALUE_MAX },
+	{ "DELETE", "/v1/agents/:name/secrets/:key", api_secret_remove, "secret.remove", API_NO_BODY },
 };
 const size_t api_n_routes = ARRAY_SIZE(api_routes);

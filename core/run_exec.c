@@ -9,6 +9,7 @@
 
 #include "common/base64.h"
 #include "common/util.h"
+#include "core/secrets.h"
 #include "model/fleetd.h"
 #include "store/db.h"
 
@@ -42,6 +43,38 @@ static json_t *string_or_null(const char *s)
 	return s ? json_string(s) : json_null();
 }
 
+int run_env_add_secrets(struct fleetd *f, const char *agent, char ***env, char **why)
+{
+	_cleanup_(secret_values_freep) struct secret_values *sv = NULL;
+	size_t n = 0;
+	int r;
+
+	if ((r = secrets_load(f, agent, &sv)) < 0) {
+		*why = r == -EBADMSG ? xasprintf("agent '%s': a stored secret does not decrypt (another host key, a row "
+						 "copied from another agent or key, or damage); nothing was started",
+						 agent)
+				     : xasprintf("agent '%s': cannot load its secrets: %s", agent, strerror(-r));
+		return r;
+	}
+	while (*env && (*env)[n])
+		n++;
+	*env = xrealloc(*env, (n + sv->n + 1) * sizeof(**env));
+	/* The value as it is (no NUL can be in it): unlike FLEET_*, it is the operator's, not a sender's. */
+	for (size_t i = 0; i < sv->n; i++)
+		(*env)[n++] = xasprintf("%s=%s", sv->v[i].key, (const char *)sv->v[i].value);
+	(*env)[n] = NULL;
+	return 0;
+}
+
+void run_env_free(char **env)
+{
+	for (char **p = env; p && *p; p++) {
+		explicit_bzero(*p, strlen(*p));
+		free(*p);
+	}
+	free(env);
+}
+
 int run_input_make(struct fleetd *f, const struct agent *a, const struct run *run, struct run_input **ret,
 		   char **why)
 {
@@ -52,7 +85,7 @@ int run_input_make(struct fleetd *f, const struct agent *a, const struct run *ru
 	int r;
 
 	if (run->event_id > 0 && (r = db_event_get(f->db, run->event_id, &ev)) < 0) {
-		*why = xasprintf("event %" PRId64 ": %s", run->event_id, strerror(-r));
+		*why = xasprintf("cannot read its event %" PRId64 ": %s", run->event_id, strerror(-r));
 		return r;
 	}
 	j = json_object();
@@ -96,6 +129,11 @@ int run_input_make(struct fleetd *f, const struct agent *a, const struct run *ru
 	in->env[3] = env_pair("FLEET_EVENT_SOURCE", ev && ev->source ? ev->source : run->trigger);
 	in->env[4] = env_pair("FLEET_EVENT_TYPE", ev ? ev->type : NULL);
 	in->env[5] = env_pair("FLEET_DELIVERY_ID", ev ? ev->delivery_id : NULL);
+	/* Loaded at each launch: a 'secret set' counts from the next run on. */
+	if ((r = run_env_add_secrets(f, a->name, &in->env, why)) < 0) {
+		run_input_free(in);
+		return r;
+	}
 	*ret = in;
 	return 0;
 }
@@ -104,9 +142,7 @@ void run_input_free(struct run_input *in)
 {
 	if (!in)
 		return;
-	for (char **p = in->env; p && *p; p++)
-		free(*p);
-	free(in->env);
+	run_env_free(in->env);
 	free(in->stdin_data);
 	free(in);
 }

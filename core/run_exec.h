@@ -11,6 +11,8 @@
  * env: FLEET_RUN_ID, FLEET_TRIGGER, FLEET_AGENT, FLEET_EVENT_SOURCE,
  *   FLEET_EVENT_TYPE, FLEET_DELIVERY_ID. Values come from senders, so
  *   bytes outside printable ASCII become '_' and each is cut at 256 bytes.
+ *   Then the agent's secrets (core/secrets.h), KEY=VALUE, loaded at launch;
+ *   one that does not decrypt fails the run (nothing is started).
  */
 #ifndef FLEET_RUN_EXEC_H
 #define FLEET_RUN_EXEC_H
@@ -28,7 +30,16 @@ struct run_input {
 	size_t stdin_len;
 };
 
-/* 0 and *ret (free with run_input_free), or -errno and *why (the event could not be read). */
+/*
+ * Append agent's secrets as KEY=VALUE to the NULL-terminated heap array
+ * *env (may be NULL): 0, or -errno and *why (-EBADMSG: one does not
+ * decrypt) with *env as it was. Free the array with run_env_free.
+ */
+int run_env_add_secrets(struct fleetd *f, const char *agent, char ***env, char **why);
+/* Wipe (values may be secrets) and free a NULL-terminated array of NAME=VALUE. */
+void run_env_free(char **env);
+
+/* 0 and *ret (free with run_input_free), or -errno and *why (the event or a secret could not be read). */
 int run_input_make(struct fleetd *f, const struct agent *a, const struct run *run, struct run_input **ret,
 		   char **why);
 void run_input_free(struct run_input *in);

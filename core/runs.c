@@ -230,7 +230,7 @@ static void launch(struct active *act)
 		return;
 	}
 	if ((r = run_input_make(f, a, run, &in, &why)) < 0) {
-		msg = xasprintf("could not read what caused it: %s", why);
+		msg = xasprintf("could not prepare it: %s", why);
 		finish(act, RUN_FAILED, -1, msg, false);
 		return;
 	}

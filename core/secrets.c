@@ -236,10 +236,12 @@ int secrets_load(struct fleetd *f, const char *agent, struct secret_values **ret
 	size_t count = 0;
 	int r;
 
-	if (!f->secrets)
-		return -ENOKEY;
 	if ((r = db_secret_list(f->db, agent, true, &rows, &count)) < 0)
 		return r;
+	if (count > 0 && !f->secrets) {
+		db_secrets_free(rows, count);
+		return -ENOKEY;
+	}
 	out = xcalloc(1, sizeof(*out));
 	out->v = xcalloc(count ? count : 1, sizeof(*out->v));
 	for (size_t i = 0; i < count; i++) {

@@ -41,12 +41,19 @@ bool print_not_running(const struct ctl *ctl, int r)
 
 int call(struct ctl *ctl, const char *method, const char *path, json_t *body, json_t **ret)
 {
-	struct http_response resp = { 0 };
 	_cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+
+	return call_raw(ctl, method, path, "application/json", text, text ? strlen(text) : 0, ret);
+}
+
+int call_raw(struct ctl *ctl, const char *method, const char *path, const char *ctype, const char *body,
+	     size_t body_len, json_t **ret)
+{
+	struct http_response resp = { 0 };
 	json_t *answer = NULL;
 	int r;
 
-	r = http_request(ctl->socket, method, path, text, &resp);
+	r = http_request_body(ctl->socket, method, path, ctype, body, body_len, &resp);
 	if (r < 0) {
 		if (print_not_running(ctl, r))
 			return 1;

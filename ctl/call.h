@@ -49,6 +49,9 @@ bool print_not_running(const struct ctl *ctl, int r);
  * returned.
  */
 int call(struct ctl *ctl, const char *method, const char *path, json_t *body, json_t **ret);
+/* call() with body_len raw bytes of type ctype as the body (NULL: none). */
+int call_raw(struct ctl *ctl, const char *method, const char *path, const char *ctype, const char *body,
+	     size_t body_len, json_t **ret);
 /* call() with the path made from fmt and what follows ("/v1/agents/%s"). */
 int callf(struct ctl *ctl, const char *method, json_t *body, json_t **ret, const char *fmt, ...) _printf_(5, 6);
 

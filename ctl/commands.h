@@ -38,6 +38,8 @@ CMD_HANDLER(cmd_events);
 CMD_HANDLER(cmd_schedule);
 CMD_HANDLER(cmd_cancel);
 CMD_HANDLER(cmd_logs);
+/* cmd_secrets.c */
+CMD_HANDLER(cmd_secret);
 /* cmd_images.c */
 CMD_HANDLER(cmd_image);
 CMD_HANDLER(cmd_upgrade);

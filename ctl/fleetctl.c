@@ -60,7 +60,7 @@ static const struct command commands[] = {
 	  "  --timeout S   seconds to wait for a clean shutdown (default 30)\n", cmd_lifecycle },
 	{ "restart", "NAME [--timeout S]", "Stop, then start an agent's environment.",
 	  "  --timeout S   seconds to wait for a clean shutdown (default 30)\n", cmd_lifecycle },
-	{ "exec", "NAME [--root] [--timeout S] [--env NAME=VALUE]... [--no-stdin] -- CMD [ARG]...",
+	{ "exec", "NAME [--root] [--timeout S] [--env NAME=VALUE]... [--secrets] [--no-stdin] -- CMD [ARG]...",
 	  "Run a command in an agent's environment; exit with its exit code.",
 	  "Output streams back as it comes; stdin is forwarded when it is not a terminal\n"
 	  "(at most 12 MiB). Exit status: the command's, 128+N if it was killed by signal N,\n"
@@ -68,6 +68,8 @@ static const struct command commands[] = {
 	  "  --root          run as the environment's root (vm agents)\n"
 	  "  --timeout S     kill the command after S seconds\n"
 	  "  --env N=V       set an environment variable (repeatable)\n"
+	  "  --secrets       give the command the agent's secrets as environment\n"
+	  "                  variables, as its runs get them ('fleetctl secret')\n"
 	  "  --no-stdin      do not read stdin\n",
 	  cmd_exec },
 	{ "console", "NAME [--bytes N]", "Show the end of a VM agent's console log.",
@@ -156,6 +158,17 @@ static const struct command commands[] = {
 	  "'schedule ls' lists all schedules (or one agent's) with their next slot; the\n"
 	  "schedules of an agent go with it when it is removed.\n",
 	  cmd_schedule },
+	{ "secret", "set NAME KEY [--trim-newline] < VALUE  |  secret ls NAME  |  secret rm NAME KEY",
+	  "Set, list or remove an agent's secrets (credentials its runs get as environment variables).",
+	  "KEY is an environment variable name ([A-Za-z_][A-Za-z0-9_]*; not FLEET_*,\n"
+	  "HOME, USER, LOGNAME, SHELL or PATH). The value (at most 64 KiB, no NUL byte)\n"
+	  "is read from standard input, never from the command line: from a terminal\n"
+	  "one line, not echoed; from a pipe or file every byte up to its end, exactly.\n"
+	  "  --trim-newline   drop one trailing newline (as 'echo VALUE |' adds)\n"
+	  "fleetd stores it encrypted; every run of the agent that starts after 'set'\n"
+	  "gets it in its environment ('exec --secrets' too). 'secret ls' shows names,\n"
+	  "sizes and dates, never values. Secrets go with their agent when it is removed.\n",
+	  cmd_secret },
 	{ "audit", "[--limit N]", "Show the audit log: who changed what, when, and the outcome.",
 	  "  --limit N   show the newest N records (default 50, at most 10000)\n", cmd_audit },
 	{ "image", "ls  |  image rm ID", "List the stored guest images and who uses each, or remove an unused one.",

@@ -112,7 +112,7 @@ int http_parse_response(const char *buf, size_t len, struct http_response *out)
 }
 
 /* Connect to socket_path and send one request; returns the fd or -errno. */
-static int send_request(const char *socket_path, const char *method, const char *path,
+static int send_request(const char *socket_path, const char *method, const char *path, const char *ctype,
 			const char *body, size_t body_len)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -128,8 +128,9 @@ static int send_request(const char *socket_path, const char *method, const char 
 		return -errno;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		return -errno;
-	head = xasprintf("%s %s HTTP/1.1\r\nHost: fleet\r\nConnection: close\r\n%sContent-Length: %zu\r\n\r\n",
-			 method, path, body ? "Content-Type: application/json\r\n" : "", body ? body_len : 0);
+	head = xasprintf("%s %s HTTP/1.1\r\nHost: fleet\r\nConnection: close\r\n%s%s%sContent-Length: %zu\r\n\r\n",
+			 method, path, body ? "Content-Type: " : "", body ? ctype : "", body ? "\r\n" : "",
+			 body ? body_len : 0);
 	if ((r = write_all(fd, head, strlen(head))) < 0 || (body && (r = write_all(fd, body, body_len)) < 0))
 		return r;
 	return TAKE_FD(fd);
@@ -164,12 +165,19 @@ static int read_to_eof(int fd, char **buf, size_t *len, size_t *cap)
 int http_request(const char *socket_path, const char *method, const char *path,
 		 const char *json_body, struct http_response *out)
 {
+	return http_request_body(socket_path, method, path, "application/json", json_body,
+				 json_body ? strlen(json_body) : 0, out);
+}
+
+int http_request_body(const char *socket_path, const char *method, const char *path, const char *ctype,
+		      const char *body, size_t body_len, struct http_response *out)
+{
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *buf = NULL;
 	size_t len = 0, cap = 0;
 	int r;
 
-	fd = send_request(socket_path, method, path, json_body, json_body ? strlen(json_body) : 0);
+	fd = send_request(socket_path, method, path, ctype, body, body_len);
 	if (fd < 0)
 		return fd;
 	if ((r = read_to_eof(fd, &buf, &len, &cap)) < 0)
@@ -273,7 +281,7 @@ int http_request_lines(const char *socket_path, const char *method, const char *
 	char tmp[65536];
 	int r = 0, status;
 
-	fd = send_request(socket_path, method, path, json_body, body_len);
+	fd = send_request(socket_path, method, path, "application/json", json_body, body_len);
 	if (fd < 0)
 		return fd;
 	/* Read up to the end of the headers. */

@@ -23,6 +23,9 @@ void http_response_free(struct http_response *r);
  */
 int http_request(const char *socket_path, const char *method, const char *path,
 		 const char *json_body, struct http_response *out);
+/* The same with body_len bytes of any content type (a secret's raw value: no JSON around it). */
+int http_request_body(const char *socket_path, const char *method, const char *path, const char *ctype,
+		      const char *body, size_t body_len, struct http_response *out);
 
 /*
  * Send a request whose answer streams as chunked lines (exec): on_line is

@@ -31,6 +31,7 @@
 #include "backend/backend.h"
 #include "core/backends.h"
 #include "core/run_exec.h"
+#include "core/secret_hold.h"
 #include "common/base64.h"
 #include "model/agent.h"
 #include "model/fleetd.h"
@@ -58,6 +59,8 @@ struct exec_reply {
 	const struct backend_ops *ops;
 	struct exec_handle *handle;
 	char *agent;
+	struct fleetd *fleetd;
+	bool holding;			/* it was given the agent's secrets: no snapshot until it ends */
 	struct api_stream stream;	/* the server's note of this reply in flight */
 };
 
@@ -165,6 +168,8 @@ static void on_done(void *userdata, const struct exec_result *res)
 	/* Ends the stream, or frees the request libevent detached from its dead connection. */
 	evhttp_send_reply_end(s->req);
 	api_stream_end(&s->stream);
+	if (s->holding)
+		secret_hold_leave(s->fleetd, s->agent);
 	free(s->agent);
 	free(s);
 }
@@ -295,9 +300,16 @@ void api_agent_exec(struct api_call *c)
 	s->conn = evhttp_request_get_connection(c->req);
 	s->ops = ops;
 	s->agent = xstrdup(a->name);
+	s->fleetd = c->fleetd;
 	cb.userdata = s;
+	if (secrets) {
+		secret_hold_enter(c->fleetd, a->name, "an exec with --secrets");	/* before they go in */
+		s->holding = true;
+	}
 	r = ops->exec(c->fleetd, a, &req, &cb, &s->handle, &why_owned);
 	if (r < 0) {
+		if (s->holding)
+			secret_hold_leave(c->fleetd, a->name);
 		free(s->agent);
 		free(s);
 		api_error(c, r == -EINVAL ? 400 : 409, r == -EINVAL ? "invalid" : "exec_failed", "agent '%s': exec failed: %s",

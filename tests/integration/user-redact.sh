@@ -95,4 +95,10 @@ is "$(cat "$STATE/fleetd.log" "$TEST_TMP/start.err" 2>/dev/null | forms)" 0 "fle
 like "$(cat "$STATE/fleetd.log")" "health check failed: exit status 1: \\[secret TOKEN\\]" \
 	"positive control: it logged the check's detail, redacted"
 
+# --- a value too short to redact: set warns ---
+out=$(printf 'abc' | "$FLEETCTL" secret set rdx1 PIN 2>&1 >/dev/null); ok $? "a 3-byte secret can be set"
+like "$out" "warning: a value under 4 bytes is not redacted" "but set warns that it is not redacted"
+out=$(printf 'abcd' | "$FLEETCTL" secret set rdx1 PIN 2>&1 >/dev/null)
+is "$out" "" "a 4-byte one: no warning"
+
 done_testing

@@ -60,7 +60,7 @@ static const struct command commands[] = {
 	  "  --timeout S   seconds to wait for a clean shutdown (default 30)\n", cmd_lifecycle },
 	{ "restart", "NAME [--timeout S]", "Stop, then start an agent's environment.",
 	  "  --timeout S   seconds to wait for a clean shutdown (default 30)\n", cmd_lifecycle },
-	{ "exec", "NAME [--root] [--timeout S] [--env NAME=VALUE]... [--secrets] [--no-stdin] -- CMD [ARG]...",
+	{ "exec", "NAME [--root] [--timeout S] [--env NAME=VALUE]... [--secrets] [--secret-files] [--no-stdin] -- CMD [ARG]...",
 	  "Run a command in an agent's environment; exit with its exit code.",
 	  "Output streams back as it comes; stdin is forwarded when it is not a terminal\n"
 	  "(at most 12 MiB). Exit status: the command's, 128+N if it was killed by signal N,\n"
@@ -70,6 +70,9 @@ static const struct command commands[] = {
 	  "  --env N=V       set an environment variable (repeatable)\n"
 	  "  --secrets       give the command the agent's secrets as environment\n"
 	  "                  variables, as its runs get them ('fleetctl secret')\n"
+	  "  --secret-files  give them as files, one per key, on a tmpfs that exists\n"
+	  "                  for this command only; $FLEET_SECRETS_DIR names it\n"
+	  "                  (user agents; never on a disk)\n"
 	  "  --no-stdin      do not read stdin\n",
 	  cmd_exec },
 	{ "console", "NAME [--bytes N]", "Show the end of a VM agent's console log.",

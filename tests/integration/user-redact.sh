@@ -95,6 +95,33 @@ is "$(cat "$STATE/fleetd.log" "$TEST_TMP/start.err" 2>/dev/null | forms)" 0 "fle
 like "$(cat "$STATE/fleetd.log")" "health check failed: exit status 1: \\[secret TOKEN\\]" \
 	"positive control: it logged the check's detail, redacted"
 
+# --- exec --secret-files: each secret a file on a tmpfs of this exec's own ---
+out=$("$FLEETCTL" exec rdx1 --no-stdin --secret-files -- sh -c '
+	echo "dir=$FLEET_SECRETS_DIR"
+	echo "env=${TOKEN:-unset}"
+	echo "mount=$(awk -v d="$FLEET_SECRETS_DIR" "\$5 == d { print \$9 }" /proc/self/mountinfo)"
+	echo "modes=$(stat -c "%a:%U" "$FLEET_SECRETS_DIR" "$FLEET_SECRETS_DIR/TOKEN" | tr "\n" " ")"
+	echo "files=$(ls "$FLEET_SECRETS_DIR" | tr "\n" " ")"
+	printf "value=%s\n" "$(cat "$FLEET_SECRETS_DIR/TOKEN")"'); ok $? "exec --secret-files"
+is "$(grep '^dir=' <<<"$out")" "dir=/run/secrets" "FLEET_SECRETS_DIR names the directory"
+is "$(grep '^mount=' <<<"$out")" "mount=tmpfs" "which is a tmpfs mount of its own (/proc/self/mountinfo inside)"
+is "$(grep '^modes=' <<<"$out")" "modes=700:fleet-rdx1 400:fleet-rdx1 " "0700 and 0400, the agent's"
+is "$(grep '^files=' <<<"$out")" "files=TOKEN " "one file per secret"
+is "$(grep '^value=' <<<"$out")" "value=$V" "the file holds the value, exactly (exec output is not redacted)"
+is "$(grep '^env=' <<<"$out")" "env=unset" "and the environment does not"
+out=$("$FLEETCTL" exec rdx1 --no-stdin -- sh -c 'ls -d /run/secrets 2>&1; echo "dir=${FLEET_SECRETS_DIR:-unset}"')
+like "$out" "No such file" "after it, the next exec has no /run/secrets"
+like "$out" "dir=unset" "nor FLEET_SECRETS_DIR"
+grep -q " /run/secrets " /proc/self/mountinfo; is $? 1 "the host has no such mount"
+is "$(grep -rlF -- "$V" "$STATE" 2>/dev/null | wc -l)" 0 "no file under the state dir (the agent's home included) holds the value"
+"$FLEETCTL" exec rdx1 --no-stdin --secret-files -- sleep 300 >/dev/null 2>&1 &
+execpid=$!
+deadline=$((SECONDS + 60))
+until pgrep -u "$(id -u fleet-rdx1)" -x sleep >/dev/null || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
+out=$("$FLEETCTL" snapshot rdx1 during-exec 2>&1); is $? 1 "a snapshot during an exec with secret files is refused"
+like "$out" "an exec given them holds its secrets" "and says why"
+kill "$execpid"; wait "$execpid"	# the client goes: fleetd cancels the command
+
 # --- a value too short to redact: set warns ---
 out=$(printf 'abc' | "$FLEETCTL" secret set rdx1 PIN 2>&1 >/dev/null); ok $? "a 3-byte secret can be set"
 like "$out" "warning: a value under 4 bytes is not redacted" "but set warns that it is not redacted"

@@ -23,6 +23,7 @@
 #include "core/run_exec.h"
 #include "core/redact.h"
 #include "core/redaction.h"
+#include "core/secret_files.h"
 #include "core/secret_hold.h"
 
 #define TICK_S 1
@@ -213,6 +214,7 @@ static void launch(struct active *act)
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	_cleanup_(run_freep) struct run *run = NULL;
 	_cleanup_(run_input_freep) struct run_input *in = NULL;
+	_cleanup_(secret_files_freep) struct secret_files *files = NULL;
 	_cleanup_free_ char *why = NULL, *msg = NULL;
 	struct exec_callbacks cb = { run_output, run_done, act };
 	int r;
@@ -245,6 +247,11 @@ static void launch(struct active *act)
 		act->redact = redact_stream_new(act->redactor, log_write, act);
 		act->has_secrets = n_secrets > 0;
 	}
+	/* --secret-files: as files on a tmpfs the backend makes inside the environment for this run. */
+	if (a->secret_files && (r = secret_files_load(f, act->agent, &files, &why)) < 0) {
+		finish(act, RUN_FAILED, -1, why, false);
+		return;
+	}
 	act->timeout_s = a->run_timeout_s > 0 ? a->run_timeout_s : RUN_TIMEOUT_DEFAULT;
 	if (act->has_secrets) {
 		_cleanup_free_ char *who = xasprintf("run %" PRId64, act->id);
@@ -255,7 +262,8 @@ static void launch(struct active *act)
 	{
 		const char *argv[] = { "sh", "-c", a->command, NULL };
 		struct exec_request req = { .argv = argv, .env = (const char *const *)in->env, .stdin_data = in->stdin_data,
-					    .stdin_len = in->stdin_len, .timeout_s = act->timeout_s };
+					    .stdin_len = in->stdin_len, .timeout_s = act->timeout_s,
+					    .files = files ? files->files : NULL, .n_files = files ? files->n : 0 };
 
 		r = act->ops->exec(f, a, &req, &cb, &act->exec, &why);
 	}

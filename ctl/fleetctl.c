@@ -26,7 +26,10 @@ static CMD_HANDLER(cmd_help);
 	"                      (default 3600)\n" \
 	"  --max-queued N      refuse to queue a run while N of its runs wait (default 100)\n" \
 	"  --retry-interrupted N  queue a run cut off by fleetd stopping again, up to N\n" \
-	"                      times (default 0: it is marked interrupted)\n"
+	"                      times (default 0: it is marked interrupted)\n" \
+	"  --secret-files on|off  runs get the agent's secrets as files on a tmpfs that\n" \
+	"                      lasts the run ($FLEET_SECRETS_DIR), not as variables\n" \
+	"                      (user agents; default off)\n"
 
 static const struct command commands[] = {
 	{ "status", "", "Show whether fleetd runs, its version, uptime and agent count.", NULL, cmd_status },
@@ -34,7 +37,7 @@ static const struct command commands[] = {
 	  "                [--restart on-failure|always|never] [--health-cmd CMD] [--health-interval S]\n"
 	  "                [--auto-rollback] [--command CMD] [--snapshot-policy none|before-run|cron]\n"
 	  "                [--snapshot-schedule CRON] [--snapshot-keep N] [--run-timeout S]\n"
-	  "                [--max-queued N] [--retry-interrupted N]",
+	  "                [--max-queued N] [--retry-interrupted N] [--secret-files on|off]",
 	  "Create an agent and its isolated environment.",
 	  "NAME is 1 to 32 characters: a lower-case letter, then lower-case letters, digits or '-'.\n"
 	  "  --backend vm|user   a libvirt VM (default) or a Unix user on the host\n"
@@ -93,7 +96,7 @@ static const struct command commands[] = {
 	{ "set", "NAME [--command CMD] [--health-cmd CMD | --default-health] [--health-interval S]\n"
 	  "             [--auto-rollback on|off] [--snapshot-policy none|before-run|cron]\n"
 	  "             [--snapshot-schedule CRON] [--snapshot-keep N] [--run-timeout S]\n"
-	  "             [--max-queued N] [--retry-interrupted N]",
+	  "             [--max-queued N] [--retry-interrupted N] [--secret-files on|off]",
 	  "Change an agent's command, health check, automatic rollback, snapshot policy and run limits.",
 	  "  --command CMD       what the agent runs when triggered (from the next run on)\n"
 	  SNAPSHOT_OPTIONS_HELP RUN_OPTIONS_HELP, cmd_set },

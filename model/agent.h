@@ -69,6 +69,7 @@ struct agent {
 	int run_timeout_s;	/* a run still going after this is killed (timed-out) */
 	int max_queued;		/* queuing one more run than this many waiting is refused */
 	int retry_interrupted;	/* times a run cut off by fleetd stopping is queued again */
+	bool secret_files;	/* runs get the secrets as files on a tmpfs (FLEET_SECRETS_DIR), not variables */
 };
 
 #define HEALTH_INTERVAL_DEFAULT 60

@@ -264,6 +264,11 @@ static const char *const migrations[] = {
 	 * holds the AES-256-GCM output with its tag (core/secret_box.c).
 	 */
 	"ALTER TABLE secrets ADD COLUMN size INTEGER NOT NULL DEFAULT 0;",
+	/*
+	 * (#12 secret files) whether an agent's runs get its secrets as files
+	 * on a tmpfs inside the environment rather than as variables.
+	 */
+	"ALTER TABLE agents ADD COLUMN secret_files INTEGER NOT NULL DEFAULT 0;",
 };
 
 /* Migrations (by their index in migrations[]) that rebuild a referenced table: foreign keys off around them. */

@@ -122,6 +122,25 @@ out=$("$FLEETCTL" snapshot rdx1 during-exec 2>&1); is $? 1 "a snapshot during an
 like "$out" "an exec given them holds its secrets" "and says why"
 kill "$execpid"; wait "$execpid"	# the client goes: fleetd cancels the command
 
+# --- an agent whose runs get their secrets as files (--secret-files on) ---
+"$FLEETCTL" create rdx3 --backend user --secret-files on --command '
+	echo "dir=$FLEET_SECRETS_DIR"
+	echo "env=${TOKEN:-unset}"
+	echo "mount=$(awk -v d="$FLEET_SECRETS_DIR" "\$5 == d { print \$9 }" /proc/self/mountinfo)"
+	printf "value=%s\n" "$(cat "$FLEET_SECRETS_DIR/TOKEN")"' >/dev/null; ok $? "create agent rdx3 --secret-files on"
+like "$("$FLEETCTL" show rdx3)" "secrets as files" "show says so"
+printf '%s' "$V" | "$FLEETCTL" secret set rdx3 TOKEN >/dev/null; ok $? "set its TOKEN"
+out=$("$FLEETCTL" trigger rdx3 --wait 2>/dev/null); ok $? "a run of it"
+is "$out" "dir=/run/secrets
+env=unset
+mount=tmpfs
+value=[secret TOKEN]" "its secret is a file on a tmpfs of its own, not a variable (the file's content, printed, is redacted)"
+out=$("$FLEETCTL" exec rdx3 --no-stdin -- sh -c 'ls -d /run/secrets 2>&1'); like "$out" "No such file" "after the run there is no /run/secrets"
+"$FLEETCTL" set rdx3 --secret-files off >/dev/null; ok $? "set --secret-files off"
+out=$("$FLEETCTL" trigger rdx3 --wait 2>/dev/null)
+like "$out" "env=\[secret TOKEN\]" "then its runs get the variable again"
+like "$out" "dir=$" "and no directory"
+
 # --- a value too short to redact: set warns ---
 out=$(printf 'abc' | "$FLEETCTL" secret set rdx1 PIN 2>&1 >/dev/null); ok $? "a 3-byte secret can be set"
 like "$out" "warning: a value under 4 bytes is not redacted" "but set warns that it is not redacted"

@@ -312,8 +312,30 @@ static void test_bounded(void)
 	redactor_free(r);
 }
 
+/* A text cut at a size limit may end in the start of a value: what could be is dropped. */
+static void test_cut(void)
+{
+	struct redactor *r = one("K", "hunter2-s3cret");
+	char text[300], *got;
+
+	memset(text, 'x', 200);
+	snprintf(text + 200, sizeof(text) - 200, "%s", "token=hunter2-s3");	/* the limit fell inside the value */
+	got = redact_text_cut(r, text, strlen(text), NULL);
+	ok(!strstr(got, "hunter2"), "cut: the start of the value is not shown");
+	ok(strlen(got) > 100 && strncmp(got, text, 100) == 0, "cut: what comes well before the end is kept");
+	ok(strlen(got) > 6 && strcmp(got + strlen(got) - 6, " [cut]") == 0, "cut: and it says it was cut");
+	free(got);
+	redactor_free(r);
+	r = redactor_new(NULL);
+	got = redact_text_cut(r, "no secrets", 10, NULL);
+	is_str(got, "no secrets", "cut, without secrets: unchanged");
+	free(got);
+	redactor_free(r);
+}
+
 int main(void)
 {
+	test_cut();
 	test_plain();
 	test_base64();
 	test_base64_wrapped();

@@ -236,10 +236,17 @@ static void launch(struct active *act)
 		finish(act, RUN_FAILED, -1, msg, false);
 		return;
 	}
-	/* Its secrets, read now and kept for the run's life only: no output reaches the log unredacted. */
-	if (!act->redactor) {
+	/*
+	 * Its secrets, read now (again at each attempt, as its variables are)
+	 * and kept for the run's life only: no output reaches the log unredacted.
+	 */
+	{
 		size_t n_secrets = 0;
 
+		redact_stream_free(act->redact);	/* an attempt the backend refused: nothing went through it */
+		redactor_free(act->redactor);
+		act->redact = NULL;
+		act->redactor = NULL;
 		if ((r = redaction_load(f, act->agent, &act->redactor, &n_secrets, &why)) < 0) {
 			finish(act, RUN_FAILED, -1, why, false);
 			return;

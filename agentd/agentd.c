@@ -34,7 +34,7 @@ static void usage(FILE *out)
 		"        TCP service at HOST:PORT (default 127.0.0.1:22), reconnecting for each\n"
 		"        new host connection; runs until killed\n"
 		"\n"
-		"  run-as USER [--env NAME=VALUE]... -- CMD [ARG]...\n"
+		"  run-as USER [--env NAME=VALUE]... [--env-stdin] -- CMD [ARG]...\n"
 		"        run CMD as USER in a new session (no supplementary groups; in HOME), with\n"
 		"        a clean environment: HOME, USER, LOGNAME, SHELL and PATH, then each --env,\n"
 		"        set only after the drop; fleetd runs every exec through it\n"
@@ -112,6 +112,69 @@ static int new_session(void)
 }
 
 /*
+ * --env-stdin: the environment arrives as the first bytes of stdin, never
+ * in argv (which every process in the guest can read in /proc): a line
+ * "FLEET-ENV N\n", then N bytes of NAME=VALUE entries, each ending in a
+ * NUL. Read byte-exact with read(2), no buffering, so the command's stdin
+ * starts right after it. *ret: a NULL-terminated array into one buffer,
+ * kept for putenv. 0, or -1 after printing why.
+ */
+#define ENV_FRAME_MAX (16u << 20)
+static int read_env_frame(char ***ret)
+{
+	static const char magic[] = "FLEET-ENV ";
+	char head[32], *buf, **env;
+	size_t h = 0, n, got = 0, count = 0;
+
+	for (;;) {
+		ssize_t r = read(STDIN_FILENO, head + h, 1);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || h + 1 >= sizeof(head))
+			goto bad;
+		if (head[h++] == '\n')
+			break;
+	}
+	head[h - 1] = '\0';
+	if (strncmp(head, magic, sizeof(magic) - 1) != 0 || !isdigit((unsigned char)head[sizeof(magic) - 1]))
+		goto bad;
+	errno = 0;
+	n = strtoul(head + sizeof(magic) - 1, NULL, 10);
+	if (errno || n > ENV_FRAME_MAX)
+		goto bad;
+	buf = malloc(n + 1);
+	if (!buf)
+		goto bad;
+	while (got < n) {
+		ssize_t r = read(STDIN_FILENO, buf + got, n - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			goto bad;
+		got += (size_t)r;
+	}
+	if (n > 0 && buf[n - 1] != '\0')
+		goto bad;
+	for (size_t i = 0; i < n; i++)
+		count += buf[i] == '\0';
+	env = calloc(count + 1, sizeof(*env));
+	if (!env)
+		goto bad;
+	for (size_t i = 0, k = 0; i < n; i += strlen(buf + i) + 1) {
+		if (!env_entry_valid(buf + i))
+			goto bad;
+		env[k++] = buf + i;
+	}
+	*ret = env;
+	return 0;
+bad:
+	fputs("agentd: run-as: --env-stdin: stdin does not start with a valid environment frame\n", stderr);
+	return -1;
+}
+
+/*
  * Become USER and exec CMD with a clean, fixed environment plus the
  * caller's --env entries, applied only after the privileges are dropped:
  * nothing the caller sets may reach a process that still runs as root
@@ -119,10 +182,12 @@ static int new_session(void)
  */
 static int cmd_run_as(int argc, char **argv)
 {
-	static const char usage_line[] = "agentd: usage: agentd run-as USER [--env NAME=VALUE]... -- CMD [ARG]...\n";
+	static const char usage_line[] =
+		"agentd: usage: agentd run-as USER [--env NAME=VALUE]... [--env-stdin] -- CMD [ARG]...\n";
 	const char *user;
 	struct passwd *pw;
-	char path[512];
+	char path[512], **stdin_env = NULL;
+	bool env_stdin = false;
 	int first_env, cmd;
 
 	/* What we were started with is the caller's; none of it is used. */
@@ -135,6 +200,11 @@ static int cmd_run_as(int argc, char **argv)
 	user = argv[1];
 	first_env = 2;
 	for (cmd = first_env; cmd < argc && strcmp(argv[cmd], "--") != 0; cmd += 2) {
+		if (strcmp(argv[cmd], "--env-stdin") == 0 && !env_stdin) {
+			env_stdin = true;
+			cmd--;
+			continue;
+		}
 		if (strcmp(argv[cmd], "--env") != 0 || cmd + 1 >= argc || !env_entry_valid(argv[cmd + 1])) {
 			fputs(usage_line, stderr);
 			return 2;
@@ -144,6 +214,9 @@ static int cmd_run_as(int argc, char **argv)
 		fputs(usage_line, stderr);
 		return 2;
 	}
+	/* Before anything else reads stdin: the rest of it is the command's. */
+	if (env_stdin && read_env_frame(&stdin_env) < 0)
+		return 2;
 	if (new_session() < 0) {
 		fprintf(stderr, "agentd: run-as %s: cannot start a session: %s\n", user, strerror(errno));
 		return 126;
@@ -174,8 +247,16 @@ static int cmd_run_as(int argc, char **argv)
 	    setenv("PATH", path, 1) < 0)
 		return 126;
 	/* Now, as the user: the caller's entries, which may override the above. */
-	for (int i = first_env; i < cmd - 1; i += 2)
+	for (int i = first_env; i < cmd - 1; i += 2) {
+		if (strcmp(argv[i], "--env-stdin") == 0) {
+			i--;
+			continue;
+		}
 		if (putenv(argv[i + 1]) != 0)
+			return 126;
+	}
+	for (size_t i = 0; stdin_env && stdin_env[i]; i++)
+		if (putenv(stdin_env[i]) != 0)
 			return 126;
 	execvp(argv[cmd], argv + cmd);
 	fprintf(stderr, "agentd: %s: %s\n", argv[cmd], strerror(errno));

@@ -85,8 +85,11 @@ char **strv_copy(const char *const *v)
 
 void strv_free(char **v)
 {
-	for (char **p = v; p && *p; p++)
+	/* Wiped: an exec's env vector holds the agent's secrets. */
+	for (char **p = v; p && *p; p++) {
+		explicit_bzero(*p, strlen(*p));
 		free(*p);
+	}
 	free(v);
 }
 

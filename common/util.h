@@ -35,7 +35,7 @@ static inline void fclosep(FILE **f) { if (*f) fclose(*f); }
 #define _cleanup_close_ _cleanup_(closep)
 #define _cleanup_fclose_ _cleanup_(fclosep)
 
-/* Deep copy of a NULL-terminated string vector (NULL stays NULL); strv_free frees one. */
+/* Deep copy of a NULL-terminated string vector (NULL stays NULL); strv_free wipes and frees one. */
 char **strv_copy(const char *const *v);
 void strv_free(char **v);
 

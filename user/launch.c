@@ -92,8 +92,10 @@ int user_launch_env(const char *agent, const char *user, const char *home,
 
 void user_launch_env_free(char **env)
 {
-	for (size_t i = 0; env && env[i]; i++)
+	for (size_t i = 0; env && env[i]; i++) {
+		explicit_bzero(env[i], strlen(env[i]));	/* the agent's secrets are among them */
 		free(env[i]);
+	}
 	free(env);
 }
 

@@ -1024,7 +1024,8 @@ int ssh_exec(struct ssh_session *s, const struct exec_request *req, const struct
 	     struct ssh_exec **ret, char **why)
 {
 	struct ssh_exec *e;
-	char *cmdline = NULL;
+	char *cmdline = NULL, *frame = NULL;
+	size_t frame_len = 0;
 	int r;
 
 	if (s->state == SESSION_FAILED || s->closing) {
@@ -1041,12 +1042,28 @@ int ssh_exec(struct ssh_session *s, const struct exec_request *req, const struct
 		*why = xstrdup("bad command: empty argv, '=' in argv[0], or an env entry that is not NAME=VALUE");
 		return r;
 	}
+	/* With agentd the environment (secrets among it) goes first on stdin, never on the command line. */
+	if (s->agentd && req->env && req->env[0]) {
+		if (ssh_env_frame(req->env, &frame, &frame_len) < 0) {
+			explicit_bzero(cmdline, strlen(cmdline));
+			free(cmdline);
+			*why = xstrdup("bad command: an env entry that is not NAME=VALUE");
+			return -EINVAL;
+		}
+	}
 	e = exec_new(s, cmdline);
 	e->cb = *cb;
-	if (req->stdin_data && req->stdin_len > 0) {
-		e->in = xmalloc(req->stdin_len);
-		memcpy(e->in, req->stdin_data, req->stdin_len);
-		e->in_len = req->stdin_len;
+	if (frame_len + (req->stdin_data ? req->stdin_len : 0) > 0) {
+		e->in_len = frame_len + (req->stdin_data ? req->stdin_len : 0);
+		e->in = xmalloc(e->in_len);
+		if (frame_len)
+			memcpy(e->in, frame, frame_len);
+		if (req->stdin_data && req->stdin_len > 0)
+			memcpy(e->in + frame_len, req->stdin_data, req->stdin_len);
+	}
+	if (frame) {
+		explicit_bzero(frame, frame_len);
+		free(frame);
 	}
 	e->ev_timer = evtimer_new(s->base, exec_timer_cb, e);
 	if (!e->ev_timer)

@@ -73,10 +73,9 @@ int ssh_command_line(const char *agentd, const char *user, const char *const *ar
 		append_word(&line, &len, agentd);
 		append_word(&line, &len, "run-as");
 		append_word(&line, &len, user);
-		for (size_t i = 0; env && env[i]; i++) {
-			append_word(&line, &len, "--env");
-			append_word(&line, &len, env[i]);
-		}
+		/* The values travel on stdin (ssh_env_frame), never on a command line. */
+		if (env && env[0])
+			append_word(&line, &len, "--env-stdin");
 		append_word(&line, &len, "--");
 	} else {
 		append_word(&line, &len, "setsid");
@@ -96,5 +95,31 @@ int ssh_command_line(const char *agentd, const char *user, const char *const *ar
 		return -E2BIG;
 	}
 	*ret = line;
+	return 0;
+}
+
+int ssh_env_frame(const char *const *env, char **ret, size_t *len)
+{
+	size_t n = 0, off;
+	char head[32], *buf;
+	int h;
+
+	for (size_t i = 0; env && env[i]; i++) {
+		if (!env_entry_valid(env[i]))
+			return -EINVAL;
+		n += strlen(env[i]) + 1;
+	}
+	h = snprintf(head, sizeof(head), "FLEET-ENV %zu\n", n);
+	buf = xmalloc((size_t)h + n);
+	memcpy(buf, head, (size_t)h);
+	off = (size_t)h;
+	for (size_t i = 0; env && env[i]; i++) {
+		size_t l = strlen(env[i]) + 1;
+
+		memcpy(buf + off, env[i], l);
+		off += l;
+	}
+	*ret = buf;
+	*len = off;
 	return 0;
 }

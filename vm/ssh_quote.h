@@ -7,6 +7,8 @@
 #ifndef FLEET_SSH_QUOTE_H
 #define FLEET_SSH_QUOTE_H
 
+#include <stddef.h>
+
 /* Longest command line sent; dropbear refuses more than 9000 bytes. */
 #define SSH_COMMAND_MAX 8192
 
@@ -19,9 +21,13 @@ char *ssh_quote(const char *s);
  * shell's pid as one line on stderr, which ssh_exec strips. With agentd
  * (its path in the guest), agentd starts the session, drops to user,
  * clears the environment and sets env only after the drop, so nothing in
- * env reaches a process running as root unless user is root:
- *   echo $$ >&2; exec AGENTD run-as USER --env 'NAME=VALUE'... -- 'argv0' 'argv1'...
- * Without (agentd NULL; user unused) the login user runs it directly:
+ * env reaches a process running as root unless user is root. env (which
+ * holds an agent's secrets) is never on this line, where any process in
+ * the guest could read it in /proc: the caller sends ssh_env_frame(env)
+ * as the first bytes of stdin, which agentd reads before the command runs:
+ *   echo $$ >&2; exec AGENTD run-as USER --env-stdin -- 'argv0' 'argv1'...
+ * Without (agentd NULL; user unused: test servers only, no guest runs this)
+ * the login user runs it directly, env on the line:
  *   echo $$ >&2; exec setsid -- env -- 'NAME=VALUE'... 'argv0' 'argv1'...
  * -EINVAL for an empty argv, an argv[0] containing '=', an env entry
  * that is not NAME=VALUE with a shell-name NAME, or agentd without user;
@@ -29,5 +35,12 @@ char *ssh_quote(const char *s);
  */
 int ssh_command_line(const char *agentd, const char *user, const char *const *argv, const char *const *env,
 		     char **ret);
+
+/*
+ * What agentd run-as --env-stdin reads first from stdin: "FLEET-ENV N\n",
+ * then the N bytes of env's entries, each ending in a NUL. *ret (caller
+ * wipes and frees) and *len; -EINVAL for an entry that is not NAME=VALUE.
+ */
+int ssh_env_frame(const char *const *env, char **ret, size_t *len);
 
 #endif

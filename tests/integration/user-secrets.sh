@@ -140,5 +140,8 @@ found=$(cat "$STATE"/fleet.db* "$STATE/fleetd.log" "$TEST_TMP/start.err" 2>/dev/
 is "$found" 0 "strings of fleet.db (and its WAL) and fleetd.log hold no value"
 ok $([ -s "$STATE/fleetd.log" ] && echo 0 || echo 1) "(fleetd.log is not empty)"
 strings "$STATE/fleet.db"* | grep -q "seca/TOKEN"; ok $? "positive control: strings does find the audit's key names"
+# Running again, so the cleanup removes the agents (and their Unix users) through it.
+user_fleetd_start; ok $? "fleetd starts again"
+"$FLEETCTL" rm --force seca >/dev/null; ok $? "remove seca"
 
 done_testing

@@ -9,6 +9,7 @@
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 command -v gcc >/dev/null || skip_all "gcc not installed (it builds the planted library)"
+command -v jq >/dev/null || skip_all "jq not installed"
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
 vmfleet_setup --tcg
 
@@ -109,6 +110,34 @@ is "$(ex -- sh -c 'set -- $(cat /proc/$$/stat); [ "$6" = $$ ] && echo leader')" 
 	"the command leads its own session"
 is "$(ex --root -- sh -c 'set -- $(cat /proc/$$/stat); [ "$6" = $$ ] && echo leader')" leader \
 	"so does a --root command"
+
+# Secrets (#12): a run in the guest gets its agent's secret in its environment, and no process
+# in the guest shows the value in its command line (the env travels on the exec's stdin).
+SV="gs-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+printf '%s' "$SV" | "$FLEETCTL" secret set "$A" GUEST_TOKEN >/dev/null; ok $? "set a secret"
+is "$(ex --secrets -- sh -c 'echo "$GUEST_TOKEN"')" "$SV" "exec --secrets in the guest sees it"
+is "$(ex -- sh -c 'echo "${GUEST_TOKEN-unset}"')" unset "exec without --secrets does not"
+# The check after the run must be over before the health checks below: only it runs (interval 0).
+"$FLEETCTL" set "$A" --command 'echo "seen=$GUEST_TOKEN"; exec sleep 300' \
+	--health-cmd 'echo after-the-secret-run' --health-interval 0 >/dev/null
+run=$("$FLEETCTL" --json trigger "$A" | jq -r .id)
+deadline=$((SECONDS + 300))
+until "$FLEETCTL" logs "$A" "$run" 2>/dev/null | grep -q "^seen=" || [ $SECONDS -ge $deadline ]; do sleep 1; done
+is "$("$FLEETCTL" logs "$A" "$run" 2>/dev/null | head -1)" "seen=$SV" "a run in the guest sees its secret"
+procs=$(ex --root -- sh -c 'for f in /proc/[0-9]*/cmdline; do tr "\0" " " < "$f"; echo; done; ps')
+like "$procs" "sleep 300" "positive control: the guest's process list shows the run's command"
+spid=$(ex --root -- sh -c 'for d in /proc/[0-9]*; do [ "$(tr "\0" " " < $d/cmdline)" = "sleep 300 " ] && echo ${d#/proc/}; done' | head -1)
+ex --root -- sh -c "tr '\0' '\n' < /proc/$spid/environ" | grep -qxF "GUEST_TOKEN=$SV"
+ok $? "positive control: the run's own environ in the guest holds the secret (pid $spid)"
+grep -qF "$SV" <<<"$procs"; is $? 1 "no command line in the guest (/proc/*/cmdline, ps) holds the value"
+"$FLEETCTL" cancel "$A" "$run" >/dev/null; ok $? "cancel the run"
+deadline=$((SECONDS + 120))
+while [ "$("$FLEETCTL" --json runs "$A" "$run" | jq -r .state)" = running ] && [ $SECONDS -lt $deadline ]; do sleep 1; done
+until [ "$("$FLEETCTL" --json show "$A" | jq -r .health.detail)" = after-the-secret-run ] || [ $SECONDS -ge $deadline ]; do
+	sleep 1
+done
+is "$("$FLEETCTL" --json show "$A" | jq -r .health.detail)" after-the-secret-run "the check after the run is over"
+grep -qF "$SV" "$STATE/fleetd.log"; is $? 1 "fleetd's log does not hold the value"
 
 # A failing health check says what it printed and how it exited.
 "$FLEETCTL" set "$A" --health-cmd 'echo the-check-said-this; echo and-this-on-stderr >&2; exit 5' >/dev/null

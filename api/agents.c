@@ -53,10 +53,11 @@ static json_t *agent_to_json(const struct agent *a)
 		"schedule", a->snapshot_schedule,
 		"keep", a->snapshot_keep,
 		"restoring", a->restoring));
-	json_object_set_new(j, "runs", json_pack("{s:i, s:i, s:i}",
+	json_object_set_new(j, "runs", json_pack("{s:i, s:i, s:i, s:b}",
 		"timeout_s", a->run_timeout_s,
 		"max_queued", a->max_queued,
-		"retry_interrupted", a->retry_interrupted));
+		"retry_interrupted", a->retry_interrupted,
+		"secret_files", a->secret_files));
 	json_object_set_new(j, "memory", json_pack("{s:i}", "quota_mib", a->memory_quota_mib));
 	if (a->egress_allow)
 		json_object_set_new(j, "egress_allow", json_string(a->egress_allow));
@@ -246,6 +247,10 @@ static bool snapshot_fields(struct api_call *c, json_t *body, struct agent *a)
 /* run_timeout_s, max_queued, retry_interrupted from body into a; replies 400 and returns false if bad. */
 static bool run_fields(struct api_call *c, json_t *body, struct agent *a)
 {
+	json_t *v = json_object_get(body, "secret_files");
+
+	if (v)
+		a->secret_files = json_is_true(v);
 	return int_field(c, body, "run_timeout_s", 1, RUN_TIMEOUT_MAX, &a->run_timeout_s) &&
 	       int_field(c, body, "max_queued", 1, MAX_QUEUED_MAX, &a->max_queued) &&
 	       int_field(c, body, "retry_interrupted", 0, RETRY_INTERRUPTED_MAX, &a->retry_interrupted) &&
@@ -311,7 +316,7 @@ void api_agent_update(struct api_call *c)
 	static const char *const spec[] = {
 		"command:s", "health_command:s", "health_interval_s:i", "auto_rollback:b",
 		"snapshot_policy:s", "snapshot_schedule:s", "snapshot_keep:i",
-		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", "memory_quota_mib:i", "egress_allow:s", NULL,
+		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", "memory_quota_mib:i", "egress_allow:s", "secret_files:b", NULL,
 	};
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	const struct backend_ops *ops = NULL;
@@ -373,7 +378,7 @@ void api_agents_create(struct api_call *c)
 		"name:s", "backend:s", "memory_mib:i", "vcpus:i", "disk_gib:i", "command:s", "network:s", "restart:s",
 		"health_command:s", "health_interval_s:i", "auto_rollback:b",
 		"snapshot_policy:s", "snapshot_schedule:s", "snapshot_keep:i",
-		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", "memory_quota_mib:i", "egress_allow:s", NULL,
+		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", "memory_quota_mib:i", "egress_allow:s", "secret_files:b", NULL,
 	};
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	json_t *body, *v;

@@ -31,6 +31,8 @@
 #include "backend/backend.h"
 #include "core/backends.h"
 #include "core/run_exec.h"
+#include "core/secret_files.h"
+#include "core/secret_hold.h"
 #include "common/base64.h"
 #include "model/agent.h"
 #include "model/fleetd.h"
@@ -58,6 +60,8 @@ struct exec_reply {
 	const struct backend_ops *ops;
 	struct exec_handle *handle;
 	char *agent;
+	struct fleetd *fleetd;
+	bool holding;			/* it was given the agent's secrets: no snapshot until it ends */
 	struct api_stream stream;	/* the server's note of this reply in flight */
 };
 
@@ -165,6 +169,8 @@ static void on_done(void *userdata, const struct exec_result *res)
 	/* Ends the stream, or frees the request libevent detached from its dead connection. */
 	evhttp_send_reply_end(s->req);
 	api_stream_end(&s->stream);
+	if (s->holding)
+		secret_hold_leave(s->fleetd, s->agent);
 	free(s->agent);
 	free(s);
 }
@@ -215,7 +221,7 @@ static bool env_name_ok(const char *k)
 
 void api_agent_exec(struct api_call *c)
 {
-	static const char *const spec[] = { "argv:a", "stdin:s", "root:b", "timeout_s:i", "env:o", "secrets:b", NULL };
+	static const char *const spec[] = { "argv:a", "stdin:s", "root:b", "timeout_s:i", "env:o", "secrets:b", "secret_files:b", NULL };
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	_cleanup_free_ unsigned char *stdin_data = NULL;
 	_cleanup_free_ char *why_owned = NULL, *detail = NULL;
@@ -225,6 +231,7 @@ void api_agent_exec(struct api_call *c)
 	struct exec_reply *s;
 	char **argv = NULL, **env = NULL;
 	size_t stdin_len = 0, n = 0;
+	_cleanup_(secret_files_freep) struct secret_files *files = NULL;
 	bool secrets = false;
 	const char *why, *key;
 	json_t *body, *v;
@@ -280,6 +287,17 @@ void api_agent_exec(struct api_call *c)
 		}
 		secrets = true;
 	}
+	/* Or as files on a tmpfs in the environment for this exec only (FLEET_SECRETS_DIR). */
+	if (json_is_true(json_object_get(body, "secret_files"))) {
+		if ((r = secret_files_load(c->fleetd, a->name, &files, &why_owned)) < 0) {
+			api_error(c, r == -EBADMSG ? 409 : 500, r == -EBADMSG ? "secret_unreadable" : "internal", "%s",
+				  why_owned);
+			goto out;
+		}
+		req.files = files->files;
+		req.n_files = files->n;
+		secrets = true;
+	}
 	if (!(ops = backend_get(c->fleetd, a->backend, &why))) {
 		api_error(c, 503, "unavailable", "agent '%s': the %s backend is unavailable: %s", a->name,
 			  backend_kind_to_string(a->backend), why);
@@ -295,12 +313,20 @@ void api_agent_exec(struct api_call *c)
 	s->conn = evhttp_request_get_connection(c->req);
 	s->ops = ops;
 	s->agent = xstrdup(a->name);
+	s->fleetd = c->fleetd;
 	cb.userdata = s;
+	if (secrets) {
+		secret_hold_enter(c->fleetd, a->name, "an exec given them");	/* before they go in */
+		s->holding = true;
+	}
 	r = ops->exec(c->fleetd, a, &req, &cb, &s->handle, &why_owned);
 	if (r < 0) {
+		if (s->holding)
+			secret_hold_leave(c->fleetd, a->name);
 		free(s->agent);
 		free(s);
-		api_error(c, r == -EINVAL ? 400 : 409, r == -EINVAL ? "invalid" : "exec_failed", "agent '%s': exec failed: %s",
+		api_error(c, r == -EINVAL ? 400 : r == -EOPNOTSUPP ? 501 : 409,
+			  r == -EINVAL ? "invalid" : r == -EOPNOTSUPP ? "unsupported" : "exec_failed", "agent '%s': exec failed: %s",
 			  a->name, why_owned ? why_owned : strerror(-r));
 		goto out;
 	}

@@ -12,6 +12,7 @@
 #include "api/handler.h"
 #include "api/secrets.h"
 #include "api/server.h"
+#include "core/redact.h"
 #include "core/secrets.h"
 #include "model/agent.h"
 #include "model/fleetd.h"
@@ -87,7 +88,16 @@ void api_secret_set(struct api_call *c)
 		api_error_core(c, r, why);
 		return;
 	}
-	api_reply(c, 200, json_pack("{s:s, s:s, s:I}", "agent", a->name, "key", c->param2, "size", (json_int_t)len));
+	{
+		json_t *ans = json_pack("{s:s, s:s, s:I}", "agent", a->name, "key", c->param2, "size", (json_int_t)len);
+
+		/* Too short to take out of output without destroying it (core/redact.h): say so now. */
+		if (len < REDACT_MIN_LEN)
+			json_object_set_new(ans, "warning", json_sprintf("a value under %d bytes is not redacted from the "
+									 "agent's run logs and health details",
+									 REDACT_MIN_LEN));
+		api_reply(c, 200, ans);
+	}
 	return;
 wipe:
 	if ((len = evbuffer_get_length(in)) > 0)

@@ -27,6 +27,13 @@
 
 struct fleetd;
 
+/* One secret given to an exec as a file (exec_request.files). */
+struct exec_file {
+	const char *name;		/* a secret's key ([A-Za-z_][A-Za-z0-9_]*): a safe file name */
+	const unsigned char *data;
+	size_t len;
+};
+
 /* One command to run in an agent's environment. */
 struct exec_request {
 	const char *const *argv;	/* argv[0] is looked up in the environment's PATH */
@@ -35,6 +42,14 @@ struct exec_request {
 	size_t stdin_len;
 	bool root;			/* run as the environment's root (vm only); else as the agent user */
 	int timeout_s;			/* 0: none; on expiry every process of the exec is killed */
+	/*
+	 * The agent's secrets as files on a tmpfs that exists inside the
+	 * environment for this exec only, named by FLEET_SECRETS_DIR: never on
+	 * a disk, gone when the exec ends. A backend that cannot refuses the
+	 * exec with -EOPNOTSUPP.
+	 */
+	const struct exec_file *files;
+	size_t n_files;
 };
 
 enum exec_stream { EXEC_STDOUT = 1, EXEC_STDERR = 2 };

@@ -11,6 +11,7 @@
 #include "store/db.h"
 #include "model/fleetd.h"
 #include "core/lifecycle.h"
+#include "core/redaction.h"
 #include "common/log.h"
 #include "core/snapshots.h"
 #include "common/util.h"
@@ -122,6 +123,7 @@ static void check_exec_done(void *userdata, const struct exec_result *res)
 {
 	struct check *c = userdata;
 	char detail[2 * DETAIL_MAX + 96], printed[2 * DETAIL_MAX + 16];
+	_cleanup_free_ char *out_red = NULL, *err_red = NULL;
 	const char *out, *err;
 
 	c->exec_done = true;
@@ -133,8 +135,11 @@ static void check_exec_done(void *userdata, const struct exec_result *res)
 	 * What the check printed, in a line: the first line of its stdout (its
 	 * verdict, as agentd health prints it) and of its stderr.
 	 */
-	out = first_line(c->output);
-	err = first_line(c->errout);
+	/* Its output is the agent's: its secrets go before anything keeps or logs it. */
+	out_red = redaction_text(c->f, c->agent, c->output, c->len >= DETAIL_MAX - 1);
+	err_red = redaction_text(c->f, c->agent, c->errout, c->err_len >= DETAIL_MAX - 1);
+	out = first_line(out_red);
+	err = first_line(err_red);
 	snprintf(printed, sizeof(printed), "%s%s%s%s", out, *out && *err ? "; " : "", *err && *out ? "stderr: " : "", err);
 	if (res->error < 0)
 		snprintf(detail, sizeof(detail), "the check could not run: %s", res->why ? res->why : strerror(-res->error));

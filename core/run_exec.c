@@ -130,7 +130,7 @@ int run_input_make(struct fleetd *f, const struct agent *a, const struct run *ru
 	in->env[4] = env_pair("FLEET_EVENT_TYPE", ev ? ev->type : NULL);
 	in->env[5] = env_pair("FLEET_DELIVERY_ID", ev ? ev->delivery_id : NULL);
 	/* Loaded at each launch: a 'secret set' counts from the next run on. */
-	if ((r = run_env_add_secrets(f, a->name, &in->env, why)) < 0) {
+	if (!a->secret_files && (r = run_env_add_secrets(f, a->name, &in->env, why)) < 0) {
 		run_input_free(in);
 		return r;
 	}

@@ -21,6 +21,10 @@
 #include "core/snapshots.h"
 #include "common/util.h"
 #include "core/run_exec.h"
+#include "core/redact.h"
+#include "core/redaction.h"
+#include "core/secret_files.h"
+#include "core/secret_hold.h"
 
 #define TICK_S 1
 #define BUSY_RETRY_S 1		/* the agent is busy (a snapshot, a restore, a check): */
@@ -41,6 +45,10 @@ struct active {
 	int busy_tries;
 	int timeout_s;		/* the agent's run_timeout_s when it launched */
 	bool cancelled;		/* fleetctl cancel: it ends as cancelled, whatever it was doing */
+	struct redactor *redactor;	/* the agent's secrets, for the run's life (wiped when it ends) */
+	struct redact_stream *redact;	/* its output on the way to the log */
+	bool has_secrets;	/* the agent has secrets: its command gets them */
+	bool holding;		/* they are in its environment: no snapshot until it ends (secret_hold.h) */
 	int retries;		/* of the run: a retry appends to its log */
 	char *trigger;
 };
@@ -100,6 +108,12 @@ static void active_free(struct active *act)
 		}
 	if (act->retry)
 		event_free(act->retry);
+	if (act->redact)
+		redact_stream_flush(act->redact);	/* what it held back, redacted, to the log */
+	redact_stream_free(act->redact);
+	redactor_free(act->redactor);
+	if (act->holding)
+		secret_hold_leave(act->q->f, act->agent);
 	if (act->log_fd >= 0)
 		close(act->log_fd);
 	act->q->n_active--;
@@ -141,7 +155,8 @@ static void finish(struct active *act, enum run_state state, int exit_code, cons
 	kick(q);
 }
 
-static void run_output(void *userdata, enum exec_stream stream, const char *data, size_t len)
+/* Bytes for the log (redacted already), up to RUN_LOG_MAX. */
+static void log_write(void *userdata, const char *data, size_t len)
 {
 	struct active *act = userdata;
 	static const char note[] = "\n[fleet: output truncated here: the run's log is limited to 16 MiB]\n";
@@ -170,6 +185,17 @@ static void run_output(void *userdata, enum exec_stream stream, const char *data
 		(void)!write(act->log_fd, note, sizeof(note) - 1);
 }
 
+/* The command's output: through the agent's redactor, whose stream holds back what could start a value. */
+static void run_output(void *userdata, enum exec_stream stream, const char *data, size_t len)
+{
+	struct active *act = userdata;
+
+	if (act->redact)
+		redact_stream_push(act->redact, data, len);
+	else
+		log_write(act, data, len);	/* fleet's own notes, before the command starts */
+}
+
 static void run_done(void *userdata, const struct exec_result *res)
 {
 	struct active *act = userdata;
@@ -178,6 +204,8 @@ static void run_done(void *userdata, const struct exec_result *res)
 	act->exec = NULL;
 	if (closing(act))
 		return;
+	if (act->redact)
+		redact_stream_flush(act->redact);	/* the whole log is there before the run reads as over */
 	if (act->cancelled) {
 		finish(act, RUN_CANCELLED, -1, "cancelled while it ran (its processes were killed)", true);
 	} else if (res->error < 0) {
@@ -207,6 +235,7 @@ static void launch(struct active *act)
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	_cleanup_(run_freep) struct run *run = NULL;
 	_cleanup_(run_input_freep) struct run_input *in = NULL;
+	_cleanup_(secret_files_freep) struct secret_files *files = NULL;
 	_cleanup_free_ char *why = NULL, *msg = NULL;
 	struct exec_callbacks cb = { run_output, run_done, act };
 	int r;
@@ -228,13 +257,47 @@ static void launch(struct active *act)
 		finish(act, RUN_FAILED, -1, msg, false);
 		return;
 	}
+	/*
+	 * Its secrets, read now (again at each attempt, as its variables are)
+	 * and kept for the run's life only: no output reaches the log unredacted.
+	 */
+	{
+		size_t n_secrets = 0;
+
+		redact_stream_free(act->redact);	/* an attempt the backend refused: nothing went through it */
+		redactor_free(act->redactor);
+		act->redact = NULL;
+		act->redactor = NULL;
+		if ((r = redaction_load(f, act->agent, &act->redactor, &n_secrets, &why)) < 0) {
+			finish(act, RUN_FAILED, -1, why, false);
+			return;
+		}
+		act->redact = redact_stream_new(act->redactor, log_write, act);
+		act->has_secrets = n_secrets > 0;
+	}
+	/* --secret-files: as files on a tmpfs the backend makes inside the environment for this run. */
+	if (a->secret_files && (r = secret_files_load(f, act->agent, &files, &why)) < 0) {
+		finish(act, RUN_FAILED, -1, why, false);
+		return;
+	}
 	act->timeout_s = a->run_timeout_s > 0 ? a->run_timeout_s : RUN_TIMEOUT_DEFAULT;
+	if (act->has_secrets) {
+		_cleanup_free_ char *who = xasprintf("run %" PRId64, act->id);
+
+		secret_hold_enter(f, act->agent, who);	/* before its secrets go in; active_free() leaves */
+		act->holding = true;
+	}
 	{
 		const char *argv[] = { "sh", "-c", a->command, NULL };
 		struct exec_request req = { .argv = argv, .env = (const char *const *)in->env, .stdin_data = in->stdin_data,
-					    .stdin_len = in->stdin_len, .timeout_s = act->timeout_s };
+					    .stdin_len = in->stdin_len, .timeout_s = act->timeout_s,
+					    .files = files ? files->files : NULL, .n_files = files ? files->n : 0 };
 
 		r = act->ops->exec(f, a, &req, &cb, &act->exec, &why);
+	}
+	if (r < 0 && act->holding) {
+		secret_hold_leave(f, act->agent);	/* nothing went in: not held while it waits */
+		act->holding = false;
 	}
 	if (r == -EBUSY && ++act->busy_tries <= BUSY_RETRIES) {
 		struct timeval tv = { BUSY_RETRY_S, 0 };

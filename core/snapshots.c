@@ -10,6 +10,7 @@
 #include "store/db.h"
 #include "model/fleetd.h"
 #include "core/lifecycle.h"
+#include "core/secret_hold.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "common/util.h"
@@ -154,13 +155,30 @@ static void take_created(void *userdata, const struct snapshot_result *res)
 
 static void take_retry(evutil_socket_t fd, short what, void *arg);
 
+/*
+ * -EBUSY with *why while a run or exec holding agent's secrets is in its
+ * environment: a snapshot now would keep them (a RAM checkpoint, a copied
+ * tmpfs). A pre-run snapshot comes before its run's secrets go in.
+ */
+static int secrets_held(struct fleetd *f, const char *agent, char **why)
+{
+	const char *who = secret_hold_who(f, agent);
+
+	if (!who)
+		return 0;
+	free(*why);
+	*why = xasprintf("agent '%s': %s holds its secrets in memory; fleet takes no snapshot until it ends", agent,
+			 who);
+	return -EBUSY;
+}
+
 /* Ask the backend; 0 if it started (or a retry is scheduled), else -errno with *why and the row gone. */
 static int take_attempt(struct take *t, char **why)
 {
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	int r;
 
-	if ((r = db_agent_get(t->f->db, t->agent, &a)) == 0)
+	if ((r = secrets_held(t->f, t->agent, why)) == 0 && (r = db_agent_get(t->f->db, t->agent, &a)) == 0)
 		r = t->ops->snapshot_create(t->f, a, t->snap, take_created, t, why);
 	if (r == -EBUSY && wait_busy(t->f, t->agent, t->flags, &t->tries, &t->retry, take_retry, t)) {
 		free(*why);
@@ -232,6 +250,9 @@ int snapshots_take(struct fleetd *f, const char *agent, const char *name, const 
 		*why = xasprintf("note is longer than %d characters", SNAPSHOT_NOTE_MAX);
 		return -EINVAL;
 	}
+	/* A person's command is refused at once; fleet's own (a schedule, a run) wait a while. */
+	if (!(flags & SNAPSHOTS_WAIT_ANY) && (r = secrets_held(f, agent, why)) < 0)
+		return r;
 	if ((r = db_snapshot_begin(f->db, agent, name, note, pin)) < 0) {
 		*why = r == -EEXIST ? xasprintf("agent '%s': snapshot '%s' already exists", agent, name)
 				    : xasprintf("agent '%s': cannot record snapshot '%s': %s", agent, name, strerror(-r));

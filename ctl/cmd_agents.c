@@ -48,8 +48,9 @@ static void print_agent_details(json_t *a)
 	{
 		json_t *rn = json_object_get(a, "runs");
 		if (rn)
-			printf("runs:       timeout %llds, at most %lld queued, interrupted runs retried %lld time(s)\n",
-			       num(rn, "timeout_s"), num(rn, "max_queued"), num(rn, "retry_interrupted"));
+			printf("runs:       timeout %llds, at most %lld queued, interrupted runs retried %lld time(s)%s\n",
+			       num(rn, "timeout_s"), num(rn, "max_queued"), num(rn, "retry_interrupted"),
+			       json_is_true(json_object_get(rn, "secret_files")) ? ", secrets as files" : "");
 	}
 	{
 		json_t *mem = json_object_get(a, "memory");
@@ -68,7 +69,8 @@ static void print_agent_details(json_t *a)
 #define RUN_OPTIONS \
 	{ "run-timeout", required_argument, NULL, 'T' }, { "max-queued", required_argument, NULL, 'Q' }, \
 	{ "retry-interrupted", required_argument, NULL, 'Y' }, { "memory-quota", required_argument, NULL, 'M' }, \
-	{ "egress-allow", required_argument, NULL, 'E' }
+	{ "egress-allow", required_argument, NULL, 'E' }, \
+	{ "secret-files", required_argument, NULL, 'X' }
 
 struct create_opts {
 	const struct command *cmd;
@@ -158,6 +160,13 @@ static int create_opt(int c, const char *arg, void *data)
 		}
 		return 0;
 	}
+	case 'X':
+		if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0) {
+			usage_error(o->cmd, "--secret-files takes on or off, not '%s'", arg);
+			return -1;
+		}
+		json_object_set_new(o->body, "secret_files", json_boolean(strcmp(arg, "on") == 0));
+		return 0;
 	case 'R':
 		return enum_opt(o, "restart", arg, restart_policy_from_string, "--restart must be 'on-failure', 'always' or 'never'");
 	case 'm':

@@ -11,7 +11,7 @@
 #define EXEC_STDIN_MAX (12 << 20)	/* base64 of it fits fleetd's 16 MiB exec body cap */
 
 struct exec_opts {
-	bool root, no_stdin, secrets;
+	bool root, no_stdin, secrets, secret_files;
 	long timeout;
 	json_t *env;
 	const struct command *cmd;
@@ -26,6 +26,7 @@ static int exec_opt(int c, const char *arg, void *data)
 	case 'r': o->root = true; return 0;
 	case 'n': o->no_stdin = true; return 0;
 	case 'S': o->secrets = true; return 0;
+	case 'F': o->secret_files = true; return 0;
 	case 't': return timeout_opt(c, arg, &o->timeout);
 	case 'e':
 		eq = strchr(arg, '=');
@@ -125,7 +126,8 @@ int cmd_exec(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
 	static const struct option opts[] = {
 		{ "root", no_argument, NULL, 'r' }, { "timeout", required_argument, NULL, 't' },
 		{ "env", required_argument, NULL, 'e' }, { "no-stdin", no_argument, NULL, 'n' },
-		{ "secrets", no_argument, NULL, 'S' }, { "help", no_argument, NULL, 'h' }, { 0 },
+		{ "secrets", no_argument, NULL, 'S' }, { "secret-files", no_argument, NULL, 'F' },
+		{ "help", no_argument, NULL, 'h' }, { 0 },
 	};
 	struct exec_opts o = { .timeout = -1, .env = json_object(), .cmd = cmd };
 	struct exec_out out = { 0 };
@@ -169,6 +171,8 @@ int cmd_exec(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
 	body = json_pack("{s:o, s:b, s:o}", "argv", args, "root", o.root, "env", o.env);
 	if (o.secrets)
 		json_object_set_new(body, "secrets", json_true());
+	if (o.secret_files)
+		json_object_set_new(body, "secret_files", json_true());
 	if (o.timeout >= 0)
 		json_object_set_new(body, "timeout_s", json_integer(o.timeout));
 	if (!o.no_stdin && !isatty(STDIN_FILENO)) {

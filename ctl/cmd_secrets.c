@@ -111,6 +111,8 @@ static int secret_set(struct ctl *ctl, const struct command *cmd, int argc, char
 	else
 		printf("agent '%s': secret %s set (%lld bytes); runs see it from the next one\n", argv[optind],
 		       argv[optind + 1], num(answer, "size"));
+	if (json_is_string(json_object_get(answer, "warning")))
+		fprintf(stderr, "fleetctl: warning: %s\n", json_string_value(json_object_get(answer, "warning")));
 	return 0;
 }
 

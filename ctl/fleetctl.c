@@ -31,7 +31,10 @@ static CMD_HANDLER(cmd_help);
 	"  --egress-allow LIST with --network nat (user agents): reach only these, e.g.\n" \
 	"                      api.github.com:443,10.9.0.0/24; names are resolved by fleetd\n" \
 	"                      at each start and every 5 minutes; everything else is refused\n" \
-	"                      and counted ('show'); \"\" (set) removes the limit\n"
+	"                      and counted ('show'); \"\" (set) removes the limit\n" \
+	"  --secret-files on|off  runs get the agent's secrets as files on a tmpfs that\n" \
+	"                      lasts the run ($FLEET_SECRETS_DIR), not as variables\n" \
+	"                      (user agents; default off)\n"
 
 static const struct command commands[] = {
 	{ "status", "", "Show whether fleetd runs, its version, uptime and agent count.", NULL, cmd_status },
@@ -40,7 +43,7 @@ static const struct command commands[] = {
 	  "                [--auto-rollback] [--command CMD] [--snapshot-policy none|before-run|cron]\n"
 	  "                [--snapshot-schedule CRON] [--snapshot-keep N] [--run-timeout S]\n"
 	  "                [--max-queued N] [--retry-interrupted N] [--memory-quota MIB]\n"
-	  "                [--egress-allow LIST]",
+	  "                [--egress-allow LIST] [--secret-files on|off]",
 	  "Create an agent and its isolated environment.",
 	  "NAME is 1 to 32 characters: a lower-case letter, then lower-case letters, digits or '-'.\n"
 	  "  --backend vm|user   a libvirt VM (default) or a Unix user on the host\n"
@@ -67,7 +70,7 @@ static const struct command commands[] = {
 	  "  --timeout S   seconds to wait for a clean shutdown (default 30)\n", cmd_lifecycle },
 	{ "restart", "NAME [--timeout S]", "Stop, then start an agent's environment.",
 	  "  --timeout S   seconds to wait for a clean shutdown (default 30)\n", cmd_lifecycle },
-	{ "exec", "NAME [--root] [--timeout S] [--env NAME=VALUE]... [--secrets] [--no-stdin] -- CMD [ARG]...",
+	{ "exec", "NAME [--root] [--timeout S] [--env NAME=VALUE]... [--secrets] [--secret-files] [--no-stdin] -- CMD [ARG]...",
 	  "Run a command in an agent's environment; exit with its exit code.",
 	  "Output streams back as it comes; stdin is forwarded when it is not a terminal\n"
 	  "(at most 12 MiB). Exit status: the command's, 128+N if it was killed by signal N,\n"
@@ -77,6 +80,9 @@ static const struct command commands[] = {
 	  "  --env N=V       set an environment variable (repeatable)\n"
 	  "  --secrets       give the command the agent's secrets as environment\n"
 	  "                  variables, as its runs get them ('fleetctl secret')\n"
+	  "  --secret-files  give them as files, one per key, on a tmpfs that exists\n"
+	  "                  for this command only; $FLEET_SECRETS_DIR names it\n"
+	  "                  (user agents; never on a disk)\n"
 	  "  --no-stdin      do not read stdin\n",
 	  cmd_exec },
 	{ "console", "NAME [--bytes N]", "Show the end of a VM agent's console log.",
@@ -114,9 +120,9 @@ static const struct command commands[] = {
 	  "             [--auto-rollback on|off] [--snapshot-policy none|before-run|cron]\n"
 	  "             [--snapshot-schedule CRON] [--snapshot-keep N] [--run-timeout S]\n"
 	  "             [--max-queued N] [--retry-interrupted N] [--memory-quota MIB]\n"
-	  "             [--egress-allow LIST]",
+	  "             [--egress-allow LIST] [--secret-files on|off]",
 	  "Change an agent's command, health check, automatic rollback, snapshot policy, run limits,\n"
-	  "memory quota and egress.",
+	  "memory quota, egress and secret files.",
 	  "  --command CMD       what the agent runs when triggered (from the next run on)\n"
 	  SNAPSHOT_OPTIONS_HELP RUN_OPTIONS_HELP, cmd_set },
 	{ "health", "NAME", "Run an agent's health check now (exit 0 healthy, 3 unhealthy).", NULL, cmd_health },

@@ -28,6 +28,7 @@
 #include "core/hooks.h"
 #include "core/listener.h"
 #include "core/schedules.h"
+#include "core/secret_hold.h"
 #include "core/secrets.h"
 #include "core/snapshots.h"
 #include "store/db.h"
@@ -214,6 +215,7 @@ static int finish(struct fleetd *f, int code)
 	backends_shutdown(f);
 	lifecycle_shutdown(f);
 	runs_free(f);
+	secret_hold_free(f);	/* after the last run and exec let go */
 	if (f->base)
 		event_base_free(f->base);
 	f->base = NULL;

@@ -72,6 +72,7 @@ struct agent {
 	int retry_interrupted;	/* times a run cut off by fleetd stopping is queued again */
 	/* the memory store (core/memory.c, docs/memory.md) */
 	int memory_quota_mib;	/* what ~/memory may hold; 0 in a zeroed record: the default */
+	bool secret_files;	/* runs get the secrets as files on a tmpfs (FLEET_SECRETS_DIR), not variables */
 };
 
 #define HEALTH_INTERVAL_DEFAULT 60

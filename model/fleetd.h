@@ -21,6 +21,7 @@ struct runs;
 struct lifecycle;
 struct hooks;
 struct listener;
+struct secret_hold;
 struct secrets;
 
 struct fleetd {
@@ -43,6 +44,7 @@ struct fleetd {
 	struct lifecycle *lifecycle;		/* lifecycle.c */
 	struct hooks *hooks;			/* hooks.c: the daily pruning of events */
 	struct listener *listener;		/* listener.c: the webhook listener process, NULL when off */
+	struct secret_hold *secret_holds;	/* secret_hold.c: agents with secrets in memory now */
 	struct secrets *secrets;		/* secrets.c: the host key of agents' secrets */
 };
 

@@ -22,8 +22,8 @@ int db_agent_insert(struct db *db, struct agent *a)
 			    "INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib,"
 			    " network, command, created_at, updated_at, restart_policy, health_command,"
 			    " health_interval_s, auto_rollback, snapshot_policy, snapshot_schedule, snapshot_keep,"
-			    " run_timeout_s, max_queued, retry_interrupted, memory_quota_mib, egress_allow)"
-			    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")) < 0)
+			    " run_timeout_s, max_queued, retry_interrupted, memory_quota_mib, egress_allow, secret_files)"
+			    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, backend_kind_to_string(a->backend), -1, SQLITE_STATIC);
@@ -60,6 +60,7 @@ int db_agent_insert(struct db *db, struct agent *a)
 		a->memory_quota_mib = MEMORY_QUOTA_DEFAULT;
 	sqlite3_bind_int(st, 21, a->memory_quota_mib);
 	bind_text_or_null(st, 22, a->egress_allow);
+	sqlite3_bind_int(st, 23, a->secret_files ? 1 : 0);
 	if ((r = db_step(db, st)) < 0)
 		return r;
 	a->id = sqlite3_last_insert_rowid(db->h);
@@ -70,7 +71,7 @@ int db_agent_insert(struct db *db, struct agent *a)
 #define AGENT_COLUMNS "id, name, backend, state, memory_mib, vcpus, disk_gib, network, command, created_at," \
 	" updated_at, restart_policy, health_command, health_interval_s, auto_rollback, health, health_at," \
 	" health_detail, last_rollback, snapshot_policy, snapshot_schedule, snapshot_keep, restoring, state_detail," \
-	" run_timeout_s, max_queued, retry_interrupted, memory_quota_mib, egress_allow"
+	" run_timeout_s, max_queued, retry_interrupted, memory_quota_mib, egress_allow, secret_files"
 
 /* Copy one row of AGENT_COLUMNS; never keeps a pointer into the statement. */
 static struct agent *agent_from_row(sqlite3_stmt *st)
@@ -112,6 +113,7 @@ static struct agent *agent_from_row(sqlite3_stmt *st)
 	a->retry_interrupted = sqlite3_column_int(st, 26);
 	a->memory_quota_mib = sqlite3_column_int(st, 27);
 	a->egress_allow = col_strdup(st, 28);
+	a->secret_files = sqlite3_column_int(st, 29) != 0;
 	return a;
 }
 
@@ -218,7 +220,7 @@ int db_agent_set_settings(struct db *db, const struct agent *a)
 	if ((r = db_prepare(db, &st, "UPDATE agents SET command = ?, health_command = ?, health_interval_s = ?,"
 				     " auto_rollback = ?, snapshot_policy = ?, snapshot_schedule = ?, snapshot_keep = ?,"
 				     " updated_at = ?, run_timeout_s = ?, max_queued = ?, retry_interrupted = ?,"
-				     " memory_quota_mib = ?, egress_allow = ? WHERE name = ?")) < 0)
+				     " memory_quota_mib = ?, egress_allow = ?, secret_files = ? WHERE name = ?")) < 0)
 		return r;
 	bind_text_or_null(st, 1, a->command);
 	bind_text_or_null(st, 2, a->health_command);
@@ -233,7 +235,8 @@ int db_agent_set_settings(struct db *db, const struct agent *a)
 	sqlite3_bind_int(st, 11, a->retry_interrupted);
 	sqlite3_bind_int(st, 12, a->memory_quota_mib > 0 ? a->memory_quota_mib : MEMORY_QUOTA_DEFAULT);
 	bind_text_or_null(st, 13, a->egress_allow);
-	sqlite3_bind_text(st, 14, a->name, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 14, a->secret_files ? 1 : 0);
+	sqlite3_bind_text(st, 15, a->name, -1, SQLITE_STATIC);
 	return db_step_change(db, st);
 }
 

@@ -291,6 +291,11 @@ static const char *const migrations[] = {
 	 * metadata address or other agents).
 	 */
 	"ALTER TABLE agents ADD COLUMN egress_allow TEXT;",
+	/*
+	 * 16 (#12 secret files): whether an agent's runs get its secrets as files
+	 * on a tmpfs inside the environment rather than as variables.
+	 */
+	"ALTER TABLE agents ADD COLUMN secret_files INTEGER NOT NULL DEFAULT 0;",
 };
 
 /* Migrations (by their index in migrations[]) that rebuild a referenced table: foreign keys off around them. */

@@ -254,8 +254,24 @@ int user_exec(struct fleetd *f, const struct agent *a, const struct exec_request
 	spec.stdout_fd = out[1];
 	spec.stderr_fd = err[1];
 	spec.stdin_fd = in[0];
+	spec.files = req->files;
+	spec.n_files = req->n_files;
 	h = xcalloc(1, sizeof(*h));
-	if ((r = sandbox_launch(f, a, uid, &spec, req->env, &h->proc, why)) < 0) {
+	if (req->n_files > 0) {
+		/* The command learns where its secret files are; the sandbox writes them (launch.c). */
+		_cleanup_free_ const char **env = NULL;
+		size_t n = 0;
+
+		while (req->env && req->env[n])
+			n++;
+		env = xcalloc(n + 2, sizeof(*env));
+		memcpy(env, req->env, n * sizeof(*env));
+		env[n] = "FLEET_SECRETS_DIR=" USER_SECRETS_DIR;
+		r = sandbox_launch(f, a, uid, &spec, env, &h->proc, why);
+	} else {
+		r = sandbox_launch(f, a, uid, &spec, req->env, &h->proc, why);
+	}
+	if (r < 0) {
 		free(h);
 		goto fail;
 	}

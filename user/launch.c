@@ -51,6 +51,7 @@ static const char *const stage_names[LAUNCH_STAGE__COUNT] = {
 	[LAUNCH_STAGE_EXEC] = "execute",
 	[LAUNCH_STAGE_NET] = "bring up loopback",
 	[LAUNCH_STAGE_RUN] = "mount private /run",
+	[LAUNCH_STAGE_SECRETS] = "write the secret files",
 };
 
 const char *user_launch_stage_to_string(enum user_launch_stage s)
@@ -123,6 +124,7 @@ struct launch_prep {
 	char tmp_opts[160];	/* the agent's private tmpfs: /tmp, /var/tmp, /dev/shm */
 	char run_opts[160];	/* a root-owned 0755 tmpfs for /run */
 	char shared_opts[160];	/* a root-owned 1777 tmpfs for spec->shared_dirs */
+	char secrets_opts[160];	/* the agent's 0700 tmpfs for spec->files, just big enough */
 	char home_copy[4096];	/* writable copy of spec->home */
 };
 
@@ -290,6 +292,44 @@ static void mount_private(const struct launch_prep *p, const char *dir, const ch
 }
 
 /* Make path (a directory or a link to one, e.g. /var/run) show target, unless it already resolves into it. */
+/*
+ * The secret files: a tmpfs of the agent's (0700) on USER_SECRETS_DIR in
+ * the fresh /run, each file 0400 and the agent's. In this mount namespace
+ * only: it goes when the sandbox does, and never touches a disk.
+ */
+static void write_secret_files(const struct launch_prep *p)
+{
+	const struct user_launch_spec *s = p->spec;
+	int rep = p->report_fd, dfd;
+
+	if (mkdir(USER_SECRETS_DIR, 0700) < 0 ||
+	    mount("tmpfs", USER_SECRETS_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, p->secrets_opts) < 0 ||
+	    (dfd = open(USER_SECRETS_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		child_fail(rep, LAUNCH_STAGE_SECRETS, errno);
+	for (size_t i = 0; i < s->n_files; i++) {
+		const unsigned char *d = s->files[i].data;
+		size_t left = s->files[i].len;
+		int fd = openat(dfd, s->files[i].name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
+
+		if (fd < 0)
+			child_fail(rep, LAUNCH_STAGE_SECRETS, errno);
+		while (left > 0) {
+			ssize_t w = write(fd, d, left);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				child_fail(rep, LAUNCH_STAGE_SECRETS, w < 0 ? errno : EIO);
+			d += w;
+			left -= (size_t)w;
+		}
+		if (fchown(fd, s->uid, s->gid) < 0)
+			child_fail(rep, LAUNCH_STAGE_SECRETS, errno);
+		close(fd);
+	}
+	close(dfd);
+}
+
 static void bind_alias(int rep, const char *target, const char *path)
 {
 	struct stat t, st;
@@ -369,6 +409,8 @@ _noreturn_ static void launch_init(const struct launch_prep *p)
 	mount_private(p, "/run", p->run_opts, LAUNCH_STAGE_RUN);
 	if (mkdir("/run/lock", 01777) < 0 || chmod("/run/lock", 01777) < 0)	/* chmod: our umask is fleetd's */
 		child_fail(rep, LAUNCH_STAGE_RUN, errno);
+	if (s->n_files > 0)
+		write_secret_files(p);
 	bind_alias(rep, "/run", "/var/run");
 	bind_alias(rep, "/run/lock", "/var/lock");
 	/* Whatever else is world-writable on this host (found by the caller): empty, and this sandbox's own. */
@@ -451,6 +493,14 @@ int user_launch(const struct user_launch_spec *spec, struct user_launch_proc *re
 		 (unsigned long)spec->uid, (unsigned long)spec->gid, size, size * 256);
 	snprintf(prep.run_opts, sizeof(prep.run_opts), "mode=0755,uid=0,gid=0,size=%ldm,nr_inodes=%ld", size, size * 256);
 	snprintf(prep.shared_opts, sizeof(prep.shared_opts), "mode=1777,uid=0,gid=0,size=%ldm,nr_inodes=%ld", size, size * 256);
+	{
+		size_t bytes = 4096;	/* a page per file at least: tmpfs counts pages */
+
+		for (size_t i = 0; i < spec->n_files; i++)
+			bytes += (spec->files[i].len + 4095) / 4096 * 4096 + 4096;
+		snprintf(prep.secrets_opts, sizeof(prep.secrets_opts), "mode=0700,uid=%lu,gid=%lu,size=%zu,nr_inodes=%zu",
+			 (unsigned long)spec->uid, (unsigned long)spec->gid, bytes, spec->n_files + 8);
+	}
 	if (pipe2(rep, O_CLOEXEC) < 0)
 		return -errno;
 	prep.report_fd = rep[1];

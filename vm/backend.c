@@ -414,6 +414,11 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 	enum virt_state st;
 	int r;
 
+	/* Files would go through agentd onto a guest tmpfs: not built yet, and never onto the guest's disk. */
+	if (req->n_files > 0) {
+		*why = xstrdup("secret files are not available for VM agents yet; use their environment variables");
+		return -EOPNOTSUPP;
+	}
 	/* First: a snapshot pauses the guest, which is not "not running". */
 	if (v->busy) {
 		*why = xstrdup("a snapshot or restore is under way; try again when it is done");

@@ -22,6 +22,8 @@
 #include "core/host.h"
 #include "core/lifecycle.h"
 #include "core/runs.h"
+#include "core/secret_hold.h"
+#include "core/secrets.h"
 #include "core/snapshots.h"
 #include "model/fleetd.h"
 #include "store/db.h"
@@ -53,7 +55,7 @@ static inline void fixture_mkdir(struct fixture *x)
 /* "Start fleetd" on x->dir; exits the test program if it cannot (nothing could be checked). */
 static inline void fixture_open(struct fixture *x, int flags, const char *const *settings)
 {
-	_cleanup_free_ char *path = xasprintf("%s/fleet.db", x->dir);
+	_cleanup_free_ char *path = xasprintf("%s/fleet.db", x->dir), *err = NULL;
 	const char *why;
 	int r;
 
@@ -76,6 +78,11 @@ static inline void fixture_open(struct fixture *x, int flags, const char *const 
 		fprintf(stderr, "fixture: cannot open %s\n", path);
 		exit(1);
 	}
+	/* The host key of agents' secrets, as fleetd makes it at start (runs read the secrets to redact). */
+	if (secrets_init(&x->f, &err) < 0) {
+		fprintf(stderr, "fixture: %s\n", err);
+		exit(1);
+	}
 	backends_init_table(&x->f, fake_backends, &core_backend_host);
 	if (flags & FX_RECOVER)
 		lifecycle_reconcile(&x->f);
@@ -95,6 +102,8 @@ static inline void fixture_close(struct fixture *x)
 	backends_shutdown(&x->f);
 	lifecycle_shutdown(&x->f);
 	runs_free(&x->f);
+	secret_hold_free(&x->f);
+	secrets_free(&x->f);
 	db_close(x->f.db);
 	event_base_free(x->f.base);
 	config_free(&x->f.cfg);

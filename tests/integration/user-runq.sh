@@ -48,11 +48,11 @@ wait_no_sleepers() {
 "$FLEETCTL" create urq-a --backend user --run-timeout 30 --max-queued 2 --retry-interrupted 0 \
 	--command 'cat > ~/in.json; env | grep ^FLEET_ | sort > ~/env.txt; cat ~/in.json' >/dev/null
 ok $? "create with --run-timeout, --max-queued, --retry-interrupted"
-is "$("$FLEETCTL" --json show urq-a | jq -Sc .runs)" '{"max_queued":2,"retry_interrupted":0,"timeout_s":30}' \
+is "$("$FLEETCTL" --json show urq-a | jq -Sc .runs)" '{"max_queued":2,"retry_interrupted":0,"secret_files":false,"timeout_s":30}' \
 	"show has them"
 like "$("$FLEETCTL" show urq-a)" "runs: +timeout 30s, at most 2 queued" "and says them in words"
 "$FLEETCTL" create urq-d --backend user --command true >/dev/null
-is "$("$FLEETCTL" --json show urq-d | jq -Sc .runs)" '{"max_queued":100,"retry_interrupted":0,"timeout_s":3600}' \
+is "$("$FLEETCTL" --json show urq-d | jq -Sc .runs)" '{"max_queued":100,"retry_interrupted":0,"secret_files":false,"timeout_s":3600}' \
 	"the defaults: 3600 s, 100 queued, no retry"
 out=$("$FLEETCTL" set urq-d --run-timeout 0 2>&1); is $? 2 "--run-timeout 0 is a usage error"
 like "$out" "--run-timeout needs seconds from 1" "with the range"

@@ -148,9 +148,44 @@ static void test_boot_failed(void)
 	fixture_close(&X);
 }
 
+struct verdict {
+	int calls, healthy;
+	char detail[512];
+};
+
+static void on_checked(void *userdata, int healthy, const char *detail)
+{
+	struct verdict *v = userdata;
+
+	v->calls++;
+	v->healthy = healthy;
+	snprintf(v->detail, sizeof(v->detail), "%s", detail ? detail : "");
+}
+
+/* What a check prints is the agent's output: its secrets never reach the detail, the record or the log. */
+static void test_redacted(void)
+{
+	_cleanup_free_ char *why = NULL;
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	struct verdict v = { 0 };
+
+	fake_reset();
+	fixture_open(&X, FX_HEALTH, NULL);
+	make("hc-sec", false);
+	is_int(secrets_set(F, "hc-sec", "CODE", (const unsigned char *)"exit 1", 6, &why), 0, "a secret is set");
+	fake_env_set_exit("hc-sec", 1);	/* the fake's check prints "fake: exit 1" */
+	is_int(health_check(F, "hc-sec", on_checked, &v), 0, "a check");
+	ok(LOOP_UNTIL(&X, v.calls == 1), "it answers");
+	is_int(v.healthy, 0, "unhealthy");
+	is_str(v.detail, "exit status 1: fake: [secret CODE]", "its detail shows the marker, not the value");
+	ok(db_agent_get(F->db, "hc-sec", &a) == 0 && a->health_detail &&
+	   strcmp(a->health_detail, "exit status 1: fake: [secret CODE]") == 0, "and so does the agent's record");
+	fixture_close(&X);
+}
+
 int main(void)
 {
-	void (*tests[])(void) = { test_rollback, test_boot_failed };
+	void (*tests[])(void) = { test_rollback, test_boot_failed, test_redacted };
 
 	log_setup("test_core_health", LOG_WARNING);
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {

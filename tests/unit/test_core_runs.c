@@ -4,6 +4,7 @@
  * (cleanly or by kill -9) are marked interrupted and not run again.
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <sys/mman.h>
 
 #include "tests/fakes/core_fixture.h"
@@ -13,6 +14,19 @@ static struct fixture X;
 #define F (&X.f)
 
 /* The run's state ("" if there is none); static buffer. */
+/* printf into a static buffer, for a comparison. */
+static const char *xasprintf_tmp(const char *fmt, ...) _printf_(1, 2);
+static const char *xasprintf_tmp(const char *fmt, ...)
+{
+	static char buf[128];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	return buf;
+}
+
 static const char *run_state(int64_t id)
 {
 	static char buf[32];
@@ -358,10 +372,69 @@ static void test_retry(void)
 	munmap(id, sizeof(int64_t));
 }
 
+/* The run's log, as `fleetctl logs` reads it (at most 4 KiB); static buffer. */
+static const char *run_log(int64_t id)
+{
+	static char buf[4096];
+	_cleanup_free_ char *path = xasprintf("%s/runs/%" PRId64 ".log", X.dir, id);
+	FILE *fp = fopen(path, "r");
+	size_t n = 0;
+
+	if (fp) {
+		n = fread(buf, 1, sizeof(buf) - 1, fp);
+		fclose(fp);
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+/*
+ * An agent with secrets: its run's log never holds a value (the fake's
+ * command prints "fake: exit N"; the secret is "exit 0"), and while the
+ * run is in its environment no snapshot is taken.
+ */
+static void test_secrets(void)
+{
+	_cleanup_free_ char *why = NULL;
+	int64_t id;
+
+	fake_reset();
+	fixture_open(&X, FX_HEALTH | FX_RUNS, NULL);
+	worker("rq-s", "work");
+	worker("rq-n", "work");
+	is_int(secrets_set(F, "rq-s", "CODE", (const unsigned char *)"exit 0", 6, &why), 0, "a secret is set");
+	id = enqueue("rq-s");
+	ok(LOOP_UNTIL(&X, strcmp(run_state(id), "succeeded") == 0), "the run succeeds");
+	is_str(run_log(id), "fake: [secret CODE]\n", "its log shows the marker, not the value");
+	id = enqueue("rq-n");
+	ok(LOOP_UNTIL(&X, strcmp(run_state(id), "succeeded") == 0), "an agent without secrets: its run succeeds");
+	is_str(run_log(id), "fake: exit 0\n", "and its log is as printed");
+
+	fake_set(FAKE_EXEC, FAKE_HANG, 0, NULL);
+	id = enqueue("rq-s");
+	ok(LOOP_UNTIL(&X, fake_hung(FAKE_EXEC) == 1), "a run of the agent with secrets is in its environment");
+	is_str(secret_hold_who(F, "rq-s"), xasprintf_tmp("run %" PRId64, id), "the run holds its secrets");
+	free(why);
+	why = NULL;
+	is_int(snapshots_take(F, "rq-s", "during", NULL, NULL, false, 0, NULL, NULL, &why), -EBUSY,
+	       "a snapshot now is refused");
+	ok(fake_release(FAKE_EXEC, 0) >= 1, "the run ends (and any health check that hung with it)");
+	ok(LOOP_UNTIL(&X, strcmp(run_state(id), "succeeded") == 0), "it succeeded");
+	ok(secret_hold_who(F, "rq-s") == NULL, "its secrets are no longer held");
+	fake_set(FAKE_EXEC, FAKE_HANG, 0, NULL);
+	id = enqueue("rq-n");
+	ok(LOOP_UNTIL(&X, fake_hung(FAKE_EXEC) == 1), "a run of the agent without secrets");
+	ok(secret_hold_who(F, "rq-n") == NULL, "holds nothing");
+	ok(fake_release(FAKE_EXEC, 0) >= 1, "it ends");
+	ok(LOOP_UNTIL(&X, strcmp(run_state(id), "succeeded") == 0), "it succeeded");
+	fake_set(FAKE_EXEC, FAKE_OK, 0, NULL);
+	fixture_close(&X);
+}
+
 int main(void)
 {
 	void (*tests[])(void) = { test_order, test_interrupt, test_cancel, test_timeout_and_limits, test_concurrency,
-				  test_event_input, test_retry };
+				  test_event_input, test_retry, test_secrets };
 
 	log_setup("test_core_runs", LOG_WARNING);
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {

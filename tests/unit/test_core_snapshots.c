@@ -138,6 +138,53 @@ static void test_take_health(void)
 	fixture_close(&X);
 }
 
+/* Secrets in the environment's memory (a run or exec holds them): no snapshot until they are gone. */
+static void test_take_secrets(void)
+{
+	struct taken t = { 0 }, other = { 0 };
+	_cleanup_free_ char *why = NULL;
+	int calls;
+	bool waited;
+
+	fake_reset();
+	fixture_open(&X, 0, NULL);
+	fixture_running(&X, "sn-s", RESTART_NEVER);
+	fixture_running(&X, "sn-o", RESTART_NEVER);
+	secret_hold_enter(F, "sn-s", "run 7");
+	calls = fake_calls(FAKE_SNAPSHOT_CREATE);
+	is_int(snapshots_take(F, "sn-s", "s1", NULL, NULL, false, 0, on_taken, &t, &why), -EBUSY,
+	       "a person's snapshot while a run holds secrets: refused");
+	ok(why && strstr(why, "run 7 holds its secrets in memory"), "and why says so: %s", why ? why : "(none)");
+	is_str(row("sn-s", "s1"), "", "no row is left");
+	is_int(snapshots_take(F, "sn-o", "o1", NULL, NULL, false, 0, on_taken, &other, &why), 0,
+	       "another agent's snapshot is not held up");
+	ok(LOOP_UNTIL(&X, other.calls == 1) && other.r == 0, "and is taken");
+
+	/* fleet's own (a schedule's, a run's) waits for the holder to go. */
+	free(why);
+	why = NULL;
+	calls = fake_calls(FAKE_SNAPSHOT_CREATE);
+	is_int(snapshots_take(F, "sn-s", NULL, "auto", NULL, false, SNAPSHOTS_WAIT_ANY, on_taken, &t, &why), 0,
+	       "a scheduled snapshot while a run holds secrets: accepted, it waits");
+	marker(&X, 2500, &waited);
+	(void)LOOP_UNTIL(&X, waited);
+	is_int(t.calls, 0, "it has not been taken while the secrets were held");
+	is_int(fake_calls(FAKE_SNAPSHOT_CREATE), calls, "the backend was not asked");
+	secret_hold_leave(F, "sn-s");
+	ok(LOOP_UNTIL(&X, t.calls == 1), "the holder is gone: done() comes");
+	is_int(t.r, 0, "and the snapshot is taken");
+	is_int(fake_calls(FAKE_SNAPSHOT_CREATE), calls + 1, "by the backend, once");
+
+	/* Two holders: both must go. */
+	secret_hold_enter(F, "sn-s", "run 8");
+	secret_hold_enter(F, "sn-s", "an exec");
+	secret_hold_leave(F, "sn-s");
+	ok(secret_hold_who(F, "sn-s") != NULL, "one of two holders gone: still held");
+	secret_hold_leave(F, "sn-s");
+	ok(secret_hold_who(F, "sn-s") == NULL, "both gone: free");
+	fixture_close(&X);
+}
+
 static void take_in_child(struct fixture *x, void *arg)
 {
 	struct taken t = { 0 };
@@ -222,7 +269,7 @@ static void test_recover(void)
 
 int main(void)
 {
-	void (*tests[])(void) = { test_take, test_take_health, test_recover };
+	void (*tests[])(void) = { test_take, test_take_health, test_take_secrets, test_recover };
 
 	log_setup("test_core_snapshots", LOG_WARNING);
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {

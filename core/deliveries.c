@@ -111,8 +111,10 @@ size_t deliveries_commit(struct fleetd *f, const struct hook_delivery *d, size_t
 		if (r < 0)
 			goto failed;
 	}
+	runs_pass_write(f);	/* the run queue's ends and starts share this commit's fsync */
 	if ((r = db_commit(f->db)) < 0)
 		goto failed;
+	runs_pass_done(f, true);
 	/* Committed: now, and only now, the answers may say so. */
 	for (size_t i = 0; i < n; i++) {
 		if (answers[i].status)
@@ -127,6 +129,7 @@ size_t deliveries_commit(struct fleetd *f, const struct hook_delivery *d, size_t
 	goto out;
 failed:
 	db_rollback(f->db);
+	runs_pass_done(f, false);
 	log_error("webhooks: cannot store %zu deliveries: %s; answering 503", n, strerror(-r));
 	for (size_t i = 0; i < n; i++) {
 		free(answers[i].body);

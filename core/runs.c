@@ -50,6 +50,7 @@ struct active {
 	bool has_secrets;	/* the agent has secrets: its command gets them */
 	bool holding;		/* they are in its environment: no snapshot until it ends (secret_hold.h) */
 	int retries;		/* of the run: a retry appends to its log */
+	struct active *next_start;	/* in runs.to_start */
 	char *trigger;
 };
 
@@ -75,6 +76,10 @@ struct runs {
 	struct active *active;
 	int n_active;
 	struct ended *ended, **ended_tail;	/* in the order they ended */
+	size_t n_ended_written;	/* the first ones of them, written by the pass not committed yet */
+	struct active **taken;	/* taken by that pass: their rows say 'running' in it */
+	size_t n_taken;
+	struct active *to_start;	/* taken by a committed pass, not started yet (next_start) */
 	bool closing;		/* fleetd stops: callbacks only free their run */
 };
 
@@ -491,54 +496,145 @@ static int write_ended(struct runs *q)
 	return 0;
 }
 
+/* Forget the ends the last pass wrote, now committed. */
+static void ended_drop_written(struct runs *q)
+{
+	while (q->n_ended_written > 0 && q->ended) {
+		struct ended *e = q->ended;
+
+		q->ended = e->next;
+		e->next = NULL;
+		ended_free(e);
+		q->n_ended_written--;
+	}
+	q->n_ended_written = 0;
+	if (!q->ended)
+		q->ended_tail = &q->ended;
+}
+
+/* Whether a pass has anything to do: ends to write, or room for a run to start (*limit: max_concurrent_runs). */
+static bool pass_wanted(struct runs *q, int *limit)
+{
+	long max = config_get_long(&q->f->cfg, CFG_MAX_CONCURRENT_RUNS);	/* SIGHUP may change it */
+
+	*limit = max > 0 ? (int)max : host_cpus();
+	return q->ended || q->n_active < *limit;	/* else not even a look at the queue */
+}
+
 /*
- * The queue moves: the ends of the runs that ended and the starts of the
- * runs that may start now are written in one transaction, and only once it
- * is committed (a run starts only when its 'running' row is durable) do the
- * runs start. Which: each agent's oldest queued run, oldest first, at most
- * one per agent and max_concurrent_runs in all; an agent's next run waits
- * for the next pass (the kick of its run's end).
+ * A pass of the queue, in the caller's open transaction (in a savepoint of
+ * its own: a failure here spoils nothing else of it): the ends of the runs
+ * that ended, and the runs that may start now taken ('running'). Which:
+ * each agent's oldest queued run, oldest first, at most one per agent and
+ * max_concurrent_runs in all; an agent's next run waits for the next pass
+ * (the kick of its run's end). Nothing starts before runs_pass_done().
  */
+void runs_pass_write(struct fleetd *f)
+{
+	struct runs *q = f->runs;
+	struct run **heads = NULL;
+	int limit, r;
+	size_t n = 0, n_ended = 0;
+
+	if (!q || q->closing || q->n_taken > 0 || !pass_wanted(q, &limit))
+		return;		/* (a pass open already: one at a time) */
+	if ((r = db_runs_pass_begin(f->db)) < 0) {
+		log_error("run queue: cannot write its changes: %s", strerror(-r));
+		return;
+	}
+	if ((r = write_ended(q)) < 0) {
+		(void)db_runs_pass_end(f->db, false);
+		log_error("run queue: cannot write the end of runs: %s", strerror(-r));
+		return;		/* the ends stay; the tick tries again */
+	}
+	for (struct ended *e = q->ended; e; e = e->next)
+		n_ended++;
+	if (q->n_active < limit && db_run_heads(f->db, &heads, &n) == 0) {
+		q->taken = xrealloc(q->taken, (n ? n : 1) * sizeof(*q->taken));
+		for (size_t i = 0; i < n && q->n_active < limit; i++)
+			if (!active_find(q, heads[i]->agent) && (q->taken[q->n_taken] = take_run(q, heads[i])))
+				q->n_taken++;
+	}
+	run_list_free(heads);
+	if ((r = db_runs_pass_end(f->db, true)) < 0) {
+		/* (Nothing of the pass stays: its runs would say 'running' and never run.) */
+		log_error("run queue: cannot write its changes: %s", strerror(-r));
+		runs_pass_done(f, false);
+		return;
+	}
+	q->n_ended_written = n_ended;
+}
+
+/*
+ * The transaction of runs_pass_write() was committed (the ends are durable,
+ * the taken runs' 'running' rows too: they may start, from the loop's next
+ * pass, so a launch never sits between a commit and its answers) or rolled
+ * back (the ends stay to be written, the taken runs stay queued).
+ */
+void runs_pass_done(struct fleetd *f, bool committed)
+{
+	struct runs *q = f->runs;
+
+	if (!q)
+		return;
+	if (committed) {
+		ended_drop_written(q);
+		for (size_t i = 0; i < q->n_taken; i++) {
+			q->taken[i]->next_start = q->to_start;
+			q->to_start = q->taken[i];
+		}
+		if (q->n_taken)
+			kick(q);
+	} else {
+		q->n_ended_written = 0;
+		for (size_t i = 0; i < q->n_taken; i++)
+			active_free(q->taken[i]);
+	}
+	q->n_taken = 0;
+}
+
+/* The runs taken by a committed pass start, oldest first. */
+static void start_taken(struct runs *q)
+{
+	struct active *list = NULL;
+
+	while (q->to_start) {	/* (to_start holds them newest first) */
+		struct active *act = q->to_start;
+
+		q->to_start = act->next_start;
+		act->next_start = list;
+		list = act;
+	}
+	while (list) {
+		struct active *act = list;
+
+		list = act->next_start;
+		act->next_start = NULL;
+		start_run(act);
+	}
+}
+
+/* A pass of its own, when nothing else commits one (runs_pass_write joins a group commit of webhook deliveries). */
 static void dispatch(struct runs *q)
 {
-	struct run **heads = NULL;
-	struct active **taken = NULL;
-	long max = config_get_long(&q->f->cfg, CFG_MAX_CONCURRENT_RUNS);	/* SIGHUP may change it */
-	int limit = max > 0 ? (int)max : host_cpus();
-	size_t n = 0, n_taken = 0;
-	int r;
+	int limit, r;
 
-	if (!q->ended && q->n_active >= limit)
-		return;		/* nothing to write, nothing may start: not even a look at the queue */
+	start_taken(q);
+	if (q->closing || !pass_wanted(q, &limit))
+		return;
 	if ((r = db_begin(q->f->db)) < 0) {
 		log_error("run queue: cannot write its changes: %s", strerror(-r));
 		return;		/* the tick tries again */
 	}
-	if ((r = write_ended(q)) < 0)
-		goto failed;
-	if (q->n_active < limit && db_run_heads(q->f->db, &heads, &n) == 0) {
-		taken = xcalloc(n ? n : 1, sizeof(*taken));
-		for (size_t i = 0; i < n && q->n_active < limit; i++)
-			if (!active_find(q, heads[i]->agent) && (taken[n_taken] = take_run(q, heads[i])))
-				n_taken++;
+	runs_pass_write(q->f);
+	if ((r = db_commit(q->f->db)) < 0) {
+		db_rollback(q->f->db);
+		log_error("run queue: cannot write its changes: %s", strerror(-r));
+		runs_pass_done(q->f, false);
+		return;
 	}
-	run_list_free(heads);
-	if ((r = db_commit(q->f->db)) < 0)
-		goto failed;
-	ended_free(q->ended);
-	q->ended = NULL;
-	q->ended_tail = &q->ended;
-	for (size_t i = 0; i < n_taken; i++)
-		start_run(taken[i]);
-	free(taken);
-	return;
-failed:
-	/* Nothing of it happened: the ends stay to be written, the taken runs stay queued; the tick tries again. */
-	db_rollback(q->f->db);
-	log_error("run queue: cannot write its changes: %s", strerror(-r));
-	for (size_t i = 0; i < n_taken; i++)
-		active_free(taken[i]);
-	free(taken);
+	runs_pass_done(q->f, true);
+	start_taken(q);
 }
 
 static void on_event(evutil_socket_t fd, short what, void *arg)
@@ -810,6 +906,7 @@ void runs_free(struct fleetd *f)
 	while (q->active)
 		active_free(q->active);	/* no callback came for these */
 	ended_free(q->ended);
+	free(q->taken);
 	event_free(q->tick);
 	event_free(q->kick);
 	free(q);

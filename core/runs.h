@@ -19,6 +19,7 @@
 #ifndef FLEET_RUNS_H
 #define FLEET_RUNS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,6 +51,14 @@ int runs_enqueue_event(struct fleetd *f, const char *agent, const char *trigger,
 
 /* Runs were queued behind runs_enqueue's back (a webhook group commit): look at the queue soon. */
 void runs_kick(struct fleetd *f);
+/*
+ * A pass of the queue inside a caller's open transaction (a group commit
+ * of webhook deliveries), so the runs' ends and starts share its fsync:
+ * runs_pass_write() before the COMMIT, runs_pass_done(f, committed) after
+ * the COMMIT or ROLLBACK. The runs it took start on the loop's next pass.
+ */
+void runs_pass_write(struct fleetd *f);
+void runs_pass_done(struct fleetd *f, bool committed);
 
 /*
  * Cancel run id of agent: a queued run becomes cancelled at once; a running

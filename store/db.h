@@ -108,6 +108,13 @@ int db_run_list(struct db *db, const char *agent, int state, int limit, struct r
  * the number of agents, not with the length of their queues.
  */
 int db_run_heads(struct db *db, struct run ***ret, size_t *n);
+/*
+ * A pass of the run queue (core/runs.c) as a savepoint inside the caller's
+ * transaction: begin, then end keeping what it wrote (-errno if that fails:
+ * then nothing of it stays) or not (keep false: all of it undone; 0).
+ */
+int db_runs_pass_begin(struct db *db);
+int db_runs_pass_end(struct db *db, bool keep);
 /* queued -> running; -ENOENT if the run is not queued. */
 int db_run_start(struct db *db, int64_t id, const char *log_path);
 int db_run_set_snapshot(struct db *db, int64_t id, const char *snap);

@@ -259,6 +259,20 @@ int db_run_heads(struct db *db, struct run ***ret, size_t *n)
 	return 0;
 }
 
+int db_runs_pass_begin(struct db *db)
+{
+	return db_exec_cached(db, "SAVEPOINT runs_pass");
+}
+
+int db_runs_pass_end(struct db *db, bool keep)
+{
+	int r = keep ? db_exec_cached(db, "RELEASE runs_pass") : -ECANCELED;
+
+	if (r < 0)
+		(void)db_exec(db, "ROLLBACK TO runs_pass; RELEASE runs_pass");
+	return keep ? r : 0;
+}
+
 int db_run_start(struct db *db, int64_t id, const char *log_path)
 {
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;

@@ -7,6 +7,8 @@
 #include <stdarg.h>
 #include <sys/mman.h>
 
+#include "core/deliveries.h"
+#include "hooks/proto.h"
 #include "tests/fakes/core_fixture.h"
 #include "tests/tap.h"
 
@@ -428,13 +430,62 @@ static void test_secrets(void)
 	ok(fake_release(FAKE_EXEC, 0) >= 1, "it ends");
 	ok(LOOP_UNTIL(&X, strcmp(run_state(id), "succeeded") == 0), "it succeeded");
 	fake_set(FAKE_EXEC, FAKE_OK, 0, NULL);
+
+/*
+ * A webhook delivery's group commit carries the run queue's pass: the run
+ * the delivery queued is 'running' (durably) when deliveries_commit()
+ * returns, in that one commit, and an earlier run's end with it; the
+ * command itself starts only on the loop's next pass, after the answers.
+ */
+static void test_group_commit(void)
+{
+	struct db_hook_route rt = { .name = (char *)"rp", .source = (char *)"github",
+				    .secret = (unsigned char *)"0123456789abcdef-github", .secret_len = 23,
+				    .max_body = 1024 };
+	struct hook_delivery d = { .seq = 1, .route = (char *)"rp", .delivery_id = (char *)"d1",
+				   .event_type = (char *)"push", .received_at = time(NULL) };
+	struct hook_answer ans = { 0 };
+	int64_t first;
+
+	fake_reset();
+	fixture_open(&X, FX_HEALTH | FX_RUNS, NULL);
+	worker("rp-a", "job");
+	is_int(db_hook_route_insert(F->db, &rt, "rp-a", NULL), 0, "a route with rp-a subscribed");
+	fake_set(FAKE_EXEC, FAKE_HANG, 0, NULL);
+	first = enqueue("rp-a");
+	ok(LOOP_UNTIL(&X, fake_hung(FAKE_EXEC) == 1), "a first run is under way");
+	fake_set(FAKE_EXEC, FAKE_OK, 0, NULL);
+	fake_release(FAKE_EXEC, 0);	/* it ends: its end waits for the next pass */
+	fake_set(FAKE_EXEC, FAKE_HANG, 0, NULL);
+	is_str(run_state(first), "running", "its end is not written yet");
+	is_int(deliveries_commit(F, &d, 1, &ans), 1, "a delivery is committed");
+	is_int(ans.status, 202, "and answered 202");
+	free(ans.body);
+	free(ans.content_type);
+	is_str(run_state(first), "succeeded", "the first run's end was written in the delivery's commit");
+	{
+		_cleanup_(run_freep) struct run *r = NULL;
+		struct run **l = NULL;
+		size_t n = 0;
+
+		ok(db_run_list(F->db, "rp-a", DB_ANY_STATE, 1, &l, &n) == 0 && n == 1 && l[0]->id > first,
+		   "the delivery's run is stored");
+		ok(n == 1 && db_run_get(F->db, l[0]->id, &r) == 0 && r->state == RUN_RUNNING,
+		   "and taken ('running') in the same commit");
+		run_list_free(l);
+	}
+	is_int(fake_hung(FAKE_EXEC), 0, "its command has not started: the answers go first");
+	ok(LOOP_UNTIL(&X, fake_hung(FAKE_EXEC) == 1), "it starts on the loop's next pass");
+	fake_set(FAKE_EXEC, FAKE_OK, 0, NULL);
+	fake_release(FAKE_EXEC, 0);
+	loop_now(&X);
 	fixture_close(&X);
 }
 
 int main(void)
 {
 	void (*tests[])(void) = { test_order, test_interrupt, test_cancel, test_timeout_and_limits, test_concurrency,
-				  test_event_input, test_retry, test_secrets };
+				  test_event_input, test_retry, test_secrets, test_group_commit };
 
 	log_setup("test_core_runs", LOG_WARNING);
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {

@@ -38,6 +38,7 @@
 #define URL_MAX 2048			/* a route's public_url */
 #define FIELD_MAX 128			/* a prefix or a datadog delivery field */
 #define COUNT_MAX (1LL << 53)		/* counters, seqs, times: what a double holds exactly */
+#define FRAME_GUESS 2048		/* JSON bytes hook_frame_encode makes room for at first */
 #define B64_LEN(n) (((size_t)(n) + 2) / 3 * 4)
 
 /* ---- framing ---- */
@@ -76,18 +77,34 @@ int hook_frame_encode(const json_t *msg, const void *tail, size_t tail_len, unsi
 
 	if (!json_is_object(msg) || (tail_len && !tail))
 		return -EINVAL;
-	n = json_dumpb(msg, NULL, 0, JSON_COMPACT | JSON_ENSURE_ASCII);
-	if (n == 0)
-		return -ENOMEM;
-	if (n > HOOK_FRAME_MAX || tail_len > HOOK_FRAME_MAX - n)
+	if (tail_len > HOOK_FRAME_MAX)
 		return -EMSGSIZE;
-	out = malloc(HOOK_FRAME_HEAD + n + tail_len);
+	/*
+	 * One pass for the usual message (an answer, a delivery's JSON part):
+	 * dumped into room for FRAME_GUESS bytes; json_dumpb says how much it
+	 * needed, and only a larger one (a table of routes) is dumped again.
+	 */
+	out = malloc(HOOK_FRAME_HEAD + FRAME_GUESS + tail_len);
 	if (!out)
 		return -ENOMEM;
 	text = (char *)out + HOOK_FRAME_HEAD;
-	if (json_dumpb(msg, text, n, JSON_COMPACT | JSON_ENSURE_ASCII) != n) {
+	n = json_dumpb(msg, text, FRAME_GUESS, JSON_COMPACT | JSON_ENSURE_ASCII);
+	if (n == 0 || n > HOOK_FRAME_MAX || tail_len > HOOK_FRAME_MAX - n) {
+		explicit_bzero(out, HOOK_FRAME_HEAD + FRAME_GUESS);
 		free(out);
-		return -ENOMEM;
+		return n == 0 ? -ENOMEM : -EMSGSIZE;
+	}
+	if (n > FRAME_GUESS) {
+		/* Not realloc: what was dumped so far may be a routes message's secrets, wiped before it is freed. */
+		explicit_bzero(out, HOOK_FRAME_HEAD + FRAME_GUESS);
+		free(out);
+		if (!(out = malloc(HOOK_FRAME_HEAD + n + tail_len)))
+			return -ENOMEM;
+		text = (char *)out + HOOK_FRAME_HEAD;
+		if (json_dumpb(msg, text, n, JSON_COMPACT | JSON_ENSURE_ASCII) != n) {
+			free(out);
+			return -ENOMEM;
+		}
 	}
 	if (tail_len)
 		memcpy(out + HOOK_FRAME_HEAD + n, tail, tail_len);

@@ -73,6 +73,17 @@ for ((i = 1; i <= GOOD; i++)); do
 	[ "$l" -gt "$max_l" ] && max_l=$l
 	[ "$f" -gt "$max_f" ] && max_f=$f
 done
+# The good client again, keeping its connection: three deliveries on one, each 202 and kept,
+# the connection closed once idle for the deadline (hookraw.py session reads each whole answer).
+for i in 1 2 3; do
+	printf '{"kept":%d,"nonce":"%s"}' "$i" "$RANDOM$RANDOM" > "$TEST_TMP/k$i.json"
+	{ printf 'POST /hooks/uhh-h HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Uhh-Sig: %s\r\n' \
+		"$(hmac_hex "$KEY" "$TEST_TMP/k$i.json")"
+	  printf 'Content-Length: %s\r\n\r\n' "$(stat -c %s "$TEST_TMP/k$i.json")"; cat "$TEST_TMP/k$i.json"; } > "$TEST_TMP/k$i.req"
+done
+is "$("$PY" "$FLEET_SRCDIR/tests/lib/hookraw.py" session 127.0.0.1 "${HOOKS_ADDR##*:}" "$TEST_TMP/k1.req" \
+	"$TEST_TMP/k2.req" "$TEST_TMP/k3.req" | tr '\n' ' ' | sed 's/ $//')" "202 keep 202 keep 202 keep eof" \
+	"a good client keeping its connection: three deliveries on it, all 202, while the hostile clients are at it"
 hostile_alive=0; kill -0 "$HOSTILE_PID" 2>/dev/null && hostile_alive=1
 is "$n202" "$GOOD" "every good delivery is 202 ($bad not)"
 p99=$(sort -n "$TEST_TMP/lat" | awk -v n="$GOOD" 'NR == int((n * 99 + 99) / 100) { print }')
@@ -110,6 +121,6 @@ ok $([ "$(hooks_json refused)" -gt 0 ] && echo 0 || echo 1) "status counts refus
 printf '{"after":1}' > "$TEST_TMP/after.json"
 is "$(post /hooks/uhh-h "$TEST_TMP/after.json" -H "X-Uhh-Sig: $(hmac_hex "$KEY" "$TEST_TMP/after.json")")" 202 \
 	"a good delivery afterwards is 202"
-is "$(db_q "SELECT count(*) FROM events WHERE route = 'uhh-h'")" $((GOOD + 1)) "only the good deliveries were stored"
+is "$(db_q "SELECT count(*) FROM events WHERE route = 'uhh-h'")" $((GOOD + 3 + 1)) "only the good deliveries were stored"
 
 done_testing

@@ -430,6 +430,8 @@ static void test_secrets(void)
 	ok(fake_release(FAKE_EXEC, 0) >= 1, "it ends");
 	ok(LOOP_UNTIL(&X, strcmp(run_state(id), "succeeded") == 0), "it succeeded");
 	fake_set(FAKE_EXEC, FAKE_OK, 0, NULL);
+	fixture_close(&X);
+}
 
 /*
  * A webhook delivery's group commit carries the run queue's pass: the run

@@ -6,10 +6,32 @@
 #    lifecycle owner, health, snapshots, runs or the API).
 # Prints each offending line as FILE:LINE: TEXT and fails. TAP output.
 # Usage: layers.sh [SRCDIR]   (default: $FLEET_SRCDIR, else the tree above tests/)
-# It needs bash (arrays): run as `sh layers.sh` it starts itself again under bash.
-[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
-src=${1:-${FLEET_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}}
-cd "$src" || exit 1
+# It needs bash (arrays): run by another shell it starts itself again under
+# bash, also when that shell read it from stdin (`sh < tests/lint/layers.sh`
+# from the top of the tree), where $0 is the shell, not this file.
+if [ -z "${BASH_VERSION:-}" ]; then
+	case $0 in
+	*layers.sh) [ -r "$0" ] && exec bash "$0" "$@" ;;
+	esac
+	[ -r tests/lint/layers.sh ] && exec bash tests/lint/layers.sh "$@"
+	echo "layers.sh: needs bash; run it as: bash tests/lint/layers.sh [SRCDIR]" >&2
+	exit 2
+fi
+# The tree: the argument, $FLEET_SRCDIR, the tree this file is in, or (read
+# from stdin, so no file name) the current directory.
+case $0 in
+*layers.sh) here=$(cd "$(dirname "$0")/../.." && pwd) ;;
+*) here=$PWD ;;
+esac
+src=${1:-${FLEET_SRCDIR:-$here}}
+cd "$src" || { echo "not ok 1 - cannot enter the source tree $src"; echo "1..1"; exit 1; }
+if ! ls common/*.c core/*.c >/dev/null 2>&1; then
+	# Nothing to read would pass by default: say where it looked instead.
+	echo "not ok 1 - no sources under $src (common/*.c, core/*.c): give the tree as the argument"
+	echo "1..1"
+	exit 1
+fi
+shopt -s nullglob	# a folder with no .c or .h yet is not an error
 
 # Folder -> layer, top down: daemon/ -> api/ -> core/ -> vm/, user/ ->
 # backend/ -> store/ -> model/ -> common/ (docs/architecture.md). A file
@@ -104,7 +126,7 @@ while IFS= read -r hit; do
 		edge_line["$a $b"]="$file:$line: $text"
 		adj[$a]+=" $b"
 	fi
-done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' $(printf '%s/*.[ch] ' $folders) /dev/null)
+done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' $(for d in $folders; do printf '%s ' "$d"/*.[ch]; done) /dev/null)
 
 # Cycles: depth-first search; each cycle is printed once, with the include lines that close it.
 declare -A color	# unset: new, 1: on the stack, 2: done

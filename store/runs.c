@@ -187,25 +187,16 @@ int db_run_get(struct db *db, int64_t id, struct run **ret)
 	return run_from_row(st, ret);
 }
 
-int db_run_list(struct db *db, const char *agent, int state, int limit, struct run ***ret, size_t *n)
+/* Every row st still has, as a NULL-terminated list (*ret, *n); 0 or -errno with nothing kept. */
+static int collect_runs(struct db *db, sqlite3_stmt *st, struct run ***ret, size_t *n)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
-	struct run **list = NULL;
-	size_t count = 0, cap = 0;
+	struct run **list = xcalloc(1, sizeof(*list));
+	size_t count = 0, cap = 1;
 	int r;
 
-	if (state != DB_ANY_STATE && (unsigned)state >= RUN_STATE__COUNT)
-		return -EINVAL;
-	if ((r = db_prepare(db, &st, "SELECT * FROM (SELECT " RUN_COLUMNS " FROM runs r JOIN agents a ON a.id = r.agent_id"
-				     " WHERE (?1 IS NULL OR a.name = ?1) AND (?2 IS NULL OR r.state = ?2)"
-				     " ORDER BY r.id DESC LIMIT ?3) ORDER BY 1")) < 0)
-		return r;
-	bind_text_or_null(st, 1, agent);
-	bind_text_or_null(st, 2, state == DB_ANY_STATE ? NULL : run_state_to_string(state));
-	sqlite3_bind_int(st, 3, limit > 0 ? limit : -1);
 	while ((r = db_step(db, st)) > 0) {
 		if (count + 1 >= cap) {
-			cap = cap ? cap * 2 : 16;
+			cap *= 2;
 			list = xrealloc(list, cap * sizeof(*list));
 		}
 		list[count] = NULL;
@@ -217,18 +208,31 @@ int db_run_list(struct db *db, const char *agent, int state, int limit, struct r
 		run_list_free(list);
 		return r;
 	}
-	if (!list)
-		list = xcalloc(1, sizeof(*list));
 	*ret = list;
 	*n = count;
 	return 0;
 }
 
+int db_run_list(struct db *db, const char *agent, int state, int limit, struct run ***ret, size_t *n)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if (state != DB_ANY_STATE && (unsigned)state >= RUN_STATE__COUNT)
+		return -EINVAL;
+	if ((r = db_prepare(db, &st, "SELECT * FROM (SELECT " RUN_COLUMNS " FROM runs r JOIN agents a ON a.id = r.agent_id"
+				     " WHERE (?1 IS NULL OR a.name = ?1) AND (?2 IS NULL OR r.state = ?2)"
+				     " ORDER BY r.id DESC LIMIT ?3) ORDER BY 1")) < 0)
+		return r;
+	bind_text_or_null(st, 1, agent);
+	bind_text_or_null(st, 2, state == DB_ANY_STATE ? NULL : run_state_to_string(state));
+	sqlite3_bind_int(st, 3, limit > 0 ? limit : -1);
+	return collect_runs(db, st, ret, n);
+}
+
 int db_run_heads(struct db *db, struct run ***ret, size_t *n)
 {
 	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
-	struct run **list;
-	size_t count = 0;
 	int r;
 
 	/*
@@ -242,21 +246,7 @@ int db_run_heads(struct db *db, struct run ***ret, size_t *n)
 				     " (SELECT q.id FROM runs q WHERE q.agent_id = a.id AND q.state = 'queued'"
 				     " ORDER BY q.id LIMIT 1) WHERE a.queued_runs > 0 ORDER BY r.id")) < 0)
 		return r;
-	list = xcalloc(1, sizeof(*list));
-	while ((r = db_step(db, st)) > 0) {
-		list = xrealloc(list, (count + 2) * sizeof(*list));
-		list[count] = NULL;
-		if ((r = run_from_row(st, &list[count])) < 0)
-			break;
-		list[++count] = NULL;
-	}
-	if (r < 0) {
-		run_list_free(list);
-		return r;
-	}
-	*ret = list;
-	*n = count;
-	return 0;
+	return collect_runs(db, st, ret, n);
 }
 
 int db_runs_pass_begin(struct db *db)

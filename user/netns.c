@@ -114,15 +114,21 @@ static int dir_ensure(struct fleetd *f, char **why)
 	struct stat st;
 
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-		*why = xasprintf("cannot make %s: %s", dir, strerror(errno));
-		return -errno;
+		int e = errno;
+
+		*why = xasprintf("cannot make %s: %s", dir, strerror(e));
+		return -e;
 	}
 	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0) {
 		*why = xasprintf("%s is not a directory of root's", dir);
 		return -EPERM;
 	}
-	if ((st.st_mode & 07777) != 0700 && chmod(dir, 0700) < 0)
-		return -errno;
+	if ((st.st_mode & 07777) != 0700 && chmod(dir, 0700) < 0) {
+		int e = errno;
+
+		*why = xasprintf("cannot make %s 0700: %s", dir, strerror(e));
+		return -e;
+	}
 	return 0;
 }
 
@@ -138,8 +144,10 @@ static int ns_make(struct fleetd *f, const char *agent, char **why)
 		return r;
 	/* A leftover file (after a reboot) is reused; a link or anything else there is refused by O_NOFOLLOW. */
 	if ((fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
-		*why = xasprintf("cannot make %s: %s", path, strerror(errno));
-		return -errno;
+		int e = errno;
+
+		*why = xasprintf("cannot make %s: %s", path, strerror(e));
+		return -e;
 	}
 	close(fd);
 	arg = xasprintf("--net=%s", path);
@@ -181,8 +189,10 @@ int netns_ensure(struct fleetd *f, const struct agent *a, uid_t uid, char **why)
 		_cleanup_close_ int fd = open("/proc/sys/net/ipv4/ip_forward", O_WRONLY | O_CLOEXEC);
 
 		if (fd < 0 || write(fd, "1", 1) != 1) {
-			*why = xasprintf("cannot enable IPv4 forwarding: %s", strerror(errno));
-			return -errno;
+			int e = errno ? errno : EIO;	/* read before xasprintf may change it */
+
+			*why = xasprintf("cannot enable IPv4 forwarding: %s", strerror(e));
+			return -e;
 		}
 	}
 	netns_gen++;

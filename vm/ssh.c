@@ -130,6 +130,7 @@ struct ssh_session {
 	char *out;
 	size_t out_off, out_len, out_cap;
 	int send_errno;
+	unsigned long long received;	/* bytes libssh2 took from the socket (see session_recv) */
 
 	struct event *ev_read, *ev_write, *ev_kick, *ev_timer;
 	bool readable;		/* this run was woken by the socket being readable */
@@ -271,6 +272,29 @@ static LIBSSH2_SEND_FUNC(session_send)
 		s->out_len += rest;
 	}
 	return (ssize_t)length;
+}
+
+/*
+ * libssh2's recv, counting what it takes. Any libssh2 call may drain the
+ * socket into libssh2's own packet list, also for other channels and for the
+ * other stream of the same channel: output read by a stderr read lands in the
+ * stdout queue, one exec's read takes another exec's bytes, EOF and exit
+ * status arrive during a write. Those bytes never wake the socket again, so
+ * session_run steps every channel once more after any pass that received
+ * something. EINTR is retried here rather than failing the session.
+ */
+static LIBSSH2_RECV_FUNC(session_recv)
+{
+	struct ssh_session *s = *abstract;
+	ssize_t n;
+
+	do
+		n = recv(socket, buffer, length, flags);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	s->received += (unsigned long long)n;
+	return n;
 }
 
 /* --- execs ------------------------------------------------------------------------ */
@@ -836,6 +860,8 @@ static void session_run(struct ssh_session *s)
 	bool progress;
 
 	do {
+		unsigned long long received = s->received;
+
 		if (s->closing)
 			return;
 		if (session_flush(s) < 0) {
@@ -855,6 +881,9 @@ static void session_run(struct ssh_session *s)
 		default:
 			progress = false;
 		}
+		/* bytes taken during this pass may be for a channel already stepped (see session_recv) */
+		if (s->received != received)
+			progress = true;
 	} while (progress && s->state != SESSION_FAILED);
 	if (s->closing)
 		return;
@@ -944,6 +973,7 @@ int ssh_session_new(struct event_base *base, int fd, const struct ssh_session_co
 		return -ENOMEM;
 	}
 	libssh2_session_callback_set(s->ssh, LIBSSH2_CALLBACK_SEND, (void *)session_send);
+	libssh2_session_callback_set(s->ssh, LIBSSH2_CALLBACK_RECV, (void *)session_recv);
 	libssh2_session_set_blocking(s->ssh, 0);
 	/* only the key type fleetd pins; a guest offering another one fails the handshake */
 	libssh2_session_method_pref(s->ssh, LIBSSH2_METHOD_HOSTKEY, SSH_KEY_TYPE);

@@ -46,8 +46,16 @@ struct redact_stream {
 	size_t n, cap;
 	size_t scanned;		/* matches starting before buf + scanned are all marked */
 	bool in_run;		/* the last byte written was covered: its run goes on */
+	size_t written_run;	/* base64 characters the written bytes end with (at most B64_WRAP_MIN) */
 	uint8_t named[(SECRET_KEYS_MAX + 7) / 8];	/* keys whose marker this run has shown */
 };
+
+/*
+ * A line break inside a base64 form counts only after this many base64
+ * characters on its line: encoders wrap at 64 or 76 columns, and a short
+ * line ending in what begins a form ("...good\n") is then decided at once.
+ */
+#define B64_WRAP_MIN 16
 
 /* The most bytes pushed through at once: the stream's buffer stays at maxspan + this. */
 #define PUSH_STEP (64u << 10)
@@ -232,25 +240,49 @@ static int hexval(unsigned char c)
 	return -1;
 }
 
-/* The length of p's match at t (n bytes there), or 0. A match must fit in t: the caller gives enough. */
-static size_t match(const struct pattern *p, const unsigned char *t, size_t n)
+static bool is_b64_char(unsigned char c)
 {
-	size_t i = 0;
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/' ||
+	       c == '=' || c == '-' || c == '_';
+}
+
+/*
+ * The length of p's match at t (n bytes there), or 0. t is preceded by
+ * run_before base64 characters on its line (see B64_WRAP_MIN). When the n bytes end
+ * before p is decided (they are a start of one of its forms), 0 and *more
+ * is set: more bytes may still make a match.
+ */
+static size_t match(const struct pattern *p, const unsigned char *t, size_t n, size_t run_before, bool *more)
+{
+	size_t i = 0, line = 0;	/* where t's part of the current line starts */
 
 	switch (p->form) {
-	case FORM_BYTES:
-		return n >= p->len && memcmp(t, p->bytes, p->len) == 0 ? p->len : 0;
+	case FORM_BYTES: {
+		size_t k = n < p->len ? n : p->len;
+
+		if (memcmp(t, p->bytes, k) != 0)
+			return 0;
+		if (k < p->len)
+			*more = true;
+		return k < p->len ? 0 : p->len;
+	}
 	case FORM_URL:
 		for (size_t j = 0; j < p->len; j++) {
 			unsigned char b = p->bytes[j];
 
-			if (i < n && t[i] == '%') {	/* an escape, always: a literal '%' is no URL form */
-				int hi = i + 2 < n ? hexval(t[i + 1]) : -1, lo = i + 2 < n ? hexval(t[i + 2]) : -1;
-
-				if (hi < 0 || lo < 0 || (unsigned char)(hi << 4 | lo) != b)
+			if (i >= n) {
+				*more = true;
+				return 0;
+			}
+			if (t[i] == '%') {	/* an escape, always: a literal '%' is no URL form */
+				if ((i + 1 < n && hexval(t[i + 1]) != b >> 4) || (i + 2 < n && hexval(t[i + 2]) != (b & 15)))
 					return 0;
+				if (i + 2 >= n) {
+					*more = true;
+					return 0;
+				}
 				i += 3;
-			} else if (i < n && b != '%' && (t[i] == b || (b == ' ' && t[i] == '+'))) {
+			} else if (b != '%' && (t[i] == b || (b == ' ' && t[i] == '+'))) {
 				i++;
 			} else {
 				return 0;
@@ -259,11 +291,17 @@ static size_t match(const struct pattern *p, const unsigned char *t, size_t n)
 		return i;
 	case FORM_B64:
 		for (size_t j = 0; j < p->len; j++) {
-			if (j > 0 && i < n && t[i] == '\r')
+			bool wrap = j > 0 && (line ? i - line : run_before + i) >= B64_WRAP_MIN;
+
+			if (wrap && i < n && t[i] == '\r')
 				i++;
-			if (j > 0 && i < n && t[i] == '\n')
-				i++;
-			if (i >= n || t[i] != p->bytes[j])
+			if (wrap && i < n && t[i] == '\n')
+				line = ++i;
+			if (i >= n) {
+				*more = true;
+				return 0;
+			}
+			if (t[i] != p->bytes[j])
 				return 0;
 			i++;
 		}
@@ -282,20 +320,35 @@ struct redact_stream *redact_stream_new(const struct redactor *r, redact_write_f
 	return s;
 }
 
-/* Mark every match that starts at buf + at. */
-static void scan_at(struct redact_stream *s, size_t at)
+/*
+ * Mark every match that starts at buf + at. Unless final (the stream ends
+ * here), false and nothing marked when the bytes from at on are too few to
+ * decide: they begin a form that more bytes may complete.
+ */
+static bool scan_at(struct redact_stream *s, size_t at, bool final)
 {
 	const struct redactor *r = s->r;
 	unsigned char c = s->buf[at];
+	size_t run = 0;
+	bool more = false;
 
+	while (run < B64_WRAP_MIN && run < at && is_b64_char(s->buf[at - run - 1]))
+		run++;
+	if (run == at)
+		run = run + s->written_run < B64_WRAP_MIN ? run + s->written_run : B64_WRAP_MIN;
+	for (size_t k = 0; k < r->n_first[c] && !final && !more; k++)
+		match(&r->pats[r->by_first[c][k]], s->buf + at, s->n - at, run, &more);
+	if (more)
+		return false;
 	for (size_t k = 0; k < r->n_first[c]; k++) {
 		const struct pattern *p = &r->pats[r->by_first[c][k]];
-		size_t m = match(p, s->buf + at, s->n - at);
+		size_t m = match(p, s->buf + at, s->n - at, run, &more);
 
 		for (size_t i = at; i < at + m; i++)
 			if (!s->mask[i])
 				s->mask[i] = (uint8_t)(p->key + 1);
 	}
+	return true;
 }
 
 /* Write buf[0, upto) (every match that can cover it is marked) and drop it from buf. */
@@ -328,6 +381,12 @@ static void emit(struct redact_stream *s, size_t upto)
 		s->in_run = true;
 		i = j;
 	}
+	for (i = upto; i > 0 && upto - i < B64_WRAP_MIN && is_b64_char(s->buf[i - 1]); i--)
+		;
+	if (i == 0)
+		s->written_run = upto + s->written_run < B64_WRAP_MIN ? upto + s->written_run : B64_WRAP_MIN;
+	else
+		s->written_run = upto - i;
 	explicit_bzero(s->buf, upto);
 	memmove(s->buf, s->buf + upto, s->n - upto);
 	memmove(s->mask, s->mask + upto, s->n - upto);
@@ -337,8 +396,6 @@ static void emit(struct redact_stream *s, size_t upto)
 
 static void push_step(struct redact_stream *s, const unsigned char *data, size_t len)
 {
-	size_t span = s->r->maxspan;
-
 	if (s->n + len > s->cap) {
 		size_t cap = s->n + len;
 		unsigned char *nb = xmalloc(cap);
@@ -352,9 +409,14 @@ static void push_step(struct redact_stream *s, const unsigned char *data, size_t
 	memcpy(s->buf + s->n, data, len);
 	memset(s->mask + s->n, 0, len);
 	s->n += len;
-	/* A match starting at i is decided once buf holds the longest form from i on. */
-	while (s->scanned + span <= s->n)
-		scan_at(s, s->scanned++);
+	/*
+	 * A match starting at i is decided once buf holds the longest form from
+	 * i on, or earlier, once the bytes from i on begin no form at all: so a
+	 * line of output ending in what starts no value is written at once
+	 * (`fleetctl logs -f` does not lag), and only a possible start waits.
+	 */
+	while (s->scanned < s->n && scan_at(s, s->scanned, false))	/* always true with span bytes there */
+		s->scanned++;
 	emit(s, s->scanned);
 }
 
@@ -381,7 +443,7 @@ void redact_stream_flush(struct redact_stream *s)
 	if (!redactor_active(s->r))
 		return;
 	while (s->scanned < s->n)	/* the end: what fits before it is all there is */
-		scan_at(s, s->scanned++);
+		scan_at(s, s->scanned++, true);
 	emit(s, s->n);
 	s->in_run = false;
 	memset(s->named, 0, sizeof(s->named));

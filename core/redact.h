@@ -9,7 +9,8 @@
  *   - base64 and base64url: the value encoded alone (with and without its
  *     '=' padding) and the characters its bytes alone decide when it sits
  *     inside a longer encoded text at each of the three alignments; a line
- *     break may sit between any two characters (`base64` wraps at 76). A
+ *     break may sit between two characters once its line holds 16 base64
+ *     characters (encoders wrap at 64 or 76; a shorter line is no wrap). A
  *     character that mixes the value's bits with its neighbours' stays: it
  *     shows at most 4 bits of the value at each end.
  * Overlapping occurrences (of one value or of several) merge: one run of
@@ -20,9 +21,10 @@
  * is told (redactor_short_keys) so it can warn; `fleetctl secret set` warns.
  *
  * Output is a stream (a run's output arrives in chunks): a redact_stream
- * holds back at most the longest form's length less one byte, so a value
- * split across chunks is still found, and what it emits does not depend on
- * where the chunks were cut. Memory is bounded by the values (about 14
+ * holds back only bytes that may begin a form (at most the longest form's
+ * length less one byte), so a value split across chunks is still found, a
+ * line that begins none is written at once (`logs -f`), and what it emits
+ * does not depend on where the chunks were cut. Memory is bounded by the values (about 14
  * forms of each, three times a value's length at most, held back).
  * Everything derived from a value is wiped when freed.
  */

@@ -220,12 +220,17 @@ static void test_chunks(void)
 		struct buf out = { 0 };
 		struct redact_stream *st = redact_stream_new(r, buf_write, &out);
 
-		for (size_t i = 0; i < len; i++)
+		bool prefix = true;
+
+		for (size_t i = 0; i < len; i++) {
 			redact_stream_push(st, text + i, 1);
+			prefix = prefix && (!out.p || strncmp(out.p, whole, out.n) == 0);
+		}
 		redact_stream_flush(st);
 		redact_stream_free(st);
 		same1 = out.p && strcmp(out.p, whole) == 0;
 		ok(same1, "a byte at a time: the same output");
+		ok(prefix, "and what was written after each byte was already final (a start of the whole output)");
 		free(out.p);
 	}
 	free(whole);
@@ -312,6 +317,39 @@ static void test_bounded(void)
 	redactor_free(r);
 }
 
+/*
+ * Only what may begin a value waits for more bytes: `fleetctl logs -f` shows
+ * a line as soon as it is written, not when later output pushes it out.
+ */
+static void test_prompt(void)
+{
+	struct redactor *r = one("K", "hunter2-s3cret");
+	struct buf out = { 0 };
+	struct redact_stream *st = redact_stream_new(r, buf_write, &out);
+
+	redact_stream_push(st, "all good\n", 9);
+	is_str(out.p, "all good\n", "a line that begins no value is written at once");
+	redact_stream_push(st, "token=hunter2", 13);
+	is_str(out.p, "all good\ntoken=", "a start of the value waits");
+	redact_stream_push(st, "-s3cret done\n", 13);
+	is_str(out.p, "all good\ntoken=[secret K] done\n", "and becomes the marker once the value is complete");
+	redact_stream_push(st, "url=%68%75", 10);
+	is_str(out.p, "all good\ntoken=[secret K] done\nurl=", "a start of its URL form waits (%%68%%75 is \"hu\")");
+	redact_stream_push(st, "%6", 2);
+	is_str(out.p, "all good\ntoken=[secret K] done\nurl=", "half an escape that may go on waits");
+	redact_stream_push(st, "Ex\n", 3);
+	is_str(out.p, "all good\ntoken=[secret K] done\nurl=%68%75%6Ex\n",
+	       "an escape that leaves the value (%%6E is not n) is written with all before it");
+	redact_stream_push(st, "aHVudGVy", 8);	/* base64 of "hunter" */
+	ok(out.n == strlen("all good\ntoken=[secret K] done\nurl=%68%75%6Ex\n"), "a start of its base64 form waits");
+	redact_stream_push(st, "!\n", 2);
+	ok(out.p && strcmp(out.p + out.n - 10, "aHVudGVy!\n") == 0, "written once the form is left");
+	redact_stream_flush(st);
+	redact_stream_free(st);
+	free(out.p);
+	redactor_free(r);
+}
+
 /* A text cut at a size limit may end in the start of a value: what could be is dropped. */
 static void test_cut(void)
 {
@@ -345,5 +383,6 @@ int main(void)
 	test_binary();
 	test_short_and_none();
 	test_bounded();
+	test_prompt();
 	return tap_done();
 }

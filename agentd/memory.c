@@ -7,6 +7,11 @@
  * rename, fsync of the directory; a kill -9 at any point leaves the old
  * value or the new one. Import stages the whole archive beside the store
  * and swaps it in with one renameat2(RENAME_EXCHANGE).
+ *
+ * A put's temp file and an import's staging directory are flock()ed by
+ * their writer for as long as it works on them; what a killed writer left
+ * (the lock went with it) is swept by the next put, rm or import, so it
+ * neither piles up nor counts against the quota.
  */
 #include "agentd/memory.h"
 
@@ -23,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -299,6 +305,78 @@ static void unique_suffix(char *buf, size_t len)
 	snprintf(buf, len, "%016llx", r);
 }
 
+/* A put's temp file: ".put-KEY.UNIQUE.tmp" in the store. */
+static bool is_put_temp(const char *name)
+{
+	size_t n = strlen(name);
+
+	return strncmp(name, ".put-", 5) == 0 && n > 4 && strcmp(name + n - 4, ".tmp") == 0;
+}
+
+/* An import's staging directory: ".STORE.import-UNIQUE" beside the store. */
+static bool is_import_stage(const struct store *s, const char *name)
+{
+	size_t n = strlen(s->name);
+
+	return name[0] == '.' && strncmp(name + 1, s->name, n) == 0 && strncmp(name + 1 + n, ".import-", 8) == 0;
+}
+
+/*
+ * Lock what this process just created under name in dir (fd open on it),
+ * for as long as fd is open. False when a sweep removed it between the
+ * create and the lock: the caller makes another.
+ */
+static bool claim(int fd)
+{
+	struct stat st;
+
+	while (flock(fd, LOCK_EX) < 0)
+		if (errno != EINTR)
+			return true;	/* no locks here (some filesystem): work without */
+	return fstat(fd, &st) == 0 && st.st_nlink > 0;
+}
+
+/* Remove name in dir if nobody holds its lock (its writer is gone). */
+static void sweep_one(int dir, const char *name, bool is_dir)
+{
+	int fd = openat(dir, name, (is_dir ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NONBLOCK) | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+		if (is_dir ? remove_tree(dir, name, 0) < 0 : unlinkat(dir, name, 0) < 0)
+			fprintf(stderr, "agentd: memory: could not remove the leftover %s: %s\n", name, strerror(errno));
+	}
+	close(fd);
+}
+
+/* What killed puts and imports left: their temp files in the store, their staging trees beside it. */
+static void sweep_leftovers(const struct store *s)
+{
+	struct dirent *d;
+	DIR *dp;
+	int fd;
+
+	for (int pass = 0; pass < 2; pass++) {
+		int dir = pass == 0 ? s->dir : s->parent;
+
+		if (dir < 0 || (fd = dup(dir)) < 0)
+			continue;
+		if (!(dp = fdopendir(fd))) {
+			close(fd);
+			continue;
+		}
+		rewinddir(dp);
+		while ((d = readdir(dp))) {
+			if (pass == 0 && is_put_temp(d->d_name))
+				sweep_one(dir, d->d_name, false);
+			else if (pass == 1 && is_import_stage(s, d->d_name))
+				sweep_one(dir, d->d_name, true);
+		}
+		closedir(dp);
+	}
+}
+
 /* --- ls, get, put, rm --- */
 
 static int name_cmp(const struct dirent **a, const struct dirent **b)
@@ -378,11 +456,13 @@ static int cmd_put(struct store *s, const char *key)
 			base -= st.st_size;	/* the old value goes */
 	}
 	/* A leading dot: never a key, so ls and get never see a half-written value. */
-	unique_suffix(uniq, sizeof(uniq));
-	snprintf(tmp, sizeof(tmp), ".put-%s.%s.tmp", key, uniq);
-	fd = openat(s->dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return fail(MEMORY_EXIT_FAIL, "cannot write into the store: %s", strerror(errno));
+	do {
+		unique_suffix(uniq, sizeof(uniq));
+		snprintf(tmp, sizeof(tmp), ".put-%s.%s.tmp", key, uniq);
+		fd = openat(s->dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return fail(MEMORY_EXIT_FAIL, "cannot write into the store: %s", strerror(errno));
+	} while (!claim(fd) && close(fd) == 0);
 	while ((n = read(STDIN_FILENO, buf, sizeof(buf))) != 0) {
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -405,24 +485,24 @@ static int cmd_put(struct store *s, const char *key)
 			goto fail;
 		}
 	}
-	if (fsync(fd) < 0 || close(fd) < 0) {
-		fd = -1;
+	if (fsync(fd) < 0) {
 		code = fail(MEMORY_EXIT_FAIL, "writing '%s': %s", key, strerror(errno));
 		goto fail;
 	}
-	fd = -1;
-	/* rename replaces a planted link or file itself, never what a link points to; a directory refuses. */
+	/*
+	 * rename replaces a planted link or file itself, never what a link points
+	 * to; a directory refuses. fd (and its lock) stays open until the rename.
+	 */
 	if (renameat(s->dir, tmp, s->dir, key) < 0) {
 		code = fail(MEMORY_EXIT_FAIL, "cannot store '%s': %s", key, strerror(errno));
 		goto fail;
 	}
-	if (fsync(s->dir) < 0)
+	if (close(fd) < 0 || fsync(s->dir) < 0)
 		return fail(MEMORY_EXIT_FAIL, "syncing the store: %s", strerror(errno));
 	return MEMORY_EXIT_OK;
 fail:
-	if (fd >= 0)
-		close(fd);
 	unlinkat(s->dir, tmp, 0);
+	close(fd);
 	return code;
 }
 
@@ -442,14 +522,6 @@ static int cmd_rm(struct store *s, const char *key)
 }
 
 /* --- export: the store as a tar archive (pax) on stdout --- */
-
-/* A put's leftover temp file (a put killed mid-way): not part of the store. */
-static bool is_put_temp(const char *name)
-{
-	size_t n = strlen(name);
-
-	return strncmp(name, ".put-", 5) == 0 && n > 4 && strcmp(name + n - 4, ".tmp") == 0;
-}
 
 static int export_dir(struct archive *ar, int dir, const char *prefix, int depth)
 {
@@ -773,13 +845,17 @@ static int cmd_import(struct store *s)
 	if ((code = archive_load()) != 0)
 		return code;
 	ar = la.archive_read_new();
-	unique_suffix(uniq, sizeof(uniq));
-	snprintf(stage_name, sizeof(stage_name), ".%s.import-%s", s->name, uniq);
-	if (mkdirat(s->parent, stage_name, 0700) < 0 ||
-	    (stage = openat(s->parent, stage_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		la.archive_read_free(ar);
-		return fail(MEMORY_EXIT_FAIL, "import: cannot make a staging directory: %s", strerror(errno));
-	}
+	do {
+		if (stage >= 0)
+			close(stage);
+		unique_suffix(uniq, sizeof(uniq));
+		snprintf(stage_name, sizeof(stage_name), ".%s.import-%s", s->name, uniq);
+		if (mkdirat(s->parent, stage_name, 0700) < 0 ||
+		    (stage = openat(s->parent, stage_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+			la.archive_read_free(ar);
+			return fail(MEMORY_EXIT_FAIL, "import: cannot make a staging directory: %s", strerror(errno));
+		}
+	} while (!claim(stage));
 	/* tar in its forms, plain or gzip'd; no filter that runs an external program. */
 	la.archive_read_support_format_tar(ar);
 	la.archive_read_support_filter_none(ar);
@@ -813,11 +889,10 @@ static int cmd_import(struct store *s)
 	}
 	(void)fsync(s->parent);
 out:
-	if (stage >= 0)
-		close(stage);
 	/* On failure the staging tree (nothing of it reached the store); on success the old store. */
 	if (remove_tree(s->parent, stage_name, 0) < 0)
 		fprintf(stderr, "agentd: memory: import: could not remove %s: %s\n", stage_name, strerror(errno));
+	close(stage);	/* its lock: a later sweep may take what could not be removed */
 	la.archive_read_free(ar);
 	dir_times_free(&dt);
 	return code;
@@ -869,6 +944,8 @@ int memory_main(int argc, char **argv)
 	writes = strcmp(verb, "put") == 0;
 	if ((code = store_open(&s, dir, writes)) != 0)
 		goto out;
+	if (writes || strcmp(verb, "rm") == 0 || strcmp(verb, "import") == 0)
+		sweep_leftovers(&s);
 	if (strcmp(verb, "ls") == 0)
 		code = cmd_ls(&s);
 	else if (strcmp(verb, "get") == 0)

@@ -2,8 +2,10 @@
  * test_agentd_memory: memory keys (agentd/memory.c), and the atomic put
  * of the real agentd binary ($AGENTD): killed with SIGKILL at random points
  * while it reads a large value, the key holds the old value or the new one,
- * whole, every time.
+ * whole, every time; and what killed puts and imports leave behind is
+ * swept by the next write, never what a live put is still writing.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -225,14 +227,113 @@ static void test_kill9(const char *agentd)
 	}
 }
 
+/* Names in dir starting with prefix. */
+static int count_prefix(const char *dir, const char *prefix)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+	closedir(d);
+	return n;
+}
+
+static void write_file(const char *path, char c, size_t size)
+{
+	char buf[65536];
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	memset(buf, c, sizeof(buf));
+	for (size_t done = 0; fd >= 0 && done < size;) {
+		size_t n = size - done < sizeof(buf) ? size - done : sizeof(buf);
+
+		if (write(fd, buf, n) != (ssize_t)n)
+			break;
+		done += n;
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+static void test_leftovers(const char *agentd)
+{
+	char dir[] = "/tmp/test-agentd-memory.XXXXXX", store[256], path[400], cmd[400];
+	int p[2], live;
+	pid_t slow, q;
+
+	if (!mkdtemp(dir)) {
+		ok(0, "mkdtemp: %s", strerror(errno));
+		return;
+	}
+	snprintf(store, sizeof(store), "%s/memory", dir);
+	is_int(put_all(agentd, store, "k", 'A', 10), 0, "a store with one key");
+	/* a put and an import killed mid-way: their temp file (5 MiB) and staging tree, no lock held */
+	snprintf(path, sizeof(path), "%s/.put-k.0123456789abcdef.tmp", store);
+	write_file(path, 'B', 5u << 20);
+	snprintf(path, sizeof(path), "%s/.memory.import-0123456789abcdef", dir);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/.memory.import-0123456789abcdef/half", dir);
+	write_file(path, 'C', 1000);
+	/* a live put, still reading its value: its temp file exists and is locked */
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return;
+	slow = spawn_agentd(agentd, store, "put", "slow", p[0], -1);
+	close(p[0]);
+	if (write(p[1], "first half ", 11) != 11)
+		printf("# write to the live put failed\n");
+	for (int i = 0; i < 500 && count_prefix(store, ".put-slow.") < 1; i++)
+		usleep(10000);	/* until agentd made its temp file */
+	is_int(count_prefix(store, ".put-slow."), 1, "the live put has its temp file");
+
+	/* the next put, with a 1 MiB quota the killed put's 5 MiB would exceed */
+	snprintf(path, sizeof(path), "%s/value", dir);
+	write_file(path, 'D', 1000);
+	q = fork();
+	if (q == 0) {
+		int fd = open(path, O_RDONLY);
+
+		dup2(fd, 0);
+		execl(agentd, "agentd", "memory", "--dir", store, "--quota", "1048576", "put", "next", (char *)NULL);
+		_exit(127);
+	}
+	is_int(wait_exit(q), 0, "a put of 1000 bytes under a 1 MiB quota succeeds: the killed put's 5 MiB temp file no longer counts");
+	is_int(count_prefix(store, ".put-k."), 0, "the killed put's temp file is swept");
+	is_int(count_prefix(dir, ".memory.import-"), 0, "the killed import's staging tree is swept");
+	live = count_prefix(store, ".put-slow.");
+	is_int(live, 1, "the live put's temp file is left alone");
+	if (write(p[1], "second half", 11) != 11)
+		printf("# write to the live put failed\n");
+	close(p[1]);
+	is_int(wait_exit(slow), 0, "and the live put completes");
+	snprintf(path, sizeof(path), "%s/slow", store);
+	{
+		char got[64] = "";
+		int fd = open(path, O_RDONLY);
+		ssize_t n = fd >= 0 ? read(fd, got, sizeof(got) - 1) : -1;
+
+		got[n > 0 ? n : 0] = '\0';
+		if (fd >= 0)
+			close(fd);
+		is_str(got, "first half second half", "with its whole value");
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		printf("# could not remove %s\n", dir);
+}
+
 int main(void)
 {
 	const char *agentd = getenv("AGENTD");
 
 	test_keys();
-	if (agentd && access(agentd, X_OK) == 0)
+	if (agentd && access(agentd, X_OK) == 0) {
 		test_kill9(agentd);
-	else
+		test_leftovers(agentd);
+	} else
 		ok(0, "AGENTD (the built agentd) is not set or not executable: '%s'", agentd ? agentd : "");
 	return tap_done();
 }

@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "model/resolvers.h"
 
 static int check_abs_path(const char *v, const char **why)
 {
@@ -84,6 +85,13 @@ static int check_nat_subnet(const char *v, const char **why)
 	if (ntohl(in.s_addr) & (0xffffffffu >> prefix))
 		return -EINVAL;
 	return 0;
+}
+
+static int check_dns(const char *v, const char **why)
+{
+	struct resolvers r;
+
+	return strcmp(v, "auto") == 0 ? 0 : resolvers_parse(v, &r, why);
 }
 
 static int check_image_dir(const char *v, const char **why)
@@ -253,6 +261,10 @@ const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_USER_NAT_SUBNET] = { "user_nat_subnet", "user-nat-subnet", "CIDR", "10.199.0.0/16", false,
 		"IPv4 network cut into one /30 per user agent with --network nat (by uid: user_uid_min gets the "
 		"first); agents whose uid is past its end cannot have a network", check_nat_subnet },
+	[CFG_USER_DNS] = { "user_dns", "user-dns", "LIST", "auto", true,
+		"DNS servers (up to 3 addresses, comma-separated) in the /etc/resolv.conf of user agents with "
+		"--network nat; auto: the host's own servers that are not on its loopback, else systemd-resolved's "
+		"upstream ones", check_dns },
 };
 
 void config_init(struct config *c)

@@ -124,6 +124,9 @@ int netns_remove(struct fleetd *f, const char *agent, uid_t uid, char **why);
 void netns_refresh_start(struct fleetd *f, const struct backend_host *host);
 void netns_refresh_stop(void);
 
+/* dns.c: the resolv.conf text a NAT agent's sandbox shows (malloc'd; never fails) */
+char *user_resolv_conf(struct fleetd *f);
+
 /* snapshot_jobs.c */
 bool user_job_busy(const char *agent, char **why);
 void user_thaw_leftover(const char *agent);

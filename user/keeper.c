@@ -188,7 +188,7 @@ int sandbox_launch(struct fleetd *f, const struct agent *a, uid_t uid, const str
 		   const char *const *extra_env, struct user_launch_proc *proc, char **why)
 {
 	_cleanup_free_ char *user = account_user_name(a->name), *home = account_home_dir(f, a->name);
-	_cleanup_free_ char *netns = NULL;
+	_cleanup_free_ char *netns = NULL, *resolv = NULL;
 	struct user_launch_spec spec = *tmpl;
 	char **env = NULL;
 	int cg_fds[8], n_cg = 0, r;
@@ -198,6 +198,7 @@ int sandbox_launch(struct fleetd *f, const struct agent *a, uid_t uid, const str
 		if (!netns_present(f, a->name) && (r = netns_ensure(f, a, uid, why)) < 0)
 			return r;
 		spec.netns_path = netns = netns_path(f, a->name);
+		spec.resolv_conf = resolv = user_resolv_conf(f);
 	}
 
 	if (user_launch_env(a->name, user, home, extra_env, &env) < 0) {

@@ -52,6 +52,7 @@ static const char *const stage_names[LAUNCH_STAGE__COUNT] = {
 	[LAUNCH_STAGE_NET] = "bring up loopback",
 	[LAUNCH_STAGE_RUN] = "mount private /run",
 	[LAUNCH_STAGE_SECRETS] = "write the secret files",
+	[LAUNCH_STAGE_DNS] = "set up /etc/resolv.conf",
 };
 
 const char *user_launch_stage_to_string(enum user_launch_stage s)
@@ -344,6 +345,97 @@ static void bind_alias(int rep, const char *target, const char *path)
 		child_fail(rep, LAUNCH_STAGE_RUN, errno);
 }
 
+/* path with "." and ".." taken out, lexically (no link is looked at); false if it does not fit. */
+static bool normalize_path(const char *path, char *out, size_t size)
+{
+	size_t len = 0;
+
+	for (const char *p = path; *p;) {
+		size_t n = strcspn(p, "/");
+
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			while (len > 0 && out[--len] != '/')
+				;
+		} else if (n > 0 && !(n == 1 && p[0] == '.')) {
+			if (len + 1 + n + 1 > size)
+				return false;
+			out[len++] = '/';
+			memcpy(out + len, p, n);
+			len += n;
+		}
+		p += n + (p[n] == '/');
+	}
+	if (len == 0)
+		out[len++] = '/';
+	out[len] = '\0';
+	return true;
+}
+
+/* mkdir -p of path's parent directories (0755, root's: the agent may read, not write). */
+static int make_parents(char *path)
+{
+	for (char *c = path + 1; (c = strchr(c, '/')); c++) {
+		*c = '\0';
+		if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+			*c = '/';
+			return -1;
+		}
+		*c = '/';
+	}
+	return 0;
+}
+
+/*
+ * The agent's resolv.conf (its NAT network cannot reach the host's
+ * loopback resolver). Where the host's /etc/resolv.conf is a link into
+ * /run (systemd-resolved's stub, resolvconf), the link's target is made in
+ * this sandbox's fresh /run, where it would otherwise dangle; else a file
+ * in /run is bound, read-only, over /etc/resolv.conf. In this mount
+ * namespace only; the file is root's, 0644. Host paths only: the agent
+ * controls none of them.
+ */
+static void install_resolv_conf(const struct launch_prep *p)
+{
+	const char *text = p->spec->resolv_conf;
+	char link[PATH_MAX], full[PATH_MAX + 8], target[PATH_MAX] = "/run/fleet-resolv.conf";
+	ssize_t n = readlink("/etc/resolv.conf", link, sizeof(link) - 1);
+	bool bind = true;
+	size_t left = strlen(text);
+	struct stat st;
+	int rep = p->report_fd, fd;
+
+	if (n > 0) {
+		link[n] = '\0';
+		snprintf(full, sizeof(full), "%s%s", link[0] == '/' ? "" : "/etc/", link);
+		if (normalize_path(full, target, sizeof(target)) &&
+		    (strncmp(target, "/run/", 5) == 0 || strncmp(target, "/var/run/", 9) == 0))
+			bind = false;
+		else
+			snprintf(target, sizeof(target), "%s", "/run/fleet-resolv.conf");
+	} else if (lstat("/etc/resolv.conf", &st) < 0) {
+		return;	/* the host has none: there is no file to show it on */
+	}
+	if (!bind && make_parents(target) < 0)
+		child_fail(rep, LAUNCH_STAGE_DNS, errno);
+	fd = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 || fchmod(fd, 0644) < 0)
+		child_fail(rep, LAUNCH_STAGE_DNS, errno);
+	while (left > 0) {
+		ssize_t w = write(fd, text, left);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			child_fail(rep, LAUNCH_STAGE_DNS, w < 0 ? errno : EIO);
+		text += w;
+		left -= (size_t)w;
+	}
+	close(fd);
+	if (bind && (mount(target, "/etc/resolv.conf", NULL, MS_BIND, NULL) < 0 ||
+		     mount(NULL, "/etc/resolv.conf", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0))
+		child_fail(rep, LAUNCH_STAGE_DNS, errno);
+}
+
 /* The new network namespace has only lo, down: bring it up, so an agent's own local services work. */
 static void loopback_up(int rep)
 {
@@ -413,6 +505,8 @@ _noreturn_ static void launch_init(const struct launch_prep *p)
 		write_secret_files(p);
 	bind_alias(rep, "/run", "/var/run");
 	bind_alias(rep, "/run/lock", "/var/lock");
+	if (s->resolv_conf)
+		install_resolv_conf(p);
 	/* Whatever else is world-writable on this host (found by the caller): empty, and this sandbox's own. */
 	for (size_t i = 0; i < s->n_shared_dirs; i++)
 		if (lstat(s->shared_dirs[i], &st) == 0 && S_ISDIR(st.st_mode))

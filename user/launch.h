@@ -49,6 +49,7 @@ struct user_launch_spec {
 	size_t n_shared_dirs;
 	bool die_with_parent;		/* SIGKILL the sandbox when the launching thread dies */
 	const char *netns_path;		/* a network namespace to join (the agent's NAT network); NULL: a new one, only lo */
+	const char *resolv_conf;	/* what /etc/resolv.conf shows in the sandbox; NULL: the host's */
 	/* Files (0400, the agent's) on a tmpfs (0700, the agent's) at USER_SECRETS_DIR, this sandbox's only. */
 	const struct exec_file *files;
 	size_t n_files;
@@ -65,7 +66,8 @@ enum user_launch_stage {
 	LAUNCH_STAGE_CGROUP, LAUNCH_STAGE_MOUNT, LAUNCH_STAGE_PROC, LAUNCH_STAGE_TMP,
 	LAUNCH_STAGE_RLIMIT, LAUNCH_STAGE_FORK, LAUNCH_STAGE_FDS, LAUNCH_STAGE_GROUPS,
 	LAUNCH_STAGE_GID, LAUNCH_STAGE_UID, LAUNCH_STAGE_NO_NEW_PRIVS, LAUNCH_STAGE_CHDIR,
-	LAUNCH_STAGE_EXEC, LAUNCH_STAGE_NET, LAUNCH_STAGE_RUN, LAUNCH_STAGE_SECRETS, LAUNCH_STAGE__COUNT,
+	LAUNCH_STAGE_EXEC, LAUNCH_STAGE_NET, LAUNCH_STAGE_RUN, LAUNCH_STAGE_SECRETS, LAUNCH_STAGE_DNS,
+	LAUNCH_STAGE__COUNT,
 };
 
 /* READY: the sandbox is set up (the payload, if any, is forked); FAILED: it could not be; EXITED: the payload ended. */

@@ -20,8 +20,13 @@
 #include <unistd.h>
 
 #include "common/names.h"
+#include "agentd/frames.h"
 #include "agentd/memory.h"
 #include "agentd/relay.h"
+
+/* Where --files-stdin puts the files, as a user agent's sandbox does (user/launch.h). */
+#define SECRETS_DIR "/run/secrets"
+#define FILES_FRAME_MAX (16u << 20)
 
 
 static void usage(FILE *out)
@@ -36,10 +41,12 @@ static void usage(FILE *out)
 		"        TCP service at HOST:PORT (default 127.0.0.1:22), reconnecting for each\n"
 		"        new host connection; runs until killed\n"
 		"\n"
-		"  run-as USER [--env NAME=VALUE]... [--env-stdin] -- CMD [ARG]...\n"
+		"  run-as USER [--env NAME=VALUE]... [--env-stdin] [--files-stdin] -- CMD [ARG]...\n"
 		"        run CMD as USER in a new session (no supplementary groups; in HOME), with\n"
 		"        a clean environment: HOME, USER, LOGNAME, SHELL and PATH, then each --env,\n"
-		"        set only after the drop; fleetd runs every exec through it\n"
+		"        set only after the drop; fleetd runs every exec through it. --env-stdin\n"
+		"        reads the entries from stdin first, --files-stdin then files, which go on\n"
+		"        a tmpfs at " SECRETS_DIR " of the command's own ($FLEET_SECRETS_DIR)\n"
 		"\n"
 		"  health\n"
 		"        check this environment can do an agent's work: its home has room and\n"
@@ -121,49 +128,18 @@ static int new_session(void)
 
 /*
  * --env-stdin: the environment arrives as the first bytes of stdin, never
- * in argv (which every process in the guest can read in /proc): a line
+ * in argv (which every process in the guest can read in /proc): a frame
  * "FLEET-ENV N\n", then N bytes of NAME=VALUE entries, each ending in a
- * NUL. Read byte-exact with read(2), no buffering, so the command's stdin
- * starts right after it. *ret: a NULL-terminated array into one buffer,
- * kept for putenv. 0, or -1 after printing why.
+ * NUL (frames.h). *ret: a NULL-terminated array into one buffer, kept for
+ * putenv. 0, or -1 after printing why.
  */
 #define ENV_FRAME_MAX (16u << 20)
 static int read_env_frame(char ***ret)
 {
-	static const char magic[] = "FLEET-ENV ";
-	char head[32], *buf, **env;
-	size_t h = 0, n, got = 0, count = 0;
+	char *buf = NULL, **env;
+	size_t n = 0, count = 0;
 
-	for (;;) {
-		ssize_t r = read(STDIN_FILENO, head + h, 1);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0 || h + 1 >= sizeof(head))
-			goto bad;
-		if (head[h++] == '\n')
-			break;
-	}
-	head[h - 1] = '\0';
-	if (strncmp(head, magic, sizeof(magic) - 1) != 0 || !isdigit((unsigned char)head[sizeof(magic) - 1]))
-		goto bad;
-	errno = 0;
-	n = strtoul(head + sizeof(magic) - 1, NULL, 10);
-	if (errno || n > ENV_FRAME_MAX)
-		goto bad;
-	buf = malloc(n + 1);
-	if (!buf)
-		goto bad;
-	while (got < n) {
-		ssize_t r = read(STDIN_FILENO, buf + got, n - got);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			goto bad;
-		got += (size_t)r;
-	}
-	if (n > 0 && buf[n - 1] != '\0')
+	if (frame_read("FLEET-ENV ", ENV_FRAME_MAX, &buf, &n) < 0 || (n > 0 && buf[n - 1] != '\0'))
 		goto bad;
 	for (size_t i = 0; i < n; i++)
 		count += buf[i] == '\0';
@@ -171,13 +147,16 @@ static int read_env_frame(char ***ret)
 	if (!env)
 		goto bad;
 	for (size_t i = 0, k = 0; i < n; i += strlen(buf + i) + 1) {
-		if (!env_entry_valid(buf + i))
+		if (!env_entry_valid(buf + i)) {
+			free(env);
 			goto bad;
+		}
 		env[k++] = buf + i;
 	}
 	*ret = env;
 	return 0;
 bad:
+	free(buf);
 	fputs("agentd: run-as: --env-stdin: stdin does not start with a valid environment frame\n", stderr);
 	return -1;
 }
@@ -191,11 +170,12 @@ bad:
 static int cmd_run_as(int argc, char **argv)
 {
 	static const char usage_line[] =
-		"agentd: usage: agentd run-as USER [--env NAME=VALUE]... [--env-stdin] -- CMD [ARG]...\n";
+		"agentd: usage: agentd run-as USER [--env NAME=VALUE]... [--env-stdin] [--files-stdin] -- CMD [ARG]...\n";
 	const char *user;
 	struct passwd *pw;
-	char path[512], **stdin_env = NULL;
-	bool env_stdin = false;
+	char path[512], **stdin_env = NULL, *files = NULL;
+	size_t files_len = 0;
+	bool env_stdin = false, files_stdin = false;
 	int first_env, cmd;
 
 	/* What we were started with is the caller's; none of it is used. */
@@ -213,6 +193,11 @@ static int cmd_run_as(int argc, char **argv)
 			cmd--;
 			continue;
 		}
+		if (strcmp(argv[cmd], "--files-stdin") == 0 && !files_stdin) {
+			files_stdin = true;
+			cmd--;
+			continue;
+		}
 		if (strcmp(argv[cmd], "--env") != 0 || cmd + 1 >= argc || !env_entry_valid(argv[cmd + 1])) {
 			fputs(usage_line, stderr);
 			return 2;
@@ -225,6 +210,10 @@ static int cmd_run_as(int argc, char **argv)
 	/* Before anything else reads stdin: the rest of it is the command's. */
 	if (env_stdin && read_env_frame(&stdin_env) < 0)
 		return 2;
+	if (files_stdin && frame_read("FLEET-FILES ", FILES_FRAME_MAX, &files, &files_len) < 0) {
+		fputs("agentd: run-as: --files-stdin: stdin does not hold a valid files frame\n", stderr);
+		return 2;
+	}
 	if (new_session() < 0) {
 		fprintf(stderr, "agentd: run-as %s: cannot start a session: %s\n", user, strerror(errno));
 		return 126;
@@ -234,6 +223,10 @@ static int cmd_run_as(int argc, char **argv)
 		fprintf(stderr, "agentd: run-as: no user '%s'\n", user);
 		return 126;
 	}
+	/* As root still: the files' tmpfs, in a mount namespace of the command's own. */
+	if (files_stdin && files_install(files, files_len, SECRETS_DIR, pw->pw_uid, pw->pw_gid) < 0)
+		return 126;
+	free(files);
 	if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0) {
 		fprintf(stderr, "agentd: run-as %s: cannot drop privileges: %s\n", user, strerror(errno));
 		return 126;
@@ -252,11 +245,11 @@ static int cmd_run_as(int argc, char **argv)
 	if (setenv("HOME", pw->pw_dir, 1) < 0 || setenv("USER", pw->pw_name, 1) < 0 ||
 	    setenv("LOGNAME", pw->pw_name, 1) < 0 ||
 	    setenv("SHELL", pw->pw_shell && *pw->pw_shell ? pw->pw_shell : "/bin/sh", 1) < 0 ||
-	    setenv("PATH", path, 1) < 0)
+	    setenv("PATH", path, 1) < 0 || (files_stdin && setenv("FLEET_SECRETS_DIR", SECRETS_DIR, 1) < 0))
 		return 126;
 	/* Now, as the user: the caller's entries, which may override the above. */
 	for (int i = first_env; i < cmd - 1; i += 2) {
-		if (strcmp(argv[i], "--env-stdin") == 0) {
+		if (strcmp(argv[i], "--env-stdin") == 0 || strcmp(argv[i], "--files-stdin") == 0) {
 			i--;
 			continue;
 		}

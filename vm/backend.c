@@ -332,6 +332,8 @@ struct exec_handle {
 	size_t stdin_len;
 	int timeout_s;
 	bool root;
+	struct exec_file *files;	/* copies: names and data are this handle's (data wiped when freed) */
+	size_t n_files;
 };
 
 static void exec_handle_free(struct exec_handle *h)
@@ -339,6 +341,12 @@ static void exec_handle_free(struct exec_handle *h)
 	strv_free(h->argv);
 	strv_free(h->env);
 	free(h->stdin_data);
+	for (size_t i = 0; i < h->n_files; i++) {
+		explicit_bzero((void *)h->files[i].data, h->files[i].len);
+		free((void *)h->files[i].data);
+		free((void *)h->files[i].name);
+	}
+	free(h->files);
 	free(h);
 }
 
@@ -375,7 +383,7 @@ static int exec_start(struct exec_handle *h, char **why)
 	struct exec_request req = {
 		.argv = (const char *const *)h->argv, .env = (const char *const *)h->env,
 		.stdin_data = h->stdin_data, .stdin_len = h->stdin_len, .timeout_s = h->timeout_s,
-		.root = h->root,
+		.root = h->root, .files = h->files, .n_files = h->n_files,
 	};
 
 	int r;
@@ -414,11 +422,6 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 	enum virt_state st;
 	int r;
 
-	/* Files would go through agentd onto a guest tmpfs: not built yet, and never onto the guest's disk. */
-	if (req->n_files > 0) {
-		*why = xstrdup("secret files are not available for VM agents yet; use their environment variables");
-		return -EOPNOTSUPP;
-	}
 	/* First: a snapshot pauses the guest, which is not "not running". */
 	if (v->busy) {
 		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
@@ -446,6 +449,17 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 	}
 	h->argv = strv_copy(req->argv);
 	h->root = req->root;
+	/* Files go on the exec's stdin to agentd, which puts them on a tmpfs in the guest (ssh_files_frame). */
+	if (req->n_files > 0) {
+		h->files = xcalloc(req->n_files, sizeof(*h->files));
+		for (size_t i = 0; i < req->n_files; i++) {
+			unsigned char *d = xmalloc(req->files[i].len ? req->files[i].len : 1);
+
+			memcpy(d, req->files[i].data, req->files[i].len);
+			h->files[i] = (struct exec_file){ xstrdup(req->files[i].name), d, req->files[i].len };
+		}
+		h->n_files = req->n_files;
+	}
 	if (v->ready) {
 		if ((r = exec_start(h, why)) < 0) {
 			v->execs--;

@@ -1054,15 +1054,20 @@ int ssh_exec(struct ssh_session *s, const struct exec_request *req, const struct
 	     struct ssh_exec **ret, char **why)
 {
 	struct ssh_exec *e;
-	char *cmdline = NULL, *frame = NULL;
-	size_t frame_len = 0;
+	char *cmdline = NULL, *frame = NULL, *files = NULL;
+	size_t frame_len = 0, files_len = 0, in_len;
 	int r;
 
 	if (s->state == SESSION_FAILED || s->closing) {
 		*why = xstrdup("the SSH session to the guest has failed");
 		return -ENOTCONN;
 	}
-	r = ssh_command_line(s->agentd, req->root ? "root" : s->exec_user, req->argv, req->env, &cmdline);
+	if (req->n_files > 0 && !s->agentd) {
+		*why = xstrdup("files for an exec need agentd in the guest");
+		return -EOPNOTSUPP;
+	}
+	r = ssh_command_line(s->agentd, req->root ? "root" : s->exec_user, req->argv, req->env, req->n_files > 0,
+			     &cmdline);
 	if (r == -E2BIG) {
 		*why = xasprintf("command line too long (at most %d bytes with its environment; "
 				 "pass big data on stdin)", SSH_COMMAND_MAX);
@@ -1081,19 +1086,37 @@ int ssh_exec(struct ssh_session *s, const struct exec_request *req, const struct
 			return -EINVAL;
 		}
 	}
+	/* Then the files (secrets too): agentd puts them on a tmpfs of the command's own. */
+	if (req->n_files > 0 && ssh_files_frame(req->files, req->n_files, &files, &files_len) < 0) {
+		explicit_bzero(cmdline, strlen(cmdline));
+		free(cmdline);
+		if (frame) {
+			explicit_bzero(frame, frame_len);
+			free(frame);
+		}
+		*why = xstrdup("bad command: a file name that is not an environment variable name");
+		return -EINVAL;
+	}
 	e = exec_new(s, cmdline);
 	e->cb = *cb;
-	if (frame_len + (req->stdin_data ? req->stdin_len : 0) > 0) {
-		e->in_len = frame_len + (req->stdin_data ? req->stdin_len : 0);
+	in_len = frame_len + files_len + (req->stdin_data ? req->stdin_len : 0);
+	if (in_len > 0) {
+		e->in_len = in_len;
 		e->in = xmalloc(e->in_len);
 		if (frame_len)
 			memcpy(e->in, frame, frame_len);
+		if (files_len)
+			memcpy(e->in + frame_len, files, files_len);
 		if (req->stdin_data && req->stdin_len > 0)
-			memcpy(e->in + frame_len, req->stdin_data, req->stdin_len);
+			memcpy(e->in + frame_len + files_len, req->stdin_data, req->stdin_len);
 	}
 	if (frame) {
 		explicit_bzero(frame, frame_len);
 		free(frame);
+	}
+	if (files) {
+		explicit_bzero(files, files_len);
+		free(files);
 	}
 	e->ev_timer = evtimer_new(s->base, exec_timer_cb, e);
 	if (!e->ev_timer)

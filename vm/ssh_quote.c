@@ -4,9 +4,11 @@
 #include "vm/ssh_quote.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "common/names.h"
 #include "common/util.h"
 
@@ -49,7 +51,7 @@ static void append_word(char **line, size_t *len, const char *word)
 }
 
 int ssh_command_line(const char *agentd, const char *user, const char *const *argv, const char *const *env,
-		     char **ret)
+		     bool files, char **ret)
 {
 	/*
 	 * The shell prints its pid, then becomes the command itself (through
@@ -62,7 +64,8 @@ int ssh_command_line(const char *agentd, const char *user, const char *const *ar
 	char *line;
 	size_t len;
 
-	if (!argv || !argv[0] || !argv[0][0] || strchr(argv[0], '=') || (agentd && (!user || !*user)))
+	if (!argv || !argv[0] || !argv[0][0] || strchr(argv[0], '=') || (agentd && (!user || !*user)) ||
+	    (files && !agentd))
 		return -EINVAL;
 	for (size_t i = 0; env && env[i]; i++)
 		if (!env_entry_valid(env[i]))
@@ -76,6 +79,8 @@ int ssh_command_line(const char *agentd, const char *user, const char *const *ar
 		/* The values travel on stdin (ssh_env_frame), never on a command line. */
 		if (env && env[0])
 			append_word(&line, &len, "--env-stdin");
+		if (files)
+			append_word(&line, &len, "--files-stdin");
 		append_word(&line, &len, "--");
 	} else {
 		append_word(&line, &len, "setsid");
@@ -121,5 +126,46 @@ int ssh_env_frame(const char *const *env, char **ret, size_t *len)
 	}
 	*ret = buf;
 	*len = off;
+	return 0;
+}
+
+/* NAME=x is a valid entry exactly when NAME is a valid name. */
+static bool file_name_valid(const char *name)
+{
+	char entry[160];
+
+	return strlen(name) < sizeof(entry) - 2 && snprintf(entry, sizeof(entry), "%s=", name) > 0 &&
+	       env_entry_valid(entry);
+}
+
+int ssh_files_frame(const struct exec_file *files, size_t n, char **ret, size_t *len)
+{
+	size_t body = 0, off;
+	char head[40], *buf;
+	int h;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!file_name_valid(files[i].name))
+			return -EINVAL;
+		body += strlen(files[i].name) + 1 + 21 + files[i].len;
+	}
+	buf = xmalloc(sizeof(head) + body);
+	off = sizeof(head);	/* the head goes in front once the body's length is known */
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(files[i].name) + 1;
+
+		memcpy(buf + off, files[i].name, l);
+		off += l;
+		off += (size_t)sprintf(buf + off, "%zu", files[i].len) + 1;
+		if (files[i].len)
+			memcpy(buf + off, files[i].data, files[i].len);
+		off += files[i].len;
+	}
+	body = off - sizeof(head);
+	h = snprintf(head, sizeof(head), "FLEET-FILES %zu\n", body);
+	memmove(buf + sizeof(head) - (size_t)h, head, (size_t)h);
+	memmove(buf, buf + sizeof(head) - (size_t)h, (size_t)h + body);
+	*ret = buf;
+	*len = (size_t)h + body;
 	return 0;
 }

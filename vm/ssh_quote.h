@@ -7,6 +7,7 @@
 #ifndef FLEET_SSH_QUOTE_H
 #define FLEET_SSH_QUOTE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Longest command line sent; dropbear refuses more than 9000 bytes. */
@@ -34,7 +35,7 @@ char *ssh_quote(const char *s);
  * -E2BIG past SSH_COMMAND_MAX.
  */
 int ssh_command_line(const char *agentd, const char *user, const char *const *argv, const char *const *env,
-		     char **ret);
+		     bool files, char **ret);
 
 /*
  * What agentd run-as --env-stdin reads first from stdin: "FLEET-ENV N\n",
@@ -42,5 +43,17 @@ int ssh_command_line(const char *agentd, const char *user, const char *const *ar
  * wipes and frees) and *len; -EINVAL for an entry that is not NAME=VALUE.
  */
 int ssh_env_frame(const char *const *env, char **ret, size_t *len);
+
+struct exec_file;
+
+/*
+ * What agentd run-as --files-stdin reads from stdin after the environment
+ * frame (files true above): "FLEET-FILES N\n", then N bytes of records,
+ * each NAME, a NUL, the data's length in decimal, a NUL, the data. agentd
+ * writes them on a tmpfs of its own mount namespace (never the guest's
+ * disk). *ret (caller wipes and frees) and *len; -EINVAL for a name that
+ * is not an environment variable name.
+ */
+int ssh_files_frame(const struct exec_file *files, size_t n, char **ret, size_t *len);
 
 #endif

@@ -3,15 +3,21 @@
  * shells on the result), the command line ssh_exec sends (ssh_quote.c),
  * key generation and fingerprints (ssh_keys.c).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend/backend.h"
 #include "vm/ssh_keys.h"
 #include "vm/ssh_quote.h"
 #include "common/util.h"
@@ -159,12 +165,12 @@ static void test_command_line(void)
 	char *l = NULL;
 	struct ran r;
 
-	is_int(ssh_command_line(NULL, NULL, argv, NULL, &line), 0, "command line built");
+	is_int(ssh_command_line(NULL, NULL, argv, NULL, false, &line), 0, "command line built");
 	is_str(line, "echo $$ >&2; exec setsid -- printf '%s|' 'a b' '' '$HOME' '`id`' 'it'\\''s' 'x\ny'",
 	       "command line: pid line, setsid, quoted argv");
 	free(line);
 	line = NULL;
-	is_int(ssh_command_line(NULL, NULL, argv, env, &line), 0, "command line with env built");
+	is_int(ssh_command_line(NULL, NULL, argv, env, false, &line), 0, "command line with env built");
 	is_str(line, "echo $$ >&2; exec setsid -- env -- 'A=1' 'B=it'\\''s $HOME `id`' '_C9=' printf '%s|' 'a b' '' "
 		     "'$HOME' '`id`' 'it'\\''s' 'x\ny'", "env passed as `env -- NAME=VALUE...`");
 
@@ -181,7 +187,7 @@ static void test_command_line(void)
 	line = NULL;
 	{
 		const char *show[] = { "sh", "-c", "printf '%s|%s|%s' \"$A\" \"$B\" \"${_C9-unset}\"", NULL };
-		ok(ssh_command_line(NULL, NULL, show, env, &line) == 0 && run_shell("/bin/sh", line, &r) == 0, "env command runs");
+		ok(ssh_command_line(NULL, NULL, show, env, false, &line) == 0 && run_shell("/bin/sh", line, &r) == 0, "env command runs");
 		is_str(r.out, "1|it's $HOME `id`|", "env values arrive literally");
 		free(line);
 		line = NULL;
@@ -192,7 +198,7 @@ static void test_command_line(void)
 		int pid = 0, pgrp = 0, sid = 0;
 		const char *p;
 
-		ok(ssh_command_line(NULL, NULL, stat, NULL, &line) == 0 && run_shell("/bin/sh", line, &r) == 0, "stat command runs");
+		ok(ssh_command_line(NULL, NULL, stat, NULL, false, &line) == 0 && run_shell("/bin/sh", line, &r) == 0, "stat command runs");
 		p = strrchr(r.out, ')');
 		ok(p && sscanf(r.out, "%d", &pid) == 1 && sscanf(p + 2, "%*c %*d %d %d", &pgrp, &sid) == 2,
 		   "stat parsed");
@@ -201,24 +207,24 @@ static void test_command_line(void)
 		line = NULL;
 	}
 
-	is_int(ssh_command_line(NULL, NULL, no_argv, NULL, &l), -EINVAL, "empty argv refused");
-	is_int(ssh_command_line(NULL, NULL, NULL, NULL, &l), -EINVAL, "NULL argv refused");
-	is_int(ssh_command_line(NULL, NULL, empty0, NULL, &l), -EINVAL, "empty argv[0] refused");
-	is_int(ssh_command_line(NULL, NULL, eq0, NULL, &l), -EINVAL, "argv[0] with '=' refused (env would take it)");
-	is_int(ssh_command_line(NULL, NULL, argv, bad_env1, &l), -EINVAL, "env name starting with a digit refused");
-	is_int(ssh_command_line(NULL, NULL, argv, bad_env2, &l), -EINVAL, "env entry without '=' refused");
-	is_int(ssh_command_line(NULL, NULL, argv, bad_env3, &l), -EINVAL, "env name with '-' refused");
-	is_int(ssh_command_line(NULL, NULL, argv, bad_env4, &l), -EINVAL, "empty env name refused");
+	is_int(ssh_command_line(NULL, NULL, no_argv, NULL, false, &l), -EINVAL, "empty argv refused");
+	is_int(ssh_command_line(NULL, NULL, NULL, NULL, false, &l), -EINVAL, "NULL argv refused");
+	is_int(ssh_command_line(NULL, NULL, empty0, NULL, false, &l), -EINVAL, "empty argv[0] refused");
+	is_int(ssh_command_line(NULL, NULL, eq0, NULL, false, &l), -EINVAL, "argv[0] with '=' refused (env would take it)");
+	is_int(ssh_command_line(NULL, NULL, argv, bad_env1, false, &l), -EINVAL, "env name starting with a digit refused");
+	is_int(ssh_command_line(NULL, NULL, argv, bad_env2, false, &l), -EINVAL, "env entry without '=' refused");
+	is_int(ssh_command_line(NULL, NULL, argv, bad_env3, false, &l), -EINVAL, "env name with '-' refused");
+	is_int(ssh_command_line(NULL, NULL, argv, bad_env4, false, &l), -EINVAL, "empty env name refused");
 	big = xmalloc(SSH_COMMAND_MAX + 8);
 	memset(big, 'x', SSH_COMMAND_MAX + 7);
 	memcpy(big, "BIG=", 4);
 	big[SSH_COMMAND_MAX + 7] = '\0';
 	big_env[0] = big;
-	is_int(ssh_command_line(NULL, NULL, argv, big_env, &l), -E2BIG, "command line past SSH_COMMAND_MAX refused");
-	is_int(ssh_command_line("/usr/bin/agentd", NULL, argv, NULL, &l), -EINVAL, "agentd without a user refused");
-	is_int(ssh_command_line("/usr/bin/agentd", "agent", argv, bad_env3, &l), -EINVAL,
+	is_int(ssh_command_line(NULL, NULL, argv, big_env, false, &l), -E2BIG, "command line past SSH_COMMAND_MAX refused");
+	is_int(ssh_command_line("/usr/bin/agentd", NULL, argv, NULL, false, &l), -EINVAL, "agentd without a user refused");
+	is_int(ssh_command_line("/usr/bin/agentd", "agent", argv, bad_env3, false, &l), -EINVAL,
 	       "agentd: env name with '-' refused");
-	is_int(ssh_command_line("/usr/bin/agentd", "agent", argv, big_env, &l), 0,
+	is_int(ssh_command_line("/usr/bin/agentd", "agent", argv, big_env, false, &l), 0,
 	       "agentd: a big env is fine, it is not on the command line (it goes on stdin)");
 	ok(l && strlen(l) < 200, "the line stays short");
 	free(l);
@@ -239,7 +245,7 @@ static void test_agentd_line(void)
 	_cleanup_free_ char *line = NULL;
 	struct ran r;
 
-	is_int(ssh_command_line("/usr/bin/agentd", "agent", argv, env, &line), 0, "agentd line built");
+	is_int(ssh_command_line("/usr/bin/agentd", "agent", argv, env, false, &line), 0, "agentd line built");
 	is_str(line, "echo $$ >&2; exec /usr/bin/agentd run-as agent --env-stdin -- printf '%s|' 'a b' '' '$HOME' 'it'\\''s'",
 	       "agentd line: pid line, then agentd first, --env-stdin and no value, then the command");
 	ok(!strstr(line, "A=1") && !strstr(line, "LD_PRELOAD"), "no env entry on the line");
@@ -255,7 +261,7 @@ static void test_agentd_line(void)
 		free(frame);
 		is_int(ssh_env_frame(bad_env_frame, &frame, &flen), -EINVAL, "an entry without '=' refused");
 	}
-	is_int(ssh_command_line("/usr/bin/agentd", "root", argv, NULL, &line), 0, "agentd line without env built");
+	is_int(ssh_command_line("/usr/bin/agentd", "root", argv, NULL, false, &line), 0, "agentd line without env built");
 	is_str(line, "echo $$ >&2; exec /usr/bin/agentd run-as root -- printf '%s|' 'a b' '' '$HOME' 'it'\\''s'",
 	       "agentd line without env");
 	free(line);
@@ -265,7 +271,7 @@ static void test_agentd_line(void)
 		printf("# the agentd line is not run here: needs root and $AGENTD (make check sets it)\n");
 		return;
 	}
-	ok(ssh_command_line(agentd, "root", argv, NULL, &line) == 0 && run_shell("/bin/sh", line, &r) == 0 &&
+	ok(ssh_command_line(agentd, "root", argv, NULL, false, &line) == 0 && run_shell("/bin/sh", line, &r) == 0 &&
 	   WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "agentd line runs in /bin/sh");
 	is_str(r.out, "a b||$HOME|it's|", "argv arrives intact through agentd run-as");
 	{
@@ -289,14 +295,14 @@ static void test_agentd_line(void)
 		in = xmalloc(flen + 6);
 		memcpy(in, frame, flen);
 		memcpy(in + flen, "rest\n", 6);
-		ok(ssh_command_line(agentd, "root", show, env2, &line) == 0 &&
+		ok(ssh_command_line(agentd, "root", show, env2, false, &line) == 0 &&
 		   run_shell_in("/bin/sh", line, in, flen + 5, &r) == 0, "agentd env command runs");
 		unsetenv("FLEET_LEAK");
 		is_str(r.out, "1|it's $HOME `id`|unset|/root|rest\n", "env values arrive literally, the caller's own do not, "
 								       "and the command's stdin starts after the frame");
 		free(line);
 		line = NULL;
-		ok(ssh_command_line(agentd, "root", show, env2, &line) == 0 &&
+		ok(ssh_command_line(agentd, "root", show, env2, false, &line) == 0 &&
 		   run_shell_in("/bin/sh", line, "FLEET-ENV 99\nA=1", 16, &r) == 0 && WIFEXITED(r.status) &&
 		   WEXITSTATUS(r.status) == 2 && r.out_len == 0, "a cut frame: agentd refuses (exit 2) and runs nothing");
 		free(line);
@@ -309,7 +315,7 @@ static void test_agentd_line(void)
 		int pid = 0, pgrp = 0, sid = 0;
 		const char *p;
 
-		ok(ssh_command_line(agentd, "root", stat, NULL, &line) == 0 && run_shell("/bin/sh", line, &r) == 0,
+		ok(ssh_command_line(agentd, "root", stat, NULL, false, &line) == 0 && run_shell("/bin/sh", line, &r) == 0,
 		   "agentd stat command runs");
 		p = strrchr(r.out, ')');
 		ok(p && sscanf(r.out, "%d", &pid) == 1 && sscanf(p + 2, "%*c %*d %d %d", &pgrp, &sid) == 2,
@@ -383,11 +389,78 @@ static void test_keygen(void)
 	rmdir(dir);
 }
 
+/*
+ * --files-stdin through the real agentd as root (a guest's agentd is the
+ * same program): the files on a tmpfs of the command's own at /run/secrets,
+ * 0400 and the user's, named by FLEET_SECRETS_DIR; then the command's stdin.
+ * This test runs in a mount namespace of its own with a fresh /run, so the
+ * host's /run is not touched.
+ */
+static void test_agentd_files(void)
+{
+	const char *agentd = getenv("AGENTD");
+	const char *show[] = { "sh", "-c",
+			       "cd \"$FLEET_SECRETS_DIR\" && stat -f -c %T . && stat -c '%n %a %U %s' * && cat TOKEN && echo && "
+			       "printf '%s|' \"$A\" && cat && ls /run/secrets 2>&1 | wc -l", NULL };
+	const char *env[] = { "A=1", NULL };
+	const unsigned char bin[] = { 0, 1, 2, 255, '\n' };
+	const struct exec_file files[] = { { "TOKEN", (const unsigned char *)"s3cret-value", 12 }, { "BIN_KEY", bin, 5 },
+					   { "EMPTY", (const unsigned char *)"", 0 } };
+	const struct exec_file bad[] = { { "../x", (const unsigned char *)"v", 1 } };
+	_cleanup_free_ char *line = NULL;
+	char *env_frame = NULL, *files_frame = NULL, *in;
+	size_t elen = 0, flen = 0;
+	struct ran r;
+	DIR *d;
+	int n = 0;
+
+	if (!agentd || geteuid() != 0 || !getpwnam("nobody")) {
+		printf("# agentd --files-stdin is not run here: needs root, user nobody and $AGENTD\n");
+		return;
+	}
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("tmpfs", "/run", "tmpfs", 0, "mode=0755") < 0) {
+		ok(0, "a mount namespace with a fresh /run for this test: %s", strerror(errno));
+		return;
+	}
+	is_int(ssh_files_frame(bad, 1, &files_frame, &flen), -EINVAL, "a file name that is no variable name is refused");
+	ok(ssh_command_line(agentd, "nobody", show, env, true, &line) == 0 && strstr(line, " --env-stdin --files-stdin -- "),
+	   "the agentd line asks for the files after the environment");
+	ok(ssh_env_frame(env, &env_frame, &elen) == 0 && ssh_files_frame(files, 3, &files_frame, &flen) == 0, "frames built");
+	in = xmalloc(elen + flen + 5);
+	memcpy(in, env_frame, elen);
+	memcpy(in + elen, files_frame, flen);
+	memcpy(in + elen + flen, "rest\n", 5);
+	ok(run_shell_in("/bin/sh", line, in, elen + flen + 5, &r) == 0 && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0,
+	   "agentd run-as nobody --env-stdin --files-stdin runs (%s)", r.err);
+	ok(strncmp(r.out, "tmpfs\n", 6) == 0, "the files are on a tmpfs");
+	ok(strstr(r.out, "BIN_KEY 400 nobody 5\nEMPTY 400 nobody 0\nTOKEN 400 nobody 12\n") != NULL,
+	   "each file 0400, the user's, its size");
+	ok(strstr(r.out, "s3cret-value\n1|rest\n") != NULL, "the value, the environment, then the command's own stdin");
+	d = opendir("/run/secrets");
+	while (d && readdir(d))
+		n++;
+	if (d)
+		closedir(d);
+	is_int(n, 2, "after the command, this namespace's /run/secrets is empty (the tmpfs was the command's own)");
+	/* a frame whose record claims more bytes than it holds */
+	memcpy(in + elen, "FLEET-FILES 9\nTOKEN\0009\0x", 23);
+	ok(run_shell_in("/bin/sh", line, in, elen + 23, &r) == 0 && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 126 &&
+	   r.out_len == 0 && strstr(r.err, "valid files frame"), "a record longer than the frame: refused, nothing runs");
+	explicit_bzero(in, elen + flen + 5);
+	free(in);
+	free(env_frame);
+	explicit_bzero(files_frame, flen);
+	free(files_frame);
+	(void)umount2("/run", MNT_DETACH);
+}
+
 int main(void)
 {
 	test_quote();
 	test_command_line();
 	test_agentd_line();
+	test_agentd_files();
 	test_fingerprint();
 	test_keygen();
 	return tap_done();

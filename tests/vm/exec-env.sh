@@ -144,6 +144,21 @@ done
 is "$("$FLEETCTL" --json show "$A" | jq -r .health.detail)" after-the-secret-run "the check after the run is over"
 grep -qF "$SV" "$STATE/fleetd.log"; is $? 1 "fleetd's log does not hold the value"
 
+# Secret files in the guest: on a tmpfs of the exec's own (agentd run-as --files-stdin), never the disk.
+out=$(ex --secret-files -- sh -c 'cd "$FLEET_SECRETS_DIR" && stat -f -c %T . && stat -c "%n %a %U" * && cat GUEST_TOKEN; echo "|${GUEST_TOKEN-unset}"')
+like "$out" "^tmpfs" "exec --secret-files in the guest: the files are on a tmpfs"
+like "$out" "GUEST_TOKEN 400 agent" "each file 0400, the agent's"
+like "$out" "$SV\|unset$" "the file holds the value; the environment does not"
+is "$(ex --root -- sh -c 'ls -A /run/secrets 2>/dev/null | wc -l')" 0 "guest root's /run/secrets holds nothing: the tmpfs was the exec's own"
+"$FLEETCTL" set "$A" --secret-files on --command 'echo "file=$(cat "$FLEET_SECRETS_DIR/GUEST_TOKEN")"' >/dev/null
+ok $? "set --secret-files on for the VM agent"
+run=$("$FLEETCTL" --json trigger "$A" --wait 2>/dev/null | jq -r .id)
+is "$("$FLEETCTL" --json runs "$A" "$run" | jq -r .state)" succeeded "a run with secret files succeeds in the guest"
+is "$("$FLEETCTL" logs "$A" "$run" 2>/dev/null | head -1)" "file=[secret GUEST_TOKEN]" "it read its secret from the file (redacted in its log)"
+ex --root -- sh -c 'sync; grep -rqsF "'"$SV"'" /home /root /tmp /var /etc /run'; is $? 1 \
+	"no file on the guest's disk (nor in /run) holds the value afterwards"
+"$FLEETCTL" set "$A" --secret-files off >/dev/null
+
 # A failing health check says what it printed and how it exited.
 "$FLEETCTL" set "$A" --health-cmd 'echo the-check-said-this; echo and-this-on-stderr >&2; exit 5' >/dev/null
 ok $? "set a health check that prints and exits 5"

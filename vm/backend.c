@@ -241,6 +241,8 @@ static void stop_finish(struct vm *v, int r, const char *why)
 	v->stop_waiter = (struct waiter){ 0 };
 	if (v->stop_timer)
 		evtimer_del(v->stop_timer);
+	/* Whatever still waits for the control channel waits for a guest that is gone. */
+	vm_waiters_finish(v, -ECANCELED, "the agent stopped");
 	if (w.done)
 		w.done(w.userdata, r, why);
 }
@@ -422,6 +424,15 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 	enum virt_state st;
 	int r;
 
+	/*
+	 * A guest shutting down still reads as running, but its channel is
+	 * gone for good: an exec would wait for it until vm_boot_timeout, and
+	 * hold off a restore meanwhile ("1 command is running in it").
+	 */
+	if (v->stop_waiter.done) {
+		*why = xstrdup("it is being stopped");
+		return -EBUSY;	/* as for a snapshot: no health verdict on a guest going down */
+	}
 	/* First: a snapshot pauses the guest, which is not "not running". */
 	if (v->busy) {
 		*why = xstrdup("a snapshot or restore is under way; try again when it is done");

@@ -117,6 +117,13 @@ post() {
 			-H 'Content-Type: application/json' --data-binary "$2" "$1" 2>&1)
 		case $? in 0) return 0 ;; 6 | 7) return 2 ;; *) return 1 ;; esac
 	fi
+	# busybox wget (the VM guest's) checks no TLS certificate: the token
+	# would go to whoever answers, so it is sent only over plain http (a
+	# proxy on the guest's side, a test's stand-in).
+	case $1 in
+	http://*) ;;
+	*) answer="no curl here, and busybox wget checks no TLS certificate: the token is not sent"; return 1 ;;
+	esac
 	answer=$(wget -q -O - -T 30 --header "Authorization: Bearer $GITHUB_TOKEN" \
 		--header 'Accept: application/vnd.github+json' --header 'Content-Type: application/json' \
 		--post-data "$2" "$1" 2>&1) && return 0

@@ -106,7 +106,8 @@ post() {
 	http://*) ;;
 	*) answer="no curl here, and busybox wget checks no TLS certificate: the token is not sent"; return 1 ;;
 	esac
-	answer=$(wget -q -O - -T 30 --header "Authorization: Bearer $SLACK_TOKEN" \
+	# timeout(1), not wget's -T: busybox 1.35's wget crashes with -T.
+	answer=$(timeout 30 wget -q -O - --header "Authorization: Bearer $SLACK_TOKEN" \
 		--header 'Content-Type: application/json; charset=utf-8' --post-data "$2" "$1" 2>&1) && return 0
 	case $answer in *"bad address"* | *unreachable* | *"Connection refused"*) return 2 ;; esac
 	return 1

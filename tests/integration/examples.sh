@@ -142,15 +142,27 @@ is "$(run_wait $R "$run")" succeeded "that run succeeded"
 is "$(posts)" 2 "and commented again"
 is "$("$FLEETCTL" memory $R get reviewed | wc -l)" 2 "memory has both reviews"
 
-# ---- the fallback without jq (the VM guest's case): busybox applets only ----
-if [ -x /bin/busybox ]; then
-	jq -n --rawfile b "$TEST_TMP/pr.json" '{run_id: 0, body: $b}' >"$TEST_TMP/event.json"
-	out=$("$FLEETCTL" exec $R -- sh -c \
-		'd=$(mktemp -d); for a in sh sed grep tr head date cat printf; do ln -s /bin/busybox $d/$a; done
-		 FLEET_EVENT_TYPE=pull_request.opened AGENTD='"$AGENTD"' PATH=$d /bin/busybox sh ~/bot.sh' \
-		<"$TEST_TMP/event.json" 2>&1)
-	like "$out" "acme/widgets#7 \(opened\) at aa11bb2: Fix the flaky test" "without jq, busybox alone reads repo, number, commit and title"
-	like "$out" "already reviewed acme/widgets#7 at $SHA2" "and finds the review in memory"
+# ---- without jq and curl (the VM guest's case): busybox applets only ----
+# The same script, as an exec with the agent's secrets, PATH holding busybox's
+# applets alone: its grep -o fields, its sed JSON string and busybox wget.
+if check "busybox is installed (busybox-static: scripts/deps.sh)" -- test -x /bin/busybox; then
+	SHA3=cc11bb22cc33dd44ee55ff6600771188990aabbc
+	jq -n --arg s $SHA3 '{action: "opened", number: 8, pull_request: {number: 8, title: "Say \"why\" in the README",
+		head: {sha: $s}}, repository: {full_name: "acme/widgets"}} | {run_id: 0, body: tojson}' >"$TEST_TMP/event.json"
+	bb() {
+		"$FLEETCTL" exec $R --secrets -- sh -c \
+			'd=$(mktemp -d); for a in sh sed grep tr head date cat printf wget timeout; do ln -s /bin/busybox $d/$a; done
+			 FLEET_EVENT_TYPE=pull_request.opened AGENTD='"$AGENTD"' GITHUB_API_URL=http://198.51.100.2:8080 \
+			 PATH=$d /bin/busybox sh ~/bot.sh' <"$TEST_TMP/event.json" 2>&1
+	}
+	out=$(bb); ok $? "without jq or curl, the review bot runs on busybox alone"
+	like "$out" "acme/widgets#8 \(opened\) at cc11bb2: \(no title\)" \
+		"it reads repo, number and commit; a title with escaped quotes is not read (its documented limit)"
+	like "$out" "commented on acme/widgets#8" "and posts with busybox wget"
+	req=$(jq -c 'select(.path == "/repos/acme/widgets/issues/8/comments")' "$API_LOG")
+	is "$(jq -r .authorization <<<"$req")" "Bearer $GITHUB_TOKEN" "the stand-in got that POST with the token"
+	like "$(jq -r '.body | fromjson | .body' <<<"$req")" "^Automated review of cc11bb2" "and a JSON body jq reads"
+	like "$(bb)" "already reviewed acme/widgets#8 at $SHA3" "busybox's grep finds the review in memory"
 fi
 
 # ---- neither reads the other's memory or secret ----

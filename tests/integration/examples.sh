@@ -119,7 +119,8 @@ is "$("$FLEETCTL" memory $T get incident-count)" 2 "memory counts two incidents 
 
 # ---- the review bot: posts, remembers, skips what it remembers ----
 SHA1=59b20b8d9e1c0a7b3f4e5d6c7b8a9f0e1d2c3b4a SHA2=aa11bb22cc33dd44ee55ff6600771188990aabbc
-run=$(fire_pr "exb-$(rand)" opened $SHA1); ok $? "a signed pull_request.opened is accepted, run $run queued"
+D1=exb-$(rand)
+run=$(fire_pr "$D1" opened $SHA1); ok $? "a signed pull_request.opened is accepted, run $run queued"
 is "$(run_wait $R "$run")" succeeded "$R's run succeeded"
 log=$("$FLEETCTL" logs $R "$run")
 like "$log" "commented on acme/widgets#7" "its log says it commented"
@@ -132,8 +133,10 @@ like "$(jq -r 'select(.path == "/repos/acme/widgets/issues/7/comments") | .body 
 like "$("$FLEETCTL" memory $R get reviewed)" "^acme/widgets#7 $SHA1 [0-9TZ:-]+ commented$" "memory remembers the PR at that commit"
 like "$("$FLEETCTL" memory $R ls)" "last-comment" "and the comment"
 
+is "$(github_post "$R-github" "$GH_SECRET" pull_request "$D1" "$TEST_TMP/pr.json")" 200 \
+	"the same delivery again (same delivery id) is fleet's duplicate: no run"
 posts() { jq -r 'select(.path == "/repos/acme/widgets/issues/7/comments") | .path' "$API_LOG" | wc -l; }
-run=$(fire_pr "exb-$(rand)" reopened $SHA1); ok $? "the same PR at the same commit again (a new delivery), run $run"
+run=$(fire_pr "exb-$(rand)" opened $SHA1); ok $? "the same body under a new delivery id, run $run"
 is "$(run_wait $R "$run")" succeeded "that run succeeded"
 like "$("$FLEETCTL" logs $R "$run")" "already reviewed acme/widgets#7 at $SHA1 .*skipped" "and skipped it, from memory"
 is "$(posts)" 1 "the API got no second comment"

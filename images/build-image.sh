@@ -266,7 +266,8 @@ copy_with_libs "$AGENTD" /usr/bin/agentd
 # libarchive for agentd's memory export and import, which dlopen it (agentd itself
 # links libc only, so an older disk without it still boots: agentd/memory.c).
 # With its dependencies (libxml2 brings ICU) it adds about 40 MiB to the root disk.
-LIBARCHIVE=$(ldconfig -p | awk '$1 == "libarchive.so.13" && /x86-64/ { print $NF; exit }')
+# awk reads to the end: an early exit would SIGPIPE ldconfig, which pipefail makes fatal.
+LIBARCHIVE=$(ldconfig -p | awk '$1 == "libarchive.so.13" && /x86-64/ && !found { print $NF; found = 1 }')
 [ -n "$LIBARCHIVE" ] || die "libarchive.so.13 not found; install the Debian package 'libarchive13' (scripts/deps.sh)"
 copy_with_libs "$LIBARCHIVE" "$LIBARCHIVE"
 

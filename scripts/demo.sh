@@ -2,7 +2,9 @@
 # The main job, end to end on this machine: install what fleet needs, build
 # and install it, build the guest image, start libvirtd (if it is not
 # running) and fleetd, create a VM agent and a user agent, run commands in
-# both, and show the fleet. Safe to run again. Run as root.
+# both, and show the fleet; roll a wrecked VM back; fire signed webhooks, the
+# last ones at the two example bots (examples/wire-bots.sh). Safe to run
+# again. Run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -164,6 +166,13 @@ echo "$ fleetctl logs demo-user $run -f      # waits for the run to end"
 fleetctl logs demo-user "$run" -f
 fleetctl runs demo-user
 
+step "Two example bots, each with its own secret, memory and webhook route (examples/)"
+# examples/triage-bot (DataDog alerts) and examples/review-bot (GitHub pull
+# requests) as user agents, set up as their READMEs say; one signed webhook
+# fired at each; their runs, logs and memory; and each failing to read the
+# other's memory or secret.
+bash examples/wire-bots.sh
+
 step "Audit log"
 fleetctl audit --limit 12
 
@@ -171,5 +180,6 @@ cat <<MSG
 
 fleetd keeps running (pid $(head -1 $STATE/fleetd.lock)) and so do the agents.
 Webhooks: $(fleetctl status | grep '^webhooks:' || echo 'webhooks: ?') (docs/webhooks.md: what to give each sender).
+The example bots are demo-triage and demo-review (examples/*/README.md: how to adapt them).
 Stop the VM with 'fleetctl stop demo-vm'; stop fleetd with: kill \$(head -1 $STATE/fleetd.lock)
 MSG

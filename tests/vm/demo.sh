@@ -80,8 +80,10 @@ echo $? > "$D/demo.rc"
 # What the demo leaves running, stopped in order: its agents (domains,
 # users, cgroups) by fleetctl, then fleetd and libvirtd by their pid files.
 export PATH=/usr/local/sbin:/usr/local/bin:$PATH
-for a in demo-vm demo-user; do fleetctl rm --force "$a" >> "$D/cleanup.out" 2>&1; done
-getent passwd fleet-demo-user > /dev/null && echo "fleet-demo-user still exists" >> "$D/cleanup.out"
+for a in demo-vm demo-user demo-triage demo-review; do fleetctl rm --force "$a" >> "$D/cleanup.out" 2>&1; done
+for u in fleet-demo-user fleet-demo-triage fleet-demo-review; do
+	getent passwd $u > /dev/null && echo "$u still exists" >> "$D/cleanup.out"
+done
 gone() { ! kill -0 "$1" 2>/dev/null || [ "$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)" = Z ]; }
 stop() {	# stop PIDFILE: TERM, then wait (up to 30 s) for it to go
 	local pid i
@@ -105,8 +107,10 @@ is "$(cat "$D/before" 2>/dev/null)" $'libvirtd before the demo: none\nlibvirt so
 # has ERE DESCRIPTION: a line of the demo's output matches (its whole output
 # is shown once, below, if the demo failed).
 has() { grep -qE -- "$1" "$D/demo.out" 2>/dev/null; ok $? "$2"; }
-is "$(cat "$D/demo.rc" 2>/dev/null)" 0 "bash scripts/demo.sh exits 0" ||
-	{ diag "its output ends:"; tail -30 "$D/demo.out" | sed 's/^/#   /'; }
+demo_rc=$(cat "$D/demo.rc" 2>/dev/null)
+is "$demo_rc" 0 "bash scripts/demo.sh exits 0"
+# (Not "is ... ||": is returns 0 after a failure, its last echo's status.)
+[ "$demo_rc" = 0 ] || { diag "its output ends:"; tail -40 "$D/demo.out" | sed 's/^/#   /'; }
 has "==> Starting libvirtd" "it started libvirtd itself"
 has "^Compiled against library: libvirt" "and printed its version"
 has "==> Creating agents" "it creates the agents"
@@ -122,13 +126,30 @@ has '"status": ?"accepted".*\(HTTP 202\)$' "the signed delivery is answered 202 
 has '\(HTTP 401\)$' "the forged one 401"
 has "^[0-9TZ:-]+ +github +demo-github " "fleetctl events shows the delivery"
 has "^review run [0-9]+ \([a-z]+ push\); journal has" "and its run ran demo-user's command, with the event's type"
+# The example bots (examples/wire-bots.sh): one webhook each, runs, logs, memory, no cross-reads.
+# after CMD: the demo's output from the line '$ CMD' to the next command line.
+after() { awk -v c="\$ $1" '$0 == c { on = 1; next } on && /^\$ / { exit } on' "$D/demo.out" 2>/dev/null; }
+has "==> Two example bots" "it wires the two example bots"
+like "$(after 'fleetctl runs demo-triage')" '^[0-9]+ +datadog +succeeded ' "the triage bot's DataDog run succeeded"
+like "$(after 'fleetctl runs demo-review')" '^[0-9]+ +github +succeeded ' "the review bot's pull_request run succeeded"
+has "^triage-bot: POST .*Authorization: Bearer \[secret SLACK_TOKEN\]" "the triage bot's log shows its token redacted"
+has "^review-bot: POST .*Authorization: Bearer \[secret GITHUB_TOKEN\]" "and the review bot's"
+has "would post to Slack channel #oncall: PAGE on-call \(P1\)" "offline, the triage bot says what it would post"
+has "would comment on acme/widgets#7" "and the review bot what it would comment"
+like "$(after 'fleetctl memory demo-review get reviewed')" "^acme/widgets#7 59b20b8d" "the review bot remembers the PR"
+like "$(after 'fleetctl memory demo-triage ls')" '^incidents ' "the triage bot's memory has its incidents"
+has "^cat: .*/demo-review/memory/reviewed: Permission denied" "the triage bot cannot read the review bot's memory"
+has "^cat: .*/demo-triage/memory/incidents: Permission denied" "nor the review bot the triage bot's"
+has "^GITHUB_TOKEN=\(not set\)$" "the triage bot's environment has no GITHUB_TOKEN"
+has "^SLACK_TOKEN=\(not set\)$" "the review bot's has no SLACK_TOKEN"
+has "^cross-read of fleet's secrets: denied" "and the triage bot cannot read fleet's database"
 has "==> Audit log" "the demo ran to its last step"
 
 # Nothing of it is left: the namespace's processes died with it, its agents
 # were removed, the host's users, /usr/local and /var/lib are as they were.
 is "$(grep -cE ' (fleetd|fleet-hooksd|libvirtd|virtlogd|qemu-system-x86)$' "$D/left" 2>/dev/null)" 0 \
 	"fleetd, its webhook listener, libvirtd and QEMU were stopped before the namespace ended"
-is "$(grep -c 'still exists' "$D/cleanup.out" 2>/dev/null)" 0 "the demo's user agent was removed"
+is "$(grep -c 'still exists' "$D/cleanup.out" 2>/dev/null)" 0 "the demo's user agents were removed"
 # (Other tests add and remove users meanwhile: only the demo's are looked for.)
 is "$(getent passwd | grep -cE '^fleet-demo-|:/var/lib/fleet/')" 0 "the host has no user of the demo's"
 ls -A /usr/local/bin /usr/local/sbin > "$TEST_TMP/usrlocal.after" 2>&1

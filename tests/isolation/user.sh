@@ -28,8 +28,8 @@ ip link set lo up
 iso_outside || fail_all "cannot make the outside namespace and the host's listeners"
 on_exit "umount '$TEST_TMP/outside.ns'"
 ISO_LIBVIRT_SOCK=/run/libvirt/libvirt-sock ISO_DBUS_SOCK=/run/dbus/system_bus_socket
-iso_plant_socket -- "$ISO_LIBVIRT_SOCK" || fail_all "cannot plant a socket at $ISO_LIBVIRT_SOCK"
-iso_plant_socket -- "$ISO_DBUS_SOCK" || fail_all "cannot plant a socket at $ISO_DBUS_SOCK"
+iso_plant_socket "$ISO_LIBVIRT_SOCK" || fail_all "cannot plant a socket at $ISO_LIBVIRT_SOCK"
+iso_plant_socket "$ISO_DBUS_SOCK" || fail_all "cannot plant a socket at $ISO_DBUS_SOCK"
 
 iso_host_exec() { sh -c "$1" sh "${@:2}"; }
 # The attacker holds its own secrets while it attacks (a run would too).
@@ -106,4 +106,9 @@ iso_battery $R $T "r>t"
 iso_matrix user
 
 kill -0 "${HOLDPID[$T]}" && kill -0 "${HOLDPID[$R]}"; ok $? "both victims' runs survived the battery"
+
+# ---- canaries: open holes on purpose; the same attempts must now say ALLOWED ----
+chmod o+x "${HOMEDIR[$R]}" "${MEMDIR[$R]}" && chmod o+r "${MEMFILE[$R]}" && nft delete table inet fleet
+ok $? "open holes: review's home and memory file readable by others, fleet's nftables table deleted"
+iso_canary $T $R "canary" "holes opened by the test" mem-read net-metadata
 done_testing

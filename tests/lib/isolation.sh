@@ -19,17 +19,19 @@
 #                                        tcp ADDR PORT, uconn_http SOCK PATH,
 #                                        uconn_open SOCK; SCAN (dirs to search)
 # and fills the per-agent arrays below (an empty entry: the row is n/a for
-# that backend, with ISO_NA[ID] as the reason).
+# that backend, with ISO_NA[ID] as the reason; ISO_OFF[ID]=REASON makes a
+# row n/a where its target has a name but no meaning, e.g. a guest's pid).
+# ISO_TODO[ID]=WHY marks a known hole not fixed yet: its failure is a TAP TODO.
 
 declare -A MEMFILE MEMDIR MEMVAL HOMEDIR SECLINE SECVAL HOLDPID FILEPID RUNLOG RUNMARK SNAP DISK SEED
-declare -A ADDR WORD GW CG CGMEM ISO_NA ISO_TODO ISO_RES ISO_DESC
+declare -A ADDR WORD GW CG CGMEM ISO_OFF ISO_NA ISO_TODO ISO_RES ISO_DESC
 ISO_ROWS=() ISO_COLS=() ISO_COL= ISO_ATT= ISO_VIC=
 ISO_PORT=9000 ISO_HOOKS_PORT=${ISO_HOOKS_PORT:-18472}
 
-# What the host's own scripts use: socat and busybox are on the host.
+# What the host's own scripts use: curl, socat and busybox are on the host.
 ISO_HOST_PRELUDE='
 tcp() { busybox nc -w 3 "$1" "$2" 2>/dev/null; }
-uconn_http() { printf "GET %s HTTP/1.0\r\nHost: fleet\r\n\r\n" "$2" | socat -T5 - UNIX-CONNECT:"$1" 2>/dev/null; }
+uconn_http() { curl -sS -i --max-time 90 --unix-socket "$1" "http://fleet$2"; }
 uconn_open() { socat -T2 -u OPEN:/dev/null UNIX-CONNECT:"$1" 2>/dev/null; }
 '
 
@@ -43,6 +45,7 @@ iso_try() {
 	local cscript=
 	if [ "$1" = --control-script ]; then cscript=$2; shift 2; fi
 	local id=$1 desc=$2 kind=$3 script=$4; shift 4
+	case "${ISO_ONLY:- $id }" in *" $id "*) ;; *) return 0 ;; esac
 	local attack=() control=() seen=
 	while [ $# -gt 0 ]; do
 		if [ "$1" = -- ] && [ -z "$seen" ]; then seen=1; shift; continue; fi
@@ -51,6 +54,7 @@ iso_try() {
 	done
 	[ -n "$seen" ] || control=("${attack[@]}")
 	_iso_row "$id" "$desc"
+	if [ -n "${ISO_OFF[$id]:-}" ]; then _iso_result "$id" "n/a" "${ISO_OFF[$id]}"; return 0; fi
 	local a
 	for a in "${attack[@]}" "${control[@]}"; do
 		if [ -z "$a" ]; then _iso_result "$id" "n/a" "${ISO_NA[$id]:-no such target for this backend}"; return 0; fi
@@ -65,16 +69,16 @@ iso_try() {
 		_iso_result "$id" broken "the $kind control did not succeed: $(printf '%s' "$cout" | tr '\n' ' ' | cut -c1-200)"
 		return 0
 	fi
-	out=$(iso_agent_exec "$ISO_ATT" "$ISO_AGENT_PRELUDE$script" "${attack[@]}" 2>&1)
-	if _iso_got "$out"; then
+	# ISO-RAN first: an attack that never ran (exec failed) is broken, not denied.
+	out=$(iso_agent_exec "$ISO_ATT" "echo ISO-RAN; $ISO_AGENT_PRELUDE$script" "${attack[@]}" 2>&1)
+	if ! printf '%s' "$out" | grep -qx ISO-RAN; then
+		_iso_result "$id" broken "the attack did not run in $ISO_ATT: $(printf '%s' "$out" | tr '\n' ' ' | cut -c1-200)"
+	elif _iso_got "$out"; then
 		_iso_result "$id" ALLOWED "$(printf '%s' "$out" | tr '\n' ' ' | cut -c1-200)"
 	else
 		_iso_result "$id" denied ""
 	fi
 }
-
-# iso_na ID DESCRIPTION: a row this backend has no target for (ISO_NA[ID] says why).
-iso_na() { _iso_row "$1" "$2"; _iso_result "$1" "n/a" "${ISO_NA[$1]:?iso_na $1 without a reason}"; }
 
 _iso_row() {
 	[ -n "${ISO_DESC[$1]+x}" ] || { ISO_ROWS+=("$1"); ISO_DESC[$1]=$2; }
@@ -84,6 +88,10 @@ _iso_result() {	# ID RESULT DETAIL: one TAP line and a matrix cell
 	local id=$1 res=$2 detail=$3 todo=
 	ISO_RES[$id,$ISO_COL]=$res
 	[ -n "${ISO_TODO[$id]:-}" ] && todo=" # TODO ${ISO_TODO[$id]}"
+	if [ -n "${ISO_EXPECT_ALLOWED:-}" ]; then	# a canary: the hole was opened on purpose
+		[ "$res" = ALLOWED ]; ok $? "$ISO_COL $id: ${ISO_DESC[$id]}: $res (want ALLOWED: $ISO_EXPECT_ALLOWED)"
+		return 0
+	fi
 	case "$res" in
 	denied) ok 0 "$ISO_COL $id: ${ISO_DESC[$id]}: denied (control succeeded)$todo" ;;
 	"n/a") ok 0 "$ISO_COL $id: ${ISO_DESC[$id]} # SKIP n/a: $detail" ;;
@@ -93,9 +101,13 @@ _iso_result() {	# ID RESULT DETAIL: one TAP line and a matrix cell
 
 # iso_battery ATTACKER VICTIM COLUMN: every attempt, ATTACKER against VICTIM and the host.
 iso_battery() {
-	local a=$1 v=$2
-	ISO_ATT=$a ISO_VIC=$v ISO_COL=$3
+	ISO_ATT=$1 ISO_VIC=$2 ISO_COL=$3
 	ISO_COLS+=("$3")
+	_iso_attempts "$1" "$2"
+}
+
+_iso_attempts() {	# ATTACKER VICTIM: the list (only the ids in ISO_ONLY, when set)
+	local a=$1 v=$2
 	# --- the other's files and memory ---
 	iso_try mem-read "read the other's memory value (its file)" self \
 		'grep -qF "$2" "$1" && echo GOT-IT' "${MEMFILE[$v]:-}" "${MEMVAL[$v]:-}" -- "${MEMFILE[$a]:-}" "${MEMVAL[$a]:-}"
@@ -158,6 +170,17 @@ iso_battery() {
 		"${CG[$v]:-}" self -- "${CG[$v]:-}" "${HOLDPID[$v]:-}"
 }
 
+# iso_canary ATTACKER VICTIM COLUMN WHY ID...: the attempts ID after the test opened a hole on
+# purpose (WHY says which): each must come out ALLOWED, so the matrix is seen to catch a hole.
+iso_canary() {
+	local a=$1 v=$2 col=$3 why=$4 id; shift 4
+	local ISO_EXPECT_ALLOWED=$why
+	ISO_ATT=$a ISO_VIC=$v ISO_COL=$col
+	ISO_COLS+=("$col")
+	local ISO_ONLY=" $* "
+	_iso_attempts "$a" "$v"
+}
+
 # iso_matrix BACKEND: the table, as TAP diag lines.
 iso_matrix() {
 	local id c line
@@ -171,11 +194,12 @@ iso_matrix() {
 	done
 }
 
-# iso_outside RUNNER...: "the outside", as in tests/integration/user-network.sh: a network
-# namespace behind a veth pair from the host (RUNNER: how to run a command on the host: nothing,
-# or vmns_exec), with a server on 198.51.100.2:8080 and a planted metadata server on
-# 169.254.169.254:80, routed through it; and the host's own services on 127.0.0.1:7001 and
-# 0.0.0.0:7002. Nothing leaves the test's namespaces. Returns nonzero if a step failed.
+# iso_outside [RUNNER...]: "the outside", as in tests/integration/user-network.sh: a network
+# namespace behind a veth pair from the host (RUNNER: a command prefix that runs a command on
+# the host, e.g. nsenter into a vmns namespace; a command, not a function, so each background
+# server's $! is the server itself), with a server on 198.51.100.2:8080 and a planted metadata
+# server on 169.254.169.254:80, routed through it; and the host's own services on
+# 127.0.0.1:7001 and 0.0.0.0:7002. Nothing leaves the test's namespaces. Nonzero if a step failed.
 iso_outside() {
 	local out=$TEST_TMP/outside.ns
 	touch "$out" && "$@" unshare --net="$out" true || return 1
@@ -195,18 +219,16 @@ iso_outside() {
 	_pids+=($!)
 }
 
-# iso_plant_socket RUNNER... -- PATH: a listening Unix socket at PATH when there is none (no
+# iso_plant_socket PATH [RUNNER...]: a listening Unix socket at PATH when there is none (no
 # libvirtd or D-Bus where fleetd runs), on a tmpfs mounted over its directory in the test's own
-# mount namespace, so an agent reaching it would really connect. Not in $(...): it registers
-# cleanups and pids.
+# mount namespace, so an agent reaching it would really connect. RUNNER as for iso_outside.
+# Not in $(...): it registers cleanups and pids.
 iso_plant_socket() {
-	local run=()
-	while [ "$1" != -- ]; do run+=("$1"); shift; done
-	local path=$2 dir=${2%/*}
-	if "${run[@]}" test -S "$path"; then return 0; fi
-	"${run[@]}" test -d "$dir" || { "${run[@]}" mkdir "$dir" && on_exit "${run[*]} rmdir '$dir'"; } || return 1
-	"${run[@]}" mount -t tmpfs -o mode=0755 iso-planted "$dir" || return 1
-	on_exit "${run[*]} umount -l '$dir'"
-	"${run[@]}" socat UNIX-LISTEN:"$path",mode=0777,fork SYSTEM:true 2>/dev/null &
+	local path=$1 dir=${1%/*}; shift
+	if "$@" test -S "$path"; then return 0; fi
+	"$@" test -d "$dir" || { "$@" mkdir "$dir" && on_exit "$* rmdir '$dir'"; } || return 1
+	"$@" mount -t tmpfs -o mode=0755 iso-planted "$dir" || return 1
+	on_exit "$* umount -l '$dir'"
+	"$@" socat UNIX-LISTEN:"$path",mode=0777,fork SYSTEM:true 2>/dev/null &
 	_pids+=($!)
 }

@@ -113,5 +113,9 @@ iso_matrix vm
 "$FLEETCTL" --json runs $T | jq -e '[.. | objects | select(.state? == "running")] | length > 0' >/dev/null &&
 	"$FLEETCTL" --json runs $R | jq -e '[.. | objects | select(.state? == "running")] | length > 0' >/dev/null
 ok $? "both victims' runs survived the battery"
+
+# ---- canaries: without fleet's nftables table, the same attempts must say ALLOWED ----
+vmns_exec nft delete table inet fleet; ok $? "open a hole: delete fleet's nftables table"
+iso_canary $T $R "canary" "fleet's table deleted" net-host-gw net-metadata
 for n in $T $R; do "$FLEETCTL" rm --force $n >/dev/null; ok $? "rm --force $n"; done
 done_testing

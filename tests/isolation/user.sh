@@ -70,9 +70,9 @@ ISO_NA[seed]="user agents have no seed disk"
 # ---- what the victims hold during the battery ----
 for n in $T $R; do
 	"$FLEETCTL" exec $n --no-stdin --timeout 900 -- busybox httpd -f -p $ISO_PORT -h "${HOMEDIR[$n]}/www" </dev/null >/dev/null 2>&1 &
-	_pids+=($!)
+	iso_bg
 	"$FLEETCTL" exec $n --no-stdin --secret-files --timeout 900 -- sleep 901 </dev/null >/dev/null 2>&1 &
-	_pids+=($!)
+	iso_bg
 	RUNMARK[$n]="iso-run-$n-$(rand)"
 	"$FLEETCTL" set $n --command "echo ${RUNMARK[$n]}; head -c 4096 /dev/zero | tr '\\0' x; echo; exec sleep 900" >/dev/null
 	id=$("$FLEETCTL" --json trigger $n | jq -r .id)

@@ -77,7 +77,7 @@ ISO_OFF[proc-signal]="a pid of the other's guest names nothing in this guest's k
 # ---- what the victims hold during the battery ----
 for n in $T $R; do
 	"$FLEETCTL" exec $n --no-stdin --timeout 900 -- busybox httpd -f -p $ISO_PORT -h /home/agent/www </dev/null >/dev/null 2>&1 &
-	_pids+=($!)
+	iso_bg
 	RUNMARK[$n]="iso-run-$n-$(rand)"
 	"$FLEETCTL" set $n --command "echo ${RUNMARK[$n]}; head -c 4096 /dev/zero | tr '\\0' x; echo; exec sleep 900" >/dev/null
 	id=$("$FLEETCTL" --json trigger $n | jq -r .id)

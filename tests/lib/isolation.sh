@@ -35,6 +35,10 @@ uconn_http() { curl -sS -i --max-time 90 --unix-socket "$1" "http://fleet$2"; }
 uconn_open() { socat -T2 -u OPEN:/dev/null UNIX-CONNECT:"$1" 2>/dev/null; }
 '
 
+# iso_bg: after "CMD &": the cleanup kills it by pid; disowned, so its SIGKILL at exit is not
+# reported on stderr in the middle of the matrix.
+iso_bg() { _pids+=($!); disown $!; }
+
 _iso_got() { printf '%s' "$1" | grep -q GOT-IT; }
 
 # iso_try ID DESCRIPTION self|host SCRIPT ATTACK_ARGS... [-- CONTROL_ARGS...]
@@ -210,13 +214,13 @@ iso_outside() {
 		ip route add default via 198.51.100.1' || return 1
 	"$@" ip route add 169.254.169.254/32 via 198.51.100.2 || return 1
 	"$@" nsenter --net="$out" socat TCP-LISTEN:8080,bind=198.51.100.2,fork,reuseaddr SYSTEM:'echo outside-two' 2>/dev/null &
-	_pids+=($!)
+	iso_bg
 	"$@" nsenter --net="$out" socat TCP-LISTEN:80,bind=169.254.169.254,fork,reuseaddr SYSTEM:'echo metadata' 2>/dev/null &
-	_pids+=($!)
+	iso_bg
 	"$@" socat TCP-LISTEN:7001,bind=127.0.0.1,fork,reuseaddr SYSTEM:'echo host-loopback' 2>/dev/null &
-	_pids+=($!)
+	iso_bg
 	"$@" socat TCP-LISTEN:7002,fork,reuseaddr SYSTEM:'echo host-any' 2>/dev/null &
-	_pids+=($!)
+	iso_bg
 }
 
 # iso_plant_socket PATH [RUNNER...]: a listening Unix socket at PATH when there is none (no
@@ -230,5 +234,5 @@ iso_plant_socket() {
 	"$@" mount -t tmpfs -o mode=0755 iso-planted "$dir" || return 1
 	on_exit "$* umount -l '$dir'"
 	"$@" socat UNIX-LISTEN:"$path",mode=0777,fork SYSTEM:true 2>/dev/null &
-	_pids+=($!)
+	iso_bg
 }

@@ -2,12 +2,37 @@
 #include "core/redaction.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "common/log.h"
 #include "common/util.h"
 #include "core/redact.h"
 #include "core/secrets.h"
+
+/*
+ * Whether "agent/key" was not warned about yet in this process (and now is):
+ * the warning once per fleetd run, not at every run and health check. Past
+ * SHORT_SEEN_MAX pairs, every further one is warned about again.
+ */
+#define SHORT_SEEN_MAX 256
+static bool short_first_time(const char *agent, const char *key)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static char *seen[SHORT_SEEN_MAX];
+	static size_t n_seen;
+	_cleanup_free_ char *pair = xasprintf("%s/%s", agent, key);
+	bool first = true;
+
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < n_seen && first; i++)
+		first = strcmp(seen[i], pair) != 0;
+	if (first && n_seen < SHORT_SEEN_MAX)
+		seen[n_seen++] = TAKE_PTR(pair);
+	pthread_mutex_unlock(&lock);
+	return first;
+}
 
 int redaction_load(struct fleetd *f, const char *agent, struct redactor **ret, size_t *ret_n, char **why)
 {
@@ -25,8 +50,9 @@ int redaction_load(struct fleetd *f, const char *agent, struct redactor **ret, s
 	*ret_n = s->n;
 	n_short = redactor_short_keys(*ret, &shorts);
 	for (size_t i = 0; i < n_short; i++)
-		log_warning("agent '%s': secret '%s' is shorter than %d bytes: it is not redacted from its output",
-			    agent, shorts[i], REDACT_MIN_LEN);
+		if (short_first_time(agent, shorts[i]))
+			log_warning("agent '%s': secret '%s' is shorter than %d bytes: it is not redacted from its output",
+				    agent, shorts[i], REDACT_MIN_LEN);
 	return 0;
 }
 

@@ -13,8 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/util.h"
 #include "core/secret_box.h"
+#include "core/redact.h"
+#include "core/redaction.h"
 #include "core/secrets.h"
 #include "model/config.h"
 #include "model/fleetd.h"
@@ -225,6 +228,30 @@ static void test_store(const char *dir)
 	why = NULL;
 	is_int(secrets_set(&f, "review", "TOKEN", (const unsigned char *)"r-four", 6, &why), 0,
 	       "replacing an existing key at the limit works");
+	{
+		/* A value too short to redact: fleetd's log says so once, not at every run and health check. */
+		char logpath[] = "/tmp/test-secrets-log.XXXXXX", buf[4096] = "";
+		int fd = mkstemp(logpath), warned = 0;
+		struct redactor *r = NULL;
+		size_t nv = 0;
+		ssize_t got;
+
+		is_int(secrets_set(&f, "triage", "PIN", (const unsigned char *)"abc", 3, &why), 0, "a 3-byte PIN");
+		log_set_fd(fd);
+		for (int i = 0; i < 3; i++) {
+			if (redaction_load(&f, "triage", &r, &nv, &why) == 0)
+				redactor_free(r);
+		}
+		log_set_fd(STDERR_FILENO);
+		got = pread(fd, buf, sizeof(buf) - 1, 0);
+		buf[got > 0 ? got : 0] = '\0';
+		for (const char *p = buf; (p = strstr(p, "secret 'PIN' is shorter")); p++)
+			warned++;
+		is_int(warned, 1, "three loads of triage's secrets: the short PIN is warned about once");
+		close(fd);
+		unlink(logpath);
+		is_int(secrets_remove(&f, "triage", "PIN", &why), 0, "remove the PIN");
+	}
 
 	/* A ciphertext copied into another agent's row (as sqlite3 on the file would). */
 	ok(sqlite3_open(dbpath, &h) == SQLITE_OK &&

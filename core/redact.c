@@ -387,6 +387,8 @@ static void emit(struct redact_stream *s, size_t upto)
 		s->written_run = upto + s->written_run < B64_WRAP_MIN ? upto + s->written_run : B64_WRAP_MIN;
 	else
 		s->written_run = upto - i;
+	if (!s->buf)
+		return;	/* nothing was ever pushed (a flush of a silent run) */
 	explicit_bzero(s->buf, upto);
 	memmove(s->buf, s->buf + upto, s->n - upto);
 	memmove(s->mask, s->mask + upto, s->n - upto);
@@ -400,7 +402,8 @@ static void push_step(struct redact_stream *s, const unsigned char *data, size_t
 		size_t cap = s->n + len;
 		unsigned char *nb = xmalloc(cap);
 
-		memcpy(nb, s->buf, s->n);
+		if (s->n)	/* the first push: no buffer yet (memcpy from NULL is undefined even for 0 bytes) */
+			memcpy(nb, s->buf, s->n);
 		wipe_free(s->buf, s->cap);	/* never leave a copy behind in freed memory */
 		s->buf = nb;
 		s->mask = xrealloc(s->mask, cap);

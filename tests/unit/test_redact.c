@@ -347,6 +347,12 @@ static void test_prompt(void)
 	redact_stream_flush(st);
 	redact_stream_free(st);
 	free(out.p);
+	/* a run that printed nothing: flushed and freed without a byte (no buffer was ever made) */
+	st = redact_stream_new(r, buf_write, &out);
+	out = (struct buf){ 0 };
+	redact_stream_flush(st);
+	redact_stream_free(st);
+	ok(out.n == 0, "a stream given nothing flushes nothing");
 	redactor_free(r);
 }
 

@@ -46,7 +46,6 @@ declare -A NEEDS=(
 	[names]="$HOOKS $COMMON"
 	[config]="$MODEL $COMMON"
 	[memory]="agentd/memory.c $COMMON"
-	[relay]="agentd/relay.c $COMMON"
 )
 
 # One object per source file, rebuilt when the source, a header of the tree or the flags changed.
@@ -80,7 +79,7 @@ for name in "${!NEEDS[@]}"; do
 	for o in "${objs[@]}"; do [ "$o" -nt "$bin" ] && rebuild=1; done
 	if [ $rebuild = 1 ]; then
 		# shellcheck disable=SC2086
-		$CC -fsanitize=fuzzer,address,undefined "${objs[@]}" $pkglibs -lpthread -o "$bin.tmp" && mv "$bin.tmp" "$bin" || exit 1
+		$CC -fsanitize=fuzzer,address,undefined "${objs[@]}" $pkglibs -lpthread -ldl -o "$bin.tmp" && mv "$bin.tmp" "$bin" || exit 1
 	fi
 done
 echo "$out"

@@ -121,4 +121,47 @@ write("config", [
     "state_dir = relative\n", "log_level = info\nlog_level = err\n", "vm_boot_timeout = 99999999999999999999\n",
     "hooks_listen = [::1]:8470\n", "\tmax_connections\t=\t7\t\r\n", "user_nat_subnet = 10.77.0.0/33\n",
 ])
+# ---- memory: archives as `fleetctl memory export` makes them (tar, optionally gzip'd), and the hostile
+# ones tests/integration/user-memory.sh and test_agentd_memory.c refuse ----
+import io, tarfile
+def tar(entries, gz=False):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz" if gz else "w", format=tarfile.GNU_FORMAT) as t:
+        for name, kind, data in entries:
+            ti = tarfile.TarInfo(name)
+            ti.mtime = 1764600000
+            ti.mode = 0o600
+            if kind == "dir":
+                ti.type, ti.mode = tarfile.DIRTYPE, 0o700
+                t.addfile(ti)
+            elif kind in ("sym", "hard"):
+                ti.type = tarfile.SYMTYPE if kind == "sym" else tarfile.LNKTYPE
+                ti.linkname = data
+                t.addfile(ti)
+            elif kind == "fifo":
+                ti.type = tarfile.FIFOTYPE
+                t.addfile(ti)
+            else:
+                ti.size = len(data)
+                if kind == "suid":
+                    ti.mode = 0o4755
+                t.addfile(ti, io.BytesIO(data))
+    data = buf.getvalue()
+    return data if gz else data.rstrip(b"\0") + b"\0" * 1024
+write("memory", [
+    tar([("notes.md", "file", b"# notes\nremember the deploy key rotates on Fridays\n"), ("todo", "file", b"x")]),
+    tar([("notes.md", "file", b"hello\n")], gz=True),
+    tar([("dir", "dir", None), ("dir/sub", "dir", None), ("dir/sub/f", "file", b"deep")]),
+    tar([("./", "dir", None), ("./a", "file", b"a")]),
+    tar([("link", "sym", "/etc/shadow")]),
+    tar([("a", "file", b"a"), ("b", "hard", "a")]),
+    tar([("../escape", "file", b"x")]),
+    tar([("/abs", "file", b"x")]),
+    tar([("fifo", "fifo", None)]),
+    tar([("setuid", "suid", b"#!/bin/sh\n")]),
+    tar([("a", "file", b"1"), ("a", "file", b"2")]),
+    tar([("f", "file", b"x"), ("f/g", "file", b"y")]),
+    tar([("/".join(["d"] * 40) + "/f", "file", b"deep")]),
+    b"not a tar archive at all",
+])
 print("seeds written under", corpus)

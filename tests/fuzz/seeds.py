@@ -123,10 +123,11 @@ write("config", [
 ])
 # ---- memory: archives as `fleetctl memory export` makes them (tar, optionally gzip'd), and the hostile
 # ones tests/integration/user-memory.sh and test_agentd_memory.c refuse ----
-import io, tarfile
+import gzip, io, tarfile
 def tar(entries, gz=False):
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz" if gz else "w", format=tarfile.GNU_FORMAT) as t:
+    out = gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) if gz else buf
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as t:
         for name, kind, data in entries:
             ti = tarfile.TarInfo(name)
             ti.mtime = 1764600000
@@ -146,6 +147,8 @@ def tar(entries, gz=False):
                 if kind == "suid":
                     ti.mode = 0o4755
                 t.addfile(ti, io.BytesIO(data))
+    if gz:
+        out.close()
     data = buf.getvalue()
     return data if gz else data.rstrip(b"\0") + b"\0" * 1024
 write("memory", [
@@ -164,4 +167,17 @@ write("memory", [
     tar([("/".join(["d"] * 40) + "/f", "file", b"deep")]),
     b"not a tar archive at all",
 ])
+# ---- api: request paths (the routes of api/routes.c, with the names the API tests send) and
+# JSON bodies from tests/integration/*.sh ----
+bodies = set()
+for f in sorted(os.listdir(os.path.join(src, "tests/integration"))):
+    if f.endswith(".sh"):
+        with open(os.path.join(src, "tests/integration", f), errors="replace") as fh:
+            for m in re.finditer(r"'(\{\"[^'\n]*\})'", fh.read()):
+                if "%" not in m.group(1):
+                    bodies.add(m.group(1))
+paths = ["/v1/agents", "/v1/agents/ua-1", "/v1/agents/ua-1/snapshots/s%2e1", "/v1/agents/ua-1/memory/notes.md",
+         "/v1/agents/%2e%2e/exec", "/v1/agents/a%00b/start", "/v1/hooks/gh/subscribers/ua-1",
+         "/v1/agents/ua-1/runs/12/log?follow=1", "/v1/agents/ua-1/secrets/API_KEY", "/v1/agents//stop"]
+write("api", ["%s\n%s" % (paths[i % len(paths)], b) for i, b in enumerate(sorted(bodies)[:50])] + [p + "\n" for p in paths])
 print("seeds written under", corpus)

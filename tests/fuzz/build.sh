@@ -70,7 +70,8 @@ newest_h=$(find "$src" -path "$src/build" -prune -o -name '*.h' -newer "$stamp" 
 [ -z "$newest_h" ] || { touch "$stamp"; rm -f "$out"/obj/*.o; }
 obj() {	# source path (relative to src) -> object path, compiled if needed
 	local o=$out/obj/$(echo "${1%.c}" | tr / _).o
-	if [ ! -f "$o" ] || [ "$src/$1" -nt "$o" ]; then
+	# (a harness also depends on the generated table, which is not under $src)
+	if [ ! -f "$o" ] || [ "$src/$1" -nt "$o" ] || { [[ $1 == tests/fuzz/* ]] && [ "$table" -nt "$o" ]; }; then
 		# shellcheck disable=SC2086
 		case $1 in
 		tests/fuzz/*) extra="-Wall -Wextra -Werror -Wno-unused-parameter" ;;

@@ -470,6 +470,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		sign(&rt, &q);
 
 	hook_verify(&rt, &q.r, &res);
+	if (getenv("FUZZ_VERIFY_DEBUG"))	/* to see what the seeds reach: verdict and why */
+		fprintf(stderr, "fuzz_verify: source %d verdict %d: %s\n", rt.source, res.verdict, res.why);
 	if (!res.why || res.verdict < HOOK_OK || res.verdict > HOOK_MALFORMED)
 		FAIL("a result without a verdict or why");
 	if (res.verdict == HOOK_OK) {

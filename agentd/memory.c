@@ -617,9 +617,10 @@ static int cmd_export(struct store *s)
 
 /*
  * Walk path's directories from root, making each missing one (0700); the
- * last component goes to *last. Refuses an absolute path, "..", and any
- * step through something that is not a directory (O_NOFOLLOW). Returns the
- * fd of the last directory, or -1 with *why set.
+ * last component goes to *last (NULL when the path names that directory
+ * itself: "./"). Refuses an absolute path, "..", and any step through
+ * something that is not a directory (O_NOFOLLOW). Returns the fd of the
+ * last directory, or -1 with *why set.
  */
 static int import_walk(int root, char *path, char **last, const char **why)
 {
@@ -636,6 +637,10 @@ static int import_walk(int root, char *path, char **last, const char **why)
 		goto bad;
 	}
 	comp = strtok_r(path, "/", &save);
+	if (!comp) {
+		*why = "an empty path";
+		goto bad;
+	}
 	while (comp) {
 		next = strtok_r(NULL, "/", &save);
 		if (strcmp(comp, "..") == 0) {
@@ -667,7 +672,8 @@ static int import_walk(int root, char *path, char **last, const char **why)
 		}
 		comp = next;
 	}
-	*why = "an empty path";
+	/* Only "." after the last directory ("./", as `tar -C DIR .` writes first, or "a/."): that directory itself. */
+	return fd;
 bad:
 	close(fd);
 	return -1;

@@ -7,6 +7,7 @@
  * concern: the HTTP server (socket, peer, limits, routing, replies).
  */
 #include "api/server.h"
+#include "api/parse.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -255,9 +256,8 @@ json_t *api_body_object(struct api_call *c, const char *const *spec)
 	const char *ctype = evhttp_find_header(evhttp_request_get_input_headers(c->req), "Content-Type");
 	size_t len = evbuffer_get_length(in);
 	size_t cap = c->max_body ? c->max_body : c->fleetd->api->max_body;
-	json_error_t jerr;
-	const char *key;
-	json_t *obj, *val;
+	struct api_parse_error err;
+	json_t *obj;
 
 	if (ctype && strncmp(ctype, "application/json", 16) != 0) {
 		api_error(c, 415, "unsupported_media_type", "request body must be application/json, not '%.64s'", ctype);
@@ -267,45 +267,9 @@ json_t *api_body_object(struct api_call *c, const char *const *spec)
 		api_error(c, 413, "too_large", "request body is %zu bytes; the limit is %zu", len, cap);
 		return NULL;
 	}
-	if (len == 0) {
-		api_error(c, 400, "bad_request", "request body is empty; a JSON object is expected");
-		return NULL;
-	}
-	obj = json_loadb((const char *)evbuffer_pullup(in, -1), len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!obj) {
-		api_error(c, 400, "bad_json", "invalid JSON at line %d column %d: %s", jerr.line, jerr.column, jerr.text);
-		return NULL;
-	}
-	if (!json_is_object(obj)) {
-		json_decref(obj);
-		api_error(c, 400, "bad_json", "request body must be a JSON object");
-		return NULL;
-	}
-	json_object_foreach(obj, key, val) {
-		const char *const *s;
-		size_t klen = strlen(key);
-		char type = 0;
-
-		for (s = spec; *s; s++)
-			if (strncmp(*s, key, klen) == 0 && (*s)[klen] == ':') {
-				type = (*s)[klen + 1];
-				break;
-			}
-		if (!type) {
-			api_error(c, 400, "unknown_field", "unknown field '%.64s'", key);
-			json_decref(obj);
-			return NULL;
-		}
-		if ((type == 's' && !json_is_string(val)) || (type == 'i' && !json_is_integer(val)) ||
-		    (type == 'b' && !json_is_boolean(val)) || (type == 'a' && !json_is_array(val)) ||
-		    (type == 'o' && !json_is_object(val))) {
-			api_error(c, 400, "wrong_type", "field '%s' must be %s", key,
-				  type == 's' ? "a string" : type == 'i' ? "an integer" : type == 'b' ? "true or false" :
-				  type == 'a' ? "an array" : "an object");
-			json_decref(obj);
-			return NULL;
-		}
-	}
+	obj = api_json_parse(evbuffer_pullup(in, -1), len, spec, &err);
+	if (!obj)
+		api_error(c, err.status, err.code, "%s", err.msg);
 	return obj;
 }
 
@@ -328,50 +292,6 @@ static bool peer_allowed(struct api *api, uid_t uid)
 	return false;
 }
 
-/*
- * Match path against pattern segment by segment; a pattern segment starting
- * with ':' matches any one non-empty path segment, which is percent-decoded
- * into bufs[k] and pointed to by params[k] (at most two). A segment that
- * decodes to something containing NUL, or is too long, becomes "\x01", which
- * no name check accepts.
- */
-static bool route_match(const char *pattern, const char *path, char bufs[2][256], const char *params[2])
-{
-	int k = 0;
-
-	params[0] = params[1] = NULL;
-	for (;;) {
-		const char *pe = strchrnul(pattern, '/'), *se = strchrnul(path, '/');
-		size_t plen = (size_t)(pe - pattern), slen = (size_t)(se - path);
-
-		if (plen > 0 && pattern[0] == ':') {
-			char *raw, *decoded;
-			size_t dlen = 0;
-
-			if (slen == 0 || k >= 2)
-				return false;
-			raw = xstrndup(path, slen);
-			decoded = evhttp_uridecode(raw, 0, &dlen);
-			free(raw);
-			if (!decoded)
-				return false;
-			if (dlen != strlen(decoded) || dlen >= 256)
-				snprintf(bufs[k], 256, "%s", "\x01");
-			else
-				memcpy(bufs[k], decoded, dlen + 1);
-			free(decoded);
-			params[k] = bufs[k];
-			k++;
-		} else if (plen != slen || strncmp(pattern, path, plen) != 0) {
-			return false;
-		}
-		if (!*pe || !*se)
-			return !*pe && !*se;
-		pattern = pe + 1;
-		path = se + 1;
-	}
-}
-
 /* ---- connections: see struct conn ---- */
 
 /* The api being served: api_conn_set_closecb() gets only a connection (there is one api per fleetd). */
@@ -386,7 +306,7 @@ static size_t route_http_limit(struct api *api, const char *method, const char *
 		const struct api_route *rt = &api->routes[i];
 		const char *p[2];
 
-		if (strcmp(rt->method, method) != 0 || !route_match(rt->pattern, path, bufs, p))
+		if (strcmp(rt->method, method) != 0 || !api_route_match(rt->pattern, path, bufs, p))
 			continue;
 		if (rt->max_body == 0)
 			return api->max_body * 4;
@@ -700,7 +620,7 @@ static void api_dispatch(struct evhttp_request *req, void *arg)
 		const struct api_route *rt = &api->routes[i];
 		const char *p[2];
 
-		if (!route_match(rt->pattern, path, bufs, p))
+		if (!api_route_match(rt->pattern, path, bufs, p))
 			continue;
 		path_known = true;
 		if (strcmp(rt->method, method) != 0)

@@ -145,7 +145,9 @@ enum hook_verdict hv_verify_twilio(const struct hook_route *route, const struct 
 		if (!parse_form((const char *)req->body, req->body_len, &params, &n_params))
 			return hv_refuse(res, HOOK_MALFORMED, "form body is malformed or too long");
 	}
-	qsort(params, n_params, sizeof(*params), param_cmp);
+	/* An empty form leaves params NULL, which qsort may not be given (even for 0 elements). */
+	if (n_params)
+		qsort(params, n_params, sizeof(*params), param_cmp);
 
 	/* "https://host/base" + "/hooks/NAME?query": the base's trailing slashes would double the path's. */
 	base_len = strlen(base);

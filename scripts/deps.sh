@@ -22,6 +22,8 @@ PACKAGES=(
 	# user agents' --network nat: namespaces and veth pairs (ip), fleet's firewall rules (nft)
 	iproute2 nftables
 	# tests and demo
+	# the libFuzzer harnesses (tests/fuzz): clang and its sanitizer/fuzzer runtime
+	clang libclang-rt-14-dev
 	curl jq socat sqlite3 openssh-client procps valgrind
 	# the webhook tests' raw HTTP client (tests/lib/hookraw.py, standard library only)
 	python3

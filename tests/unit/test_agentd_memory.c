@@ -2,8 +2,10 @@
  * test_agentd_memory: memory keys (agentd/memory.c), and the atomic put
  * of the real agentd binary ($AGENTD): killed with SIGKILL at random points
  * while it reads a large value, the key holds the old value or the new one,
- * whole, every time; and what killed puts and imports leave behind is
- * swept by the next write, never what a live put is still writing.
+ * whole, every time; what killed puts and imports leave behind is
+ * swept by the next write, never what a live put is still writing; and an
+ * import of an archive made the usual way (`tar -C DIR .`, whose first
+ * entry is "./") is taken.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -325,11 +327,57 @@ static void test_leftovers(const char *agentd)
 		printf("# could not remove %s\n", dir);
 }
 
+/* memory_main's import, in this process, of the archive `tar -C src .` makes; its exit status. */
+static int import_tar_of(const char *src, const char *store)
+{
+	char cmd[512], path[] = "/tmp/test-memory-tar-XXXXXX";
+	int fd = mkstemp(path), saved = dup(STDIN_FILENO), code;
+	char *argv[] = { "memory", "--dir", (char *)store, "import", NULL };
+
+	snprintf(cmd, sizeof(cmd), "tar cf %s -C %s .", path, src);
+	if (fd < 0 || saved < 0 || system(cmd) != 0 || dup2(fd, STDIN_FILENO) < 0)
+		return -1;
+	code = memory_main(4, argv);
+	dup2(saved, STDIN_FILENO);
+	close(saved);
+	close(fd);
+	unlink(path);
+	return code;
+}
+
+static void test_import_dot(void)
+{
+	char tmp[] = "/tmp/test-memory-XXXXXX", src[64], store[64], cmd[256], buf[16] = "";
+	FILE *f;
+
+	if (!mkdtemp(tmp)) {
+		ok(0, "mkdtemp: %s", strerror(errno));
+		return;
+	}
+	snprintf(src, sizeof(src), "%s/src", tmp);
+	snprintf(store, sizeof(store), "%s/memory", tmp);
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s/notes && printf today > %s/notes/today.md", src, src);
+	if (system(cmd) != 0) {
+		ok(0, "cannot make the source tree");
+		return;
+	}
+	is_int(import_tar_of(src, store), MEMORY_EXIT_OK, "import of `tar -C DIR .` (entries ./ and ./notes/...) is taken");
+	snprintf(cmd, sizeof(cmd), "%s/notes/today.md", store);
+	if ((f = fopen(cmd, "r"))) {
+		(void)!fgets(buf, sizeof(buf), f);
+		fclose(f);
+	}
+	is_str(buf, "today", "  and its files are in the store");
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+	(void)!system(cmd);
+}
+
 int main(void)
 {
 	const char *agentd = getenv("AGENTD");
 
 	test_keys();
+	test_import_dot();
 	if (agentd && access(agentd, X_OK) == 0) {
 		test_kill9(agentd);
 		test_leftovers(agentd);

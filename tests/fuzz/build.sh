@@ -36,7 +36,7 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -w -fno-omit-frame-pointer
 
 # The project's sources each harness needs (their libraries' files, as mk/*.am lists them).
 COMMON="common/util.c common/log.c common/names.c common/cron.c common/tz.c common/base64.c common/termsafe.c"
-MODEL="model/agent.c model/snapshot.c model/run.c model/config.c model/egress.c"
+MODEL="model/agent.c model/snapshot.c model/run.c model/config.c model/egress.c model/resolvers.c"
 HOOKS="hooks/verify_common.c hooks/source.c hooks/route.c hooks/proto.c hooks/verify_github.c
 	hooks/verify_slack.c hooks/verify_twilio.c hooks/verify_datadog.c hooks/verify_standard.c hooks/verify_hmac.c"
 declare -A NEEDS=(

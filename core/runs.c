@@ -661,7 +661,7 @@ int runs_enqueue_event(struct fleetd *f, const char *agent, const char *trigger,
 		return -EAGAIN;
 	}
 	if ((r = db_run_enqueue(f->db, agent, trigger, ev, ret_id)) < 0) {
-		if (r == -ENOSPC)
+		if (r == -EDQUOT)
 			*why = xasprintf("agent '%s': its queue is full: %d runs wait already (its --max-queued)",
 					 agent, a->max_queued);
 		else

@@ -25,11 +25,16 @@ HOOKS_USER=udf-hooks
 # The state dir is a tmpfs in this mount namespace only; at exit (after
 # fleetd and the agents are gone) it is unmounted and its empty host
 # directory removed. Registered first, so it runs last.
-on_exit 'umount -l "$STATE"; rmdir "$STATE"'
+on_exit 'umount -l "$STATE/runs"; umount -l "$STATE"; rmdir "$STATE"'
 user_fleetd_setup udf
 mount --make-rprivate / 2>/dev/null
 mount -t tmpfs -o size=48m,mode=0700 udf-state "$STATE" || fail_all "cannot mount a tmpfs on the state dir"
+# The run logs (STATE/runs) on a tmpfs of their own, so that a log's write can
+# fail while the database still takes the run's end (below); "full" fills both.
+mkdir -m 0700 "$STATE/runs" && mount -t tmpfs -o size=8m,mode=0700 udf-runs "$STATE/runs" ||
+	fail_all "cannot mount a tmpfs on the state dir's runs/"
 FILLER=$STATE/filler
+RFILLER=$STATE/runs/filler
 
 T0=$SECONDS
 hooks_fleetd_start; ok $? "fleetd starts on a 48 MiB tmpfs, with its webhook listener"
@@ -68,19 +73,21 @@ what_is_there() {
 }
 # leftovers: temp files anywhere in the state dir (a half-written write's remains).
 leftovers() {
-	find "$STATE" -xdev \( -name '*.tmp' -o -name '*.new' -o -name '.put-*' -o -name '*-journal' \
+	find "$STATE" \( -name '*.tmp' -o -name '*.new' -o -name '.put-*' -o -name '*-journal' \
 		-o -name '.#*' -o -name '*.partial' \) -print 2>/dev/null | sed "s|^$STATE/||" | sort | tr '\n' ' '
 }
 full_msg='[Nn]o space|disk (is )?full|filesystem (is )?full'
 
-# fill: the filesystem full to its last byte (root has no reserve on tmpfs).
-fill() {
-	dd if=/dev/zero of="$FILLER" bs=1M 2>/dev/null
-	dd if=/dev/zero of="$FILLER.small" bs=4k 2>/dev/null
-	dd if=/dev/zero of="$FILLER.tiny" bs=512 2>/dev/null
-	[ "$(df --output=avail -B1 "$STATE" | tail -1 | tr -d ' ')" -lt 4096 ]
+# fill_fs FILE: FILE's filesystem full to its last byte (root has no reserve on tmpfs).
+fill_fs() {
+	dd if=/dev/zero of="$1" bs=1M 2>/dev/null
+	dd if=/dev/zero of="$1.small" bs=4k 2>/dev/null
+	dd if=/dev/zero of="$1.tiny" bs=512 2>/dev/null
+	[ "$(df --output=avail -B1 "$(dirname "$1")" | tail -1 | tr -d ' ')" -lt 4096 ]
 }
-unfill() { rm -f "$FILLER" "$FILLER.small" "$FILLER.tiny"; }
+unfill_fs() { rm -f "$1" "$1.small" "$1.tiny"; }
+fill() { fill_fs "$FILLER" && fill_fs "$RFILLER"; }
+unfill() { unfill_fs "$FILLER"; unfill_fs "$RFILLER"; }
 
 BEFORE=$(what_is_there)
 is "$(leftovers)" "" "no temp files before the fault"
@@ -194,6 +201,26 @@ has_all "$DURING" "$NOW"; ok $? "and everything acknowledged during it"
 cmp -s <("$FLEETCTL" memory udfa get blob) "$TEST_TMP/blob"; ok $? "the memory value from before, byte for byte"
 is "$(db_q 'PRAGMA integrity_check')" ok "the database's integrity_check is ok"
 is "$(leftovers)" "" "no temp files left in the state dir"
+
+# ---------------- a run whose log cannot be written ----------------
+# Only the run logs' filesystem full: the run starts and ends in the database,
+# but its output cannot all go to its log. It must not read as a success with
+# a log cut short and nothing saying so.
+"$FLEETCTL" create udfc --backend user --command 'head -c 300000 /dev/zero | tr "\0" x; echo; echo end-$FLEET_RUN_ID' >/dev/null
+ok $? "create agent udfc (its runs write 300 kB)"
+fill_fs "$RFILLER"; ok $? "the run logs' filesystem is full"
+"$FLEETCTL" trigger udfc >/dev/null; ok $? "trigger udfc (the database has room)"
+RUN_C=$("$FLEETCTL" --json runs udfc | jq -r 'max_by(.id).id')
+st=$(run_wait udfc "$RUN_C")
+if [ "$st" = succeeded ]; then
+	like "$("$FLEETCTL" logs udfc "$RUN_C" 2>/dev/null | tail -1)" "end-$RUN_C" "a run that succeeded has its whole log"
+else
+	is "$st" failed "a run whose log could not be written whole fails"
+	like "$("$FLEETCTL" --json runs udfc "$RUN_C" | jq -r '.error // ""')" "$full_msg" "and its error says the disk is full"
+fi
+unfill_fs "$RFILLER"
+"$FLEETCTL" trigger udfc --wait >"$TEST_TMP/runc.out" 2>&1; ok $? "with room again, a run of udfc succeeds"
+like "$(cat "$TEST_TMP/runc.out")" "end-[0-9]+" "with its whole log"
 
 # ---------------- kill -9 mid-writes on a full disk, then restart ----------------
 fill; ok $? "the filesystem is full again"

@@ -162,6 +162,19 @@ refused_or_stored $? "$out" "schedule add" sh -c "'$FLEETCTL' --json schedule ls
 out=$("$FLEETCTL" set udfa --command 'echo changed-$FLEET_RUN_ID' 2>&1)
 refused_or_stored $? "$out" "set --command" sh -c "'$FLEETCTL' show udfa | grep -q changed-"
 
+# The API's status for the two writes whose own limits are also "full" (a run
+# queue's --max-queued, 64 schedules): the disk's is 507 no_space, not theirs.
+out=$(api POST /v1/agents/udfa/runs); st=${out##* }
+case $st in 2*) diag "POST runs on a full disk was accepted: $out" ;;
+*) is "$st" 507 "POST /v1/agents/udfa/runs on a full disk: 507 (not 429 queue_full)"
+	like "$out" '"no_space"' "code no_space" ;;
+esac
+out=$(api POST /v1/agents/udfa/schedules '{"cron": "0 6 * * *"}'); st=${out##* }
+case $st in 2*) diag "POST schedules on a full disk was accepted: $out" ;;
+*) is "$st" 507 "POST /v1/agents/udfa/schedules on a full disk: 507 (not 409 limit)"
+	like "$out" '"no_space"' "code no_space" ;;
+esac
+
 # Reads go on.
 check "list is served on a full disk" -- "$FLEETCTL" list
 check "show is served" -- "$FLEETCTL" show udfa

@@ -25,16 +25,20 @@ HOOKS_USER=udf-hooks
 # The state dir is a tmpfs in this mount namespace only; at exit (after
 # fleetd and the agents are gone) it is unmounted and its empty host
 # directory removed. Registered first, so it runs last.
-on_exit 'umount -l "$STATE/runs"; umount -l "$STATE"; rmdir "$STATE"'
+on_exit 'umount -l "$STATE/snapshots"; umount -l "$STATE/runs"; umount -l "$STATE"; rmdir "$STATE"'
 user_fleetd_setup udf
 mount --make-rprivate / 2>/dev/null
 mount -t tmpfs -o size=48m,mode=0700 udf-state "$STATE" || fail_all "cannot mount a tmpfs on the state dir"
-# The run logs (STATE/runs) on a tmpfs of their own, so that a log's write can
-# fail while the database still takes the run's end (below); "full" fills both.
-mkdir -m 0700 "$STATE/runs" && mount -t tmpfs -o size=8m,mode=0700 udf-runs "$STATE/runs" ||
-	fail_all "cannot mount a tmpfs on the state dir's runs/"
+# The run logs (STATE/runs) and the user agents' snapshots (STATE/snapshots)
+# on tmpfs of their own, so that a log's write or a home's copy can fail
+# while the database still takes the rest (below); "full" fills all three.
+for d in runs snapshots; do
+	mkdir -m 0700 "$STATE/$d" && mount -t tmpfs -o size=8m,mode=0700 "udf-$d" "$STATE/$d" ||
+		fail_all "cannot mount a tmpfs on the state dir's $d/"
+done
 FILLER=$STATE/filler
 RFILLER=$STATE/runs/filler
+SFILLER=$STATE/snapshots/filler
 
 T0=$SECONDS
 hooks_fleetd_start; ok $? "fleetd starts on a 48 MiB tmpfs, with its webhook listener"
@@ -86,8 +90,8 @@ fill_fs() {
 	[ "$(df --output=avail -B1 "$(dirname "$1")" | tail -1 | tr -d ' ')" -lt 4096 ]
 }
 unfill_fs() { rm -f "$1" "$1.small" "$1.tiny"; }
-fill() { fill_fs "$FILLER" && fill_fs "$RFILLER"; }
-unfill() { unfill_fs "$FILLER"; unfill_fs "$RFILLER"; }
+fill() { fill_fs "$FILLER" && fill_fs "$RFILLER" && fill_fs "$SFILLER"; }
+unfill() { unfill_fs "$FILLER"; unfill_fs "$RFILLER"; unfill_fs "$SFILLER"; }
 
 BEFORE=$(what_is_there)
 is "$(leftovers)" "" "no temp files before the fault"
@@ -101,6 +105,7 @@ fill; ok $? "the state dir's filesystem is full ($(df -h --output=used,size "$ST
 refused_or_stored() {
 	local rc=$1 out=$2 what=$3; shift 3
 	if [ "$rc" -ne 0 ]; then
+		diag "$what on a full disk: $out"
 		like "$out" "$full_msg" "$what on a full disk: refused, saying the disk is full"
 		if "$@" >/dev/null 2>&1; then ok 1 "$what: refused, and nothing of it is kept"; else ok 0 "$what: refused, and nothing of it is kept"; fi
 	else
@@ -113,6 +118,7 @@ out=$("$FLEETCTL" create udfb --backend user --command 'echo b' 2>&1); rc=$?
 created_b() { "$FLEETCTL" show udfb && [ -d "$STATE/users/udfb" ] && getent passwd fleet-udfb; }
 half_b() { "$FLEETCTL" show udfb || [ -e "$STATE/users/udfb" ] || getent passwd fleet-udfb; }
 if [ $rc -ne 0 ]; then
+	diag "create on a full disk: $out"
 	like "$out" "$full_msg" "create on a full disk: refused, saying the disk is full"
 	half_b >/dev/null 2>&1; ok $((!$?)) "create: nothing of the agent is left (row, home, Unix user)"
 else
@@ -143,6 +149,7 @@ if [ "$RUN_D" != "$last_run" ]; then
 			"a run that cannot log on a full disk fails, saying the disk is full"
 	fi
 else
+	diag "trigger on a full disk: $out"
 	like "$out" "$full_msg" "trigger on a full disk: refused, saying the disk is full"
 fi
 
@@ -234,6 +241,17 @@ fi
 unfill_fs "$RFILLER"
 "$FLEETCTL" trigger udfc --wait >"$TEST_TMP/runc.out" 2>&1; ok $? "with room again, a run of udfc succeeds"
 like "$(cat "$TEST_TMP/runc.out")" "end-[0-9]+" "with its whole log"
+
+# ---------------- a snapshot whose copy cannot be written ----------------
+# Only the snapshots' filesystem full: the snapshot's record fits in the
+# database, the copy of the home does not.
+fill_fs "$SFILLER"; ok $? "the snapshots' filesystem is full"
+out=$("$FLEETCTL" snapshot udfa s-copy 2>&1)
+refused_or_stored $? "$out" "a snapshot whose copy cannot be written" \
+	sh -c "'$FLEETCTL' --json snapshots udfa | jq -e 'any(.[]; .name == \"s-copy\")'"
+is "$(leftovers)" "" "no half copy left"
+unfill_fs "$SFILLER"
+"$FLEETCTL" snapshot udfa s-copy >/dev/null; ok $? "with room again, the same snapshot succeeds"
 
 # ---------------- kill -9 mid-writes on a full disk, then restart ----------------
 fill; ok $? "the filesystem is full again"

@@ -130,7 +130,7 @@ void api_run_trigger(struct api_call *c)
 		json_decref(body);
 	}
 	if ((r = runs_enqueue_event(c->fleetd, c->param, "manual", ev, &id, &why)) < 0) {
-		if (r == -ENOSPC)
+		if (r == -EDQUOT)
 			api_error(c, 429, "queue_full", "%s", why);
 		else
 			api_error_core(c, r, why);

@@ -105,7 +105,7 @@ void api_schedule_add(struct api_call *c)
 	r = cron_triggers_add(c->fleetd, a->name, cron, json_string_value(json_object_get(body, "tz")),
 			      (enum cron_catch_up)catch_up, json_string_value(payload),
 			      payload ? json_string_length(payload) : 0, &s, &why);
-	if (r == -ENOSPC) {
+	if (r == -EDQUOT) {
 		api_error(c, 409, "limit", "%s", why);
 		goto out;
 	}

@@ -43,7 +43,7 @@ int cron_triggers_add(struct fleetd *f, const char *agent, const char *spec, con
 	schedule_list_free(list);
 	if (n >= CRON_TRIGGERS_MAX) {
 		*why = xasprintf("agent '%s' has %d schedules already, the most it may have", agent, CRON_TRIGGERS_MAX);
-		return -ENOSPC;
+		return -EDQUOT;	/* not -ENOSPC: that is the disk full */
 	}
 	s = xcalloc(1, sizeof(*s));
 	s->agent = xstrdup(agent);

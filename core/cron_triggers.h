@@ -26,7 +26,7 @@ struct schedule;
  * Add a schedule to agent: spec (5 fields or a macro), zone (NULL: the
  * host's), the payload (may be NULL; len bytes). 0 and *ret (caller frees),
  * or -errno with *why: -EINVAL a bad spec, zone or payload, -ENOENT no such
- * agent, -ENOSPC the agent has CRON_TRIGGERS_MAX already.
+ * agent, -EDQUOT the agent has CRON_TRIGGERS_MAX already, -ENOSPC the disk is full.
  */
 int cron_triggers_add(struct fleetd *f, const char *agent, const char *spec, const char *zone,
 		      enum cron_catch_up catch_up, const char *payload, size_t len, struct schedule **ret,

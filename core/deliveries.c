@@ -95,7 +95,7 @@ size_t deliveries_commit(struct fleetd *f, const struct hook_delivery *d, size_t
 			abort();	/* out of memory, as xmalloc would */
 		r = db_hook_delivery_record(f->db, &dd, hook_events_match, &res[i]);
 		free((char *)dd.headers);
-		if (r == -ENOSPC) {
+		if (r == -EDQUOT) {
 			/* Refused, nothing of it kept: the sender retries later. */
 			msg = xasprintf("agent '%s': its queue is full; try again later",
 					res[i].full_agent ? res[i].full_agent : "?");

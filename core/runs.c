@@ -40,6 +40,7 @@ struct active {
 	int log_fd;
 	size_t logged;
 	bool truncated;
+	int log_errno;		/* why its log could not be written (ENOSPC: the disk is full), or 0 */
 	struct exec_handle *exec;
 	struct event *retry;
 	int busy_tries;
@@ -179,6 +180,7 @@ static void log_write(void *userdata, const char *data, size_t len)
 			if (errno == EINTR)
 				continue;
 			log_warning("run %" PRId64 ": cannot write its log: %s", act->id, strerror(errno));
+			act->log_errno = errno;	/* the run says so when it ends: a log cut short is no success */
 			act->truncated = true;
 			return;
 		}
@@ -222,6 +224,10 @@ static void run_done(void *userdata, const struct exec_result *res)
 	} else if (res->signal > 0) {
 		error = xasprintf("killed by signal %d", res->signal);
 		finish(act, RUN_FAILED, 128 + res->signal, error, true);
+	} else if (act->log_errno) {
+		error = xasprintf("its command exited with %d, but its log is incomplete: cannot write it: %s",
+				  res->exit_code, strerror(act->log_errno));
+		finish(act, RUN_FAILED, res->exit_code, error, true);
 	} else {
 		finish(act, res->exit_code == 0 ? RUN_SUCCEEDED : RUN_FAILED, res->exit_code, NULL, true);
 	}
@@ -661,7 +667,7 @@ int runs_enqueue_event(struct fleetd *f, const char *agent, const char *trigger,
 		return -EAGAIN;
 	}
 	if ((r = db_run_enqueue(f->db, agent, trigger, ev, ret_id)) < 0) {
-		if (r == -ENOSPC)
+		if (r == -EDQUOT)
 			*why = xasprintf("agent '%s': its queue is full: %d runs wait already (its --max-queued)",
 					 agent, a->max_queued);
 		else

@@ -43,8 +43,8 @@ int runs_enqueue(struct fleetd *f, const char *agent, const char *trigger, int64
 /*
  * runs_enqueue with the event that causes it (its stdin; run_exec.h): ev
  * NULL, an events row (ev->id > 0), or one to store with the run in one
- * transaction (ev->id 0; set on return). Also -ENOSPC: the agent's
- * max_queued runs wait already (a webhook answers 429, the API too).
+ * transaction (ev->id 0; set on return). Also -EDQUOT: the agent's
+ * max_queued runs wait already (a webhook answers 429, the API too; -ENOSPC is the disk full).
  */
 int runs_enqueue_event(struct fleetd *f, const char *agent, const char *trigger, struct run_event *ev,
 		       int64_t *ret_id, char **why);

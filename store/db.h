@@ -88,7 +88,7 @@ int db_snapshot_set_good(struct db *db, const char *agent, const char *name, int
 /*
  * Queue a run of agent (durable once this returns 0), in one transaction
  * with its event: ev NULL (none), ev->id > 0 (an events row that exists),
- * or ev->id 0 (stored now; ev->id is set). -ENOENT no such agent, -ENOSPC
+ * or ev->id 0 (stored now; ev->id is set). -ENOENT no such agent, -EDQUOT
  * the agent's max_queued runs are waiting already.
  */
 int db_run_enqueue(struct db *db, const char *agent, const char *trigger, struct run_event *ev, int64_t *ret_id);
@@ -205,7 +205,7 @@ struct db_hook_result {
 	int64_t event_id;
 	int64_t *run_ids;		/* n_runs of them */
 	size_t n_runs;
-	char *full_agent;		/* on -ENOSPC: the agent whose queue is full */
+	char *full_agent;		/* on -EDQUOT: the agent whose queue is full */
 };
 void db_hook_result_clear(struct db_hook_result *res);
 /* Whether a subscription's filter (comma-separated; NULL: every event) takes event type (may be NULL). */
@@ -216,8 +216,8 @@ typedef bool (*db_hook_filter_fn)(const char *filter, const char *type);
  * already, only an events row with outcome "duplicate"; else its events row
  * and one queued run (trigger: the route's source) per subscriber match
  * takes, through db_run_enqueue. 0 and *res, or -errno and nothing of it
- * kept: -ENOENT no such route, -ENOSPC a matching agent's queue is full
- * (res->full_agent says which).
+ * kept: -ENOENT no such route, -EDQUOT a matching agent's queue is full
+ * (res->full_agent says which); -ENOSPC the disk is full.
  */
 int db_hook_delivery_record(struct db *db, const struct db_hook_delivery *d, db_hook_filter_fn match,
 			    struct db_hook_result *res);

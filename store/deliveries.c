@@ -134,7 +134,7 @@ static int record(struct db *db, const struct db_hook_delivery *d, db_hook_filte
 	for (size_t i = 0; i < n; i++) {
 		/* The one enqueue (room check and run row) every trigger uses. */
 		if ((r = db_run_enqueue(db, agents[i], source, &ev, &res->run_ids[i])) < 0) {
-			if (r == -ENOSPC)
+			if (r == -EDQUOT)
 				res->full_agent = xstrdup(agents[i]);
 			return r;
 		}

@@ -45,7 +45,7 @@ static int run_from_row(sqlite3_stmt *st, struct run **ret)
 }
 
 /*
- * 0 if agent may queue one more run, -ENOSPC if max_queued are waiting,
+ * 0 if agent may queue one more run, -EDQUOT if max_queued are waiting (not -ENOSPC: that is the disk full),
  * -ENOENT no such agent. queued_runs is kept by triggers (migration 12):
  * one row read, however long the queue is.
  */
@@ -59,7 +59,7 @@ static int check_room(struct db *db, const char *agent)
 	sqlite3_bind_text(st, 1, agent, -1, SQLITE_STATIC);
 	if ((r = db_step(db, st)) <= 0)
 		return r == 0 ? -ENOENT : r;
-	return sqlite3_column_int64(st, 1) >= sqlite3_column_int64(st, 0) ? -ENOSPC : 0;
+	return sqlite3_column_int64(st, 1) >= sqlite3_column_int64(st, 0) ? -EDQUOT : 0;
 }
 
 int db_event_insert(struct db *db, struct run_event *ev, const char *outcome)

@@ -267,7 +267,7 @@ static void test_timeout_and_limits(void)
 	r2 = enqueue("rq-t");
 	r3 = enqueue("rq-t");
 	ok(r2 > 0 && r3 > 0, "two more wait (max-queued 2)");
-	is_int(runs_enqueue(F, "rq-t", "manual", &id, &why), -ENOSPC, "a third is refused: -ENOSPC");
+	is_int(runs_enqueue(F, "rq-t", "manual", &id, &why), -EDQUOT, "a third is refused: -EDQUOT");
 	like(why, "queue is full: 2 runs wait", "and says why");
 	is_int(fake_exec_time_out(), 1, "the exec's timeout expires");
 	ok(LOOP_UNTIL(&X, strcmp(run_state(r1), "timed-out") == 0), "the run is timed-out");

@@ -109,7 +109,7 @@ int main(void)
 	for (int i = 0; i < 3; i++)
 		is_int(db_run_insert(db, "qa", "manual", &id[i]), 0, "queue run %d of qa", i + 1);
 	check(db, "qa", 3, "three enqueues");
-	is_int(db_run_insert(db, "qa", "manual", &extra), -ENOSPC, "a fourth is refused (-ENOSPC)");
+	is_int(db_run_insert(db, "qa", "manual", &extra), -EDQUOT, "a fourth is refused (-EDQUOT)");
 	check(db, "qa", 3, "the refused enqueue");
 	is_int(db_run_insert(db, "nobody", "manual", &extra), -ENOENT, "no such agent: -ENOENT");
 
@@ -133,7 +133,7 @@ int main(void)
 	is_int(db_run_start(db, id[0], "/x/1.log"), -ENOENT, "starting it again changes nothing");
 	check(db, "qa", 2, "a refused second start");
 	is_int(db_run_insert(db, "qa", "manual", &id[3]), 0, "room for one more");
-	is_int(db_run_insert(db, "qa", "manual", &extra), -ENOSPC, "and only one");
+	is_int(db_run_insert(db, "qa", "manual", &extra), -EDQUOT, "and only one");
 	check(db, "qa", 3, "refill");
 
 	/* Cancel while queued; cancel of one not queued changes nothing. */
@@ -193,7 +193,7 @@ int main(void)
 		is_int(sql_int(db, "UPDATE agents SET max_queued = 1 WHERE name = 'qc' RETURNING max_queued", NULL), 1,
 		       "qc's max_queued becomes 1");
 		d.delivery_id = "d2";
-		is_int(db_hook_delivery_record(db, &d, take_all, &res), -ENOSPC, "the next delivery is refused");
+		is_int(db_hook_delivery_record(db, &d, take_all, &res), -EDQUOT, "the next delivery is refused");
 		is_str(res.full_agent, "qc", "because of qc");
 		db_hook_result_clear(&res);
 		check(db, "qa", 1, "a refused delivery (qa's run rolled back)");

@@ -34,11 +34,20 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -w -fno-omit-frame-pointer
 	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 	-include $confh -I$src $pkgflags"
 
-# The project's sources each harness needs (their libraries' files, as mk/*.am lists them).
-COMMON="common/util.c common/log.c common/names.c common/cron.c common/tz.c common/base64.c common/termsafe.c"
-MODEL="model/agent.c model/snapshot.c model/run.c model/config.c model/egress.c model/resolvers.c"
-HOOKS="hooks/verify_common.c hooks/source.c hooks/route.c hooks/proto.c hooks/verify_github.c
-	hooks/verify_slack.c hooks/verify_twilio.c hooks/verify_datadog.c hooks/verify_standard.c hooks/verify_hmac.c"
+# The project's sources each harness needs: its libraries' .c files, read from
+# their SOURCES in mk/*.am, so a file added there is built here too.
+am_sources() {	# FILE VARIABLE: the .c files of VARIABLE = ... (with its continuation lines)
+	awk -v var="$2" '
+		$1 == var && $2 == "=" { on = 1 }
+		on { for (i = 1; i <= NF; i++) if ($i ~ /\.c$/) printf "%s ", $i; if ($NF != "\\") exit }
+	' "$src/$1"
+}
+COMMON=$(am_sources mk/common.am common_libfleetcommon_a_SOURCES)
+MODEL=$(am_sources mk/model.am model_libmodel_a_SOURCES)
+HOOKS=$(am_sources mk/hooks.am hooks_libhooks_a_SOURCES)
+for set in COMMON MODEL HOOKS; do
+	[ -n "${!set}" ] || { echo "fuzz: no $set sources found in mk/*.am" >&2; exit 1; }
+done
 declare -A NEEDS=(
 	[proto]="$HOOKS $MODEL $COMMON"
 	[verify]="$HOOKS $MODEL $COMMON"

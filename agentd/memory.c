@@ -340,9 +340,15 @@ static bool claim(int fd)
 static void sweep_one(int dir, const char *name, bool is_dir)
 {
 	int fd = openat(dir, name, (is_dir ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NONBLOCK) | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
 
 	if (fd < 0)
 		return;
+	/* Only what a put or an import makes: a file, or a directory (anything else planted there is left). */
+	if (fstat(fd, &st) < 0 || (is_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))) {
+		close(fd);
+		return;
+	}
 	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
 		if (is_dir ? remove_tree(dir, name, 0) < 0 : unlinkat(dir, name, 0) < 0)
 			fprintf(stderr, "agentd: memory: could not remove the leftover %s: %s\n", name, strerror(errno));

@@ -280,6 +280,11 @@ static void test_leftovers(const char *agentd)
 	mkdir(path, 0700);
 	snprintf(path, sizeof(path), "%s/.memory.import-0123456789abcdef/half", dir);
 	write_file(path, 'C', 1000);
+	/* what the agent may plant under a temp name: a directory, a FIFO (left alone, no error, no hang) */
+	snprintf(path, sizeof(path), "%s/.put-x.planted.tmp", store);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/.put-y.planted.tmp", store);
+	mkfifo(path, 0600);
 	/* a live put, still reading its value: its temp file exists and is locked */
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return;
@@ -304,6 +309,8 @@ static void test_leftovers(const char *agentd)
 	}
 	is_int(wait_exit(q), 0, "a put of 1000 bytes under a 1 MiB quota succeeds: the killed put's 5 MiB temp file no longer counts");
 	is_int(count_prefix(store, ".put-k."), 0, "the killed put's temp file is swept");
+	is_int(count_prefix(store, ".put-x.") + count_prefix(store, ".put-y."), 2,
+	       "a directory and a FIFO under temp names are left alone");
 	is_int(count_prefix(dir, ".memory.import-"), 0, "the killed import's staging tree is swept");
 	live = count_prefix(store, ".put-slow.");
 	is_int(live, 1, "the live put's temp file is left alone");

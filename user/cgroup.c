@@ -326,10 +326,13 @@ fail_memory:
 	return r;
 }
 
+static int for_each_pid(const char *dir, void (*fn)(pid_t));
+
 int cgroup_create(const struct cgroup_host *h, const char *name, const struct cgroup_limits *l, char **why)
 {
 	char *dirs[H__COUNT];
-	size_t n = group_dirs(h, name, dirs, H__COUNT), made = 0;
+	size_t n = group_dirs(h, name, dirs, H__COUNT);
+	bool made[H__COUNT] = { false };
 	int r = 0;
 
 	if (h->base[H_V2])
@@ -344,19 +347,31 @@ int cgroup_create(const struct cgroup_host *h, const char *name, const struct cg
 		}
 		if (mkdir(dirs[i], 0700) < 0) {
 			r = -errno;
-			*why = r == -EEXIST ? xasprintf("cgroup %s already exists", dirs[i])
+			/*
+			 * Left by a fleetd that crashed between making it and recording
+			 * the agent, or by an agent removed while fleetd was down: with
+			 * no process in it, it is taken over (its limits are set anew
+			 * below). One with processes belongs to someone: refused.
+			 */
+			if (r == -EEXIST && for_each_pid(dirs[i], NULL) == 0) {
+				log_notice("cgroup %s was left behind, empty: taking it over", dirs[i]);
+				r = 0;
+				continue;
+			}
+			*why = r == -EEXIST ? xasprintf("cgroup %s already exists, with processes in it", dirs[i])
 					    : xasprintf("cannot create cgroup %s: %s", dirs[i], strerror(-r));
 			break;
 		}
-		made++;
+		made[i] = true;
 	}
 	if (r == 0 && h->base[H_V2])
 		v2_enable(h);
 	if (r == 0)
 		r = apply_limits(h, name, l, why);
 	if (r < 0)
-		for (size_t i = made; i > 0; i--)
-			(void)rmdir(dirs[i - 1]);
+		for (size_t i = n; i > 0; i--)
+			if (made[i - 1])
+				(void)rmdir(dirs[i - 1]);
 	free_dirs(dirs, n);
 	return r;
 }

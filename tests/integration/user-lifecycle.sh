@@ -122,4 +122,33 @@ is "$("$FLEETCTL" --json show ulc-rs | jq -r .state)" stopped "a stop fleet was 
 is "$(grep -c "agent 'ulc-rs': restarting" "$LOG")" 1 "only the one restart of ulc-rs"
 "$FLEETCTL" rm ulc-rs >/dev/null && "$FLEETCTL" rm ulc-nr >/dev/null; ok $? "remove both"
 
+# A cgroup left behind (a fleetd that crashed between making it and recording the agent, an agent
+# removed while fleetd was down) does not block the name: empty, it is taken over; with a process
+# in it, it is someone's, and create refuses.
+"$FLEETCTL" create ulc-cg --backend user >/dev/null; ok $? "create ulc-cg"
+cgdirs=$(find /sys/fs/cgroup -maxdepth 7 -type d -path '*/fleet/ulc-cg' 2>/dev/null)
+ok $([ -n "$cgdirs" ] && echo 0 || echo 1) "it has cgroups ($(echo $cgdirs | wc -w))"
+"$FLEETCTL" rm ulc-cg >/dev/null; ok $? "rm ulc-cg"
+for d in $cgdirs; do mkdir "$d"; done
+on_exit "for d in $(echo $cgdirs); do rmdir \$d; done"
+"$FLEETCTL" create ulc-cg --backend user >/dev/null; ok $? "create ulc-cg again over its empty leftover cgroups"
+"$FLEETCTL" rm ulc-cg >/dev/null; ok $? "rm ulc-cg"
+# Left in some hierarchies only (the tracking one, unified or pids, is not among them): each is taken over.
+partial=$(echo $cgdirs | tr ' ' '\n' | grep -vE '/(unified|pids)/')
+for d in $partial; do mkdir "$d"; done
+"$FLEETCTL" create ulc-cg --backend user >/dev/null; ok $? "create ulc-cg over leftovers in some hierarchies only ($(echo $partial | wc -w))"
+if [ -n "$partial" ]; then
+	like "$(cat "$LOG")" "cgroup .*/fleet/ulc-cg was left behind, empty: taking it over" "fleetd says it took them over"
+fi
+"$FLEETCTL" rm ulc-cg >/dev/null; ok $? "rm ulc-cg"
+for d in $cgdirs; do mkdir "$d"; done
+sleep 300 & cgpid=$!; _pids+=($cgpid)
+first=$(echo $cgdirs | cut -d' ' -f1)
+echo $cgpid > "$first/cgroup.procs"
+out=$("$FLEETCTL" create ulc-cg --backend user 2>&1); rc=$?
+ok $([ $rc -ne 0 ] && echo 0 || echo 1) "not over a leftover with a process in it"
+like "$out" "already exists.*processes" "and says why"
+kill -9 $cgpid; wait $cgpid 2>/dev/null
+getent passwd fleet-ulc-cg >/dev/null; is $? 2 "and nothing of the agent is left (no user)"
+
 done_testing

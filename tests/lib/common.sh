@@ -103,6 +103,8 @@ _remove_agents() {
 		ps -o pid= -u "$u" 2>/dev/null | xargs -r kill -9 2>/dev/null
 		userdel "$u" 2>/dev/null
 		groupdel "$u" 2>/dev/null
+		# and its cgroups (empty now: rmdir removes nothing else), in every hierarchy
+		find /sys/fs/cgroup -maxdepth 7 -type d -path "*/fleet/${u#fleet-}" -exec rmdir {} + 2>/dev/null
 	done
 }
 _sockets=()

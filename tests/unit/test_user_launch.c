@@ -328,9 +328,29 @@ int main(void)
 			_cleanup_free_ char *desc = cgroup_host_describe(h);
 			printf("# cgroups: %s\n", desc);
 			is_int(cgroup_create(h, cgname, &lim, &why), 0, "create a cgroup with limits");
-			is_int(cgroup_create(h, cgname, &lim, &why), -EEXIST, "creating it twice is -EEXIST");
+			is_int(cgroup_create(h, cgname, &lim, &why), 0, "creating it again while it is empty takes it over");
 			n = cgroup_open_join_fds(h, cgname, fds, 8);
 			ok(n > 0, "open its cgroup.procs files");
+			{
+				/* with a process in it, it is someone's: refused */
+				pid_t kid = fork();
+
+				if (kid == 0) {
+					for (int i = 0; i < n; i++)
+						(void)!write(fds[i], "0", 1);
+					pause();
+					_exit(0);
+				}
+				for (int i = 0; i < 200 && cgroup_count(h, cgname) == 0; i++)
+					usleep(10000);
+				free(why);
+				why = NULL;
+				is_int(cgroup_create(h, cgname, &lim, &why), -EEXIST, "creating it while a process is in it is -EEXIST");
+				kill(kid, SIGKILL);
+				waitpid(kid, NULL, 0);
+				for (int i = 0; i < 200 && cgroup_count(h, cgname) > 0; i++)
+					usleep(10000);
+			}
 			run(SH("grep -c /fleet/launchtest /proc/self/cgroup"), NULL, NULL, fds, (size_t)n, &res);
 			ok(atoi(res.out) >= 1, "the payload is in the agent's cgroup");
 			run((const char *const[]){ "perl", "-e", "my $n = 0; for (1..40) { my $p = fork; last unless defined $p; "

@@ -62,6 +62,10 @@ static int probe_sandbox(char **why)
 	int r, status;
 	ssize_t n;
 
+	if (!user_launch_init_path()) {
+		*why = xstrdup("fleet-init is installed neither next to fleetd nor at " FLEET_INIT_PATH);
+		return -ENOENT;
+	}
 	if ((r = user_launch(&spec, &proc)) < 0) {
 		*why = xasprintf("cannot create a sandbox (PID, mount, IPC and network namespaces): %s", strerror(-r));
 		return r;

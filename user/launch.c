@@ -1,28 +1,27 @@
 /*
- * user_launch: see user_launch.h. The parent half prepares every string
- * and fd; the child half (launch_init, launch_payload) makes only system
- * calls, through syscall(2) where glibc would broadcast to threads that do
- * not exist in the child (setgroups, setresuid, setresgid).
+ * user_launch: see user/launch.h. This is fleetd's half: the spec to JSON,
+ * the fds, and the clone that execs fleet-init (user/init.c), which sets
+ * the sandbox up and starts the payload.
  */
 #include "user/launch.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
+#include <libgen.h>
 #include <linux/sched.h>
-#include <net/if.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/mount.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend/spawn.h"
 #include "common/names.h"
@@ -53,6 +52,7 @@ static const char *const stage_names[LAUNCH_STAGE__COUNT] = {
 	[LAUNCH_STAGE_RUN] = "mount private /run",
 	[LAUNCH_STAGE_SECRETS] = "write the secret files",
 	[LAUNCH_STAGE_DNS] = "set up /etc/resolv.conf",
+	[LAUNCH_STAGE_INIT] = "start fleet-init",
 };
 
 const char *user_launch_stage_to_string(enum user_launch_stage s)
@@ -116,504 +116,243 @@ pid_t user_launch_fork(int *pidfd)
 	return clone3_pidfd(0, pidfd);
 }
 
-/* ---- the child: system calls only from here to the end of launch_init ---- */
-
-/* What the child needs, computed by the parent. */
-struct launch_prep {
-	const struct user_launch_spec *spec;
-	int report_fd;
-	char tmp_opts[160];	/* the agent's private tmpfs: /tmp, /var/tmp, /dev/shm */
-	char run_opts[160];	/* a root-owned 0755 tmpfs for /run */
-	char shared_opts[160];	/* a root-owned 1777 tmpfs for spec->shared_dirs */
-	char secrets_opts[160];	/* the agent's 0700 tmpfs for spec->files, just big enough */
-	char home_copy[4096];	/* writable copy of spec->home */
-};
-
-static volatile sig_atomic_t got_term;
-
-static void on_term(int sig)
-{
-	got_term = 1;
-}
-
-static void on_chld(int sig)
-{
-}
-
-_noreturn_ static void child_fail(int fd, enum user_launch_stage stage, int err)
-{
-	struct user_launch_report r = { LAUNCH_REPORT_FAILED, (int32_t)stage, err };
-
-	(void)!write(fd, &r, sizeof(r));
-	_exit(127);
-}
-
-static void close_from(int lowest)
-{
-	if (syscall(SYS_close_range, (unsigned)lowest, ~0U, 0) == 0)
-		return;
-	struct rlimit rl;
-	long max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (long)rl.rlim_cur : 65536;
-	for (long fd = lowest; fd < max; fd++)
-		close((int)fd);
-}
-
-/* Run argv[0] from USER_LAUNCH_PATH with a fixed environment; returns only on failure, with errno. */
-static int exec_search(const char *const *argv, const char *const *envp)
-{
-	const char *file = argv[0], *p = USER_LAUNCH_PATH;
-	char buf[4096];
-	bool eacces = false;
-
-	if (strchr(file, '/')) {
-		execve(file, (char *const *)argv, (char *const *)envp);
-		return errno;
-	}
-	if (strlen(file) > sizeof(buf) - 64)
-		return ENAMETOOLONG;
-	while (*p) {
-		size_t dl = strcspn(p, ":"), fl = strlen(file);
-
-		memcpy(buf, p, dl);
-		buf[dl] = '/';
-		memcpy(buf + dl + 1, file, fl + 1);
-		execve(buf, (char *const *)argv, (char *const *)envp);
-		if (errno == EACCES)
-			eacces = true;
-		else if (errno != ENOENT && errno != ENOTDIR)
-			return errno;
-		p += dl + (p[dl] == ':');
-	}
-	return eacces ? EACCES : ENOENT;
-}
-
-_noreturn_ static void launch_payload(const struct launch_prep *p)
-{
-	const struct user_launch_spec *s = p->spec;
-	int src[4] = { s->stdin_fd, s->stdout_fd, s->stderr_fd, p->report_fd };
-	struct sigaction dfl = { .sa_handler = SIG_DFL };
-	sigset_t none;
-	int devnull = -1, err;
-
-	/* fleetd ignores SIGPIPE; an ignored signal would survive execve. */
-	for (int sig = 1; sig < NSIG; sig++)
-		(void)sigaction(sig, &dfl, NULL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	setsid();
-
-	/* Lift every source above 10 first, so dup2 onto 0..3 cannot clobber one. */
-	for (int i = 0; i < 4; i++) {
-		if (src[i] < 0) {
-			if (devnull < 0 && (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
-				child_fail(p->report_fd, LAUNCH_STAGE_FDS, errno);
-			src[i] = devnull;
-		}
-		if ((src[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 10)) < 0)
-			child_fail(p->report_fd, LAUNCH_STAGE_FDS, errno);
-	}
-	for (int i = 0; i < 3; i++)
-		if (dup2(src[i], i) < 0)
-			child_fail(src[3], LAUNCH_STAGE_FDS, errno);
-	if (dup3(src[3], 3, O_CLOEXEC) < 0)	/* the report fd: gone at execve */
-		child_fail(src[3], LAUNCH_STAGE_FDS, errno);
-	close_from(4);
-
-	if (syscall(SYS_setgroups, 0, NULL) < 0)
-		child_fail(3, LAUNCH_STAGE_GROUPS, errno);
-	if (syscall(SYS_setresgid, s->gid, s->gid, s->gid) < 0)
-		child_fail(3, LAUNCH_STAGE_GID, errno);
-	if (syscall(SYS_setresuid, s->uid, s->uid, s->uid) < 0)
-		child_fail(3, LAUNCH_STAGE_UID, errno);
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		child_fail(3, LAUNCH_STAGE_NO_NEW_PRIVS, errno);
-	umask(077);
-	if (chdir(s->home) < 0)
-		child_fail(3, LAUNCH_STAGE_CHDIR, errno);
-	err = exec_search(s->argv, s->envp);
-	child_fail(3, LAUNCH_STAGE_EXEC, err);
-}
-
-/* "/proc/self/fd/N" without snprintf (not async-signal-safe). */
-static void proc_fd_path(char *buf, int fd)
-{
-	char digits[16];
-	size_t n = 0;
-
-	memcpy(buf, "/proc/self/fd/", 14);
-	do
-		digits[n++] = (char)('0' + fd % 10);
-	while ((fd /= 10) > 0);
-	for (size_t i = 0; i < n; i++)
-		buf[14 + i] = digits[n - 1 - i];
-	buf[14 + n] = '\0';
-}
-
-static void set_limit(int fd, int resource, long value)
-{
-	struct rlimit rl = { (rlim_t)value, (rlim_t)value };
-
-	if (setrlimit(resource, &rl) < 0)
-		child_fail(fd, LAUNCH_STAGE_RLIMIT, errno);
-}
+/* ---- the parent ---- */
 
 /*
- * Mount a fresh tmpfs with opts on dir. A home below dir (a test's state
- * dir in /tmp) would vanish under it: it is bound back in at the same path.
+ * fleet-init beside our own executable (a build tree's daemon/, or
+ * installed together), in a build tree's daemon/ for a unit test in
+ * tests/unit/, else where make install puts it. Found once; NULL if none.
  */
-static void mount_private(const struct launch_prep *p, const char *dir, const char *opts, enum user_launch_stage stage)
+const char *user_launch_init_path(void)
 {
-	const struct user_launch_spec *s = p->spec;
-	size_t dl = strlen(dir);
-	bool home_below = strncmp(s->home, dir, dl) == 0 && s->home[dl] == '/';
-	int rep = p->report_fd, home_fd = -1;
+	static char *found;
+	static bool looked;
+	char self[4096], *dir;
+	ssize_t n;
 
-	if (home_below && (home_fd = open(s->home, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-		child_fail(rep, stage, errno);
-	if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
-		child_fail(rep, stage, errno);
-	if (home_fd >= 0) {
-		char path[sizeof(p->home_copy)], fdpath[64];
-
-		memcpy(path, p->home_copy, sizeof(path));
-		for (char *c = path + dl + 1; *c; c++)
-			if (*c == '/') {
-				*c = '\0';
-				/* chmod too: fleetd's umask (077) would leave the agent unable to traverse */
-				if (mkdir(path, 0711) == 0)
-					(void)chmod(path, 0711);
-				*c = '/';
-			}
-		(void)mkdir(path, 0700);
-		proc_fd_path(fdpath, home_fd);
-		if (mount(fdpath, path, NULL, MS_BIND | MS_REC, NULL) < 0)
-			child_fail(rep, stage, errno);
-		close(home_fd);
-	}
-}
-
-/* Make path (a directory or a link to one, e.g. /var/run) show target, unless it already resolves into it. */
-/*
- * The secret files: a tmpfs of the agent's (0700) on USER_SECRETS_DIR in
- * the fresh /run, each file 0400 and the agent's. In this mount namespace
- * only: it goes when the sandbox does, and never touches a disk.
- */
-static void write_secret_files(const struct launch_prep *p)
-{
-	const struct user_launch_spec *s = p->spec;
-	int rep = p->report_fd, dfd;
-
-	if (mkdir(USER_SECRETS_DIR, 0700) < 0 ||
-	    mount("tmpfs", USER_SECRETS_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, p->secrets_opts) < 0 ||
-	    (dfd = open(USER_SECRETS_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		child_fail(rep, LAUNCH_STAGE_SECRETS, errno);
-	for (size_t i = 0; i < s->n_files; i++) {
-		const unsigned char *d = s->files[i].data;
-		size_t left = s->files[i].len;
-		int fd = openat(dfd, s->files[i].name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
-
-		if (fd < 0)
-			child_fail(rep, LAUNCH_STAGE_SECRETS, errno);
-		while (left > 0) {
-			ssize_t w = write(fd, d, left);
-
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0)
-				child_fail(rep, LAUNCH_STAGE_SECRETS, w < 0 ? errno : EIO);
-			d += w;
-			left -= (size_t)w;
+	if (looked)
+		return found;
+	looked = true;
+	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) > 0) {
+		self[n] = '\0';
+		dir = dirname(self);
+		char *p = xasprintf("%s/fleet-init", dir);
+		if (access(p, X_OK) == 0)
+			return found = p;
+		free(p);
+		size_t dl = strlen(dir);
+		if (dl >= 11 && strcmp(dir + dl - 11, "/tests/unit") == 0) {
+			p = xasprintf("%.*s/daemon/fleet-init", (int)(dl - 11), dir);
+			if (access(p, X_OK) == 0)
+				return found = p;
+			free(p);
 		}
-		if (fchown(fd, s->uid, s->gid) < 0)
-			child_fail(rep, LAUNCH_STAGE_SECRETS, errno);
-		close(fd);
 	}
-	close(dfd);
+	if (access(FLEET_INIT_PATH, X_OK) == 0)
+		found = xstrdup(FLEET_INIT_PATH);
+	return found;
 }
 
-static void bind_alias(int rep, const char *target, const char *path)
+/* The spec as fleet-init reads it (init.c's read_spec); the fds go as fds. */
+static json_t *spec_json(const struct user_launch_spec *s)
 {
-	struct stat t, st;
+	json_t *argv = json_null(), *envp = json_array(), *shared = json_array(), *files = json_array();
 
-	if (stat(path, &st) < 0)
-		return;	/* not on this host */
-	if (stat(target, &t) < 0)
-		child_fail(rep, LAUNCH_STAGE_RUN, errno);
-	if (st.st_dev == t.st_dev && st.st_ino == t.st_ino)
-		return;
-	if (mount(target, path, NULL, MS_BIND, NULL) < 0)	/* mount(2) follows a link in path */
-		child_fail(rep, LAUNCH_STAGE_RUN, errno);
+	if (s->argv) {
+		argv = json_array();
+		for (size_t i = 0; s->argv[i]; i++)
+			json_array_append_new(argv, json_string(s->argv[i]));
+	}
+	for (size_t i = 0; s->envp[i]; i++)
+		json_array_append_new(envp, json_string(s->envp[i]));
+	for (size_t i = 0; i < s->n_shared_dirs; i++)
+		json_array_append_new(shared, json_string(s->shared_dirs[i]));
+	for (size_t i = 0; i < s->n_files; i++)
+		json_array_append_new(files, json_pack("{s:s, s:I}", "name", s->files[i].name, "len", (json_int_t)s->files[i].len));
+	return json_pack("{s:I, s:I, s:s, s:o, s:o, s:I, s:I, s:I, s:I, s:o, s:s?, s:s?, s:o}",
+			 "uid", (json_int_t)s->uid, "gid", (json_int_t)s->gid, "home", s->home,
+			 "argv", argv, "envp", envp, "cgroups", (json_int_t)s->n_cgroup_fds,
+			 "rlimit_nproc", (json_int_t)s->rlimit_nproc, "rlimit_nofile", (json_int_t)s->rlimit_nofile,
+			 "tmp_size_mib", (json_int_t)s->tmp_size_mib, "shared_dirs", shared,
+			 "netns_path", s->netns_path, "resolv_conf", s->resolv_conf, "files", files);
 }
 
-/* path with "." and ".." taken out, lexically (no link is looked at); false if it does not fit. */
-static bool normalize_path(const char *path, char *out, size_t size)
+/* A memfd holding len bytes of data, at offset 0; -errno. */
+static int memfd_with(const char *name, const void *data, size_t len)
 {
-	size_t len = 0;
+	int fd = memfd_create(name, MFD_CLOEXEC);
+	size_t done = 0;
 
-	for (const char *p = path; *p;) {
-		size_t n = strcspn(p, "/");
-
-		if (n == 2 && p[0] == '.' && p[1] == '.') {
-			while (len > 0 && out[--len] != '/')
-				;
-		} else if (n > 0 && !(n == 1 && p[0] == '.')) {
-			if (len + 1 + n + 1 > size)
-				return false;
-			out[len++] = '/';
-			memcpy(out + len, p, n);
-			len += n;
-		}
-		p += n + (p[n] == '/');
-	}
-	if (len == 0)
-		out[len++] = '/';
-	out[len] = '\0';
-	return true;
-}
-
-/* mkdir -p of path's parent directories (0755, root's: the agent may read, not write). */
-static int make_parents(char *path)
-{
-	for (char *c = path + 1; (c = strchr(c, '/')); c++) {
-		*c = '\0';
-		if (mkdir(path, 0755) < 0 && errno != EEXIST) {
-			*c = '/';
-			return -1;
-		}
-		*c = '/';
-	}
-	return 0;
-}
-
-/*
- * The agent's resolv.conf (its NAT network cannot reach the host's
- * loopback resolver). Where the host's /etc/resolv.conf is a link into
- * /run (systemd-resolved's stub, resolvconf), the link's target is made in
- * this sandbox's fresh /run, where it would otherwise dangle; else a file
- * in /run is bound, read-only, over /etc/resolv.conf. In this mount
- * namespace only; the file is root's, 0644. Host paths only: the agent
- * controls none of them.
- */
-static void install_resolv_conf(const struct launch_prep *p)
-{
-	const char *text = p->spec->resolv_conf;
-	char link[PATH_MAX], full[PATH_MAX + 8], target[PATH_MAX] = "/run/fleet-resolv.conf";
-	ssize_t n = readlink("/etc/resolv.conf", link, sizeof(link) - 1);
-	bool bind = true;
-	size_t left = strlen(text);
-	struct stat st;
-	int rep = p->report_fd, fd;
-
-	if (n > 0) {
-		link[n] = '\0';
-		snprintf(full, sizeof(full), "%s%s", link[0] == '/' ? "" : "/etc/", link);
-		if (normalize_path(full, target, sizeof(target)) &&
-		    (strncmp(target, "/run/", 5) == 0 || strncmp(target, "/var/run/", 9) == 0))
-			bind = false;
-		else
-			snprintf(target, sizeof(target), "%s", "/run/fleet-resolv.conf");
-	} else if (lstat("/etc/resolv.conf", &st) < 0) {
-		return;	/* the host has none: there is no file to show it on */
-	}
-	if (!bind && make_parents(target) < 0)
-		child_fail(rep, LAUNCH_STAGE_DNS, errno);
-	fd = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0 || fchmod(fd, 0644) < 0)
-		child_fail(rep, LAUNCH_STAGE_DNS, errno);
-	while (left > 0) {
-		ssize_t w = write(fd, text, left);
+	if (fd < 0)
+		return -errno;
+	while (done < len) {
+		ssize_t w = write(fd, (const char *)data + done, len - done);
 
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
-			child_fail(rep, LAUNCH_STAGE_DNS, w < 0 ? errno : EIO);
-		text += w;
-		left -= (size_t)w;
-	}
-	close(fd);
-	if (bind && (mount(target, "/etc/resolv.conf", NULL, MS_BIND, NULL) < 0 ||
-		     mount(NULL, "/etc/resolv.conf", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0))
-		child_fail(rep, LAUNCH_STAGE_DNS, errno);
-}
-
-/* The new network namespace has only lo, down: bring it up, so an agent's own local services work. */
-static void loopback_up(int rep)
-{
-	struct ifreq ifr = { 0 };
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		child_fail(rep, LAUNCH_STAGE_NET, errno);
-	memcpy(ifr.ifr_name, "lo", 3);
-	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
-		child_fail(rep, LAUNCH_STAGE_NET, errno);
-	ifr.ifr_flags |= IFF_UP;
-	if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
-		child_fail(rep, LAUNCH_STAGE_NET, errno);
-	close(fd);
-}
-
-/* PID 1 of the sandbox. Runs as root in the new namespaces; never runs agent code. */
-_noreturn_ static void launch_init(const struct launch_prep *p)
-{
-	const struct user_launch_spec *s = p->spec;
-	/* Every world-writable directory of a usual host gets a fresh one here; /run/lock (and /var/lock) below. */
-	static const char *const private_dirs[] = { "/tmp", "/var/tmp", "/dev/shm" };
-	struct sigaction sa_term = { .sa_handler = on_term }, sa_chld = { .sa_handler = on_chld };
-	sigset_t block, none;
-	int rep = p->report_fd;
-	pid_t payload = 0;
-	struct stat st;
-
-	if (s->die_with_parent)
-		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-	(void)prctl(PR_SET_NAME, "fleet-init", 0, 0, 0);
-
-	for (size_t i = 0; i < s->n_cgroup_fds; i++)
-		if (write(s->cgroup_fds[i], "0", 1) < 0)
-			child_fail(rep, LAUNCH_STAGE_CGROUP, errno);
-	/* A NAT agent's own persistent namespace replaces the empty one (before the mounts: path is the host's). */
-	if (s->netns_path) {
-		int nsfd = open(s->netns_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-
-		if (nsfd < 0 || syscall(SYS_setns, nsfd, CLONE_NEWNET) < 0)
-			child_fail(rep, LAUNCH_STAGE_NET, errno);
-		close(nsfd);
-	}
-	loopback_up(rep);
-
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		child_fail(rep, LAUNCH_STAGE_MOUNT, errno);
-	/* A fresh proc for the new PID namespace: only this sandbox's processes, and of those only the agent's own. */
-	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible") < 0 &&
-	    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") < 0)
-		child_fail(rep, LAUNCH_STAGE_PROC, errno);
-	for (size_t i = 0; i < ARRAY_SIZE(private_dirs); i++) {
-		if (i > 0 && stat(private_dirs[i], &st) < 0)
-			continue;	/* /var/tmp or /dev/shm may be missing on a small host */
-		mount_private(p, private_dirs[i], p->tmp_opts, LAUNCH_STAGE_TMP);
-	}
-	/*
-	 * A fresh /run: no host daemon's socket (libvirt, D-Bus, fleetd) exists
-	 * in it, and its only content is an empty, world-writable /run/lock of
-	 * this sandbox. /var/run and /var/lock resolve into it.
-	 */
-	mount_private(p, "/run", p->run_opts, LAUNCH_STAGE_RUN);
-	if (mkdir("/run/lock", 01777) < 0 || chmod("/run/lock", 01777) < 0)	/* chmod: our umask is fleetd's */
-		child_fail(rep, LAUNCH_STAGE_RUN, errno);
-	if (s->n_files > 0)
-		write_secret_files(p);
-	bind_alias(rep, "/run", "/var/run");
-	bind_alias(rep, "/run/lock", "/var/lock");
-	if (s->resolv_conf)
-		install_resolv_conf(p);
-	/* Whatever else is world-writable on this host (found by the caller): empty, and this sandbox's own. */
-	for (size_t i = 0; i < s->n_shared_dirs; i++)
-		if (lstat(s->shared_dirs[i], &st) == 0 && S_ISDIR(st.st_mode))
-			mount_private(p, s->shared_dirs[i], p->shared_opts, LAUNCH_STAGE_TMP);
-	/* POSIX message queues of the new IPC namespace, not the host's, where a host mounts them. */
-	if (stat("/dev/mqueue", &st) == 0 &&
-	    mount("mqueue", "/dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-		child_fail(rep, LAUNCH_STAGE_TMP, errno);
-
-	set_limit(rep, RLIMIT_CORE, 0);
-	if (s->rlimit_nofile > 0)
-		set_limit(rep, RLIMIT_NOFILE, s->rlimit_nofile);
-	if (s->rlimit_nproc > 0)
-		set_limit(rep, RLIMIT_NPROC, s->rlimit_nproc);
-
-	/* SIGTERM and SIGCHLD only wake sigsuspend below, so none is lost. */
-	sigemptyset(&block);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &block, NULL);
-	sigaction(SIGTERM, &sa_term, NULL);
-	sigaction(SIGCHLD, &sa_chld, NULL);
-
-	if (s->argv) {
-		struct clone_args args = { .exit_signal = SIGCHLD };
-
-		payload = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
-		if (payload < 0)
-			child_fail(rep, LAUNCH_STAGE_FORK, errno);
-		if (payload == 0)
-			launch_payload(p);
-	}
-	{
-		struct user_launch_report r = { LAUNCH_REPORT_READY, 0, 0 };
-		(void)!write(rep, &r, sizeof(r));
-	}
-	/* Keep nothing of the agent's: no stdio, no cgroup files, only the report pipe. */
-	if (rep > 0)
-		(void)syscall(SYS_close_range, 0U, (unsigned)rep - 1, 0);
-	close_from(rep + 1);
-
-	sigemptyset(&none);
-	for (;;) {
-		int status;
-		pid_t w;
-
-		while ((w = waitpid(-1, &status, WNOHANG | __WALL)) > 0)
-			if (w == payload) {
-				struct user_launch_report r = { LAUNCH_REPORT_EXITED, 0, status };
-
-				(void)!write(rep, &r, sizeof(r));
-				_exit(0);	/* the kernel now kills whatever is left in the namespace */
-			}
-		if (got_term) {
-			got_term = 0;
-			if (!payload)
-				_exit(0);
-			(void)kill(-1, SIGTERM);	/* every process of this namespace but us */
+		if (w <= 0) {
+			int r = w < 0 ? -errno : -EIO;
+			close(fd);
+			return r;
 		}
-		sigsuspend(&none);
+		done += (size_t)w;
 	}
+	if (lseek(fd, 0, SEEK_SET) < 0) {	/* fleet-init reads it from the start */
+		int r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
 }
 
-/* ---- the parent ---- */
+/* What the vfork child needs: everything computed, so it only makes system calls. */
+struct init_exec {
+	const char *path;
+	int src[6 + USER_LAUNCH_MAX_CGROUPS];	/* fd i of fleet-init (init.c's layout); -1: none */
+	int n_src;
+	int report_fd;
+	bool die_with_parent;
+};
+
+/*
+ * The clone child, in the sandbox's new namespaces, sharing fleetd's memory
+ * while fleetd waits (CLONE_VFORK): only system calls on its own stack, then
+ * execve. Nothing of fleetd's runs here: every signal is blocked (the
+ * parent did) and every handler is reset before anything else.
+ */
+static int init_exec_child(void *arg)
+{
+	const struct init_exec *c = arg;
+	static const char *const argv[] = { "fleet-init", NULL };
+	static const char *const envp[] = { NULL };
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	int lifted[6 + USER_LAUNCH_MAX_CGROUPS], err;
+
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction old;
+
+		/* a handler of fleetd's would run on this stack in fleetd's memory; an ignored one stays ignored */
+		if (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+			(void)sigaction(sig, &dfl, NULL);
+	}
+	if (c->die_with_parent)
+		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* Lift every source above the layout first, so dup2 onto 0..n cannot clobber one. */
+	for (int i = 0; i < c->n_src; i++) {
+		int fd = c->src[i];
+
+		if (fd < 0 && i <= 2 && (fd = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
+			goto fail;
+		lifted[i] = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, c->n_src + 10);
+		if (fd >= 0 && lifted[i] < 0)
+			goto fail;
+	}
+	for (int i = 0; i < c->n_src; i++) {
+		if (lifted[i] < 0)
+			(void)close(i);	/* no such fd for fleet-init: not whatever fleetd had there */
+		else if (dup2(lifted[i], i) < 0)
+			goto fail;
+	}
+	(void)syscall(SYS_close_range, (unsigned)c->n_src, ~0U, 0);
+	execve(c->path, (char *const *)argv, (char *const *)envp);
+fail:
+	err = errno;
+	{
+		struct user_launch_report r = { LAUNCH_REPORT_FAILED, LAUNCH_STAGE_INIT, err };
+
+		(void)!write(c->report_fd, &r, sizeof(r));
+	}
+	_exit(127);
+}
 
 int user_launch(const struct user_launch_spec *spec, struct user_launch_proc *ret)
 {
-	struct launch_prep prep = { .spec = spec };
-	int rep[2], pidfd = -1;
-	long size = spec->tmp_size_mib > 0 ? spec->tmp_size_mib : 64;
+	struct init_exec c = { 0 };
+	_cleanup_free_ char *text = NULL;
+	json_t *j;
+	int rep[2], pidfd = -1, spec_fd = -1, files_fd = -1, r = 0;
+	/* The clone child's stack: fleetd is stopped meanwhile (CLONE_VFORK), so a part of ours serves. */
+	_Alignas(16) char stack[32768];
+	sigset_t all, old;
 	pid_t pid;
 
-	if (!spec->home || spec->home[0] != '/' || strlen(spec->home) >= sizeof(prep.home_copy) ||
-	    !spec->envp || (spec->argv && !spec->argv[0]))
+	if (!spec->home || spec->home[0] != '/' || strlen(spec->home) >= 4096 ||
+	    !spec->envp || (spec->argv && !spec->argv[0]) || spec->n_cgroup_fds > USER_LAUNCH_MAX_CGROUPS)
 		return -EINVAL;
-	memcpy(prep.home_copy, spec->home, strlen(spec->home) + 1);
-	snprintf(prep.tmp_opts, sizeof(prep.tmp_opts), "mode=0700,uid=%lu,gid=%lu,size=%ldm,nr_inodes=%ld",
-		 (unsigned long)spec->uid, (unsigned long)spec->gid, size, size * 256);
-	snprintf(prep.run_opts, sizeof(prep.run_opts), "mode=0755,uid=0,gid=0,size=%ldm,nr_inodes=%ld", size, size * 256);
-	snprintf(prep.shared_opts, sizeof(prep.shared_opts), "mode=1777,uid=0,gid=0,size=%ldm,nr_inodes=%ld", size, size * 256);
-	{
-		size_t bytes = 4096;	/* a page per file at least: tmpfs counts pages */
-
+	if (!(c.path = spec->init_path ? spec->init_path : user_launch_init_path()))
+		return -ENOEXEC;
+	if (!(j = spec_json(spec)))
+		return -EINVAL;	/* a string that is not UTF-8 */
+	text = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (!text)
+		return -ENOMEM;
+	spec_fd = memfd_with("fleet-launch-spec", text, strlen(text));
+	explicit_bzero(text, strlen(text));	/* the agent's environment: its secrets are among them */
+	if (spec_fd < 0)
+		return spec_fd;
+	if (spec->n_files > 0) {
+		if ((files_fd = memfd_create("fleet-launch-files", MFD_CLOEXEC)) < 0) {
+			r = -errno;
+			goto out;
+		}
 		for (size_t i = 0; i < spec->n_files; i++)
-			bytes += (spec->files[i].len + 4095) / 4096 * 4096 + 4096;
-		snprintf(prep.secrets_opts, sizeof(prep.secrets_opts), "mode=0700,uid=%lu,gid=%lu,size=%zu,nr_inodes=%zu",
-			 (unsigned long)spec->uid, (unsigned long)spec->gid, bytes, spec->n_files + 8);
-	}
-	if (pipe2(rep, O_CLOEXEC) < 0)
-		return -errno;
-	prep.report_fd = rep[1];
+			for (size_t done = 0; done < spec->files[i].len;) {
+				ssize_t w = write(files_fd, spec->files[i].data + done, spec->files[i].len - done);
 
-	/* CLONE_NEWNET: no host network at all (loopback services, abstract sockets, metadata service). */
-	pid = clone3_pidfd(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET, &pidfd);
-	if (pid < 0) {
-		int r = -errno;
-		close(rep[0]);
-		close(rep[1]);
-		return r;
+				if (w < 0 && errno == EINTR)
+					continue;
+				if (w <= 0) {
+					r = w < 0 ? -errno : -EIO;
+					goto out;
+				}
+				done += (size_t)w;
+			}
 	}
-	if (pid == 0)
-		launch_init(&prep);
+	if (pipe2(rep, O_CLOEXEC) < 0) {
+		r = -errno;
+		goto out;
+	}
+	c.src[0] = spec->stdin_fd;
+	c.src[1] = spec->stdout_fd;
+	c.src[2] = spec->stderr_fd;
+	c.src[3] = rep[1];
+	c.src[4] = spec_fd;
+	c.src[5] = files_fd;
+	for (size_t i = 0; i < spec->n_cgroup_fds; i++)
+		c.src[6 + i] = spec->cgroup_fds[i];
+	c.n_src = 6 + (int)spec->n_cgroup_fds;
+	c.report_fd = rep[1];
+	c.die_with_parent = spec->die_with_parent;
+
+	/*
+	 * CLONE_NEWNET: no host network at all (loopback services, abstract
+	 * sockets, metadata service). CLONE_VM | CLONE_VFORK: the child shares
+	 * our memory until its execve, so nothing of fleetd's heap is copied or
+	 * made copy-on-write (that cost fleetd page faults on every run).
+	 */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid = clone(init_exec_child, stack + sizeof(stack),
+		    CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET,
+		    &c, &pidfd);
+	if (pid < 0)
+		r = -errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	close(rep[1]);
+	if (pid < 0) {
+		close(rep[0]);
+		goto out;
+	}
 	ret->pid = pid;
 	ret->pidfd = pidfd;
 	ret->report_fd = rep[0];
-	return 0;
+out:
+	if (spec_fd >= 0)
+		close(spec_fd);
+	if (files_fd >= 0)
+		close(files_fd);
+	return r;
 }
 
 bool user_launch_uid_alive(uid_t uid)

@@ -10,10 +10,12 @@
  * init exits, and the kernel kills whatever the payload left behind in the
  * namespace (double forks included); SIGKILL to the init does the same.
  *
- * It is a pure function of the spec: it reads no config, no database and
- * no global state, so tests drive it directly. Everything the child needs
- * is prepared before the clone; the child only makes system calls (fleetd
- * may have threads, so the child may not malloc or take libc locks).
+ * It is a pure function of the spec (and of where fleet-init is): it reads
+ * no config, no database and no global state, so tests drive it directly.
+ * The init is the program fleet-init (user/init.c), exec'd by a child that
+ * shares fleetd's memory until then (CLONE_VM | CLONE_VFORK: fleetd's heap
+ * is never copied or made copy-on-write); that child only places fds and
+ * makes system calls. The spec goes to fleet-init as JSON in a memfd.
  */
 #ifndef FLEET_USER_LAUNCH_H
 #define FLEET_USER_LAUNCH_H
@@ -27,6 +29,9 @@
 
 /* Where a sandbox given secret files has them: its own /run is a fresh tmpfs already. */
 #define USER_SECRETS_DIR "/run/secrets"
+
+/* At most this many cgroup.procs files per launch. */
+#define USER_LAUNCH_MAX_CGROUPS 16
 
 /* The only search path an agent gets. */
 #define USER_LAUNCH_PATH "/usr/local/bin:/usr/bin:/bin"
@@ -53,6 +58,7 @@ struct user_launch_spec {
 	/* Files (0400, the agent's) on a tmpfs (0700, the agent's) at USER_SECRETS_DIR, this sandbox's only. */
 	const struct exec_file *files;
 	size_t n_files;
+	const char *init_path;		/* fleet-init to run; NULL: user_launch_init_path() */
 };
 
 /* A launched sandbox; the caller owns both fds. */
@@ -67,6 +73,7 @@ enum user_launch_stage {
 	LAUNCH_STAGE_RLIMIT, LAUNCH_STAGE_FORK, LAUNCH_STAGE_FDS, LAUNCH_STAGE_GROUPS,
 	LAUNCH_STAGE_GID, LAUNCH_STAGE_UID, LAUNCH_STAGE_NO_NEW_PRIVS, LAUNCH_STAGE_CHDIR,
 	LAUNCH_STAGE_EXEC, LAUNCH_STAGE_NET, LAUNCH_STAGE_RUN, LAUNCH_STAGE_SECRETS, LAUNCH_STAGE_DNS,
+	LAUNCH_STAGE_INIT,
 	LAUNCH_STAGE__COUNT,
 };
 
@@ -92,7 +99,13 @@ int user_launch_env(const char *agent, const char *user, const char *home,
 		    const char *const *extra, char ***ret);
 void user_launch_env_free(char **env);
 
-/* Start the sandbox described by spec; -errno if it could not be created. */
+/*
+ * fleet-init beside fleetd (or, for a unit test, in the build tree's
+ * daemon/), else at FLEET_INIT_PATH; NULL if none is there.
+ */
+const char *user_launch_init_path(void);
+
+/* Start the sandbox described by spec; -errno if it could not be created (-ENOEXEC: no fleet-init). */
 int user_launch(const struct user_launch_spec *spec, struct user_launch_proc *ret);
 
 /*

@@ -1,5 +1,5 @@
 #!/bin/bash
-# make install puts fleetd, fleetctl, agentd, fleet-hooksd and the systemd unit in place.
+# make install puts fleetd, fleetctl, agentd, fleet-hooksd, fleet-init and the systemd unit in place.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 dest=$TEST_TMP/root
@@ -7,8 +7,9 @@ make -C "$FLEET_BUILDDIR" install DESTDIR="$dest" >"$TEST_TMP/install.log" 2>&1
 ok $? "make install DESTDIR=... succeeds"
 prefix=$(sed -n 's/^prefix = //p' "$FLEET_BUILDDIR/Makefile")
 package=$(sed -n 's/^PACKAGE = //p' "$FLEET_BUILDDIR/Makefile")
-# fleet-hooksd, the webhook listener, where fleetd looks when it is not beside it (FLEET_HOOKSD_PATH).
-for f in sbin/fleetd bin/fleetctl bin/agentd "libexec/$package/fleet-hooksd" lib/systemd/system/fleetd.service; do
+# fleet-hooksd (the webhook listener) and fleet-init (PID 1 of a user sandbox), where fleetd looks
+# when they are not beside it (FLEET_HOOKSD_PATH, FLEET_INIT_PATH).
+for f in sbin/fleetd bin/fleetctl bin/agentd "libexec/$package/fleet-hooksd" "libexec/$package/fleet-init" lib/systemd/system/fleetd.service; do
 	check "installs $f" -- test -e "$dest$prefix/$f"
 done
 unit=$dest$prefix/lib/systemd/system/fleetd.service

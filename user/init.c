@@ -1,0 +1,651 @@
+/*
+ * fleet-init: PID 1 of a user agent's sandbox (user/launch.h says what the
+ * sandbox is). user_launch() clones fleetd into the new namespaces sharing
+ * its memory (CLONE_VM | CLONE_VFORK: no copy-on-write of fleetd's heap)
+ * and that child only places the fds below and execs this program, which
+ * does the whole setup in its own small address space:
+ *
+ *   0, 1, 2   the payload's stdin, stdout, stderr
+ *   3         the report pipe (struct user_launch_report records)
+ *   4         a memfd: the spec as JSON (launch.c's spec_json())
+ *   5         a memfd: the secret files' bytes, one after another (only with files)
+ *   6...      the cgroup.procs files to join, in the spec's order
+ *
+ * Everything here runs as root in the sandbox's namespaces and never runs
+ * agent code; the payload is forked from here (a small process to copy).
+ * Not meant to be run by hand: without the fds above it reports nothing and
+ * exits 127.
+ */
+#include "user/launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <linux/sched.h>
+#include <net/if.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+#define FD_REPORT 3
+#define FD_SPEC 4
+#define FD_FILES 5
+#define FD_CGROUP0 6
+
+/* What the setup needs: the spec and the mount options derived from it. */
+struct launch_prep {
+	const struct user_launch_spec *spec;
+	int report_fd;
+	char tmp_opts[160];	/* the agent's private tmpfs: /tmp, /var/tmp, /dev/shm */
+	char run_opts[160];	/* a root-owned 0755 tmpfs for /run */
+	char shared_opts[160];	/* a root-owned 1777 tmpfs for spec->shared_dirs */
+	char secrets_opts[160];	/* the agent's 0700 tmpfs for spec->files, just big enough */
+	char home_copy[4096];	/* writable copy of spec->home */
+};
+
+
+
+static volatile sig_atomic_t got_term;
+
+static void on_term(int sig)
+{
+	got_term = 1;
+}
+
+static void on_chld(int sig)
+{
+}
+
+_noreturn_ static void child_fail(int fd, enum user_launch_stage stage, int err)
+{
+	struct user_launch_report r = { LAUNCH_REPORT_FAILED, (int32_t)stage, err };
+
+	(void)!write(fd, &r, sizeof(r));
+	_exit(127);
+}
+
+static void close_from(int lowest)
+{
+	if (syscall(SYS_close_range, (unsigned)lowest, ~0U, 0) == 0)
+		return;
+	struct rlimit rl;
+	long max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (long)rl.rlim_cur : 65536;
+	for (long fd = lowest; fd < max; fd++)
+		close((int)fd);
+}
+
+/* Run argv[0] from USER_LAUNCH_PATH with a fixed environment; returns only on failure, with errno. */
+static int exec_search(const char *const *argv, const char *const *envp)
+{
+	const char *file = argv[0], *p = USER_LAUNCH_PATH;
+	char buf[4096];
+	bool eacces = false;
+
+	if (strchr(file, '/')) {
+		execve(file, (char *const *)argv, (char *const *)envp);
+		return errno;
+	}
+	if (strlen(file) > sizeof(buf) - 64)
+		return ENAMETOOLONG;
+	while (*p) {
+		size_t dl = strcspn(p, ":"), fl = strlen(file);
+
+		memcpy(buf, p, dl);
+		buf[dl] = '/';
+		memcpy(buf + dl + 1, file, fl + 1);
+		execve(buf, (char *const *)argv, (char *const *)envp);
+		if (errno == EACCES)
+			eacces = true;
+		else if (errno != ENOENT && errno != ENOTDIR)
+			return errno;
+		p += dl + (p[dl] == ':');
+	}
+	return eacces ? EACCES : ENOENT;
+}
+
+_noreturn_ static void launch_payload(const struct launch_prep *p)
+{
+	const struct user_launch_spec *s = p->spec;
+	int src[4] = { s->stdin_fd, s->stdout_fd, s->stderr_fd, p->report_fd };
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	sigset_t none;
+	int devnull = -1, err;
+
+	/* fleetd ignores SIGPIPE; an ignored signal would survive execve. */
+	for (int sig = 1; sig < NSIG; sig++)
+		(void)sigaction(sig, &dfl, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	setsid();
+
+	/* Lift every source above 10 first, so dup2 onto 0..3 cannot clobber one. */
+	for (int i = 0; i < 4; i++) {
+		if (src[i] < 0) {
+			if (devnull < 0 && (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
+				child_fail(p->report_fd, LAUNCH_STAGE_FDS, errno);
+			src[i] = devnull;
+		}
+		if ((src[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 10)) < 0)
+			child_fail(p->report_fd, LAUNCH_STAGE_FDS, errno);
+	}
+	for (int i = 0; i < 3; i++)
+		if (dup2(src[i], i) < 0)
+			child_fail(src[3], LAUNCH_STAGE_FDS, errno);
+	if (dup3(src[3], 3, O_CLOEXEC) < 0)	/* the report fd: gone at execve */
+		child_fail(src[3], LAUNCH_STAGE_FDS, errno);
+	close_from(4);
+
+	if (syscall(SYS_setgroups, 0, NULL) < 0)
+		child_fail(3, LAUNCH_STAGE_GROUPS, errno);
+	if (syscall(SYS_setresgid, s->gid, s->gid, s->gid) < 0)
+		child_fail(3, LAUNCH_STAGE_GID, errno);
+	if (syscall(SYS_setresuid, s->uid, s->uid, s->uid) < 0)
+		child_fail(3, LAUNCH_STAGE_UID, errno);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		child_fail(3, LAUNCH_STAGE_NO_NEW_PRIVS, errno);
+	umask(077);
+	if (chdir(s->home) < 0)
+		child_fail(3, LAUNCH_STAGE_CHDIR, errno);
+	err = exec_search(s->argv, s->envp);
+	child_fail(3, LAUNCH_STAGE_EXEC, err);
+}
+
+/* "/proc/self/fd/N" without snprintf (not async-signal-safe). */
+static void proc_fd_path(char *buf, int fd)
+{
+	char digits[16];
+	size_t n = 0;
+
+	memcpy(buf, "/proc/self/fd/", 14);
+	do
+		digits[n++] = (char)('0' + fd % 10);
+	while ((fd /= 10) > 0);
+	for (size_t i = 0; i < n; i++)
+		buf[14 + i] = digits[n - 1 - i];
+	buf[14 + n] = '\0';
+}
+
+static void set_limit(int fd, int resource, long value)
+{
+	struct rlimit rl = { (rlim_t)value, (rlim_t)value };
+
+	if (setrlimit(resource, &rl) < 0)
+		child_fail(fd, LAUNCH_STAGE_RLIMIT, errno);
+}
+
+/*
+ * Mount a fresh tmpfs with opts on dir. A home below dir (a test's state
+ * dir in /tmp) would vanish under it: it is bound back in at the same path.
+ */
+static void mount_private(const struct launch_prep *p, const char *dir, const char *opts, enum user_launch_stage stage)
+{
+	const struct user_launch_spec *s = p->spec;
+	size_t dl = strlen(dir);
+	bool home_below = strncmp(s->home, dir, dl) == 0 && s->home[dl] == '/';
+	int rep = p->report_fd, home_fd = -1;
+
+	if (home_below && (home_fd = open(s->home, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		child_fail(rep, stage, errno);
+	if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+		child_fail(rep, stage, errno);
+	if (home_fd >= 0) {
+		char path[sizeof(p->home_copy)], fdpath[64];
+
+		memcpy(path, p->home_copy, sizeof(path));
+		for (char *c = path + dl + 1; *c; c++)
+			if (*c == '/') {
+				*c = '\0';
+				/* chmod too: fleetd's umask (077) would leave the agent unable to traverse */
+				if (mkdir(path, 0711) == 0)
+					(void)chmod(path, 0711);
+				*c = '/';
+			}
+		(void)mkdir(path, 0700);
+		proc_fd_path(fdpath, home_fd);
+		if (mount(fdpath, path, NULL, MS_BIND | MS_REC, NULL) < 0)
+			child_fail(rep, stage, errno);
+		close(home_fd);
+	}
+}
+
+/* Make path (a directory or a link to one, e.g. /var/run) show target, unless it already resolves into it. */
+/*
+ * The secret files: a tmpfs of the agent's (0700) on USER_SECRETS_DIR in
+ * the fresh /run, each file 0400 and the agent's. In this mount namespace
+ * only: it goes when the sandbox does, and never touches a disk.
+ */
+static void write_secret_files(const struct launch_prep *p)
+{
+	const struct user_launch_spec *s = p->spec;
+	int rep = p->report_fd, dfd;
+
+	if (mkdir(USER_SECRETS_DIR, 0700) < 0 ||
+	    mount("tmpfs", USER_SECRETS_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, p->secrets_opts) < 0 ||
+	    (dfd = open(USER_SECRETS_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		child_fail(rep, LAUNCH_STAGE_SECRETS, errno);
+	for (size_t i = 0; i < s->n_files; i++) {
+		const unsigned char *d = s->files[i].data;
+		size_t left = s->files[i].len;
+		int fd = openat(dfd, s->files[i].name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
+
+		if (fd < 0)
+			child_fail(rep, LAUNCH_STAGE_SECRETS, errno);
+		while (left > 0) {
+			ssize_t w = write(fd, d, left);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				child_fail(rep, LAUNCH_STAGE_SECRETS, w < 0 ? errno : EIO);
+			d += w;
+			left -= (size_t)w;
+		}
+		if (fchown(fd, s->uid, s->gid) < 0)
+			child_fail(rep, LAUNCH_STAGE_SECRETS, errno);
+		close(fd);
+	}
+	close(dfd);
+}
+
+static void bind_alias(int rep, const char *target, const char *path)
+{
+	struct stat t, st;
+
+	if (stat(path, &st) < 0)
+		return;	/* not on this host */
+	if (stat(target, &t) < 0)
+		child_fail(rep, LAUNCH_STAGE_RUN, errno);
+	if (st.st_dev == t.st_dev && st.st_ino == t.st_ino)
+		return;
+	if (mount(target, path, NULL, MS_BIND, NULL) < 0)	/* mount(2) follows a link in path */
+		child_fail(rep, LAUNCH_STAGE_RUN, errno);
+}
+
+/* path with "." and ".." taken out, lexically (no link is looked at); false if it does not fit. */
+static bool normalize_path(const char *path, char *out, size_t size)
+{
+	size_t len = 0;
+
+	for (const char *p = path; *p;) {
+		size_t n = strcspn(p, "/");
+
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			while (len > 0 && out[--len] != '/')
+				;
+		} else if (n > 0 && !(n == 1 && p[0] == '.')) {
+			if (len + 1 + n + 1 > size)
+				return false;
+			out[len++] = '/';
+			memcpy(out + len, p, n);
+			len += n;
+		}
+		p += n + (p[n] == '/');
+	}
+	if (len == 0)
+		out[len++] = '/';
+	out[len] = '\0';
+	return true;
+}
+
+/* mkdir -p of path's parent directories (0755, root's: the agent may read, not write). */
+static int make_parents(char *path)
+{
+	for (char *c = path + 1; (c = strchr(c, '/')); c++) {
+		*c = '\0';
+		if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+			*c = '/';
+			return -1;
+		}
+		*c = '/';
+	}
+	return 0;
+}
+
+/*
+ * The agent's resolv.conf (its NAT network cannot reach the host's
+ * loopback resolver). Where the host's /etc/resolv.conf is a link into
+ * /run (systemd-resolved's stub, resolvconf), the link's target is made in
+ * this sandbox's fresh /run, where it would otherwise dangle; else a file
+ * in /run is bound, read-only, over /etc/resolv.conf. In this mount
+ * namespace only; the file is root's, 0644. Host paths only: the agent
+ * controls none of them.
+ */
+static void install_resolv_conf(const struct launch_prep *p)
+{
+	const char *text = p->spec->resolv_conf;
+	char link[PATH_MAX], full[PATH_MAX + 8], target[PATH_MAX] = "/run/fleet-resolv.conf";
+	ssize_t n = readlink("/etc/resolv.conf", link, sizeof(link) - 1);
+	bool bind = true;
+	size_t left = strlen(text);
+	struct stat st;
+	int rep = p->report_fd, fd;
+
+	if (n > 0) {
+		link[n] = '\0';
+		snprintf(full, sizeof(full), "%s%s", link[0] == '/' ? "" : "/etc/", link);
+		if (normalize_path(full, target, sizeof(target)) &&
+		    (strncmp(target, "/run/", 5) == 0 || strncmp(target, "/var/run/", 9) == 0))
+			bind = false;
+		else
+			snprintf(target, sizeof(target), "%s", "/run/fleet-resolv.conf");
+	} else if (lstat("/etc/resolv.conf", &st) < 0) {
+		return;	/* the host has none: there is no file to show it on */
+	}
+	if (!bind && make_parents(target) < 0)
+		child_fail(rep, LAUNCH_STAGE_DNS, errno);
+	fd = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 || fchmod(fd, 0644) < 0)
+		child_fail(rep, LAUNCH_STAGE_DNS, errno);
+	while (left > 0) {
+		ssize_t w = write(fd, text, left);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			child_fail(rep, LAUNCH_STAGE_DNS, w < 0 ? errno : EIO);
+		text += w;
+		left -= (size_t)w;
+	}
+	close(fd);
+	if (bind && (mount(target, "/etc/resolv.conf", NULL, MS_BIND, NULL) < 0 ||
+		     mount(NULL, "/etc/resolv.conf", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0))
+		child_fail(rep, LAUNCH_STAGE_DNS, errno);
+}
+
+/* The new network namespace has only lo, down: bring it up, so an agent's own local services work. */
+static void loopback_up(int rep)
+{
+	struct ifreq ifr = { 0 };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		child_fail(rep, LAUNCH_STAGE_NET, errno);
+	memcpy(ifr.ifr_name, "lo", 3);
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+		child_fail(rep, LAUNCH_STAGE_NET, errno);
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+		child_fail(rep, LAUNCH_STAGE_NET, errno);
+	close(fd);
+}
+
+/* PID 1 of the sandbox. Runs as root in the new namespaces; never runs agent code. */
+_noreturn_ static void launch_init(const struct launch_prep *p)
+{
+	const struct user_launch_spec *s = p->spec;
+	/* Every world-writable directory of a usual host gets a fresh one here; /run/lock (and /var/lock) below. */
+	static const char *const private_dirs[] = { "/tmp", "/var/tmp", "/dev/shm" };
+	sigset_t none;
+	int rep = p->report_fd;
+	pid_t payload = 0;
+	struct stat st;
+
+	for (size_t i = 0; i < s->n_cgroup_fds; i++)
+		if (write(s->cgroup_fds[i], "0", 1) < 0)
+			child_fail(rep, LAUNCH_STAGE_CGROUP, errno);
+	/* A NAT agent's own persistent namespace replaces the empty one (before the mounts: path is the host's). */
+	if (s->netns_path) {
+		int nsfd = open(s->netns_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+		if (nsfd < 0 || syscall(SYS_setns, nsfd, CLONE_NEWNET) < 0)
+			child_fail(rep, LAUNCH_STAGE_NET, errno);
+		close(nsfd);
+	}
+	loopback_up(rep);
+
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		child_fail(rep, LAUNCH_STAGE_MOUNT, errno);
+	/* A fresh proc for the new PID namespace: only this sandbox's processes, and of those only the agent's own. */
+	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible") < 0 &&
+	    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") < 0)
+		child_fail(rep, LAUNCH_STAGE_PROC, errno);
+	for (size_t i = 0; i < ARRAY_SIZE(private_dirs); i++) {
+		if (i > 0 && stat(private_dirs[i], &st) < 0)
+			continue;	/* /var/tmp or /dev/shm may be missing on a small host */
+		mount_private(p, private_dirs[i], p->tmp_opts, LAUNCH_STAGE_TMP);
+	}
+	/*
+	 * A fresh /run: no host daemon's socket (libvirt, D-Bus, fleetd) exists
+	 * in it, and its only content is an empty, world-writable /run/lock of
+	 * this sandbox. /var/run and /var/lock resolve into it.
+	 */
+	mount_private(p, "/run", p->run_opts, LAUNCH_STAGE_RUN);
+	if (mkdir("/run/lock", 01777) < 0 || chmod("/run/lock", 01777) < 0)	/* chmod: our umask is fleetd's */
+		child_fail(rep, LAUNCH_STAGE_RUN, errno);
+	if (s->n_files > 0)
+		write_secret_files(p);
+	bind_alias(rep, "/run", "/var/run");
+	bind_alias(rep, "/run/lock", "/var/lock");
+	if (s->resolv_conf)
+		install_resolv_conf(p);
+	/* Whatever else is world-writable on this host (found by the caller): empty, and this sandbox's own. */
+	for (size_t i = 0; i < s->n_shared_dirs; i++)
+		if (lstat(s->shared_dirs[i], &st) == 0 && S_ISDIR(st.st_mode))
+			mount_private(p, s->shared_dirs[i], p->shared_opts, LAUNCH_STAGE_TMP);
+	/* POSIX message queues of the new IPC namespace, not the host's, where a host mounts them. */
+	if (stat("/dev/mqueue", &st) == 0 &&
+	    mount("mqueue", "/dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		child_fail(rep, LAUNCH_STAGE_TMP, errno);
+
+	set_limit(rep, RLIMIT_CORE, 0);
+	if (s->rlimit_nofile > 0)
+		set_limit(rep, RLIMIT_NOFILE, s->rlimit_nofile);
+	if (s->rlimit_nproc > 0)
+		set_limit(rep, RLIMIT_NPROC, s->rlimit_nproc);
+
+	if (s->argv) {
+		struct clone_args args = { .exit_signal = SIGCHLD };
+
+		payload = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+		if (payload < 0)
+			child_fail(rep, LAUNCH_STAGE_FORK, errno);
+		if (payload == 0)
+			launch_payload(p);
+	}
+	{
+		struct user_launch_report r = { LAUNCH_REPORT_READY, 0, 0 };
+		(void)!write(rep, &r, sizeof(r));
+	}
+	/* Keep nothing of the agent's: no stdio, no cgroup files, only the report pipe. */
+	if (rep > 0)
+		(void)syscall(SYS_close_range, 0U, (unsigned)rep - 1, 0);
+	close_from(rep + 1);
+
+	sigemptyset(&none);
+	for (;;) {
+		int status;
+		pid_t w;
+
+		while ((w = waitpid(-1, &status, WNOHANG | __WALL)) > 0)
+			if (w == payload) {
+				struct user_launch_report r = { LAUNCH_REPORT_EXITED, 0, status };
+
+				(void)!write(rep, &r, sizeof(r));
+				_exit(0);	/* the kernel now kills whatever is left in the namespace */
+			}
+		if (got_term) {
+			got_term = 0;
+			if (!payload)
+				_exit(0);
+			(void)kill(-1, SIGTERM);	/* every process of this namespace but us */
+		}
+		sigsuspend(&none);
+	}
+}
+
+
+/* ---- reading the spec ---- */
+
+/* A NULL-terminated array of arr's strings (pointers into arr); NULL if arr is not an array of strings. */
+static const char **str_array(json_t *arr, size_t *n)
+{
+	const char **v;
+	size_t i;
+	json_t *e;
+
+	if (!json_is_array(arr))
+		return NULL;
+	v = xcalloc(json_array_size(arr) + 1, sizeof(*v));
+	json_array_foreach(arr, i, e) {
+		if (!(v[i] = json_string_value(e))) {
+			free(v);
+			return NULL;
+		}
+	}
+	if (n)
+		*n = json_array_size(arr);
+	return v;
+}
+
+static const char *opt_string(json_t *root, const char *key)
+{
+	return json_string_value(json_object_get(root, key));	/* NULL when absent or null */
+}
+
+/* Read exactly len bytes of fd from its start into a new buffer; NULL on a short or failed read. */
+static unsigned char *read_all(int fd, size_t len)
+{
+	unsigned char *buf = xmalloc(len ? len : 1);
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = pread(fd, buf + got, len - got, (off_t)got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			explicit_bzero(buf, got);
+			free(buf);
+			return NULL;
+		}
+		got += (size_t)n;
+	}
+	return buf;
+}
+
+/*
+ * Fill spec from the JSON on FD_SPEC and the files on FD_FILES; the
+ * strings point into *rootp, the files' bytes into *blobp. Both live as
+ * long as this process (it never returns from launch_init).
+ */
+static int read_spec(struct user_launch_spec *s, json_t **rootp, unsigned char **blobp)
+{
+	json_error_t jerr;
+	json_t *root = json_loadfd(FD_SPEC, JSON_REJECT_DUPLICATES, &jerr), *files;
+	size_t n_cg = 0, total = 0, i;
+	struct exec_file *fv;
+	json_t *f;
+
+	close(FD_SPEC);
+	if (!json_is_object(root))
+		return -EINVAL;
+	*rootp = root;
+	s->uid = (uid_t)json_integer_value(json_object_get(root, "uid"));
+	s->gid = (gid_t)json_integer_value(json_object_get(root, "gid"));
+	s->home = opt_string(root, "home");
+	if (!json_is_null(json_object_get(root, "argv")) && !(s->argv = str_array(json_object_get(root, "argv"), NULL)))
+		return -EINVAL;
+	if (!(s->envp = str_array(json_object_get(root, "envp"), NULL)))
+		return -EINVAL;
+	s->stdin_fd = 0;
+	s->stdout_fd = 1;
+	s->stderr_fd = 2;
+	n_cg = (size_t)json_integer_value(json_object_get(root, "cgroups"));
+	if (n_cg > 64)
+		return -EINVAL;
+	if (n_cg > 0) {
+		int *cg = xcalloc(n_cg, sizeof(*cg));
+
+		for (i = 0; i < n_cg; i++)
+			cg[i] = FD_CGROUP0 + (int)i;
+		s->cgroup_fds = cg;
+		s->n_cgroup_fds = n_cg;
+	}
+	s->rlimit_nproc = (long)json_integer_value(json_object_get(root, "rlimit_nproc"));
+	s->rlimit_nofile = (long)json_integer_value(json_object_get(root, "rlimit_nofile"));
+	s->tmp_size_mib = (long)json_integer_value(json_object_get(root, "tmp_size_mib"));
+	if (json_object_get(root, "shared_dirs") &&
+	    !(s->shared_dirs = (const char *const *)str_array(json_object_get(root, "shared_dirs"), &s->n_shared_dirs)))
+		return -EINVAL;
+	s->netns_path = opt_string(root, "netns_path");
+	s->resolv_conf = opt_string(root, "resolv_conf");
+	files = json_object_get(root, "files");
+	if (!json_is_array(files) || json_array_size(files) == 0)
+		return s->home && s->home[0] == '/' ? 0 : -EINVAL;
+	fv = xcalloc(json_array_size(files), sizeof(*fv));
+	json_array_foreach(files, i, f) {
+		json_int_t len = json_integer_value(json_object_get(f, "len"));
+
+		if (!(fv[i].name = opt_string(f, "name")) || len < 0 || (size_t)len > (64u << 20))
+			return -EINVAL;
+		fv[i].len = (size_t)len;
+		total += (size_t)len;
+	}
+	if (!(*blobp = read_all(FD_FILES, total)))
+		return -EIO;
+	close(FD_FILES);
+	for (i = 0, total = 0; i < json_array_size(files); i++) {
+		fv[i].data = *blobp + total;
+		total += fv[i].len;
+	}
+	s->files = fv;
+	s->n_files = json_array_size(files);
+	return s->home && s->home[0] == '/' ? 0 : -EINVAL;
+}
+
+int main(int argc, char **argv)
+{
+	struct sigaction sa_term = { .sa_handler = on_term }, sa_chld = { .sa_handler = on_chld };
+	struct user_launch_spec spec = { 0 };
+	struct launch_prep prep = { .spec = &spec, .report_fd = FD_REPORT };
+	unsigned char *blob = NULL;
+	json_t *root = NULL;
+	sigset_t block;
+	long size;
+	int r;
+
+	(void)argc;
+	(void)argv;
+	/* SIGTERM and SIGCHLD only wake launch_init's sigsuspend, so none is lost, not even during the setup. */
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGCHLD);
+	sigprocmask(SIG_SETMASK, &block, NULL);
+	sigaction(SIGTERM, &sa_term, NULL);
+	sigaction(SIGCHLD, &sa_chld, NULL);
+	if (fcntl(FD_REPORT, F_GETFD) < 0)
+		return 127;	/* not started by user_launch() */
+	(void)fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC);
+	if ((r = read_spec(&spec, &root, &blob)) < 0)
+		child_fail(FD_REPORT, LAUNCH_STAGE_INIT, -r);
+	if (strlen(spec.home) >= sizeof(prep.home_copy))
+		child_fail(FD_REPORT, LAUNCH_STAGE_INIT, ENAMETOOLONG);
+	memcpy(prep.home_copy, spec.home, strlen(spec.home) + 1);
+	size = spec.tmp_size_mib > 0 ? spec.tmp_size_mib : 64;
+	snprintf(prep.tmp_opts, sizeof(prep.tmp_opts), "mode=0700,uid=%lu,gid=%lu,size=%ldm,nr_inodes=%ld",
+		 (unsigned long)spec.uid, (unsigned long)spec.gid, size, size * 256);
+	snprintf(prep.run_opts, sizeof(prep.run_opts), "mode=0755,uid=0,gid=0,size=%ldm,nr_inodes=%ld", size, size * 256);
+	snprintf(prep.shared_opts, sizeof(prep.shared_opts), "mode=1777,uid=0,gid=0,size=%ldm,nr_inodes=%ld", size, size * 256);
+	{
+		size_t bytes = 4096;	/* a page per file at least: tmpfs counts pages */
+
+		for (size_t i = 0; i < spec.n_files; i++)
+			bytes += (spec.files[i].len + 4095) / 4096 * 4096 + 4096;
+		snprintf(prep.secrets_opts, sizeof(prep.secrets_opts), "mode=0700,uid=%lu,gid=%lu,size=%zu,nr_inodes=%zu",
+			 (unsigned long)spec.uid, (unsigned long)spec.gid, bytes, spec.n_files + 8);
+	}
+	launch_init(&prep);
+}

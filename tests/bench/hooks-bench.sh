@@ -270,10 +270,41 @@ load() {
 	local target=$1 c=$2 url=$3 out=$BT/$1-$2.out
 	"${NS[@]}" wrk -t 1 -c "$c" -d 2s --timeout 10s -s "$FLEET_SRCDIR/tests/bench/hooks-bench.lua" "$url" \
 		-- "$RUNID-w$c" "$BT/body.json" "$SIG" > "$BT/$target-$c.warm" 2>&1
+	cpu_begin
 	"${NS[@]}" wrk -t 1 -c "$c" -d "${DURATION}s" --timeout 10s -s "$FLEET_SRCDIR/tests/bench/hooks-bench.lua" "$url" \
 		-- "$RUNID-m$c" "$BT/body.json" "$SIG" > "$out" 2>&1 || die "wrk against $target failed: $(tail -3 "$out")"
+	cpu_end "$target" "$c"
 	grep -q '^RESULT ' "$out" || die "wrk against $target printed no result: $(tail -3 "$out")"
 	log "$target, $c connections: $(grep '^RESULT ' "$out" | cut -d' ' -f2-)"
+}
+
+# CPU time (utime + stime, clock ticks, without children) of a PID.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# Runs of AGENT that have ended (the newest 10000).
+runs_ended() { FC --json runs "$1" --limit 10000 | jq '[.[] | select(.state == "succeeded" or .state == "failed")] | length'; }
+# fleet_load TARGET CONNS URL AGENT: load() that also takes fleetd's and
+# fleet-hooksd's CPU over the measured part, the deliveries stored
+# (hooks.accepted) and the runs AGENT finished meanwhile, into
+# $BT/TARGET-CONNS.cpu as "deliveries runs fleetd_us hooksd_us". The robust
+# figure on a busy host: rates swing 2-4x, CPU per delivery much less.
+fleet_load() {
+	CPU_AGENT=$4 load "$1" "$2" "$3"
+}
+cpu_begin() {
+	[ -n "${CPU_AGENT:-}" ] || return 0
+	HPID=$(FC --json status | jq -r '.hooks.pid')
+	R0=$(runs_ended "$CPU_AGENT"); A0=$(FC --json status | jq -r '.hooks.accepted')
+	F0=$(cpu_ticks "$FLEETD_PID"); H0=$(cpu_ticks "$HPID")
+}
+cpu_end() {	# cpu_end TARGET CONNS
+	[ -n "${CPU_AGENT:-}" ] || return 0
+	local f1 h1 a1 r1 tck fu hu
+	f1=$(cpu_ticks "$FLEETD_PID"); h1=$(cpu_ticks "$HPID")
+	a1=$(FC --json status | jq -r '.hooks.accepted'); r1=$(runs_ended "$CPU_AGENT")
+	tck=$(getconf CLK_TCK)
+	fu=$(( (f1 - F0) * 1000000 / tck )) hu=$(( (h1 - H0) * 1000000 / tck ))
+	echo "$((a1 - A0)) $((r1 - R0)) $fu $hu" > "$BT/$1-$2.cpu"
+	log "$1, $2 connections: $((a1 - A0)) deliveries stored, $((r1 - R0)) runs ended; CPU fleetd $((fu / 1000)) ms, fleet-hooksd $((hu / 1000)) ms"
 }
 
 # webhook_drain: wait (up to 5 min) until the webhook tool has started the
@@ -294,7 +325,7 @@ for c in $CONNS; do
 	load bare "$c" "$BARE_URL"
 	load bare-close "$c" "$BARE_CLOSE_URL"
 	fleet_sink "hkb-s$c"
-	load fleet "$c" "http://$HOOKS_LISTEN/hooks/hkb-s$c"
+	fleet_load fleet "$c" "http://$HOOKS_LISTEN/hooks/hkb-s$c" "hkb-s$c"
 	FC --json events --route "hkb-s$c" --limit 1 > "$BT/fleet-$c.events" 2>/dev/null
 	# Its queued runs would run (and take CPU) during the next measurement.
 	t0=$(now_us)
@@ -302,7 +333,7 @@ for c in $CONNS; do
 	FC rm --force "hkb-s$c" >/dev/null || die "fleetctl rm --force hkb-s$c failed"
 	log "removed hkb-s$c (newest run id $queued) in $(ms $(( $(now_us) - t0 ))) ms"
 	fleet_sink "hkb-n$c" --events release
-	load fleet-norun "$c" "http://$HOOKS_LISTEN/hooks/hkb-n$c"
+	fleet_load fleet-norun "$c" "http://$HOOKS_LISTEN/hooks/hkb-n$c" "hkb-n$c"
 	FC rm --force "hkb-n$c" >/dev/null || die "fleetctl rm --force hkb-n$c failed"
 	# Last: webhook answers before its command has run and keeps starting
 	# /bin/true for its backlog long after the load ends, which would eat
@@ -417,6 +448,19 @@ for c in $CONNS; do
 		"$(ratio "$(get fleet-norun "$c" rate)" "$(get bare "$c" rate)")" \
 		"$(ratio "$(get fleet "$c" p99_us)" "$(get bare "$c" p99_us)")" \
 		"$(ratio "$(get fleet "$c" p99_us)" "$(get webhook "$c" p99_us)")"
+done
+printf '\n%-6s %-11s %11s %12s %17s %21s %24s\n' conns target deliveries "runs ended" "fleetd us/deliv" "fleet-hooksd us/deliv" "fleetd ms/run (derived)"
+for c in $CONNS; do
+	read -r nd nr nf nh < "$BT/fleet-norun-$c.cpu"
+	base=$(awk -v d="$nd" -v f="$nf" 'BEGIN { print (d > 0 ? f / d : 0) }')
+	for t in fleet fleet-norun; do
+		read -r d r f h < "$BT/$t-$c.cpu"
+		# a run's own cost: fleetd's CPU less what the same deliveries cost without runs
+		printf '%-6s %-11s %11s %12s %17s %21s %24s\n' "$c" "$t" "$d" "$r" \
+			"$(awk -v d="$d" -v f="$f" 'BEGIN { printf "%.0f", (d > 0 ? f / d : 0) }')" \
+			"$(awk -v d="$d" -v h="$h" 'BEGIN { printf "%.0f", (d > 0 ? h / d : 0) }')" \
+			"$(awk -v d="$d" -v r="$r" -v f="$f" -v b="$base" -v t="$t" 'BEGIN { if (t == "fleet" && r > 0) printf "%.2f", (f - d * b) / r / 1000; else print "-" }')"
+	done
 done
 last=${CONNS##* }
 printf '\ntargets (issue #11) at %s connections: fleet >= 0.5x bare: %s (%s); fleet >= 10x webhook: %s (%s)\n' "$last" \

@@ -153,22 +153,39 @@ const char *user_launch_init_path(void)
 	return found;
 }
 
-/* The spec as fleet-init reads it (init.c's read_spec); the fds go as fds. */
+/* Append a copy of each of n strings (n < 0: up to a NULL) to arr; false if one is not UTF-8. */
+static bool append_strings(json_t *arr, const char *const *v, ssize_t n)
+{
+	for (ssize_t i = 0; n < 0 ? v[i] != NULL : i < n; i++) {
+		json_t *s = json_string(v[i]);
+
+		if (!s || json_array_append_new(arr, s) < 0)
+			return false;
+	}
+	return true;
+}
+
+/* The spec as fleet-init reads it (init.c's read_spec); the fds go as fds. NULL: a string is not UTF-8. */
 static json_t *spec_json(const struct user_launch_spec *s)
 {
-	json_t *argv = json_null(), *envp = json_array(), *shared = json_array(), *files = json_array();
+	json_t *argv = s->argv ? json_array() : json_null(), *envp = json_array(), *shared = json_array(),
+	       *files = json_array();
+	bool ok = (!s->argv || append_strings(argv, s->argv, -1)) && append_strings(envp, s->envp, -1) &&
+		  append_strings(shared, s->shared_dirs, (ssize_t)s->n_shared_dirs);
 
-	if (s->argv) {
-		argv = json_array();
-		for (size_t i = 0; s->argv[i]; i++)
-			json_array_append_new(argv, json_string(s->argv[i]));
+	for (size_t i = 0; ok && i < s->n_files; i++) {
+		json_t *f = json_pack("{s:s, s:I}", "name", s->files[i].name, "len", (json_int_t)s->files[i].len);
+
+		ok = f && json_array_append_new(files, f) == 0;
 	}
-	for (size_t i = 0; s->envp[i]; i++)
-		json_array_append_new(envp, json_string(s->envp[i]));
-	for (size_t i = 0; i < s->n_shared_dirs; i++)
-		json_array_append_new(shared, json_string(s->shared_dirs[i]));
-	for (size_t i = 0; i < s->n_files; i++)
-		json_array_append_new(files, json_pack("{s:s, s:I}", "name", s->files[i].name, "len", (json_int_t)s->files[i].len));
+	if (!ok) {
+		json_decref(argv);
+		json_decref(envp);
+		json_decref(shared);
+		json_decref(files);
+		return NULL;
+	}
+	/* json_pack takes the four arrays ("o"), also when it fails */
 	return json_pack("{s:I, s:I, s:s, s:o, s:o, s:I, s:I, s:I, s:I, s:o, s:s?, s:s?, s:o}",
 			 "uid", (json_int_t)s->uid, "gid", (json_int_t)s->gid, "home", s->home,
 			 "argv", argv, "envp", envp, "cgroups", (json_int_t)s->n_cgroup_fds,

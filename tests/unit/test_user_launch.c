@@ -295,7 +295,14 @@ int main(void)
 		user_launch(&s, &p);
 		close(o[1]);
 		user_launch_env_free(e2);
-		usleep(200000);
+		{
+			/* until the trap is set ("up"), not a guessed delay: a busy host may take longer */
+			char line[8] = "";
+			size_t n = 0;
+
+			while (n < sizeof(line) - 1 && read(o[0], line + n, 1) == 1 && line[n] != '\n')
+				n++;
+		}
 		collect(&p, o[0], -1, &res, SIGTERM);
 		ok(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 3, "SIGTERM to the init reaches the command");
 		ok(strstr(res.out, "got-term") != NULL, "the command's trap ran");
@@ -308,6 +315,14 @@ int main(void)
 
 		user_launch_env("tester", "fleet-tester", home, NULL, &e2);
 		s.envp = (const char *const *)e2;
+		{
+			/* fleet-init gets the spec as JSON: a string that is not UTF-8 is refused, not dropped */
+			static const char *const nonutf8_env[] = { "X=\xff\xfe", NULL };
+			struct user_launch_spec b = s;
+
+			b.envp = nonutf8_env;
+			is_int(user_launch(&b, &p), -EINVAL, "an environment entry that is not UTF-8 is refused");
+		}
 		is_int(user_launch(&s, &p), 0, "launch an idle sandbox (no payload)");
 		user_launch_env_free(e2);
 		collect(&p, -1, -1, &res, SIGTERM);

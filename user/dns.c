@@ -1,7 +1,10 @@
 /*
  * dns: the /etc/resolv.conf a NAT user agent's sandbox shows (see
- * model/resolvers.h). Read from the host's files at each launch, so a
- * change of the host's resolvers reaches the next sandbox.
+ * model/resolvers.h). Made from the host's files again whenever one of
+ * them changed (its inode, size or mtime), so a change of the host's
+ * resolvers reaches the next sandbox without reading them at every launch
+ * (an edit that keeps the size within one mtime tick, a few ms, is missed
+ * until the next change: resolver files are not edited that way).
  */
 #include "user/internal.h"
 
@@ -9,6 +12,7 @@
 #include <fcntl.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -47,10 +51,47 @@ static void servers_of(const char *path, struct resolvers *r)
 	free(buf);
 }
 
-char *user_resolv_conf(struct fleetd *f)
+/* What user_resolv_conf last made, and from what: one per fleetd (its loop's thread only). */
+struct file_sig {
+	bool present;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+};
+static struct {
+	char *text;	/* owned here; callers get copies */
+	char *conf;	/* user_dns it was made for */
+	struct file_sig sig[2];
+} cache;
+
+static struct file_sig sig_of(const char *path)
+{
+	struct stat st;
+	struct file_sig s = { .present = false };
+
+	if (stat(path, &st) == 0) {
+		s.present = true;
+		s.dev = st.st_dev;
+		s.ino = st.st_ino;
+		s.size = st.st_size;
+		s.mtime = st.st_mtim;
+	}
+	return s;
+}
+
+static bool sig_equal(const struct file_sig *a, const struct file_sig *b)
+{
+	if (a->present != b->present)
+		return false;
+	return !a->present || (a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+			       a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec);
+}
+
+static char *make_resolv_conf(const char *conf)
 {
 	static bool warned;
-	const char *conf = config_get(&f->cfg, CFG_USER_DNS), *why = NULL;
+	const char *why = NULL;
 	struct resolvers r = { .n = 0 };
 
 	if (strcmp(conf, "auto") != 0) {
@@ -70,4 +111,21 @@ char *user_resolv_conf(struct fleetd *f)
 			    "set user_dns in fleetd.conf");
 	}
 	return resolvers_render(&r, "user_dns auto");
+}
+
+char *user_resolv_conf(struct fleetd *f)
+{
+	const char *conf = config_get(&f->cfg, CFG_USER_DNS);
+	struct file_sig now[2] = { sig_of(RESOLV_CONF), sig_of(RESOLVED_UPSTREAM) };
+
+	if (!cache.text || strcmp(cache.conf, conf) != 0 || !sig_equal(&now[0], &cache.sig[0]) ||
+	    !sig_equal(&now[1], &cache.sig[1])) {
+		free(cache.text);
+		free(cache.conf);
+		cache.text = make_resolv_conf(conf);
+		cache.conf = xstrdup(conf);
+		cache.sig[0] = now[0];
+		cache.sig[1] = now[1];
+	}
+	return xstrdup(cache.text);
 }

@@ -32,12 +32,12 @@ check() {	# check DESCRIPTION -- COMMAND...: passes when COMMAND exits 0
 	ok $? "$desc"
 }
 
-is() {	# is GOT WANT DESCRIPTION
-	if [ "$1" = "$2" ]; then ok 0 "$3"; else ok 1 "$3"; echo "#   got:  '$1'"; echo "#   want: '$2'"; fi
+is() {	# is GOT WANT DESCRIPTION; returns 0 when equal, so `is ... || diag ...` works
+	if [ "$1" = "$2" ]; then ok 0 "$3"; else ok 1 "$3"; echo "#   got:  '$1'"; echo "#   want: '$2'"; return 1; fi
 }
 
-like() {	# like TEXT PATTERN DESCRIPTION (grep -E)
-	if printf '%s' "$1" | grep -qE -- "$2"; then ok 0 "$3"; else ok 1 "$3"; echo "#   '$1'"; echo "#   does not match /$2/"; fi
+like() {	# like TEXT PATTERN DESCRIPTION (grep -E); returns 0 on a match
+	if printf '%s' "$1" | grep -qE -- "$2"; then ok 0 "$3"; else ok 1 "$3"; echo "#   '$1'"; echo "#   does not match /$2/"; return 1; fi
 }
 
 diag() { printf '# %s\n' "$@"; }

@@ -32,29 +32,33 @@ if ! ls common/*.c core/*.c >/dev/null 2>&1; then
 	exit 1
 fi
 shopt -s nullglob	# a folder with no .c or .h yet is not an error
+# Whatever options the caller's shell exported (SHELLOPTS with nounset or
+# errexit), a failure must never be silent: an exit other than the verdict
+# below says where it stopped, on stdout, where the TAP lines go.
+bad=0 verdict=
+trap 'rc=$?; if [ "$rc" != 0 ] && [ -z "$verdict" ]; then echo "not ok - layers.sh stopped with status $rc before its verdict (line ${BASH_LINENO[0]:-?})"; fi' EXIT
 
 # Folder -> layer, top down: daemon/ -> api/ -> core/ -> vm/, user/ ->
 # backend/ -> store/ -> model/ -> common/ (docs/architecture.md). A file
 # includes only its own folder and folders of a lower layer, by a path that
 # names the folder ("core/runs.h").
-layer_of() {
+layer_of() {	# layer_of MODULE: sets $layer (a function, not $(...): no fork per include)
 	case $1 in
-	common/*) echo 0 ;;		# libc-only helpers of all three programs
-	model/*) echo 1 ;;		# records, enums and name tables, config, the context
-	agentd/*) echo 1 ;;		# the in-environment helper (common/ only)
-	store/*) echo 2 ;;		# the only user of sqlite3
-	hooks/*) echo 2 ;;		# webhook verification and the listener process: no store, no backends
-	backend/*) echo 3 ;;		# the seam and the mechanisms both backends share
-	listener/*) echo 3 ;;		# fleet-hooksd, the unprivileged webhook listener: hooks/, model/, common/ only
-	vm/* | user/*) echo 4 ;;	# the two adapters
-	core/*) echo 5 ;;		# lifecycle (sole writer of agent state), registry, health, snapshots, runs
-	api/*) echo 6 ;;		# the HTTP face
-	ctl/*) echo 6 ;;		# the CLI (model/ for the enum names)
-	daemon/*) echo 7 ;;		# main: wires everything
-	*) echo unknown ;;
+	common/*) layer=0 ;;		# libc-only helpers of all three programs
+	model/*) layer=1 ;;		# records, enums and name tables, config, the context
+	agentd/*) layer=1 ;;		# the in-environment helper (common/ only)
+	store/*) layer=2 ;;		# the only user of sqlite3
+	hooks/*) layer=2 ;;		# webhook verification and the listener process: no store, no backends
+	backend/*) layer=3 ;;		# the seam and the mechanisms both backends share
+	listener/*) layer=3 ;;		# fleet-hooksd, the unprivileged webhook listener: hooks/, model/, common/ only
+	vm/* | user/*) layer=4 ;;	# the two adapters
+	core/*) layer=5 ;;		# lifecycle (sole writer of agent state), registry, health, snapshots, runs
+	api/*) layer=6 ;;		# the HTTP face
+	ctl/*) layer=6 ;;		# the CLI (model/ for the enum names)
+	daemon/*) layer=7 ;;		# main: wires everything
+	*) layer=unknown ;;
 	esac
 }
-folder_of() { echo "${1%%/*}"; }
 
 # Includes that a lower layer number alone would allow but that break a rule:
 # FROM-FOLDER:TO-FOLDER. Backends never touch the store (what they keep per
@@ -78,10 +82,9 @@ denied=(
 allowed_up=()
 is_allowed() { local x; for x in "${allowed_up[@]}"; do [ "$x" = "$1" ] && return 0; done; return 1; }
 
-resolve() {	# resolve FILE HEADER -> path or nothing (includes are relative to the top)
-	if [ -f "$2" ]; then echo "$2"; fi
-}
-module_of() { echo "${1%.*}"; }	# X.c and X.h are one module
+# Everything per include line is done with bash's own expansions: a fork per
+# line (sed, $(...)) made this take minutes on a busy host.
+include_re='^[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]+)"'
 
 folders="common model store hooks listener backend vm user core api daemon agentd ctl"
 n=0 bad=0
@@ -89,22 +92,23 @@ declare -A edge_line	# "A B" -> first FILE:LINE: TEXT that makes module A includ
 declare -A adj		# A -> "B C ..."
 while IFS= read -r hit; do
 	file=${hit%%:*}; rest=${hit#*:}; line=${rest%%:*}; text=${rest#*:}
-	hdr=$(sed -E 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]+)".*/\1/' <<<"$text")
+	[[ $text =~ $include_re ]] || continue
+	hdr=${BASH_REMATCH[1]}
 	case $hdr in
 	*/*) ;;
 	*)	echo "not ok $((++n)) - include does not name its folder: $file:$line: $text"
 		bad=1; continue ;;
 	esac
-	target=$(resolve "$file" "$hdr")
-	[ -n "$target" ] || continue
-	a=$(module_of "$file"); b=$(module_of "$target")
+	[ -f "$hdr" ] || continue	# a system or generated header: includes are relative to the top
+	a=${file%.*}; b=${hdr%.*}	# X.c and X.h are one module
 	[ "$a" = "$b" ] && continue
-	la=$(layer_of "$a"); lb=$(layer_of "$b")
+	layer_of "$a"; la=$layer
+	layer_of "$b"; lb=$layer
 	if [ "$la" = unknown ] || [ "$lb" = unknown ]; then
 		echo "not ok $((++n)) - $file:$line: $text: module ${a/unknown} ${b} has no layer in tests/lint/layers.sh"
 		bad=1; continue
 	fi
-	fa=$(folder_of "$a"); fb=$(folder_of "$b")
+	fa=${a%%/*}; fb=${b%%/*}
 	for x in "${denied[@]}"; do
 		[ "$x" = "$fa:$fb" ] || continue
 		if is_allowed "$file:$hdr"; then
@@ -122,7 +126,7 @@ while IFS= read -r hit; do
 			bad=1
 		fi
 	fi
-	if [ -z "${edge_line["$a $b"]}" ]; then
+	if [ -z "${edge_line["$a $b"]:-}" ]; then
 		edge_line["$a $b"]="$file:$line: $text"
 		adj[$a]+=" $b"
 	fi
@@ -135,21 +139,21 @@ stack=()
 dfs() {
 	local u=$1 v
 	color[$u]=1; stack+=("$u")
-	for v in ${adj[$u]}; do
-		if [ "${color[$v]}" = 1 ]; then
+	for v in ${adj[$u]:-}; do
+		if [ "${color[$v]:-}" = 1 ]; then
 			local i start=-1 cyc=() key
 			for ((i = 0; i < ${#stack[@]}; i++)); do [ "${stack[$i]}" = "$v" ] && start=$i; done
 			cyc=("${stack[@]:$start}")
 			key=$(printf '%s\n' "${cyc[@]}" | sort | tr '\n' ' ')
-			[ -n "${seen_cycle[$key]}" ] && continue
+			[ -n "${seen_cycle[$key]:-}" ] && continue
 			seen_cycle[$key]=1
 			echo "not ok $((++n)) - include cycle: ${cyc[*]} $v"
 			for ((i = 0; i < ${#cyc[@]}; i++)); do
 				local from=${cyc[$i]} to=${cyc[$(((i + 1) % ${#cyc[@]}))]}
-				echo "#   ${edge_line["$from $to"]}"
+				echo "#   ${edge_line["$from $to"]:-}"
 			done
 			bad=1
-		elif [ -z "${color[$v]}" ]; then
+		elif [ -z "${color[$v]:-}" ]; then
 			dfs "$v"
 		fi
 	done
@@ -157,9 +161,10 @@ dfs() {
 	color[$u]=2
 }
 for u in $(printf '%s\n' "${!adj[@]}" | sort); do
-	[ -z "${color[$u]}" ] && dfs "$u"
+	[ -z "${color[$u]:-}" ] && dfs "$u"
 done
 
+verdict=$bad
 if [ $bad = 0 ]; then
 	echo "ok $((++n)) - no include cycle, no upward or denied include in $folders"
 fi

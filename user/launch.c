@@ -194,6 +194,17 @@ static json_t *spec_json(const struct user_launch_spec *s)
 			 "netns_path", s->netns_path, "resolv_conf", s->resolv_conf, "files", files);
 }
 
+/* Zero jansson's copies of the environment's strings before they are freed: the agent's secrets are among them. */
+static void scrub_strings(json_t *arr)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(arr, i, v)
+		if (json_is_string(v))
+			explicit_bzero((char *)json_string_value(v), json_string_length(v));
+}
+
 /* A memfd holding len bytes of data, at offset 0; -errno. */
 static int memfd_with(const char *name, const void *data, size_t len)
 {
@@ -301,6 +312,7 @@ int user_launch(const struct user_launch_spec *spec, struct user_launch_proc *re
 	if (!(j = spec_json(spec)))
 		return -EINVAL;	/* a string that is not UTF-8 */
 	text = json_dumps(j, JSON_COMPACT);
+	scrub_strings(json_object_get(j, "envp"));
 	json_decref(j);
 	if (!text)
 		return -ENOMEM;

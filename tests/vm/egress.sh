@@ -64,7 +64,7 @@ pids=()
 for n in $A $B; do "$FLEETCTL" start $n >"$TEST_TMP/start.$n" 2>&1 & pids+=($!); done
 i=0
 for n in $A $B; do wait "${pids[$i]}"; ok $? "start $n"; i=$((i + 1)); done
-check "$A's running guest has that tap on fleetbr0" -- vmns_exec test -e "/sys/class/net/fleetbr0/brif/$TAP"
+check "$A's running guest has that tap on fleetbr0" -- vmns_exec test -n "$TAP" -a -e "/sys/class/net/fleetbr0/brif/$TAP"
 
 guest_addr() {
 	"$FLEETCTL" exec "$1" --root --no-stdin --timeout 20 -- ip -4 addr show eth0 2>/dev/null |

@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <jansson.h>
 #include <netdb.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -100,15 +102,18 @@ int firewall_base(const char *user_subnet, char **why)
 	return nft(batch, false, NULL, why);
 }
 
-/* Append to *b the accept rule(s) of one entry for chain; names resolve to all their addresses. */
-static void entry_rules(FILE *b, const char *agent, const struct egress_entry *e)
+/*
+ * Append to *b the accept rule(s) of one entry for chain agent-AGENT of
+ * table (family and name); names resolve to all their addresses.
+ */
+static void entry_rules(FILE *b, const char *table, const char *agent, const struct egress_entry *e)
 {
 	char port[64] = "";
 
 	if (e->port)
 		snprintf(port, sizeof(port), " meta l4proto { tcp, udp } th dport %d", e->port);
 	if (!e->host[0]) {
-		fprintf(b, "add rule " T " agent-%s %s daddr %s%s accept comment \"egress-allow %s\"\n", agent,
+		fprintf(b, "add rule %s agent-%s %s daddr %s%s accept comment \"egress-allow %s\"\n", table, agent,
 			e->family == AF_INET6 ? "ip6" : "ip", e->cidr, port, e->cidr);
 		return;
 	}
@@ -128,7 +133,7 @@ static void entry_rules(FILE *b, const char *agent, const struct egress_entry *e
 		if ((ai->ai_family != AF_INET && ai->ai_family != AF_INET6) ||
 		    !inet_ntop(ai->ai_family, p, addr, sizeof(addr)))
 			continue;
-		fprintf(b, "add rule " T " agent-%s %s daddr %s%s accept comment \"egress-allow %s\"\n", agent,
+		fprintf(b, "add rule %s agent-%s %s daddr %s%s accept comment \"egress-allow %s\"\n", table, agent,
 			ai->ai_family == AF_INET6 ? "ip6" : "ip", addr, port, e->host);
 		n++;
 	}
@@ -159,7 +164,7 @@ int firewall_agent_apply(const char *agent, const char *iface, const char *egres
 		   "delete element " T " egress { \"%s\" }\n",
 		agent, agent, agent, iface, agent, iface);
 	for (size_t i = 0; i < n; i++)
-		entry_rules(b, agent, &entries[i]);
+		entry_rules(b, T, agent, &entries[i]);
 	if (egress_allow)
 		fprintf(b, "add rule " T " agent-%s counter name \"refused-%s\" drop comment \"agent %s: not in egress-allow\"\n",
 			agent, agent, agent);
@@ -189,9 +194,10 @@ int firewall_agent_remove(const char *agent, const char *iface, char **why)
 	return nft(batch, false, NULL, why);
 }
 
-int firewall_agent_refused(const char *agent, long long *packets)
+/* The packets of counter refused-AGENT in table: 0, -ENOENT without one, or -errno. */
+static int counter_packets(const char *table, const char *agent, long long *packets)
 {
-	_cleanup_free_ char *cmd = xasprintf("list counter " T " refused-%s", agent), *out = NULL;
+	_cleanup_free_ char *cmd = xasprintf("list counter %s refused-%s", table, agent), *out = NULL;
 	json_t *root, *items, *it, *ctr;
 	json_error_t err;
 	size_t i;
@@ -213,9 +219,120 @@ int firewall_agent_refused(const char *agent, long long *packets)
 	return r;
 }
 
+int firewall_agent_refused(const char *agent, long long *packets)
+{
+	return counter_packets(T, agent, packets);
+}
+
 bool firewall_agent_present(const char *agent)
 {
 	_cleanup_free_ char *cmd = xasprintf("list chain " T " agent-%s", agent);
 
 	return nft(cmd, false, NULL, NULL) == 0;
+}
+
+/* --- VM agents: the bridge table ------------------------------------------------------ */
+
+#define B "bridge " FIREWALL_TABLE
+
+void firewall_vm_tap(const char *agent, char tap[FIREWALL_TAP_SIZE])
+{
+	uint64_t h = 0xcbf29ce484222325ULL;	/* FNV-1a: stable across fleetd versions and hosts */
+
+	for (const unsigned char *p = (const unsigned char *)agent; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ULL;
+	snprintf(tap, FIREWALL_TAP_SIZE, FIREWALL_VM_TAP_PREFIX "%012llx", (unsigned long long)(h & 0xffffffffffffULL));
+}
+
+int firewall_vm_base(char **why)
+{
+	static const char batch[] =
+		"add table " B "\n"
+		"add chain " B " prerouting { type filter hook prerouting priority filter; policy accept; }\n"
+		"add map " B " vm-egress { type ifname : verdict; }\n"
+		"flush chain " B " prerouting\n"
+		/*
+		 * The port a frame came in on is the tap QEMU holds: nothing in
+		 * the guest chooses it. Only fleet's taps are in the map, so
+		 * other bridges' ports are never touched.
+		 */
+		"add rule " B " prerouting iifname vmap @vm-egress\n";
+
+	return nft(batch, false, NULL, why);
+}
+
+char *firewall_vm_agent_batch(const char *agent, const char *egress_allow, char **why)
+{
+	_cleanup_free_ struct egress_entry *entries = NULL;
+	char tap[FIREWALL_TAP_SIZE], *batch = NULL;
+	size_t n = 0, len = 0;
+	const char *perr;
+	FILE *b;
+
+	if (egress_parse(egress_allow, &entries, &n, &perr) < 0) {
+		*why = xasprintf("egress_allow: %s", perr);
+		return NULL;
+	}
+	firewall_vm_tap(agent, tap);
+	if (!(b = open_memstream(&batch, &len))) {
+		*why = xasprintf("cannot build the rules: %s", strerror(errno));
+		return NULL;
+	}
+	/* As for user agents: the element goes and comes back, so the new verdict replaces any old one. */
+	fprintf(b, "add chain " B " agent-%s\n"
+		   "flush chain " B " agent-%s\n"
+		   "add counter " B " refused-%s\n"
+		   "add element " B " vm-egress { \"%s\" : jump agent-%s }\n"
+		   "delete element " B " vm-egress { \"%s\" }\n"
+		   "add rule " B " agent-%s ether type arp accept comment \"agent %s: address resolution on the bridge\"\n"
+		   "add rule " B " agent-%s ip daddr { 255.255.255.255, " FIREWALL_VM_GATEWAY " } udp sport 68 udp dport 67 accept"
+		   " comment \"agent %s: DHCP of libvirt's dnsmasq\"\n",
+		agent, agent, agent, tap, agent, tap, agent, agent, agent, agent);
+	for (size_t i = 0; i < n; i++)
+		entry_rules(b, B, agent, &entries[i]);
+	fprintf(b, "add rule " B " agent-%s counter name \"refused-%s\" drop comment \"agent %s: not in egress-allow\"\n"
+		   "add element " B " vm-egress { \"%s\" : jump agent-%s }\n",
+		agent, agent, agent, tap, agent);
+	if (fclose(b) != 0) {
+		free(batch);
+		*why = xstrdup("cannot build the rules: out of memory");
+		return NULL;
+	}
+	return batch;
+}
+
+int firewall_vm_agent_apply(const char *agent, const char *egress_allow, char **why)
+{
+	_cleanup_free_ char *batch = NULL;
+
+	if (!egress_allow)
+		return firewall_vm_agent_remove(agent, why);
+	if (!(batch = firewall_vm_agent_batch(agent, egress_allow, why)))
+		return -EINVAL;
+	return nft(batch, false, NULL, why);
+}
+
+int firewall_vm_agent_remove(const char *agent, char **why)
+{
+	char tap[FIREWALL_TAP_SIZE];
+	_cleanup_free_ char *batch = NULL;
+
+	firewall_vm_tap(agent, tap);
+	/* Everything added first, so deleting never fails on something already gone. */
+	batch = xasprintf("add table " B "\n"
+			  "add map " B " vm-egress { type ifname : verdict; }\n"
+			  "add chain " B " agent-%s\n"
+			  "add counter " B " refused-%s\n"
+			  "add element " B " vm-egress { \"%s\" : jump agent-%s }\n"
+			  "delete element " B " vm-egress { \"%s\" }\n"
+			  "flush chain " B " agent-%s\n"
+			  "delete chain " B " agent-%s\n"
+			  "delete counter " B " refused-%s\n",
+			  agent, agent, tap, agent, tap, agent, agent, agent);
+	return nft(batch, false, NULL, why);
+}
+
+int firewall_vm_agent_refused(const char *agent, long long *packets)
+{
+	return counter_packets(B, agent, packets);
 }

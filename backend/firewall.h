@@ -32,8 +32,12 @@
 #define FIREWALL_TABLE "fleet"
 /* Host ends of the user agents' veth pairs are USER_IFACE_PREFIX<slot> (user/netns.c). */
 #define FIREWALL_USER_IFACE_PREFIX "flh"
-/* libvirt's bridge of the VM agents' NAT network (vm/provision.c). */
+/* libvirt's bridge of the VM agents' NAT network (vm/provision.c), and its address there. */
 #define FIREWALL_VM_BRIDGE "fleetbr0"
+#define FIREWALL_VM_GATEWAY "192.168.223.1"
+/* A VM agent's tap device: this prefix and 12 hex digits of a hash of its name (firewall_vm_tap). */
+#define FIREWALL_VM_TAP_PREFIX "flv"
+#define FIREWALL_TAP_SIZE 16	/* IFNAMSIZ */
 
 /*
  * The table, its base chains and the rules for every agent alike; user_subnet
@@ -55,5 +59,37 @@ int firewall_agent_remove(const char *agent, const char *iface, char **why);
 int firewall_agent_refused(const char *agent, long long *packets);
 /* Is the agent's chain there (for reconciling at start)? */
 bool firewall_agent_present(const char *agent);
+
+/*
+ * VM agents' allow lists live in a second table, `bridge fleet`, because
+ * their packets reach the host from one bridge (fleetbr0) where the inet
+ * table cannot tell the guests apart; the bridge family sees the port each
+ * frame came in on, the agent's tap, which fleet names in the domain XML
+ * (firewall_vm_tap) and which nothing inside the guest can choose:
+ *
+ *   chain prerouting   (bridge prerouting): a port jumps through the map
+ *                      vm-egress (tap -> jump agent-NAME)
+ *   chain agent-NAME, counter refused-NAME: ARP, DHCP to the gateway, the
+ *                      listed addresses; everything else counted and dropped
+ *
+ * The inet table's rules (the host, metadata, other agents) still apply
+ * to what this lets through.
+ */
+/* The tap device of agent's guest, FIREWALL_VM_TAP_PREFIX + 12 hex digits. */
+void firewall_vm_tap(const char *agent, char tap[FIREWALL_TAP_SIZE]);
+/* The bridge table and its prerouting chain; 0 or -errno with *why. */
+int firewall_vm_base(char **why);
+/*
+ * The nft batch that (re)makes agent's chain from egress_allow (names
+ * resolved now, as firewall_agent_apply); the caller frees it. NULL with
+ * *why when the list does not parse.
+ */
+char *firewall_vm_agent_batch(const char *agent, const char *egress_allow, char **why);
+/* Apply it (egress_allow NULL: firewall_vm_agent_remove); 0 or -errno with *why. */
+int firewall_vm_agent_apply(const char *agent, const char *egress_allow, char **why);
+/* Remove agent's chain, counter and map entry; nothing there is fine. */
+int firewall_vm_agent_remove(const char *agent, char **why);
+/* As firewall_agent_refused, for a VM agent. */
+int firewall_vm_agent_refused(const char *agent, long long *packets);
 
 #endif

@@ -28,7 +28,7 @@ static CMD_HANDLER(cmd_help);
 	"  --retry-interrupted N  queue a run cut off by fleetd stopping again, up to N\n" \
 	"                      times (default 0: it is marked interrupted)\n" \
 	"  --memory-quota MIB  what its memory store (~/memory) may hold (default 64)\n" \
-	"  --egress-allow LIST with --network nat (user agents): reach only these, e.g.\n" \
+	"  --egress-allow LIST with --network nat: reach only these (list the resolvers), e.g.\n" \
 	"                      api.github.com:443,10.9.0.0/24; names are resolved by fleetd\n" \
 	"                      at each start and every 5 minutes; everything else is refused\n" \
 	"                      and counted ('show'); \"\" (set) removes the limit\n" \

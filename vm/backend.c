@@ -34,7 +34,6 @@
 #include <unistd.h>
 
 #include "model/fleetd.h"
-#include "backend/firewall.h"
 #include "common/log.h"
 #include "backend/spawn.h"
 #include "vm/ssh.h"
@@ -216,8 +215,8 @@ static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn don
 			_cleanup_free_ char *net = vm_network_xml();
 			if ((r = virt_network_ensure(b->virt, NETWORK_NAME, net, why)) < 0)
 				return r;
-			/* What no agent may reach (the host, other agents, metadata): before the guest runs. */
-			if ((r = firewall_base(config_get(&b->f->cfg, CFG_USER_NAT_SUBNET), why)) < 0)
+			/* What no agent may reach, and its egress list: before the guest runs. */
+			if ((r = vm_egress_apply(b, a, why)) < 0)
 				return r;
 		}
 		if ((r = vm_dir_secure(b, a->name, why)) < 0 || (r = vm_prepare_boot(b, a, why)) < 0 ||
@@ -514,22 +513,6 @@ static const char *pick_domain_type(void)
 	return version == KVM_API_VERSION ? "kvm" : "qemu";
 }
 
-/* At start: NAT guests may be running from before; their rules come back if they went missing. */
-static void vm_firewall_reconcile(struct vm_backend *b)
-{
-	struct agent **list = NULL;
-	_cleanup_free_ char *why = NULL;
-	bool nat = false;
-
-	if (b->host->list_agents(b->f, BACKEND_VM, &list) < 0)
-		return;
-	for (struct agent **a = list; *a; a++)
-		nat = nat || (*a)->network == NETWORK_NAT;
-	agent_list_free(list);
-	if (nat && firewall_base(config_get(&b->f->cfg, CFG_USER_NAT_SUBNET), &why) < 0)
-		log_warning("vm backend: cannot restore the firewall rules of NAT agents: %s", why ? why : "?");
-}
-
 static int vm_init(struct fleetd *f, const struct backend_host *host, char **why)
 {
 	const char *image_dir = config_get(&f->cfg, CFG_IMAGE_DIR);
@@ -562,7 +545,7 @@ static int vm_init(struct fleetd *f, const struct backend_host *host, char **why
 	}
 	f->backend_state[BACKEND_VM] = b;
 	vm_adopt_legacy_agents(b);
-	vm_firewall_reconcile(b);
+	vm_egress_reconcile(b);	/* NAT guests may be running from before: their rules come back if they went missing */
 	r = virt_open(f->base, config_get(&f->cfg, CFG_LIBVIRT_URI), vm_on_virt_event, b, &b->virt, why);
 	if (r == -ENOTCONN) {
 		/* libvirtd may come later: stay available and keep trying. */
@@ -576,6 +559,7 @@ static int vm_init(struct fleetd *f, const struct backend_host *host, char **why
 		vm_report_orphans(b);	/* the agents' own states: lifecycle_reconcile() */
 	}
 	vm_console_watch_start(b);
+	vm_egress_refresh_start(b);
 	log_info("vm backend: domain type %s, image %s", b->domain_type, b->image_dir);
 	return 0;
 fail:
@@ -597,6 +581,7 @@ static void vm_shutdown(struct fleetd *f)
 	while (b->vms)
 		vm_free(b->vms);
 	vm_console_watch_stop(b);
+	vm_egress_refresh_stop(b);
 	virt_close(b->virt);
 	free(b->state_dir);
 	free(b->image_dir);
@@ -628,4 +613,6 @@ const struct backend_ops backend_vm_ops = {
 	.snapshot_exists = vm_snapshot_exists,
 	.exec_cancel = vm_exec_cancel,
 	.exec_pause = vm_exec_pause,
+	.network_apply = vm_network_apply,
+	.network_refused = vm_network_refused,
 };

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/firewall.h"
 #include "model/fleetd.h"
 #include "vm/images.h"
 #include "common/log.h"
@@ -87,12 +88,18 @@ char *vm_domain_xml(struct vm_backend *b, const struct agent *a, const struct ag
 				    "        <backingStore/>\n"
 				    "      </backingStore>\n", base);
 	}
-	if (a->network == NETWORK_NAT)
+	if (a->network == NETWORK_NAT) {
+		char tap[FIREWALL_TAP_SIZE];
+
+		/* A tap named by fleet: its egress rules match it (backend/firewall.h). */
+		firewall_vm_tap(a->name, tap);
 		nic = xasprintf("    <interface type='network'>\n"
 				"      <source network='" NETWORK_NAME "'/>\n"
+				"      <target dev='%s'/>\n"
 				"      <model type='virtio'/>\n"
 				"      <port isolated='yes'/>\n"
-				"    </interface>\n");
+				"    </interface>\n", tap);
+	}
 	/* Agent names are [a-z][a-z0-9-]*, paths are ours: nothing here needs XML escaping. */
 	return xasprintf(
 		"<domain type='%s'>\n"
@@ -159,7 +166,7 @@ char *vm_network_xml(void)
 			 "  <forward mode='nat'/>\n"
 			 "  <bridge name='fleetbr0' stp='off'/>\n"
 			 "  <port isolated='yes'/>\n"
-			 "  <ip address='192.168.223.1' netmask='255.255.255.0'>\n"
+			 "  <ip address='" FIREWALL_VM_GATEWAY "' netmask='255.255.255.0'>\n"
 			 "    <dhcp><range start='192.168.223.10' end='192.168.223.250'/></dhcp>\n"
 			 "  </ip>\n"
 			 "</network>\n");
@@ -287,6 +294,13 @@ int vm_destroy(struct fleetd *f, const struct agent *a, bool force, char **why)
 		vm_free(v);
 	vm_remove_tree(dir);
 	vm_remove_tree(keys);
+	if (a->network == NETWORK_NAT) {
+		_cleanup_free_ char *fwhy = NULL;
+
+		/* The guest is gone: a leftover chain would only wait for a tap of the same name. */
+		if (firewall_vm_agent_remove(a->name, &fwhy) < 0)
+			log_warning("agent '%s': cannot remove its egress rules: %s", a->name, fwhy ? fwhy : "?");
+	}
 	log_info("agent '%s': removed domain %s, its disk and its keys", a->name, dom);
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "vm/backend.h"
+#include "backend/firewall.h"
 #include "model/fleetd.h"
 #include "vm/images.h"
 #include "common/log.h"
@@ -145,6 +146,7 @@ int vm_prepare_boot(struct vm_backend *b, const struct agent *a, char **why)
 {
 	_cleanup_free_ char *dom = vm_domain_name(a->name), *cur = NULL, *xml = NULL, *kernel = NULL, *base = NULL;
 	_cleanup_free_ char *disk = vm_path(b, a->name, "disk.qcow2"), *backing = NULL, *legacy = NULL;
+	_cleanup_free_ char *tapdev = NULL;
 	_cleanup_images_ struct agent_images im = { 0 };
 	char uuid[40];
 	int r;
@@ -190,11 +192,18 @@ int vm_prepare_boot(struct vm_backend *b, const struct agent *a, char **why)
 			base = src;
 		}
 	}
-	if (strstr(cur, kernel) && (!base || strstr(cur, base)) &&
+	if (a->network == NETWORK_NAT) {
+		char tap[FIREWALL_TAP_SIZE];
+
+		/* A definition from before fleet named the tap: its egress rules would not match. */
+		firewall_vm_tap(a->name, tap);
+		tapdev = xasprintf("<target dev='%s'/>", tap);
+	}
+	if (strstr(cur, kernel) && (!base || strstr(cur, base)) && (!tapdev || strstr(cur, tapdev)) &&
 	    !(strcmp(b->domain_type, "qemu") == 0 && strstr(cur, "<domain type='kvm'")))
 		return 0;
 	xml = vm_domain_xml(b, a, &im, uuid);
-	log_info("agent '%s': redefining domain %s (its images, domain type %s)", a->name, dom, b->domain_type);
+	log_info("agent '%s': redefining domain %s (its images, domain type %s, tap name)", a->name, dom, b->domain_type);
 	return virt_domain_define(b->virt, xml, why);
 }
 

@@ -11,6 +11,7 @@
  *   upgrade.c    each agent's image record: legacy adoption, boot prep, upgrade
  *   snapshots.c  libvirt snapshots on a worker thread
  *   events.c     libvirt's domain events, reported upward; orphan domains
+ *   egress.c     NAT guests' firewall rules and --egress-allow lists
  * All of it runs on fleetd's loop thread, bar snapshots.c's worker (which
  * touches only its job) and virt.c's libvirt event thread.
  */
@@ -35,6 +36,7 @@
 struct fleetd;
 struct event;
 struct ssh_session;
+struct vm_egress_refresh;
 
 struct waiter {
 	backend_done_fn done;
@@ -75,6 +77,8 @@ struct vm_backend {
 	struct event *console_timer;	/* the console logs' cap */
 	bool console_swept;		/* every agent's console was capped once since fleetd started */
 	struct vm *vms;
+	unsigned egress_gen;		/* bumped by each vm_egress_apply, so a refresh can tell it was overtaken */
+	struct vm_egress_refresh *egress_refresh;
 };
 
 /* backend.c: the registry and paths. */
@@ -157,5 +161,17 @@ int vm_snapshot_exists(struct fleetd *f, const struct agent *a, const char *snap
 void vm_on_virt_event(void *userdata, const char *domain, enum virt_event_kind kind);
 /* libvirt domains of ours that belong to no agent: logged, never touched. */
 void vm_report_orphans(struct vm_backend *b);
+
+/* egress.c */
+/* Before a NAT guest boots, and when its list changes: the firewall's base and a's list; -errno with *why. */
+int vm_egress_apply(struct vm_backend *b, const struct agent *a, char **why);
+/* The ops' network_apply and network_refused (backend.h). */
+int vm_network_apply(struct fleetd *f, const struct agent *a, char **why);
+int vm_network_refused(struct fleetd *f, const struct agent *a, long long *packets);
+/* At start: every NAT agent's rules again, in case they went missing. */
+void vm_egress_reconcile(struct vm_backend *b);
+/* Host names in lists resolved again every 5 minutes (on a worker); stop at shutdown. */
+void vm_egress_refresh_start(struct vm_backend *b);
+void vm_egress_refresh_stop(struct vm_backend *b);
 
 #endif

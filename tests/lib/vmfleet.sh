@@ -23,8 +23,7 @@ vmfleet_setup() {
 		skip_all "cannot build the guest image"
 	fi
 	. "$FLEET_SRCDIR/tests/lib/vmns.sh"
-	vmns_start || skip_all "cannot start a private libvirtd"
-	on_exit vmns_stop
+	vmns_start || skip_all "cannot start a private libvirtd"	# it adds vmns_stop to on_exit's list
 
 	STATE=$TEST_TMP/state
 	SOCK=$TEST_TMP/fleetd.sock

@@ -25,8 +25,10 @@
 HOOKS_USER=ucc-hooks
 . "$FLEET_SRCDIR/tests/lib/hooks.sh"
 command -v nft >/dev/null || skip_all "nft not installed"
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(command -v python3) || skip_all "python3 not installed"
 
-CYCLES=${CRASH_CYCLES:-12}
+CYCLES=${CRASH_CYCLES:-8}
 SEED=${CRASH_SEED:-$(( $(date +%s) % 100000 ))}
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -72,15 +74,16 @@ rec() { local f=$1; shift; printf '%s\n' "$*" >> "$f"; }
 fc() { timeout 120 "$FLEETCTL" "$@" 2>/dev/null; }
 w_agents() {	# creates and removes
 	local f=$1 cyc=$2 i name rc live=("${@:3}")
-	for ((i = 0; i < 8; i++)); do
+	for ((i = 0; i < 6; i++)); do
 		name=ucc-c$cyc-$i
 		if ((i % 3 == 1)); then fc create "$name" --backend user --network nat --command true >/dev/null
 		else fc create "$name" --backend user --command true >/dev/null; fi
 		rc=$?; rec "$f" create "$name" "$rc"; [ $rc = 0 ] || return 0
-		if ((${#live[@]})); then
+		for _ in 1 2; do	# up to two removes a create: the count stays bounded
+			((${#live[@]})) || break
 			fc rm --force "${live[0]}" >/dev/null; rc=$?; rec "$f" rm "${live[0]}" "$rc"; live=("${live[@]:1}")
 			[ $rc = 0 ] || return 0
-		fi
+		done
 	done
 }
 w_snaps() {	# mark, snapshot, restore on ucc-snap
@@ -116,15 +119,20 @@ w_state() {	# secrets, memory, schedules, triggers on ucc-base
 EOF
 
 # Signed deliveries DIR/I.json with DIR/I.sig, DIR/I.id (the body's SHA-256: hmac routes use it)
+# (one python3 for all: a few hundred openssl processes cost seconds on a loaded box)
 make_set() {
-	local dir=$1 i nonce
-	mkdir -p "$dir"
-	nonce=$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
-	for ((i = 1; i <= $2; i++)); do
-		printf '{"n":%d,"nonce":"%s"}' "$i" "$nonce" > "$dir/$i.json"
-		hmac_hex "$KEY" "$dir/$i.json" > "$dir/$i.sig"
-		sha256sum < "$dir/$i.json" | cut -d' ' -f1 > "$dir/$i.id"
-	done
+	"$PY" - "$1" "$2" "$KEY" <<'PYEOF'
+import hashlib, hmac, os, sys
+d, n, key = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode()
+os.makedirs(d, exist_ok=True)
+nonce = os.urandom(8).hex()
+for i in range(1, n + 1):
+    body = ('{"n":%d,"nonce":"%s"}' % (i, nonce)).encode()
+    for ext, data in (("json", body), ("sig", hmac.new(key, body, hashlib.sha256).hexdigest().encode()),
+                      ("id", hashlib.sha256(body).hexdigest().encode())):
+        with open("%s/%d.%s" % (d, i, ext), "wb") as f:
+            f.write(data)
+PYEOF
 }
 cat > "$TEST_TMP/send_one.sh" <<'EOF'
 dir=$1 url=$2 i=$3
@@ -139,29 +147,40 @@ names_of_homes() { find "$STATE/users" -mindepth 1 -maxdepth 1 -type d ! -name '
 names_of_cgroups() { find /sys/fs/cgroup -maxdepth 7 -type d -path '*/fleet/ucc-*' -printf '%f\n' 2>/dev/null | sort -u; }
 names_of_netns() { find "$STATE/netns" -mindepth 1 -maxdepth 1 ! -name '.*' -printf '%f\n' 2>/dev/null | sort; }
 names_of_chains() { nft -j list table inet fleet 2>/dev/null | jq -r '.nftables[].chain.name // empty' | sed -n 's/^agent-\(ucc-.*\)/\1/p' | sort; }
+# names_of_keepers: the agents (by cgroup) of the fleet-init keepers of this state dir
+names_of_keepers() {
+	local p
+	for p in $(pgrep -x fleet-init); do
+		tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q -- "--state-dir $STATE " || continue
+		sed -n 's|.*/fleet/\([^/]*\)$|\1|p' "/proc/$p/cgroup" 2>/dev/null | head -1
+	done | sort -u
+}
 names_of_snapdirs() { find "$STATE/snapshots" -mindepth 1 -maxdepth 1 -type d ! -name '.*' -printf '%f\n' 2>/dev/null | sort; }
 # set_diff WHAT A B: "" when the sorted lists agree, else what differs
 set_diff() { diff <(printf '%s\n' "$2" | sed '/^$/d') <(printf '%s\n' "$3" | sed '/^$/d') | sed -n 's/^[<>] //p' | tr '\n' ' '; }
 
 # one cycle: load, kill -9 at a random moment, restart, check
 cycle() {
-	local c=$1 f pids=() i st id name rc live=() olds=() delay copy bad
+	local c=$1 f pids=() i st id name rc live=() olds=() delay copy bad t0=$SECONDS
 	rm -rf "$J"; mkdir -p "$J"
 	for name in "${!AGENT[@]}"; do
 		case $name in ucc-base | ucc-snap) ;; *) [ "${AGENT[$name]}" = present ] && live+=("$name") ;; esac
 	done
 	for name in "${!SNAP[@]}"; do [ "${SNAP[$name]}" = present ] && olds+=("$name"); done
 	make_set "$J/hooks" 40
-	delay=$((300 + RANDOM % 4000))
-	( seq 1 40 | xargs -P 4 -n 1 bash "$TEST_TMP/send_one.sh" "$J/hooks" "$HOOKS_URL/hooks/ucc-h" ) & pids+=($!)
-	( . "$TEST_TMP/workers.sh"; w_agents "$J/agents" "$c" "${live[@]:0:4}" ) & pids+=($!)
+	delay=$((500 + RANDOM % 6000))
+	seq 1 40 | xargs -P 4 -n 1 bash "$TEST_TMP/send_one.sh" "$J/hooks" "$HOOKS_URL/hooks/ucc-h" & local xargs_pid=$!
+	pids+=("$xargs_pid")
+	( . "$TEST_TMP/workers.sh"; w_agents "$J/agents" "$c" "${live[@]}" ) & pids+=($!)
 	( . "$TEST_TMP/workers.sh"; w_snaps "$J/snaps" "$c" "${olds[@]}" ) & pids+=($!)
 	( . "$TEST_TMP/workers.sh"; w_state "$J/state" "$c" ) & pids+=($!)
 	_pids+=("${pids[@]}")
 	sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
 	local old_listener=$HOOKS_PID
 	stop_fleetd KILL || { ok 1 "cycle $c: fleetd was running at the kill"; return 1; }
+	kill "$xargs_pid" 2>/dev/null	# the deliveries not sent yet: never sent (no status)
 	wait "${pids[@]}"
+	local t1=$SECONDS
 	for ((i = 0; i < 300; i++)); do kill -0 "$old_listener" 2>/dev/null || break; sleep 0.1; done
 	_hooks_kill_left
 	# The database as the kill left it (a copy: fleetd's restart must not repair it first).
@@ -171,6 +190,7 @@ cycle() {
 	local cut_runs
 	cut_runs=$(sqlite3 "$copy/fleet.db" "SELECT id FROM runs WHERE state = 'running'" | tr '\n' ' ')
 	hooks_fleetd_start "${START_ARGS[@]}" || { ok 1 "cycle $c: fleetd restarts"; return 1; }
+	local t2=$SECONDS
 
 	# --- the journal against what is there ---
 	local agents_now
@@ -243,7 +263,7 @@ cycle() {
 	for a in "${!MEM[@]}"; do
 		mark=$("$FLEETCTL" memory ucc-base get "$a" 2>/dev/null)
 		case " ${MEM[$a]} " in *" $mark "*) ;; *) bad+=("memory $a is '$mark', acknowledged: ${MEM[$a]}") ;; esac
-		MEM[$a]=$mark
+		unset "MEM[$a]"	# each cycle's keys are its own: checked once
 	done
 	for a in "${!SCHED[@]}"; do
 		local there=absent
@@ -288,12 +308,13 @@ cycle() {
 	# --- the host against the database ---
 	agents_now=$("$FLEETCTL" --json list | jq -r '.[].name' | sort)
 	local nat_now
-	nat_now=$("$FLEETCTL" --json list | jq -r '.[].name' | while read -r a; do
-		"$FLEETCTL" --json show "$a" | jq -r 'select(.network == "nat") | .name'; done | sort)
+	nat_now=$("$FLEETCTL" --json list | jq -r '.[] | select(.network == "nat") | .name' | sort)
 	is "$(set_diff users "$agents_now" "$(names_of_users)")" "" "cycle $c: Unix users and agents agree"
 	is "$(set_diff homes "$agents_now" "$(names_of_homes)")" "" "cycle $c: homes and agents agree"
 	d=$(comm -13 <(printf '%s\n' "$agents_now") <(names_of_cgroups) | tr '\n' ' ')
 	is "$d" "" "cycle $c: no cgroup without an agent"
+	d=$(comm -13 <(printf '%s\n' "$agents_now") <(names_of_keepers) | tr '\n' ' ')
+	is "$d" "" "cycle $c: no keeper process (fleet-init) of an agent that is gone"
 	is "$(set_diff netns "$nat_now" "$(names_of_netns)")" "" "cycle $c: network namespaces and NAT agents agree"
 	is "$(set_diff chains "$nat_now" "$(names_of_chains)")" "" "cycle $c: nft chains (table inet fleet) and NAT agents agree"
 	is "$(set_diff snapshots "$snaps_now" "$(find "$STATE/snapshots/ucc-snap" -mindepth 1 -maxdepth 1 -type d ! -name '.*' -printf '%f\n' 2>/dev/null | sort)")" "" \
@@ -308,6 +329,7 @@ cycle() {
 		sleep 0.1
 	done
 	is "$(ls -A "$STATE/snapshots/.trash" 2>/dev/null | tr '\n' ' ')" "" "cycle $c: the trash empties"
+	diag "cycle $c: $((SECONDS - t0)) s (load and kill $((t1 - t0)), restart $((t2 - t1)), checks $((SECONDS - t2))), $(wc -l <<<"$agents_now") agents"
 }
 declare -A MARK_OF=()
 

@@ -63,7 +63,7 @@ is "$(post /hooks/ucc-h "$TEST_TMP/empty.json")" 401 "the listener has the route
 declare -A AGENT=([ucc-base]=present [ucc-snap]=present) SNAP=() SECRET=() MEM=() SCHED=()
 MARKS=none	# the values ucc-snap's mark may have now (a space-separated set)
 RUNS_ACKED=()
-DELIVERIES_ACKED=0 DELIVERIES_OTHER=0 ACTIONS_ACKED=0 ACTIONS_OTHER=0 INTERRUPTED=0
+DELIVERIES_ACKED=0 DELIVERIES_OTHER=0 ACTIONS_ACKED=0 ACTIONS_OTHER=0 INTERRUPTED=0 PUT_LEFTOVERS=0
 
 J=$TEST_TMP/journal
 mkdir -p "$J"
@@ -322,19 +322,32 @@ cycle() {
 	d=$(comm -13 <(printf '%s\n' "$agents_now") <(names_of_snapdirs) | tr '\n' ' ')
 	is "$d" "" "cycle $c: no snapshot directory of an agent that is gone"
 	is "$(db_q "SELECT count(*) FROM snapshots WHERE state != 'ready'")" 0 "cycle $c: every snapshot record is ready"
-	is "$(find "$STATE" \( -name '.*.tmp' -o -name '*.restore' -o -name '.put-*' -o -name '*.tmp' \) -printf '%P\n' 2>/dev/null | tr '\n' ' ')" "" \
+	is "$(find "$STATE" \( -name '.*.tmp' -o -name '*.restore' -o -name '.put-*' -o -name '*.tmp' \) \
+		! -path "$STATE/users/*/memory/.put-*.tmp" -printf '%P\n' 2>/dev/null | tr '\n' ' ')" "" \
 		"cycle $c: no temp file left in the state dir"
+	# A memory put the kill cut off may leave its temp file in the agent's store (hidden, not
+	# counted; docs/memory.md): the next put sweeps it. Only then must it be gone.
+	local left
+	left=$(find "$STATE/users" -path "$STATE/users/*/memory/.put-*.tmp" -printf '%P\n' 2>/dev/null | cut -d/ -f1 | sort -u)
+	if [ -n "$left" ]; then
+		PUT_LEFTOVERS=$((PUT_LEFTOVERS + 1))
+		for a in $left; do printf x | "$FLEETCTL" memory "$a" put ucc-sweep >/dev/null; done
+		is "$(find "$STATE/users" -path "$STATE/users/*/memory/.put-*.tmp" -printf '%P\n' 2>/dev/null | tr '\n' ' ')" "" \
+			"cycle $c: the temp file of a put the kill cut off ($left) is gone after the next put"
+	fi
 	for ((i = 0; i < 600; i++)); do
 		[ -z "$(ls -A "$STATE/snapshots/.trash" 2>/dev/null)" ] && break
 		sleep 0.1
 	done
 	is "$(ls -A "$STATE/snapshots/.trash" 2>/dev/null | tr '\n' ' ')" "" "cycle $c: the trash empties"
-	diag "cycle $c: $((SECONDS - t0)) s (load and kill $((t1 - t0)), restart $((t2 - t1)), checks $((SECONDS - t2))), $(wc -l <<<"$agents_now") agents"
+	diag "cycle $c: $((SECONDS - t0)) s (load and kill $((t1 - t0)), restart $((t2 - t1)), checks $((SECONDS - t2))), $(wc -l <<<"$agents_now") agents;" \
+		"so far: $ACTIONS_ACKED actions acknowledged, $ACTIONS_OTHER cut off; deliveries $DELIVERIES_ACKED acknowledged," \
+		"$DELIVERIES_OTHER not; $INTERRUPTED runs interrupted; $PUT_LEFTOVERS put temp files swept"
 }
 declare -A MARK_OF=()
 
 for ((cyc = 1; cyc <= CYCLES; cyc++)); do
 	cycle "$cyc" || break
 done
-diag "$CYCLES cycles: $ACTIONS_ACKED actions acknowledged ($ACTIONS_OTHER cut off by a kill), deliveries $DELIVERIES_ACKED acknowledged ($DELIVERIES_OTHER not), $INTERRUPTED runs interrupted; all checked"
+diag "$CYCLES cycles: $ACTIONS_ACKED actions acknowledged ($ACTIONS_OTHER cut off by a kill), deliveries $DELIVERIES_ACKED acknowledged ($DELIVERIES_OTHER not), $INTERRUPTED runs interrupted, $PUT_LEFTOVERS put temp files swept"
 done_testing

@@ -28,7 +28,7 @@ command -v nft >/dev/null || skip_all "nft not installed"
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3) || skip_all "python3 not installed"
 
-CYCLES=${CRASH_CYCLES:-8}
+CYCLES=${CRASH_CYCLES:-5}
 SEED=${CRASH_SEED:-$(( $(date +%s) % 100000 ))}
 while [ $# -gt 0 ]; do
 	case $1 in

@@ -191,6 +191,11 @@ cycle() {
 	cut_runs=$(sqlite3 "$copy/fleet.db" "SELECT id FROM runs WHERE state = 'running'" | tr '\n' ' ')
 	hooks_fleetd_start "${START_ARGS[@]}" || { ok 1 "cycle $c: fleetd restarts"; return 1; }
 	local t2=$SECONDS
+	# A restore the kill cut off is finished at the start (docs/user-backend.md): wait for it (at most 120 s).
+	for ((i = 0; i < 600; i++)); do
+		[ "$("$FLEETCTL" --json show ucc-snap | jq -r '.snapshots.restoring')" = null ] && break
+		sleep 0.2
+	done
 
 	# --- the journal against what is there ---
 	local agents_now

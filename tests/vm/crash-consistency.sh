@@ -98,6 +98,11 @@ cycle() {
 		wait_for 60 virsh_ns uri; ok $? "cycle $c: and answers"
 	fi
 	fleetd_ns_start; ok $? "cycle $c: fleetd restarts" || return 1
+	# A restore the kill cut off is finished at the start (docs/vm-backend.md): wait for it (at most 300 s).
+	for ((i = 0; i < 1500; i++)); do
+		[ "$("$FLEETCTL" --json show vcc | jq -r '.snapshots.restoring')" = null ] && break
+		sleep 0.2
+	done
 
 	# the journal against what is there
 	local agents_now snaps_now

@@ -105,6 +105,25 @@ is "$(m umema get question)" "what is 6*7?" "the value survives a fleetd restart
 "$FLEETCTL" stop umema >/dev/null && "$FLEETCTL" start umema >/dev/null; ok $? "stop and start the agent"
 is "$(m umema get answer)" "what is 6*7? and more" "the value survives a stop/start"
 
+# The store after a kill -9 of fleetd, and after a reboot-like loss of the
+# mount with a link planted in its place: fleetd's start mounts the image
+# again, on a fresh directory, never through the link.
+stop_fleetd KILL; ok $? "kill -9 fleetd"
+user_fleetd_start; ok $? "fleetd starts again"
+is "$(m umema get question)" "what is 6*7?" "the store lost nothing"
+"$FLEETCTL" stop umema >/dev/null; ok $? "stop the agent"
+stop_fleetd; ok $? "stop fleetd"
+umount "$HOME_DIR/memory"; ok $? "unmount the store by hand (as a reboot would)"
+mkdir "$TEST_TMP/victim" && echo mine > "$TEST_TMP/victim/file"
+rmdir "$HOME_DIR/memory" && ln -s "$TEST_TMP/victim" "$HOME_DIR/memory"; ok $? "plant a link at ~/memory"
+user_fleetd_start; ok $? "fleetd starts"
+check "~/memory is a directory again, not the link" -- test -d "$HOME_DIR/memory" -a ! -L "$HOME_DIR/memory"
+check "  and the store is mounted on it" -- mountpoint -q "$HOME_DIR/memory"
+check "nothing is mounted on the link's target" -- sh -c "! mountpoint -q '$TEST_TMP/victim'"
+is "$(cat "$TEST_TMP/victim/file")" mine "  which is untouched"
+is "$(m umema get question)" "what is 6*7?" "the store is back with its data"
+"$FLEETCTL" start umema >/dev/null; ok $? "start the agent"
+
 # Export / import round trip, into another agent: byte-identical.
 "$FLEETCTL" exec umema -- sh -c 'mkdir -p ~/memory/notes && echo deep > ~/memory/notes/today.md' >/dev/null
 m umema export > "$TEST_TMP/a.tar"; ok $? "export"
@@ -167,5 +186,10 @@ is "$(m umema get question)" "changed" "the memory is kept as it was before the 
 is "$("$FLEETCTL" exec umema -- cat memory/notes/later.md)" note "  subdirectories too"
 "$FLEETCTL" exec umema -- test -e work-file; ok $([ $? -ne 0 ] && echo 0 || echo 1) "while the rest of the home rolled back"
 check "the kept archive is removed afterwards" -- test ! -e "$STATE/memory-keep/umema.tar"
+
+# Destroy unmounts the store and removes its image.
+"$FLEETCTL" rm --force umemb >/dev/null; ok $? "remove the second agent"
+check "its image is gone" -- test ! -e "$STATE/memfs/umemb.img"
+check "and nothing of it is mounted" -- sh -c "! grep -q '/users/umemb/memory ' /proc/self/mounts"
 
 done_testing

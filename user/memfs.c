@@ -197,7 +197,9 @@ static int fit(int mnt, const char *img, long long quota, char **why)
 		grow = (quota - avail + MIB - 1) / MIB * MIB;
 		if (lfd < 0 && (lfd = loop_of(mnt, why)) < 0)
 			return lfd;
-		if (stat(img, &st) < 0 || truncate(img, st.st_size + grow) < 0 || ioctl(lfd, LOOP_SET_CAPACITY, 0) < 0) {
+		_cleanup_close_ int ifd = open(img, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+		if (ifd < 0 || fstat(ifd, &st) < 0 || (errno = posix_fallocate(ifd, 0, st.st_size + grow)) != 0 ||
+		    ioctl(lfd, LOOP_SET_CAPACITY, 0) < 0) {
 			int r = -errno;
 			*why = xasprintf("cannot grow %s: %s", img, strerror(-r));
 			return r;
@@ -233,14 +235,21 @@ static int make_image(const char *img, long long quota, char **why)
 
 	(void)unlink(img);	/* a leftover of an earlier agent of this name or of a killed build */
 	fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0 || ftruncate(fd, quota) < 0) {
+	/*
+	 * Allocated, not sparse: a write into the store never needs room on the
+	 * host's file system, which may be full (ext4 would turn read-only on
+	 * the loop's write error).
+	 */
+	if (fd < 0 || (errno = posix_fallocate(fd, 0, quota)) != 0) {
 		r = -errno;
 		*why = xasprintf("cannot create %s: %s", img, strerror(-r));
 		return r;
 	}
 	/* -m 0: no blocks reserved for root, none of the quota is out of the agent's reach */
 	/* 4 KiB blocks: the kernel resizes no 1 KiB-block ext4 online, which mkfs picks for small ones */
-	const char *const argv[] = { "mkfs.ext4", "-q", "-F", "-m", "0", "-b", "4096", "-L", "fleet-memory", img, NULL };
+	/* nodiscard: mkfs would punch the allocated blocks out of the image again */
+	const char *const argv[] = { "mkfs.ext4", "-q", "-F", "-m", "0", "-b", "4096", "-E", "nodiscard", "-L", "fleet-memory",
+				     img, NULL };
 	if ((r = account_run_tool(argv, &out)) != 0) {
 		*why = xasprintf("mkfs.ext4 %s failed: %s", img, r < 0 ? strerror(-r) : out && *out ? out : "no message");
 		(void)unlink(img);

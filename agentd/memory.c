@@ -356,9 +356,164 @@ static void sweep_one(int dir, const char *name, bool is_dir)
 	close(fd);
 }
 
+/*
+ * A store that is a file system of its own (a user agent's, mounted by
+ * fleetd) cannot be renamed: an import stages inside it, ".import-U", and
+ * swaps entry by entry with a commit point that a crash cannot cut:
+ *   1. extract into .import-U (locked), fsync;
+ *   2. move every other top-level entry into .import-U.old;
+ *   3. rename .import-U to .import-U.commit (the commit point), fsync;
+ *   4. move the entries of .import-U.commit up, then remove .old and .commit.
+ * A leftover (its lock free) is finished by the next put, rm or import:
+ * a .commit goes on with 4; a .old without its .commit is moved back (1-2
+ * undone). Both old and new store must fit in the file system meanwhile.
+ */
+static bool is_inner_import(const char *name)
+{
+	return strncmp(name, ".import-", 8) == 0;
+}
+
+static bool has_suffix(const char *name, const char *suffix)
+{
+	size_t n = strlen(name), k = strlen(suffix);
+
+	return n > k && strcmp(name + n - k, suffix) == 0;
+}
+
+/* Move every entry of sub (a directory in store) up into store; replace: over what is there, else keep that. */
+static int move_up(int store, const char *sub, bool replace)
+{
+	int fd = openat(store, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), r = 0;
+	struct dirent *d;
+	DIR *dp;
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (!(dp = fdopendir(fd))) {
+		close(fd);
+		return -1;
+	}
+	while ((d = readdir(dp))) {
+		if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
+			continue;
+		if (replace && remove_tree(store, d->d_name, 0) < 0)
+			r = -1;
+		else if (renameat2(fd, d->d_name, store, d->d_name, RENAME_NOREPLACE) < 0 && errno != EEXIST)
+			r = -1;
+	}
+	closedir(dp);
+	(void)fsync(store);
+	return r;
+}
+
+/* Steps 2-4 of an in-store import (or their end, for a leftover). */
+static int inner_commit(int store, const char *stage)
+{
+	char old[320], commit[320];
+	struct dirent *d;
+	DIR *dp;
+	int fd;
+
+	snprintf(old, sizeof(old), "%s.old", stage);
+	snprintf(commit, sizeof(commit), "%s.commit", stage);
+	if (mkdirat(store, old, 0700) < 0 && errno != EEXIST)
+		return -1;
+	if ((fd = dup(store)) < 0 || !(dp = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	rewinddir(dp);
+	while ((d = readdir(dp))) {
+		int ofd;
+
+		if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0 || is_inner_import(d->d_name) ||
+		    is_put_temp(d->d_name))
+			continue;
+		if ((ofd = openat(store, old, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+		    renameat(store, d->d_name, ofd, d->d_name) < 0) {
+			if (ofd >= 0)
+				close(ofd);
+			closedir(dp);
+			return -1;
+		}
+		close(ofd);
+	}
+	closedir(dp);
+	(void)fsync(store);
+	if (renameat(store, stage, store, commit) < 0)
+		return -1;
+	(void)fsync(store);
+	if (move_up(store, commit, true) < 0)
+		return -1;
+	(void)remove_tree(store, old, 0);
+	return remove_tree(store, commit, 0);
+}
+
+/* Finish or undo what a killed in-store import left (its lock is free). */
+static void inner_recover(int store)
+{
+	struct dirent *d;
+	DIR *dp;
+	int fd;
+
+	for (int pass = 0; pass < 3; pass++) {
+		if ((fd = dup(store)) < 0)
+			return;
+		if (!(dp = fdopendir(fd))) {
+			close(fd);
+			return;
+		}
+		rewinddir(dp);
+		while ((d = readdir(dp))) {
+			char base[300];
+			int lfd;
+
+			if (!is_inner_import(d->d_name))
+				continue;
+			if ((lfd = openat(store, d->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+				continue;
+			if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {	/* a live import's */
+				close(lfd);
+				continue;
+			}
+			snprintf(base, sizeof(base), "%s", d->d_name);
+			if (pass == 0 && has_suffix(d->d_name, ".commit")) {
+				base[strlen(base) - 7] = '\0';
+				if (move_up(store, d->d_name, true) == 0) {
+					char old[320];
+					snprintf(old, sizeof(old), "%s.old", base);
+					(void)remove_tree(store, old, 0);
+					(void)remove_tree(store, d->d_name, 0);
+				}
+			} else if (pass == 1 && has_suffix(d->d_name, ".old")) {
+				char commit[320], stage[320];
+				struct stat st;
+
+				base[strlen(base) - 4] = '\0';
+				snprintf(commit, sizeof(commit), "%s.commit", base);
+				snprintf(stage, sizeof(stage), "%s", base);
+				int sfd = openat(store, stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+				bool live = sfd >= 0 && flock(sfd, LOCK_EX | LOCK_NB) < 0;
+				if (sfd >= 0)
+					close(sfd);
+				if (!live && fstatat(store, commit, &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+				    move_up(store, d->d_name, false) == 0)
+					(void)remove_tree(store, d->d_name, 0);	/* never committed: the old store back */
+			} else if (pass == 2 && !has_suffix(d->d_name, ".old") && !has_suffix(d->d_name, ".commit")) {
+				(void)remove_tree(store, d->d_name, 0);	/* a staging tree never committed */
+			}
+			close(lfd);
+		}
+		closedir(dp);
+	}
+}
+
 /* What killed puts and imports left: their temp files in the store, their staging trees beside it. */
 static void sweep_leftovers(const struct store *s)
 {
+	if (s->dir >= 0)
+		inner_recover(s->dir);
 	struct dirent *d;
 	DIR *dp;
 	int fd;
@@ -545,7 +700,8 @@ static int export_dir(struct archive *ar, int dir, const char *prefix, int depth
 		struct stat st;
 		int fd = -1;
 
-		if (r || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || (depth == 0 && is_put_temp(name)))
+		if (r || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+		    (depth == 0 && (is_put_temp(name) || is_inner_import(name))))
 			goto next;
 		if (snprintf(path, sizeof(path), "%s%s", prefix, name) >= IMPORT_PATH_MAX) {
 			fprintf(stderr, "agentd: memory: export: skipped a path longer than %d bytes\n", IMPORT_PATH_MAX);
@@ -853,6 +1009,10 @@ static int cmd_import(struct store *s)
 	struct dir_times dt = { 0 };
 	long long total = 0;
 	int stage = -1, code = MEMORY_EXIT_OK, r, n = 0;
+	struct stat ps, ds;
+	/* A store with a file system of its own is no name the home can rename: stage inside it. */
+	bool inner = s->dir >= 0 && fstat(s->parent, &ps) == 0 && fstat(s->dir, &ds) == 0 && ps.st_dev != ds.st_dev;
+	int where = inner ? s->dir : s->parent;
 
 	if ((code = archive_load()) != 0)
 		return code;
@@ -861,9 +1021,12 @@ static int cmd_import(struct store *s)
 		if (stage >= 0)
 			close(stage);
 		unique_suffix(uniq, sizeof(uniq));
-		snprintf(stage_name, sizeof(stage_name), ".%s.import-%s", s->name, uniq);
-		if (mkdirat(s->parent, stage_name, 0700) < 0 ||
-		    (stage = openat(s->parent, stage_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		if (inner)
+			snprintf(stage_name, sizeof(stage_name), ".import-%s", uniq);
+		else
+			snprintf(stage_name, sizeof(stage_name), ".%s.import-%s", s->name, uniq);
+		if (mkdirat(where, stage_name, 0700) < 0 ||
+		    (stage = openat(where, stage_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 			la.archive_read_free(ar);
 			return fail(MEMORY_EXIT_FAIL, "import: cannot make a staging directory: %s", strerror(errno));
 		}
@@ -890,6 +1053,16 @@ static int cmd_import(struct store *s)
 	}
 	dir_times_apply(&dt, stage);
 	fsync_tree(stage, 0);
+	if (inner) {
+		if (inner_commit(s->dir, stage_name) < 0) {
+			code = fail(errno == ENOSPC || errno == EDQUOT ? MEMORY_EXIT_QUOTA : MEMORY_EXIT_FAIL,
+				    "import: cannot swap the new store in: %s", strerror(errno));
+			close(stage);
+			stage = -1;
+			inner_recover(s->dir);	/* our lock is gone: undo (or finish) like any leftover */
+		}
+		goto out;
+	}
 	/* The swap: the new store in, the old one out to the staging name, in one step. */
 	if (s->dir >= 0)
 		r = renameat2(s->parent, stage_name, s->parent, s->name, RENAME_EXCHANGE);
@@ -902,9 +1075,10 @@ static int cmd_import(struct store *s)
 	(void)fsync(s->parent);
 out:
 	/* On failure the staging tree (nothing of it reached the store); on success the old store. */
-	if (remove_tree(s->parent, stage_name, 0) < 0)
+	if (stage >= 0 && remove_tree(where, stage_name, 0) < 0)
 		fprintf(stderr, "agentd: memory: import: could not remove %s: %s\n", stage_name, strerror(errno));
-	close(stage);	/* its lock: a later sweep may take what could not be removed */
+	if (stage >= 0)
+		close(stage);	/* its lock: a later sweep may take what could not be removed */
 	la.archive_read_free(ar);
 	dir_times_free(&dt);
 	return code;

@@ -322,13 +322,20 @@ void api_agent_update(struct api_call *c)
 	const struct backend_ops *ops = NULL;
 	_cleanup_free_ char *why = NULL;
 	json_t *body;
-	int r;
+	int r, old_quota = 0;
 
 	if (!(body = api_body_object(c, spec)))
 		return;
-	if ((a = load_agent(c, &ops)) && command_field(c, body, a) && health_fields(c, body, a) &&
+	if ((a = load_agent(c, &ops)))
+		old_quota = a->memory_quota_mib;
+	if (a && command_field(c, body, a) && health_fields(c, body, a) &&
 	    snapshot_fields(c, body, a) && run_fields(c, body, a) && egress_field(c, body, a)) {
-		if ((r = db_agent_set_settings(c->fleetd->db, a)) < 0) {
+		if (a->memory_quota_mib != old_quota && ops && ops->memory_quota_apply &&
+		    a->state != AGENT_DEFINED && a->state != AGENT_PROVISIONING &&
+		    (r = ops->memory_quota_apply(c->fleetd, a, old_quota, &why)) < 0) {
+			/* Not stored: the quota the store has is the one that holds. */
+			api_error_errno(c, r, "agent '%s': memory_quota_mib: %s", a->name, why ? why : strerror(-r));
+		} else if ((r = db_agent_set_settings(c->fleetd->db, a)) < 0) {
 			api_error_errno(c, r, "agent '%s': cannot update: %s", a->name, strerror(-r));
 		} else if (json_object_get(body, "egress_allow") && ops && ops->network_apply &&
 			   a->state != AGENT_DEFINED && a->state != AGENT_PROVISIONING &&

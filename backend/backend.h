@@ -233,6 +233,13 @@ struct backend_ops {
 	 */
 	int (*network_apply)(struct fleetd *f, const struct agent *a, char **why);
 	int (*network_refused)(struct fleetd *f, const struct agent *a, long long *packets);
+
+	/*
+	 * Memory quota (optional; where the store is a file system of its own):
+	 * make a's store hold a->memory_quota_mib (it held old_mib) before the
+	 * new value is stored; 0 or -errno with *why (-EBUSY: refused).
+	 */
+	int (*memory_quota_apply)(struct fleetd *f, const struct agent *a, int old_mib, char **why);
 };
 
 #endif

@@ -192,6 +192,26 @@ static void reconcile_networks(struct fleetd *f, const struct backend_host *host
 	agent_list_free(list);
 }
 
+/* At start: every store mounted again where it is not (a reboot), built first for an agent from before (memfs.c). */
+static void reconcile_memory(struct fleetd *f, const struct backend_host *host)
+{
+	struct agent **list = NULL;
+	uid_t uid;
+
+	if (!host || !host->list_agents || host->list_agents(f, BACKEND_USER, &list) < 0)
+		return;
+	for (struct agent **a = list; *a; a++) {
+		_cleanup_free_ char *why = NULL;
+
+		if ((*a)->state == AGENT_DEFINED || (*a)->state == AGENT_PROVISIONING ||
+		    account_lookup(f, (*a)->name, &uid) < 0)
+			continue;
+		if (memfs_ensure(f, (*a)->name, uid, memfs_quota(*a), &why) < 0)
+			log_warning("agent '%s': cannot mount its memory store: %s", (*a)->name, why ? why : "?");
+	}
+	agent_list_free(list);
+}
+
 static int user_init(struct fleetd *f, const struct backend_host *host, char **why)
 {
 	_cleanup_free_ char *cg = NULL;
@@ -207,6 +227,7 @@ static int user_init(struct fleetd *f, const struct backend_host *host, char **w
 	if (!cgroup_host_can_freeze(us->cg))
 		log_warning("user backend: no cgroup freezer; a running user agent cannot be snapshotted");
 	user_snapshots_sweep(f);
+	reconcile_memory(f, host);
 	reconcile_networks(f, host);
 	netns_refresh_start(f, host);
 	return 0;
@@ -271,7 +292,8 @@ static int user_provision(struct fleetd *f, const struct agent *a, char **why)
 		account_undo(f, a);
 		return r;
 	}
-	if ((r = netns_ensure(f, a, uid, why)) < 0) {
+	if ((r = netns_ensure(f, a, uid, why)) < 0 || (r = memfs_create(f, a->name, uid, memfs_quota(a), why)) < 0) {
+		(void)memfs_remove(f, a->name, NULL);
 		(void)netns_remove(f, a->name, uid, NULL);
 		if (cgroup_host_usable(us->cg))
 			(void)cgroup_remove(us->cg, a->name);
@@ -319,6 +341,8 @@ static int user_destroy(struct fleetd *f, const struct agent *a, bool force, cha
 		ret = r;
 	}
 	if (a->network == NETWORK_NAT && (r = netns_remove(f, a->name, uid, ret ? NULL : why)) < 0 && ret == 0)
+		ret = r;
+	if ((r = memfs_remove(f, a->name, ret ? NULL : why)) < 0 && ret == 0)
 		ret = r;
 	if ((r = account_remove(f, a, uid, ret ? NULL : why)) < 0 && ret == 0)
 		ret = r;
@@ -489,6 +513,18 @@ static int user_network_apply(struct fleetd *f, const struct agent *a, char **wh
 	return netns_ensure(f, a, uid, why);
 }
 
+/* set --memory-quota: the store's file system is resized now (memfs.c), or the change refused. */
+static int user_memory_quota_apply(struct fleetd *f, const struct agent *a, int old_mib, char **why)
+{
+	uid_t uid;
+	int r;
+
+	if ((r = user_agent_ready(f, a, &uid, why)) < 0)
+		return r;
+	return memfs_resize(f, a->name, uid, (long long)(old_mib > 0 ? old_mib : MEMORY_QUOTA_DEFAULT) << 20,
+			    memfs_quota(a), user_agent_busy(a->name, uid) || user_exec_active(a->name), why);
+}
+
 static int user_network_refused(struct fleetd *f, const struct agent *a, long long *packets)
 {
 	(void)f;
@@ -526,4 +562,5 @@ const struct backend_ops backend_user_ops = {
 	.exec_pause = user_exec_pause,
 	.network_apply = user_network_apply,
 	.network_refused = user_network_refused,
+	.memory_quota_apply = user_memory_quota_apply,
 };

@@ -70,6 +70,27 @@ void account_undo(struct fleetd *f, const struct agent *a);
 /* Remove what is fleet's of the agent's account (uid 0: its user is gone already); why may be NULL. */
 int account_remove(struct fleetd *f, const struct agent *a, uid_t uid, char **why);
 
+/* memfs.c: the memory store's own file system (quota in bytes) */
+char *memfs_dir(struct fleetd *f);
+long long memfs_quota(const struct agent *a);
+/* Provision: a new image, mounted on the home's memory directory. */
+int memfs_create(struct fleetd *f, const char *agent, uid_t uid, long long quota, char **why);
+/* Mount the agent's image on its home's memory directory unless it is; 0 when it is. */
+int memfs_mount(struct fleetd *f, const char *agent, uid_t uid, long long quota, char **why);
+/* fleetd's start: memfs_mount, building the image first from the directory of an agent that has none. */
+int memfs_ensure(struct fleetd *f, const char *agent, uid_t uid, long long quota, char **why);
+int memfs_umount(struct fleetd *f, const char *agent, char **why);
+/* Destroy: unmount and remove the image. */
+int memfs_remove(struct fleetd *f, const char *agent, char **why);
+/* Worker-safe (reads nothing of fleetd's): build memdir/NAME.img.new holding a copy of src_name in src_dir (NULL: empty). */
+int memfs_build(const char *memdir, const char *agent, uid_t uid, long long quota, int src_dir, const char *src_name,
+		char **why);
+/* NAME.img.new becomes NAME.img (the store must be unmounted). */
+int memfs_swap_in(struct fleetd *f, const char *agent, char **why);
+/* set --memory-quota: running, grow online (else -EBUSY); stopped, build it again at the new size (-ENOSPC: too full). */
+int memfs_resize(struct fleetd *f, const char *agent, uid_t uid, long long old_quota, long long quota, bool running,
+		 char **why);
+
 /* keeper.c */
 /* "cannot STAGE [what]: ERRNO" for a sandbox that failed; malloc'd. */
 char *sandbox_report_why(const struct user_launch_report *rep, const char *what);

@@ -272,7 +272,8 @@ static int copy_entry(struct walk *w, int src, int dst, int prev, const char *na
 
 	if (fstatat(src, name, &s, AT_SYMLINK_NOFOLLOW) < 0)
 		return fail(w, -errno, "stat");
-	if (s.st_dev != w->dev) {
+	bool top_child = depth == 1 && S_ISDIR(s.st_mode);
+	if (s.st_dev != w->dev && !(top_child && w->c->mount_child && strcmp(name, w->c->mount_child) == 0)) {
 		w->st->skipped++;	/* a mount point: another file system is not the home's */
 		return 0;
 	}
@@ -305,8 +306,15 @@ static int copy_entry(struct walk *w, int src, int dst, int prev, const char *na
 			return fail(w, -errno, "open the copy of");
 		if (prev >= 0)
 			pfd = openat(prev, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if ((r = copy_dir(w, sfd, dfd, pfd, depth + 1)) < 0)
-			return r;
+		if (!(top_child && w->c->empty_child && strcmp(name, w->c->empty_child) == 0)) {
+			dev_t outer = w->dev;
+
+			w->dev = s.st_dev;	/* the same, or the one other file system allowed (mount_child) */
+			r = copy_dir(w, sfd, dfd, pfd, depth + 1);
+			w->dev = outer;
+			if (r < 0)
+				return r;
+		}
 		/* after its entries, which change its mtime */
 		if ((r = set_meta(dfd, &s)) < 0)
 			return fail(w, r, "set owner, mode and times of");

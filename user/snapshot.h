@@ -42,6 +42,14 @@ struct user_snapshot_copy {
 	struct timespec prev_before;
 	bool tolerant;		/* the tree may change under the walk: skip what vanishes or fails, never fail */
 	bool top_root;		/* leave the top directory root:root 0700 (the caller hands it over later) */
+	/*
+	 * NULL, or the name of a directory right under the top that may be
+	 * another file system (a user agent's memory store, user/memfs.c):
+	 * it is walked too, where any other mount point is skipped.
+	 */
+	const char *mount_child;
+	/* NULL, or the name of a directory right under the top that is created (owner, mode, times) but left empty */
+	const char *empty_child;
 	const atomic_bool *cancel;	/* NULL, or set to stop early with -ECANCELED */
 };
 

@@ -14,6 +14,12 @@
  *     .SNAP.tmp/                   a snapshot being made (a leading dot: never a valid snapshot name)
  *   .trash/                        what is being removed in the background
  * <state_dir>/users/NAME.restore   a restored home being built, swapped in whole
+ * <state_dir>/memfs/NAME.img.new   its memory store's file system, built beside it (user/memfs.c)
+ *
+ * The memory store is a file system of its own mounted on home/memory: a
+ * snapshot walks into it (mount_child), a restore builds the home without
+ * it (empty_child) and a new image from the snapshot's memory/, and the
+ * loop swaps both: unmount, homes, images, mount.
  */
 #include "user/internal.h"
 
@@ -47,7 +53,8 @@ struct snap_job {
 	uid_t uid;
 	const struct cgroup_host *cg;
 	bool freeze;
-	char *snaps_dir, *users_dir, *trash_dir;	/* copies: the worker reads nothing of fleetd's */
+	char *snaps_dir, *users_dir, *trash_dir, *memfs_dir;	/* copies: the worker reads nothing of fleetd's */
+	long long memory_quota;		/* restore: the new store's size, bytes */
 	struct worker_job *w;		/* until done: cancel, finish at shutdown */
 	/* written by the worker, read on the loop once it is done */
 	int r;
@@ -117,6 +124,7 @@ static void job_free(struct snap_job *j)
 	free(j->snaps_dir);
 	free(j->users_dir);
 	free(j->trash_dir);
+	free(j->memfs_dir);
 	free(j->why);
 	free(j);
 }
@@ -153,7 +161,8 @@ static void create_worker(void *arg)
 	_cleanup_free_ char *adir = xasprintf("%s/%s", j->snaps_dir, j->agent), *tmp = xasprintf(".%s.tmp", j->snap);
 	_cleanup_free_ char *tmp_path = xasprintf("%s/%s", adir, tmp), *prev = NULL;
 	_cleanup_close_ int afd = -1, ufd = -1, tfd = -1, pfd = -1, pre_fd = -1;
-	struct user_snapshot_copy c = { .prev_fd = -1, .src_name = j->agent, .dst_name = "home", .cancel = worker_cancel_flag() };
+	struct user_snapshot_copy c = { .prev_fd = -1, .src_name = j->agent, .dst_name = "home", .cancel = worker_cancel_flag(),
+					.mount_child = "memory" };
 	struct timespec started, ts[2];
 	bool frozen = false;
 	long long t0, t_all = now_usec();
@@ -289,6 +298,7 @@ static void restore_worker(void *arg)
 	_cleanup_close_ int sfd = -1, ufd = -1;
 	struct user_snapshot_copy c = {
 		.prev_fd = -1, .src_name = "home", .dst_name = rname, .top_root = true, .cancel = worker_cancel_flag(),
+		.empty_child = "memory",
 	};
 	long long t0 = now_usec();
 
@@ -307,6 +317,11 @@ static void restore_worker(void *arg)
 		j->r = -errno;
 		j->why = xasprintf("cannot sync %s: %s", rpath, strerror(-j->r));
 	}
+	/* the snapshot's memory/ into a new store (a snapshot without one: an empty store) */
+	if (j->r == 0)
+		j->r = memfs_build(j->memfs_dir, j->agent, j->uid, j->memory_quota, sfd,
+				   faccessat(sfd, "home/memory", F_OK, AT_SYMLINK_NOFOLLOW) == 0 ? "home/memory" : NULL,
+				   &j->why);
 	j->copy_usec = now_usec() - t0;
 	if (j->r < 0)
 		(void)trash_path(j->trash_dir, rpath, &j->trashed);
@@ -336,6 +351,7 @@ static struct snap_job *job_new(struct fleetd *f, enum snap_job_kind kind, const
 	j->snaps_dir = snaps_dir(f);
 	j->users_dir = account_users_dir(f);
 	j->trash_dir = xasprintf("%s/.trash", j->snaps_dir);
+	j->memfs_dir = memfs_dir(f);
 	return j;
 }
 
@@ -397,6 +413,8 @@ static void restore_swap(struct snap_job *j)
 		j->why = xasprintf("cannot stop the agent's processes: %s", strerror(-r));
 		goto fail;
 	}
+	if ((r = memfs_umount(us->f, j->agent, &j->why)) < 0)
+		goto fail;
 	/* Handed to the agent only now that none of its processes is left to write into it early. */
 	if ((ufd = open(j->users_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
 	    fchownat(ufd, rname, j->uid, j->uid, AT_SYMLINK_NOFOLLOW) < 0 || fchmodat(ufd, rname, 0700, 0) < 0 ||
@@ -406,6 +424,14 @@ static void restore_swap(struct snap_job *j)
 		goto fail;
 	}
 	(void)fsync(ufd);
+	/* A crash from here on leaves the old image unmounted: fleetd's start mounts what is there again. */
+	if ((r = memfs_swap_in(us->f, j->agent, &j->why)) < 0 ||
+	    (r = memfs_mount(us->f, j->agent, j->uid, j->memory_quota, &j->why)) < 0) {
+		log_warning("agent '%s': restored, but its memory store is not mounted: %s", j->agent, j->why);
+		j->r = r;
+		(void)trash_path(j->trash_dir, rpath, &j->trashed);
+		return;
+	}
 	/* rname is now the old home; in the trash the agent cannot reach it any more. */
 	if (trash_path(j->trash_dir, rpath, &j->trashed) < 0)
 		log_warning("agent '%s': cannot remove the home replaced by the restore (%s)", j->agent, rpath);
@@ -414,6 +440,11 @@ static void restore_swap(struct snap_job *j)
 	return;
 fail:
 	j->r = r;
+	{
+		_cleanup_free_ char *mwhy = NULL;	/* the old store back on the old home */
+		if (memfs_mount(us->f, j->agent, j->uid, j->memory_quota, &mwhy) < 0)
+			log_warning("agent '%s': cannot mount its memory store again: %s", j->agent, mwhy ? mwhy : "?");
+	}
 	(void)trash_path(j->trash_dir, rpath, &j->trashed);
 	if (was_running && !keeper_alive(j->agent) && keeper_launch(us->f, j->a, j->uid, &kwhy) < 0)
 		log_warning("agent '%s': cannot start it again: %s", j->agent, kwhy ? kwhy : "");
@@ -659,6 +690,7 @@ int user_snapshot_restore(struct fleetd *f, const struct agent *a, const char *s
 	j = job_new(f, JOB_RESTORE, a->name, snap);
 	j->uid = uid;
 	j->a = agent_copy(a);
+	j->memory_quota = memfs_quota(a);
 	j->done = done;
 	j->userdata = userdata;
 	if ((r = job_start(f, j, restore_worker, why)) < 0) {

@@ -44,7 +44,8 @@ T0=$SECONDS
 hooks_fleetd_start; ok $? "fleetd starts on a 48 MiB tmpfs, with its webhook listener"
 
 KEY=udf-hmac-secret-0123456789abcdef
-"$FLEETCTL" create udfa --backend user --command 'echo ran-$FLEET_RUN_ID' >/dev/null; ok $? "create agent udfa"
+# --memory-quota 4: a user agent's store is an image allocated at its quota on this 48 MiB tmpfs
+"$FLEETCTL" create udfa --backend user --memory-quota 4 --command 'echo ran-$FLEET_RUN_ID' >/dev/null; ok $? "create agent udfa"
 "$FLEETCTL" start udfa >/dev/null; ok $? "start it"
 printf '%s' "$KEY" | "$FLEETCTL" hook add udfa --source hmac --route udf-h --header X-Udf-Sig >/dev/null
 ok $? "a webhook route for udfa"
@@ -114,7 +115,7 @@ refused_or_stored() {
 	fi
 }
 
-out=$("$FLEETCTL" create udfb --backend user --command 'echo b' 2>&1); rc=$?
+out=$("$FLEETCTL" create udfb --backend user --memory-quota 4 --command 'echo b' 2>&1); rc=$?
 created_b() { "$FLEETCTL" show udfb && [ -d "$STATE/users/udfb" ] && getent passwd fleet-udfb; }
 half_b() { "$FLEETCTL" show udfb || [ -e "$STATE/users/udfb" ] || getent passwd fleet-udfb; }
 if [ $rc -ne 0 ]; then
@@ -202,7 +203,7 @@ is "$(deliver d-after)" 202 "a webhook delivery is accepted again"
 "$FLEETCTL" schedule add udfa '0 5 * * *' >/dev/null; ok $? "schedule add succeeds again"
 "$FLEETCTL" set udfa --command 'echo again-$FLEET_RUN_ID' >/dev/null; ok $? "set succeeds again"
 if [ "$B_CREATED" -ne 0 ]; then
-	"$FLEETCTL" create udfb --backend user --command 'echo b' >/dev/null; ok $? "create succeeds again"
+	"$FLEETCTL" create udfb --backend user --memory-quota 4 --command 'echo b' >/dev/null; ok $? "create succeeds again"
 fi
 is "$(cat "/proc/$FLEETD_PID/comm" 2>/dev/null)" fleetd "with the same fleetd (no restart)"
 
@@ -226,7 +227,7 @@ is "$(leftovers)" "" "no temp files left in the state dir"
 # Only the run logs' filesystem full: the run starts and ends in the database,
 # but its output cannot all go to its log. It must not read as a success with
 # a log cut short and nothing saying so.
-"$FLEETCTL" create udfc --backend user --command 'head -c 300000 /dev/zero | tr "\0" x; echo; echo end-$FLEET_RUN_ID' >/dev/null
+"$FLEETCTL" create udfc --backend user --memory-quota 4 --command 'head -c 300000 /dev/zero | tr "\0" x; echo; echo end-$FLEET_RUN_ID' >/dev/null
 ok $? "create agent udfc (its runs write 300 kB)"
 fill_fs "$RFILLER"; ok $? "the run logs' filesystem is full"
 "$FLEETCTL" trigger udfc >/dev/null; ok $? "trigger udfc (the database has room)"

@@ -60,6 +60,7 @@ gone_entirely ulc-rm "interrupted remove"
 stop_fleetd; ok $? "fleetd stops"
 userdel fleet-ulc-user; ok $? "userdel fleet-ulc-user by hand"
 groupdel fleet-ulc-user 2>/dev/null
+umount "$STATE/users/ulc-home/memory"	# its memory store's own file system (user/memfs.c)
 rm -rf "$STATE/users/ulc-home"; ok $? "rm -rf the home of ulc-home by hand"
 user_fleetd_start; ok $? "fleetd starts again"
 

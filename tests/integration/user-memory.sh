@@ -58,10 +58,45 @@ is "$rc" 1 "a put over the quota fails"
 like "$out" "memory store full: 'big' would take it over its quota of 2097152 bytes" "with a clear error"
 out=$(m umema get big 2>&1); ok $([ $? -ne 0 ] && echo 0 || echo 1) "nothing was stored"
 is "$(ls -A "$HOME_DIR/memory" | grep -c '^\.put-')" 0 "no temp file left behind"
-"$FLEETCTL" set umema --memory-quota 4 >/dev/null; ok $? "set --memory-quota 4"
-m umema put big < "$TEST_TMP/3m"; ok $? "now it fits"
+# The quota is the store's own file system (user/memfs.c): the agent's own
+# writes stop at it too, with ENOSPC, and what was stored before stays.
+printf keep | m umema put before-dd
+out=$("$FLEETCTL" exec umema -- dd if=/dev/zero of=memory/dd bs=64k count=64 2>&1); rc=$?
+ok $([ "$rc" -ne 0 ]; echo $?) "the agent's own dd of 4 MiB into ~/memory (quota 2 MiB) fails"
+like "$out" "No space left on device" "  with ENOSPC"
+is "$(m umema get before-dd)" keep "  and the store keeps what it held"
+check "~/memory is a file system of its own (a mount point)" -- mountpoint -q "$HOME_DIR/memory"
+out=$(printf x | m umema put after-dd 2>&1); rc=$?
+like "$out" "memory store full.*quota" "a put through fleetd into the full store still speaks of the quota"
+"$FLEETCTL" exec umema -- rm -f memory/dd
+# A running agent's store grows online where the host can (CAP_SYS_RESOURCE),
+# else the change is refused, saying so, and nothing changes.
+out=$("$FLEETCTL" set umema --memory-quota 4 2>&1); rc=$?
+if [ $rc -eq 0 ]; then
+	ok 0 "set --memory-quota 4 on the running agent grows its store online"
+else
+	like "$out" "stop the agent first" "set --memory-quota 4 on the running agent: refused here, saying why"
+	like "$("$FLEETCTL" show umema)" "quota 2 MiB" "  and the quota stays 2 MiB"
+	"$FLEETCTL" stop umema >/dev/null
+	"$FLEETCTL" set umema --memory-quota 4 >/dev/null; ok $? "set --memory-quota 4 on the stopped agent"
+	"$FLEETCTL" start umema >/dev/null
+fi
+like "$("$FLEETCTL" show umema)" "quota 4 MiB" "the quota is 4 MiB"
+m umema put big < "$TEST_TMP/3m"; ok $? "now 3 MiB fit"
+is "$(m umema get before-dd)" keep "  and the store kept its data"
+"$FLEETCTL" exec umema -- dd if=/dev/zero of=memory/dd2 bs=64k count=8 >/dev/null 2>&1
+out=$("$FLEETCTL" exec umema -- dd if=/dev/zero of=memory/dd2 bs=64k count=32 2>&1)
+like "$out" "No space left on device" "the agent's own writes stop at the new quota too"
+"$FLEETCTL" exec umema -- rm -f memory/dd2
+"$FLEETCTL" stop umema >/dev/null
+out=$("$FLEETCTL" set umema --memory-quota 2 2>&1); rc=$?
+ok $([ "$rc" -ne 0 ]; echo $?) "shrinking below what the store holds (3 MiB into 2) is refused"
+like "$out" "holds more than 2 MiB" "  saying why"
 m umema rm big >/dev/null
-"$FLEETCTL" set umema --memory-quota 2 >/dev/null
+"$FLEETCTL" set umema --memory-quota 2 >/dev/null; ok $? "once it holds less, the stopped agent's store shrinks to 2 MiB"
+"$FLEETCTL" start umema >/dev/null
+is "$(m umema get before-dd)" keep "  keeping its data"
+m umema rm before-dd >/dev/null
 
 # Survives a fleetd restart and a stop/start.
 stop_fleetd; ok $? "fleetd stops"
@@ -69,6 +104,25 @@ user_fleetd_start; ok $? "fleetd starts again"
 is "$(m umema get question)" "what is 6*7?" "the value survives a fleetd restart"
 "$FLEETCTL" stop umema >/dev/null && "$FLEETCTL" start umema >/dev/null; ok $? "stop and start the agent"
 is "$(m umema get answer)" "what is 6*7? and more" "the value survives a stop/start"
+
+# The store after a kill -9 of fleetd, and after a reboot-like loss of the
+# mount with a link planted in its place: fleetd's start mounts the image
+# again, on a fresh directory, never through the link.
+stop_fleetd KILL; ok $? "kill -9 fleetd"
+user_fleetd_start; ok $? "fleetd starts again"
+is "$(m umema get question)" "what is 6*7?" "the store lost nothing"
+"$FLEETCTL" stop umema >/dev/null; ok $? "stop the agent"
+stop_fleetd; ok $? "stop fleetd"
+umount "$HOME_DIR/memory"; ok $? "unmount the store by hand (as a reboot would)"
+mkdir "$TEST_TMP/victim" && echo mine > "$TEST_TMP/victim/file"
+rmdir "$HOME_DIR/memory" && ln -s "$TEST_TMP/victim" "$HOME_DIR/memory"; ok $? "plant a link at ~/memory"
+user_fleetd_start; ok $? "fleetd starts"
+check "~/memory is a directory again, not the link" -- test -d "$HOME_DIR/memory" -a ! -L "$HOME_DIR/memory"
+check "  and the store is mounted on it" -- mountpoint -q "$HOME_DIR/memory"
+check "nothing is mounted on the link's target" -- sh -c "! mountpoint -q '$TEST_TMP/victim'"
+is "$(cat "$TEST_TMP/victim/file")" mine "  which is untouched"
+is "$(m umema get question)" "what is 6*7?" "the store is back with its data"
+"$FLEETCTL" start umema >/dev/null; ok $? "start the agent"
 
 # Export / import round trip, into another agent: byte-identical.
 "$FLEETCTL" exec umema -- sh -c 'mkdir -p ~/memory/notes && echo deep > ~/memory/notes/today.md' >/dev/null
@@ -132,5 +186,10 @@ is "$(m umema get question)" "changed" "the memory is kept as it was before the 
 is "$("$FLEETCTL" exec umema -- cat memory/notes/later.md)" note "  subdirectories too"
 "$FLEETCTL" exec umema -- test -e work-file; ok $([ $? -ne 0 ] && echo 0 || echo 1) "while the rest of the home rolled back"
 check "the kept archive is removed afterwards" -- test ! -e "$STATE/memory-keep/umema.tar"
+
+# Destroy unmounts the store and removes its image.
+"$FLEETCTL" rm --force umemb >/dev/null; ok $? "remove the second agent"
+check "its image is gone" -- test ! -e "$STATE/memfs/umemb.img"
+check "and nothing of it is mounted" -- sh -c "! grep -q '/users/umemb/memory ' /proc/self/mounts"
 
 done_testing

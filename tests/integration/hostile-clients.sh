@@ -106,10 +106,11 @@ attack() {
 	kill "$spid"; wait "$spid" 2>/dev/null
 	peak=($(awk '{ for (i = 1; i <= 4; i++) if ($i > m[i]) m[i] = $i } END { print m[1], m[2], m[3], m[4] }' \
 		"$TEST_TMP/$name.samples"))
-	# After: until both fd counts are back near their baseline (at most 60 s), then one more sample.
+	# After: until both fd counts are back at their baseline (at most 60 s: the last hostile
+	# connections close at their deadline), then one more sample.
 	for ((i = 0; i < 300; i++)); do
 		read -r -a after <<<"$(sample)"
-		[ "${after[0]}" -le $((b0[0] + FD_AFTER)) ] && [ "${after[2]}" -le $((b0[2] + FD_AFTER)) ] && break
+		[ "${after[0]}" -le "${b0[0]}" ] && [ "${after[2]}" -le "${b0[2]}" ] && break
 		sleep 0.2
 	done
 	sleep 1; read -r -a after <<<"$(sample)"

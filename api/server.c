@@ -18,6 +18,7 @@
 #include <event2/listener.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <malloc.h>
 #include <pwd.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -43,6 +44,8 @@ struct api {
 	long request_timeout_s;	/* request_timeout */
 	struct conn *conns;	/* every open connection */
 	long n_conns;
+	size_t receiving;	/* bytes read of requests not yet complete, all connections together */
+	bool trim;		/* a large request was freed: trim the heap once none is being received */
 	time_t refused_at;	/* rate limit of the refusal log and audit */
 	long refused_quiet;	/* refusals not logged since */
 	const struct api_route *routes;	/* routes.c's table */
@@ -71,12 +74,23 @@ struct conn {
 	bool limited;			/* the request line was seen, its route's limit set */
 	bool dispatched;		/* the whole request arrived */
 	bool refused;			/* answered at connect, never read; closes when deadline fires */
+	bool overflow;			/* its bytes passed API_RECEIVING_MAX: closes when deadline fires */
+	size_t received;		/* bytes of its request read so far (in api->receiving until dispatched) */
 	void (*closecb)(struct evhttp_connection *, void *);	/* a handler's (api_conn_set_closecb) */
 	void *closecb_arg;
 };
 
 /* Until the request line has been read: no body can come before it anyway. */
 #define FIRST_LINE_MAX 8192u
+/*
+ * Requests being received, all connections together: one largest body (a
+ * 256 MiB memory import) and room besides. Each route's own cap times
+ * max_connections would be 17 GiB; clients that send large bodies and never
+ * finish them could otherwise hold that much of fleetd's memory.
+ */
+#define API_RECEIVING_MAX ((size_t)288 << 20)
+/* A connection that read this much gives the freed memory back to the system when it closes. */
+#define API_TRIM_AFTER ((size_t)1 << 20)
 
 static const char *method_name(enum evhttp_cmd_type t)
 {
@@ -325,6 +339,16 @@ static struct conn *conn_find(struct api *api, struct evhttp_connection *evcon)
 	return NULL;
 }
 
+#ifdef __GLIBC__
+static void trim_memory(evutil_socket_t unused, short what, void *arg)
+{
+	(void)unused;
+	(void)what;
+	(void)arg;
+	malloc_trim(0);
+}
+#endif
+
 static void conn_free(struct conn *cn)
 {
 	struct conn **pp = &cn->api->conns;
@@ -334,6 +358,24 @@ static void conn_free(struct conn *cn)
 	if (*pp)
 		*pp = cn->next;
 	cn->api->n_conns--;
+	if (!cn->dispatched)
+		cn->api->receiving -= cn->received;
+#ifdef __GLIBC__
+	/*
+	 * Freed body chains stay in the heap otherwise: after large requests RSS would stay at its
+	 * peak. Once no request is being received (trimming is costly, so not while a stream of
+	 * large bodies goes on), later in this loop pass, when evhttp has freed this connection's
+	 * buffers (it calls conn_closed first). If the event cannot be made, memory is only kept.
+	 */
+	if (cn->received >= API_TRIM_AFTER)
+		cn->api->trim = true;
+	if (cn->api->trim && cn->api->receiving == 0) {
+		struct timeval now = { 0, 0 };
+
+		cn->api->trim = false;
+		(void)event_base_once(cn->api->fleetd->base, -1, EV_TIMEOUT, trim_memory, NULL, &now);
+	}
+#endif
 	event_free(cn->setup);
 	event_free(cn->deadline);
 	free(cn);
@@ -471,6 +513,7 @@ static void conn_setup(evutil_socket_t unused, short what, void *arg)
 static void conn_deadline(evutil_socket_t unused, short what, void *arg)
 {
 	struct conn *cn = arg;
+	long quiet = 0;
 
 	(void)unused;
 	(void)what;
@@ -478,6 +521,14 @@ static void conn_deadline(evutil_socket_t unused, short what, void *arg)
 		return;
 	if (cn->refused) {
 		evhttp_connection_free(cn->evcon);	/* its answer had its time to be read */
+		return;
+	}
+	if (cn->overflow) {
+		if (refusal_note(cn->api, &quiet))
+			log_warning("api: requests being received passed %zu MiB together; closed the connection"
+				    " whose bytes passed it (%zu bytes read; %ld more not logged)",
+				    API_RECEIVING_MAX >> 20, cn->received, quiet);
+		evhttp_connection_free(cn->evcon);
 		return;
 	}
 	log_info("api: a client did not send its whole request within %ld s (request_timeout); disconnected",
@@ -498,7 +549,20 @@ static void conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info
 	struct evbuffer_ptr eol;
 	size_t eol_len = 0;
 
-	if (cn->limited || !cn->evcon || info->n_added == 0)
+	if (!cn->evcon || info->n_added == 0 || cn->dispatched)
+		return;
+	cn->received += info->n_added;
+	cn->api->receiving += info->n_added;
+	if (cn->api->receiving > API_RECEIVING_MAX && !cn->overflow) {
+		/* Not freed here, inside evhttp's read: the deadline event closes it next. */
+		struct timeval now = { 0, 0 };
+
+		cn->overflow = true;
+		bufferevent_disable(cn->bev, EV_READ);
+		evtimer_add(cn->deadline, &now);
+		return;
+	}
+	if (cn->limited)
 		return;
 	eol = evbuffer_search_eol(buf, NULL, &eol_len, EVBUFFER_EOL_CRLF);
 	if (eol.pos < 0)
@@ -593,8 +657,9 @@ static void api_dispatch(struct evhttp_request *req, void *arg)
 
 	if (stream_claim(api, req))
 		return;		/* libevent reporting a write error on a stream: the stream ends itself */
-	if ((cn = conn_find(api, conn))) {
+	if ((cn = conn_find(api, conn)) && !cn->dispatched) {
 		cn->dispatched = true;	/* the request is in: no deadline for the answer */
+		api->receiving -= cn->received;
 		evtimer_del(cn->deadline);
 	}
 	/* One request per connection: the next one's limits are set from its own request line. */

@@ -234,6 +234,17 @@ int health_check(struct fleetd *f, const char *agent, health_done_fn done, void 
 			return -EBUSY;
 		}
 	}
+	if (r == -ENOTCONN) {
+		/*
+		 * Its session was lost a moment ago (the check after a run whose
+		 * session broke, before the backend has dropped it): most often
+		 * the guest died and its stop event is on its way. No verdict;
+		 * the next check, on a new session, decides.
+		 */
+		log_info("agent '%s': no health check now: %s", agent, why ? why : strerror(-r));
+		check_free(c);
+		return -EBUSY;
+	}
 	if (r < 0) {
 		/* Could not even start (the guest is not running, ...): unhealthy, reported on the loop. */
 		struct timeval zero = { 0, 0 };

@@ -29,6 +29,7 @@
 #include "store/db.h"
 #include "model/fleetd.h"
 #include "common/log.h"
+#include "common/util.h"
 
 struct conn;
 
@@ -46,7 +47,7 @@ struct api {
 	long n_conns;
 	size_t receiving;	/* bytes read of requests not yet complete, all connections together */
 	bool trim;		/* a large request was freed: trim the heap once none is being received */
-	time_t refused_at;	/* rate limit of the refusal log and audit */
+	time_t refused_at;	/* rate limit of the refusal log and audit (monotonic s) */
 	long refused_quiet;	/* refusals not logged since */
 	const struct api_route *routes;	/* routes.c's table */
 	size_t n_routes;
@@ -239,9 +240,19 @@ void api_error_errno(struct api_call *c, int r, const char *fmt, ...)
 	case EACCES: case EPERM: status = 403; code = "forbidden"; break;
 	case ENOSPC: status = 507; code = "no_space"; break;
 	case EOPNOTSUPP: status = 501; code = "unsupported"; break;
+	case ENOLCK: status = 503; code = "db_locked"; break;
 	}
 	va_start(ap, fmt);
-	api_verror(c, status, code, fmt, ap);
+	if (status == 503) {	/* strerror's "No locks available" alone would not say which lock */
+		_cleanup_free_ char *msg = NULL;
+
+		if (vasprintf(&msg, fmt, ap) < 0)
+			abort();
+		api_error(c, status, code, "%s (fleet's database is locked by another process; nothing was changed, "
+			  "try again when it is released)", msg);
+	} else {
+		api_verror(c, status, code, fmt, ap);
+	}
 	va_end(ap);
 }
 
@@ -409,7 +420,8 @@ void api_conn_set_closecb(struct evhttp_connection *evcon, void (*cb)(struct evh
 /* Refusals are logged and audited at most once per 10 s, so a flood cannot fill the log or the audit table. */
 static bool refusal_note(struct api *api, long *quiet)
 {
-	time_t now = time(NULL);
+	/* Monotonic: a wall clock stepped back would silence the log for as long. */
+	time_t now = (time_t)(now_usec() / 1000000) + 1;	/* never 0 ("not yet") */
 
 	if (api->refused_at && now - api->refused_at < 10) {
 		api->refused_quiet++;

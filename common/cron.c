@@ -510,6 +510,8 @@ enum cron_due cron_due(const struct cron_spec *spec, enum cron_catch_up catch_up
 
 	if (slot)
 		*slot = (time_t)-1;
+	if (last > now && last - now > CRON_CLOCK_BACK_MAX_S)
+		return CRON_DUE_CLOCK_BACK;
 	if (first == (time_t)-1 || first > now)
 		return CRON_DUE_NONE;
 	/* A slot no earlier than since came while this fleetd was watching: on time. */

@@ -60,7 +60,16 @@ enum cron_due {
 	CRON_DUE_NONE,		/* no slot since the last one dealt with */
 	CRON_DUE_FIRE,		/* queue one run */
 	CRON_DUE_SKIP,		/* slots were missed and catch-up is skip: record, queue nothing */
+	CRON_DUE_CLOCK_BACK,	/* last is far in the future: the clock went back; record now, queue nothing */
 };
+
+/*
+ * A clock stepped back by at most this much (an NTP correction, a wrong
+ * clock put right) repeats no slot: slots up to what was already dealt
+ * with wait for the clock to pass it again, as cron(8) does. Further back,
+ * waiting would stall the schedule for as long: it starts over from now.
+ */
+#define CRON_CLOCK_BACK_MAX_S (3 * 3600)
 
 /*
  * A cron trigger's decision at now, in the host's local time zone (as
@@ -71,6 +80,9 @@ enum cron_due {
  * for all of them and `skip` none, never one per missed slot. Whatever is
  * due, the caller then records now as the new last, so no slot is dealt
  * with twice. *slot (if not NULL) is the slot decided on, or (time_t)-1.
+ * last more than CRON_CLOCK_BACK_MAX_S after now (the clock went back) is
+ * CRON_DUE_CLOCK_BACK: the caller records now, and the next slot after now
+ * fires. A clock that jumps forward is like downtime: one run at most.
  */
 enum cron_due cron_due(const struct cron_spec *spec, enum cron_catch_up catch_up, time_t last, time_t since,
 		       time_t now, time_t *slot);

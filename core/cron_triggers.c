@@ -94,7 +94,7 @@ time_t cron_triggers_next(const struct schedule *s, time_t now)
 	return t;
 }
 
-/* Queue s's run (if fire) and record now as its last_at, in one transaction. */
+/* Queue s's run (if fire) and record now as its last_at, in one transaction. slot -1: the clock went back. */
 static void fire(struct fleetd *f, const struct schedule *s, bool fire, time_t slot, time_t now)
 {
 	_cleanup_free_ char *why = NULL, *target = xasprintf("%s/%" PRId64, s->agent, s->id);
@@ -119,6 +119,12 @@ static void fire(struct fleetd *f, const struct schedule *s, bool fire, time_t s
 		if (r != -ENOENT)	/* -ENOENT: removed meanwhile */
 			log_warning("agent '%s': schedule %" PRId64 ": cannot record its firing: %s; trying again",
 				    s->agent, s->id, strerror(-r));
+		return;
+	}
+	if (!fire && slot == (time_t)-1) {
+		log_warning("agent '%s': schedule %" PRId64 " ('%s'): the clock went back more than %d s "
+			    "(last dealt with at %" PRId64 ", now %lld); the schedule goes on from now",
+			    s->agent, s->id, s->spec, CRON_CLOCK_BACK_MAX_S, s->last_at, (long long)now);
 		return;
 	}
 	if (!fire) {
@@ -157,7 +163,7 @@ void cron_triggers_tick(struct fleetd *f, time_t since, time_t now)
 		due = cron_due(&spec, s->catch_up, (time_t)s->last_at, since, now, &slot);
 		tz_leave();
 		if (due != CRON_DUE_NONE)
-			fire(f, s, due == CRON_DUE_FIRE, slot, now);
+			fire(f, s, due == CRON_DUE_FIRE, due == CRON_DUE_CLOCK_BACK ? (time_t)-1 : slot, now);
 	}
 	schedule_list_free(list);
 }

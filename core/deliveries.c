@@ -136,7 +136,9 @@ failed:
 		free(answers[i].content_type);
 		memset(&answers[i], 0, sizeof(answers[i]));
 		answers[i].seq = d[i].seq;
-		answer_error(&answers[i], 503, "unavailable", "the delivery could not be stored; try again later");
+		answer_error(&answers[i], 503, r == -ENOLCK ? "db_locked" : "unavailable",
+			     r == -ENOLCK ? "the delivery could not be stored (the database is locked); try again later"
+					  : "the delivery could not be stored; try again later");
 	}
 	ok = 0;
 out:

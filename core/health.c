@@ -219,6 +219,32 @@ int health_check(struct fleetd *f, const char *agent, health_done_fn done, void 
 		check_free(c);
 		return -EBUSY;
 	}
+	if (r < 0 && ops->state) {
+		enum agent_state now;
+
+		/*
+		 * Its environment stopped on its own (a QEMU killed, right after a
+		 * run it broke off): not unhealthy. The backend's stop event
+		 * records it and applies the restart policy; marking it bad first
+		 * would say the wrong thing and keep the policy from acting.
+		 */
+		if (ops->state(f, a, &now, NULL) == 0 && now == AGENT_STOPPED) {
+			log_info("agent '%s': no health check: its %s stopped on its own", agent, ops->env_word);
+			check_free(c);
+			return -EBUSY;
+		}
+	}
+	if (r == -ENOTCONN) {
+		/*
+		 * Its session was lost a moment ago (the check after a run whose
+		 * session broke, before the backend has dropped it): most often
+		 * the guest died and its stop event is on its way. No verdict;
+		 * the next check, on a new session, decides.
+		 */
+		log_info("agent '%s': no health check now: %s", agent, why ? why : strerror(-r));
+		check_free(c);
+		return -EBUSY;
+	}
 	if (r < 0) {
 		/* Could not even start (the guest is not running, ...): unhealthy, reported on the loop. */
 		struct timeval zero = { 0, 0 };

@@ -23,7 +23,7 @@ struct restarts {
 	struct restarts *next;
 	struct fleetd *f;
 	char *agent;
-	time_t times[RESTART_LIMIT];
+	time_t times[RESTART_LIMIT];	/* monotonic s: a wall clock step must not move the window */
 	int n;
 	struct event *timer;	/* the pending restart; created on first use */
 	bool pending;
@@ -324,7 +324,7 @@ static void restart_after_failure(struct fleetd *f, const struct backend_ops *op
 {
 	struct restarts *rs = restarts_find(f, a->name);
 	struct timeval tv;
-	time_t now = time(NULL);
+	time_t now = (time_t)(now_usec() / 1000000);
 	_cleanup_free_ char *detail = NULL;
 	int recent = 0;
 

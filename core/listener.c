@@ -64,7 +64,7 @@ struct listener {
 	enum listener_state state;
 	long restarts;
 	int backoff_s;
-	time_t up_since;
+	time_t up_since;	/* monotonic s (+1, never 0): a wall clock step must not fake stability */
 	int64_t accepted, refused_by_fleetd;
 	int64_t refused_base;		/* refusals counted by children that are gone */
 	struct hook_stats stats;	/* the current child's last */
@@ -557,7 +557,7 @@ static bool handle(struct listener *l, json_t *msg, const unsigned char *tail, s
 		}
 		l->hello = true;
 		l->state = LISTENER_UP;
-		l->up_since = time(NULL);
+		l->up_since = (time_t)(now_usec() / 1000000) + 1;
 		evtimer_del(l->ev_hello);
 		log_notice("webhooks: listener up on %s (pid %ld)", l->addr, (long)l->pid);
 		send_routes(l);
@@ -753,7 +753,7 @@ static void child_gone(struct listener *l, const char *why)
 	}
 	describe_status(status, how, sizeof(how));
 	log_error("webhooks: listener (pid %ld) stopped: %s (%s)", (long)l->pid, why, how);
-	if (l->up_since && time(NULL) - l->up_since >= STABLE_S)
+	if (l->up_since && (time_t)(now_usec() / 1000000) + 1 - l->up_since >= STABLE_S)
 		l->backoff_s = BACKOFF_MIN_S;
 	l->up_since = 0;
 	child_release(l);

@@ -32,6 +32,7 @@ struct sched {
 	struct event *tick;
 	struct entry *entries;
 	time_t since;		/* when this fleetd began watching: cron slots before it were missed */
+	time_t last_now;	/* the wall clock at the last tick: a step back is seen against it */
 };
 
 static struct entry *entry_find(struct sched *s, const char *agent)
@@ -96,6 +97,23 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	time_t now = time(NULL);
 	size_t n = 0;
 
+	/*
+	 * The wall clock went back. Watching began no later than now, or the
+	 * slots from here to the old start would count as missed (and `skip`
+	 * would drop them). A snapshot's next slot planned by the old clock
+	 * would stall it by as much: a step back beyond CRON_CLOCK_BACK_MAX_S
+	 * plans again from now (a small one waits, repeating no slot).
+	 */
+	if (now < s->since)
+		s->since = now;
+	if (s->last_now && now < s->last_now - CRON_CLOCK_BACK_MAX_S) {
+		log_warning("the clock went back %lld s; snapshot schedules go on from now",
+			    (long long)(s->last_now - now));
+		for (struct entry *e = s->entries; e; e = e->next)
+			if (e->next_at != (time_t)-1)
+				e->next_at = cron_next(&e->spec, now);
+	}
+	s->last_now = now;
 	if (db_agent_list(s->f->db, &list, &n) < 0)
 		return;
 	for (struct entry *e = s->entries; e; e = e->next)

@@ -25,6 +25,8 @@ PACKAGES=(
 	# the libFuzzer harnesses (tests/fuzz): clang and its sanitizer/fuzzer runtime
 	clang libclang-rt-14-dev
 	curl jq socat sqlite3 openssh-client procps valgrind
+	# tests/integration/clock-jump.sh: fleetd alone under a moved clock (LD_PRELOAD)
+	libfaketime
 	# the webhook tests' raw HTTP client (tests/lib/hookraw.py, standard library only)
 	python3
 	# test_cron's DST tests need the zone files (they skip without, and CI fails)

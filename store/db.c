@@ -312,7 +312,9 @@ int db_err(struct db *db, int rc, const char *what)
 		return (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY) ? -EEXIST : -EINVAL;
 	case SQLITE_BUSY:
 	case SQLITE_LOCKED:
-		return -EBUSY;
+		/* Another process holds the file (db.h): the caller's refusal says so, and it passes. */
+		log_warning("database: %s: locked by another process (waited %d ms)", what, DB_BUSY_TIMEOUT_MS);
+		return -ENOLCK;
 	case SQLITE_FULL:
 		return -ENOSPC;
 	case SQLITE_READONLY:
@@ -524,7 +526,7 @@ int db_open(const char *path, struct db **ret)
 	if (rc != SQLITE_OK)
 		return db->h ? db_err(db, rc, path) : -ENOMEM;
 	sqlite3_extended_result_codes(db->h, 1);
-	sqlite3_busy_timeout(db->h, 5000);
+	sqlite3_busy_timeout(db->h, DB_BUSY_TIMEOUT_MS);
 	if ((r = db_exec(db, "PRAGMA journal_mode = WAL")) < 0 ||
 	    (r = db_exec(db, "PRAGMA synchronous = FULL")) < 0 ||
 	    (r = db_exec(db, "PRAGMA foreign_keys = ON")) < 0)

@@ -7,12 +7,18 @@
  * negative errno codes and logs SQLite's own words at debug level; callers
  * decide what to tell the user. A state or kind column holding a word this
  * fleetd does not know is -EBADMSG (logged with the row), never guessed.
+ * The database file locked by another process past the busy timeout
+ * (DB_BUSY_TIMEOUT_MS) is -ENOLCK, never -EBUSY: that one means "the agent
+ * is busy" to core/ and api/, a refusal the client should not retry blindly.
  */
 #ifndef FLEET_DB_H
 #define FLEET_DB_H
 
 #include <stdbool.h>
 #include <stddef.h>
+
+/* How long a query waits for a lock another process holds on the database before -ENOLCK. */
+#define DB_BUSY_TIMEOUT_MS 5000
 #include <stdint.h>
 
 #include "common/cron.h"

@@ -437,7 +437,17 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
 		return -EBUSY;
 	}
-	if ((r = virt_domain_state(b->virt, dom, &st)) < 0 || st != VIRT_RUNNING) {
+	r = virt_domain_state(b->virt, dom, &st);
+	if (r == -ENOTCONN) {
+		/*
+		 * libvirtd is away: whether the guest runs is unknown, not "no".
+		 * As for a snapshot: a run waits and retries, a health check gives
+		 * no verdict (a post-run check once marked the agent bad here).
+		 */
+		*why = xstrdup("cannot reach libvirt (is libvirtd running?), so its state is unknown; try again");
+		return -EBUSY;
+	}
+	if (r < 0 || st != VIRT_RUNNING) {
 		/* Not busy, yet paused: QEMU stops a guest whose disk write failed (a full host disk). */
 		*why = r == 0 && st == VIRT_PAUSED
 			? xasprintf("its guest is paused, most likely after a disk I/O error (is the host disk "

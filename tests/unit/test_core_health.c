@@ -183,9 +183,33 @@ static void test_redacted(void)
 	fixture_close(&X);
 }
 
+/*
+ * An environment that stopped on its own (#13: a guest's QEMU killed under a
+ * run; the run's end asks for a check) is not unhealthy: no verdict, never
+ * bad, so the stop's own handling (the restart policy) decides.
+ */
+static void test_stopped_on_its_own(void)
+{
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	struct verdict v = { 0 };
+	enum agent_state st;
+
+	fake_reset();
+	fixture_open(&X, FX_HEALTH, NULL);
+	make("hc-down", false);
+	fake_event(BACKEND_EV_STOPPED, "hc-down", false, false);	/* a crash */
+	ok(fake_env_state("hc-down", &st) == 0 && st == AGENT_STOPPED, "the environment stopped on its own");
+	is_int(health_check(F, "hc-down", on_checked, &v), -EBUSY, "a check then gives no verdict (-EBUSY)");
+	loop_now(&X);	/* an unhealthy verdict would be reported from a zero timer */
+	is_int(v.calls, 0, "and never answers");
+	ok(db_agent_get(F->db, "hc-down", &a) == 0 && a->state != AGENT_BAD, "the agent is not made bad (%s)",
+	   a ? agent_state_to_string(a->state) : "?");
+	fixture_close(&X);
+}
+
 int main(void)
 {
-	void (*tests[])(void) = { test_rollback, test_boot_failed, test_redacted };
+	void (*tests[])(void) = { test_rollback, test_boot_failed, test_redacted, test_stopped_on_its_own };
 
 	log_setup("test_core_health", LOG_WARNING);
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {

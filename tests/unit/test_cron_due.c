@@ -45,7 +45,8 @@ static struct cron_spec spec_of(const char *text)
 
 static const char *due_name(enum cron_due d)
 {
-	return d == CRON_DUE_NONE ? "none" : d == CRON_DUE_FIRE ? "fire" : d == CRON_DUE_SKIP ? "skip" : "?";
+	return d == CRON_DUE_NONE ? "none" : d == CRON_DUE_FIRE ? "fire" : d == CRON_DUE_SKIP ? "skip"
+		: d == CRON_DUE_CLOCK_BACK ? "clock-back" : "?";
 }
 
 /* cron_due(spec, cu, last, since, now) is want, with slot want_slot ("-" for none). */
@@ -107,6 +108,29 @@ int main(void)
 	/* A slot exactly at since is live (fleetd was up for it). */
 	due_is("0 13 * * *", CRON_CATCH_UP_SKIP, "2026-03-01 00:00:00", "2026-03-01 13:00:00", "2026-03-01 13:00:00",
 	       CRON_DUE_FIRE, "2026-03-01 13:00:00", "a slot at the start second");
+
+	/*
+	 * The clock jumps (#13). Forward by a day while running: like downtime,
+	 * one run (the first slot after last, which came while watching), never
+	 * one per slot passed over.
+	 */
+	due_is("*/5 * * * *", CRON_CATCH_UP_ONCE, "2026-03-01 12:00:02", "2026-03-01 08:00:00", "2026-03-02 12:00:30",
+	       CRON_DUE_FIRE, "2026-03-01 12:05:00", "clock a day forward: one run");
+	due_is("*/5 * * * *", CRON_CATCH_UP_ONCE, "2026-03-02 12:00:30", "2026-03-01 08:00:00", "2026-03-02 12:01:30",
+	       CRON_DUE_NONE, "-", "then nothing until the next slot by the new clock");
+	/* Back by a minute (an NTP step) just after a slot fired: it does not fire again. */
+	due_is("* * * * *", CRON_CATCH_UP_ONCE, "2026-03-01 12:00:02", "2026-03-01 08:00:00", "2026-03-01 11:59:30",
+	       CRON_DUE_NONE, "-", "clock back 32 s: the slot already fired does not repeat");
+	due_is("* * * * *", CRON_CATCH_UP_ONCE, "2026-03-01 12:00:02", "2026-03-01 08:00:00", "2026-03-01 12:01:01",
+	       CRON_DUE_FIRE, "2026-03-01 12:01:00", "and the next one fires on time");
+	/* Back by at most CRON_CLOCK_BACK_MAX_S: waits, as cron(8), repeating nothing. */
+	due_is("0 * * * *", CRON_CATCH_UP_ONCE, "2026-03-01 12:00:02", "2026-03-01 08:00:00", "2026-03-01 10:30:00",
+	       CRON_DUE_NONE, "-", "clock back 1.5 h: no slot repeats");
+	/* Further back: no stall until the clock passes last again; it goes on from now. */
+	due_is("0 * * * *", CRON_CATCH_UP_ONCE, "2026-03-02 12:00:02", "2026-03-01 08:00:00", "2026-03-01 10:30:00",
+	       CRON_DUE_CLOCK_BACK, "-", "clock back a day: recorded, no run");
+	due_is("0 * * * *", CRON_CATCH_UP_SKIP, "2026-03-01 10:30:00", "2026-03-01 08:00:00", "2026-03-01 11:00:01",
+	       CRON_DUE_FIRE, "2026-03-01 11:00:00", "then the next slot by the new clock fires");
 
 	/* Catch-up words. */
 	is_int(cron_catch_up_from_string("once"), CRON_CATCH_UP_ONCE, "'once' parses");

@@ -1386,6 +1386,53 @@ static void test_connect_timeout(void)
 	free(why);
 }
 
+/*
+ * A guest whose sshd answers garbage (#13): something that is no SSH server
+ * at all, and a server whose banner is right but whose next bytes are not a
+ * key exchange. Either way the session fails (never ready) with an error
+ * and a reason, once, and does not wait for the connect timeout to say so
+ * when the peer has closed.
+ */
+static void test_garbage_peer(void)
+{
+#define ANSWER(text) { text, sizeof(text) - 1 }
+	static const struct { const char *bytes; size_t len; } answers[] = {
+		ANSWER("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"),
+		ANSWER("SSH-2.0-dropbear_2022.83\r\n\x00\x00\x00\x0c\x0a\x15garbage-garbage-garbage\xff\xfe"),
+		ANSWER("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\r\n"),
+	};
+#undef ANSWER
+	struct ssh_session_config cfg = {
+		.user = USER, .key_path = client_key, .host_fingerprint = host_fp, .connect_timeout_s = 30,
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(answers); i++) {
+		struct sess x = { 0 };
+		struct ssh_session_callbacks cb = { sess_ready, sess_failed, &x };
+		char *why = NULL;
+		int sv[2];
+
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+			ok(0, "socketpair");
+			return;
+		}
+		/* The peer's whole answer, then it hangs up (as sshd does after a protocol error). */
+		if (write(sv[1], answers[i].bytes, answers[i].len) != (ssize_t)answers[i].len)
+			ok(0, "write the garbage");
+		shutdown(sv[1], SHUT_WR);
+		ok(ssh_session_new(base, sv[0], &cfg, &cb, &x.s, &why) == 0, "garbage peer %zu: a session starts", i);
+		while (!x.failed && !x.ready)
+			loop_once();
+		ok(x.failed && !x.ready && x.failed_calls == 1, "garbage peer %zu: the session fails, once", i);
+		ok(x.error < 0 && x.error != -ETIMEDOUT, "garbage peer %zu: with an error, not the timeout (%d)", i,
+		   x.error);
+		ok(x.why && *x.why, "garbage peer %zu: and a reason: %s", i, x.why ? x.why : "(none)");
+		ssh_session_free(x.s);
+		close(sv[1]);
+		free(x.why);
+	}
+}
+
 int main(void)
 {
 	struct event *log_ev;
@@ -1422,6 +1469,7 @@ int main(void)
 	test_early_exec();
 	test_stress();
 	test_connect_timeout();
+	test_garbage_peer();
 
 	if (tap_failed)
 		dump_log();

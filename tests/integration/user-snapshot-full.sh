@@ -67,7 +67,8 @@ not_frozen() {
 }
 state() { "$FLEETCTL" --json show "$A" | jq -r .state; }
 
-"$FLEETCTL" create "$A" --backend user >/dev/null && "$FLEETCTL" start "$A" >/dev/null; ok $? "a user agent runs"
+# --memory-quota 4: the agent's memory store is an image allocated at its quota on this 32 MiB tmpfs
+"$FLEETCTL" create "$A" --backend user --memory-quota 4 >/dev/null && "$FLEETCTL" start "$A" >/dev/null; ok $? "a user agent runs"
 ex -- sh -c 'echo precious > ~/memory/keep; head -c 4M /dev/urandom > ~/work/blob'
 blob_md5=$(md5sum < "$HOME_DIR/work/blob")
 "$FLEETCTL" snapshot "$A" s1 >/dev/null; ok $? "a snapshot while there is room"

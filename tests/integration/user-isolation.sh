@@ -19,7 +19,7 @@ cleanup_agents() {
 # make the attempts below pass for the wrong reason. Here only file modes and namespaces stop A.
 STATE=$(mktemp -d /var/lib/fleet-uiso.XXXXXX); SOCKDIR=$(mktemp -d /run/fleet-uiso.XXXXXX)
 chmod 0755 "$SOCKDIR"; SOCK=$SOCKDIR/fleetd.sock
-on_exit "rm -rf '$STATE' '$SOCKDIR'"
+on_exit "_umount_under '$STATE'; rm -rf '$STATE' '$SOCKDIR'"
 on_exit cleanup_agents
 "$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" \
 	--user-uid-min $UMIN --user-uid-max $UMAX 2>"$TEST_TMP/start.err" || {

@@ -12,7 +12,7 @@
 
 # Outside /tmp: each exec has a private /tmp.
 STATE=$(mktemp -d /var/lib/fleet-usf.XXXXXX); SOCKDIR=$(mktemp -d /run/fleet-usf.XXXXXX)
-on_exit "rm -rf --one-file-system '$STATE' '$SOCKDIR'"
+on_exit "_umount_under '$STATE'; rm -rf --one-file-system '$STATE' '$SOCKDIR'"
 chmod 0755 "$SOCKDIR"
 SOCK=$SOCKDIR/fleetd.sock
 FLEETD_PID=

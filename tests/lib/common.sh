@@ -71,10 +71,20 @@ fail_all() {
 
 on_exit() { _cleanups+=("$*"); }
 
+# _umount_under DIR: lazily unmount whatever is mounted below DIR, deepest
+# first: the memory stores (loop-mounted images) of user agents whose fleetd
+# is gone. Before an rm -rf, which would empty them and stop at each mount.
+_umount_under() {
+	local t
+	findmnt -rn -o TARGET 2>/dev/null | awk -v d="${1%/}/" 'index($0, d) == 1' | sort -r |
+		while read -r t; do umount -l "$t" 2>/dev/null; done
+}
+
 _cleanup() {
 	local i
 	for ((i = ${#_cleanups[@]} - 1; i >= 0; i--)); do eval "${_cleanups[$i]}" >/dev/null 2>&1 || true; done
 	for pid in "${_pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+	_umount_under "$TEST_TMP"
 	rm -rf "$TEST_TMP"
 }
 trap _cleanup EXIT
@@ -145,7 +155,7 @@ _hooks_listen_default() {
 # Then user_fleetd_start (again after a kill, to restart it on the same state).
 user_fleetd_setup() {
 	STATE=$(mktemp -d "/var/lib/fleet-$1.XXXXXX"); SOCKDIR=$(mktemp -d "/run/fleet-$1.XXXXXX")
-	on_exit "rm -rf '$STATE' '$SOCKDIR'"
+	on_exit "_umount_under '$STATE'; rm -rf '$STATE' '$SOCKDIR'"
 	chmod 0755 "$SOCKDIR"
 	SOCK=$SOCKDIR/fleetd.sock
 	export FLEET_SOCKET=$SOCK

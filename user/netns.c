@@ -14,7 +14,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <event2/event.h>
 #include <fcntl.h>
 #include <net/if.h>
 #include <stdio.h>
@@ -24,8 +23,8 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "backend/egress_refresh.h"
 #include "backend/firewall.h"
-#include "backend/worker.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "model/config.h"
@@ -230,124 +229,48 @@ int netns_remove(struct fleetd *f, const char *agent, uid_t uid, char **why)
 
 /*
  * Host names in egress lists are resolved again every NETNS_REFRESH_S
- * seconds, on a worker thread (getaddrinfo blocks; the loop must not), each
- * agent's chain replaced in one nft transaction. An address a name had
- * between two refreshes is refused until the next one (the TTL caveat in
- * docs/user-backend.md).
+ * seconds (backend/egress_refresh.c), each agent's chain replaced in one nft
+ * transaction (the TTL caveat in docs/user-backend.md).
  */
 #define NETNS_REFRESH_S 300
 
-struct refresh_item {
-	char *agent;
-	char *iface;
-	char *egress;
-};
-
-struct netns_refresh {
+static struct egress_refresh *refresh;
+static struct {
 	struct fleetd *f;
 	const struct backend_host *host;
-	struct event *timer;
-	struct worker_job *job;		/* a refresh running, or NULL */
-	unsigned gen_at_start;
-	struct refresh_item *items;	/* the job's, owned by it */
-	size_t n;
-};
-static struct netns_refresh *refresh;
+} refresh_ctx;
 
-static bool has_name(const char *list)
+static void refresh_collect(struct egress_refresh *r, void *ctx)
 {
-	for (const char *p = list; *p; p++)
-		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))
-			return true;	/* an address has no letter but IPv6 hex digits: harmless, resolved as itself */
-	return false;
-}
-
-static void refresh_work(void *arg)
-{
-	struct netns_refresh *r = arg;
-
-	for (size_t i = 0; i < r->n; i++) {
-		_cleanup_free_ char *why = NULL;
-
-		if (firewall_agent_apply(r->items[i].agent, r->items[i].iface, r->items[i].egress, &why) < 0)
-			log_warning("agent '%s': cannot refresh its egress rules: %s", r->items[i].agent, why ? why : "?");
-	}
-}
-
-static void refresh_arm(int seconds)
-{
-	struct timeval tv = { seconds, 0 };
-
-	evtimer_add(refresh->timer, &tv);
-}
-
-static void refresh_done(void *arg)
-{
-	struct netns_refresh *r = arg;
-
-	for (size_t i = 0; i < r->n; i++) {
-		free(r->items[i].agent);
-		free(r->items[i].iface);
-		free(r->items[i].egress);
-	}
-	free(r->items);
-	r->items = NULL;
-	r->n = 0;
-	r->job = NULL;
-	/* A list applied meanwhile on the loop may have been overwritten by this older one: again, now. */
-	refresh_arm(r->gen_at_start != netns_gen ? 0 : NETNS_REFRESH_S);
-}
-
-static void on_refresh(evutil_socket_t fd, short what, void *arg)
-{
-	struct netns_refresh *r = arg;
 	struct agent **list = NULL;
-	size_t cap = 0;
 
-	(void)fd, (void)what;
-	if (r->job)
-		return;	/* its done() arms the timer again */
-	if (r->host->list_agents(r->f, BACKEND_USER, &list) == 0) {
-		for (struct agent **a = list; *a; a++) {
-			struct netns_addrs ad;
-			_cleanup_free_ char *ignored = NULL;
-			uid_t uid;
+	(void)ctx;
+	if (refresh_ctx.host->list_agents(refresh_ctx.f, BACKEND_USER, &list) < 0)
+		return;
+	for (struct agent **a = list; *a; a++) {
+		struct netns_addrs ad;
+		_cleanup_free_ char *ignored = NULL;
+		uid_t uid;
 
-			if ((*a)->network != NETWORK_NAT || !(*a)->egress_allow || !has_name((*a)->egress_allow) ||
-			    account_lookup(r->f, (*a)->name, &uid) < 0 || netns_addrs(r->f, uid, &ad, &ignored) < 0)
-				continue;
-			if (r->n == cap) {
-				cap = cap ? cap * 2 : 8;
-				r->items = xrealloc(r->items, cap * sizeof(*r->items));
-			}
-			r->items[r->n++] = (struct refresh_item){ xstrdup((*a)->name), xstrdup(ad.iface),
-								  xstrdup((*a)->egress_allow) };
-		}
-		agent_list_free(list);
+		if ((*a)->network != NETWORK_NAT || !egress_refresh_wants((*a)->egress_allow) ||
+		    account_lookup(refresh_ctx.f, (*a)->name, &uid) < 0 || netns_addrs(refresh_ctx.f, uid, &ad, &ignored) < 0)
+			continue;
+		egress_refresh_add(r, (*a)->name, ad.iface, (*a)->egress_allow);
 	}
-	r->gen_at_start = netns_gen;
-	if (r->n == 0 || worker_start(r->f->base, refresh_work, refresh_done, r, &r->job) < 0)
-		refresh_done(r);
+	agent_list_free(list);
 }
 
 void netns_refresh_start(struct fleetd *f, const struct backend_host *host)
 {
-	if (refresh || !host || !host->list_agents || !f->base)
+	if (refresh || !host || !host->list_agents)
 		return;
-	refresh = xcalloc(1, sizeof(*refresh));
-	refresh->f = f;
-	refresh->host = host;
-	refresh->timer = evtimer_new(f->base, on_refresh, refresh);
-	refresh_arm(NETNS_REFRESH_S);
+	refresh_ctx.f = f;
+	refresh_ctx.host = host;
+	refresh = egress_refresh_new(f->base, NETNS_REFRESH_S, &netns_gen, refresh_collect, firewall_agent_apply, NULL);
 }
 
 void netns_refresh_stop(void)
 {
-	if (!refresh)
-		return;
-	if (refresh->job)
-		worker_finish(refresh->job);	/* calls refresh_done, which arms the timer: freed next */
-	event_free(refresh->timer);
-	free(refresh);
+	egress_refresh_free(refresh);
 	refresh = NULL;
 }

@@ -5,14 +5,13 @@
  * matched on the guest's tap, which fleet names: vm_domain_xml). Applied
  * before each boot, at once when the list changes, restored at fleetd's
  * start, removed with the agent; host names resolved again every
- * VM_EGRESS_REFRESH_S on a worker, as for user agents (user/netns.c).
+ * VM_EGRESS_REFRESH_S on a worker, as for user agents (backend/egress_refresh.c).
  */
 #include <errno.h>
-#include <event2/event.h>
 #include <string.h>
 
+#include "backend/egress_refresh.h"
 #include "backend/firewall.h"
-#include "backend/worker.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "model/fleetd.h"
@@ -93,111 +92,36 @@ void vm_egress_reconcile(struct vm_backend *b)
 	agent_list_free(list);
 }
 
-/* --- keeping host names current ----------------------------------------------------------- */
+/* --- keeping host names current (backend/egress_refresh.c) ------------------------------ */
 
-struct refresh_item {
-	char *agent;
-	char *egress;
-};
-
-struct vm_egress_refresh {
-	struct vm_backend *b;
-	struct event *timer;
-	struct worker_job *job;		/* a refresh running, or NULL */
-	unsigned gen_at_start;
-	struct refresh_item *items;	/* the job's, owned by it */
-	size_t n;
-};
-
-static bool has_name(const char *list)
+static void refresh_collect(struct egress_refresh *r, void *ctx)
 {
-	for (const char *p = list; *p; p++)
-		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))
-			return true;	/* an address has no letter but IPv6 hex digits: harmless, resolved as itself */
-	return false;
-}
-
-/* On the worker: getaddrinfo blocks, the loop must not. */
-static void refresh_work(void *arg)
-{
-	struct vm_egress_refresh *r = arg;
-
-	for (size_t i = 0; i < r->n; i++) {
-		_cleanup_free_ char *why = NULL;
-
-		if (firewall_vm_agent_apply(r->items[i].agent, r->items[i].egress, &why) < 0)
-			log_warning("agent '%s': cannot refresh its egress rules: %s", r->items[i].agent, why ? why : "?");
-	}
-}
-
-static void refresh_arm(struct vm_egress_refresh *r, int seconds)
-{
-	struct timeval tv = { seconds, 0 };
-
-	evtimer_add(r->timer, &tv);
-}
-
-static void refresh_done(void *arg)
-{
-	struct vm_egress_refresh *r = arg;
-
-	for (size_t i = 0; i < r->n; i++) {
-		free(r->items[i].agent);
-		free(r->items[i].egress);
-	}
-	free(r->items);
-	r->items = NULL;
-	r->n = 0;
-	r->job = NULL;
-	/* A list applied meanwhile on the loop may have been overwritten by this older one: again, now. */
-	refresh_arm(r, r->gen_at_start != r->b->egress_gen ? 0 : VM_EGRESS_REFRESH_S);
-}
-
-static void on_refresh(evutil_socket_t fd, short what, void *arg)
-{
-	struct vm_egress_refresh *r = arg;
+	struct vm_backend *b = ctx;
 	struct agent **list = NULL;
-	size_t cap = 0;
 
-	(void)fd, (void)what;
-	if (r->job)
-		return;	/* its done() arms the timer again */
-	if (r->b->host->list_agents(r->b->f, BACKEND_VM, &list) == 0) {
-		for (struct agent **a = list; *a; a++) {
-			if ((*a)->network != NETWORK_NAT || !(*a)->egress_allow || !has_name((*a)->egress_allow))
-				continue;
-			if (r->n == cap) {
-				cap = cap ? cap * 2 : 8;
-				r->items = xrealloc(r->items, cap * sizeof(*r->items));
-			}
-			r->items[r->n++] = (struct refresh_item){ xstrdup((*a)->name), xstrdup((*a)->egress_allow) };
-		}
-		agent_list_free(list);
-	}
-	r->gen_at_start = r->b->egress_gen;
-	if (r->n == 0 || worker_start(r->b->f->base, refresh_work, refresh_done, r, &r->job) < 0)
-		refresh_done(r);
+	if (b->host->list_agents(b->f, BACKEND_VM, &list) < 0)
+		return;
+	for (struct agent **a = list; *a; a++)
+		if ((*a)->network == NETWORK_NAT && (*a)->egress_allow)
+			egress_refresh_add(r, (*a)->name, NULL, (*a)->egress_allow);
+	agent_list_free(list);
+}
+
+static int refresh_apply(const char *agent, const char *iface, const char *egress, char **why)
+{
+	(void)iface;	/* the bridge table's map is keyed by the tap fleet names after the agent */
+	return firewall_vm_agent_apply(agent, egress, why);
 }
 
 void vm_egress_refresh_start(struct vm_backend *b)
 {
-	if (b->egress_refresh || !b->f->base)
-		return;
-	b->egress_refresh = xcalloc(1, sizeof(*b->egress_refresh));
-	b->egress_refresh->b = b;
-	b->egress_refresh->timer = evtimer_new(b->f->base, on_refresh, b->egress_refresh);
-	refresh_arm(b->egress_refresh, VM_EGRESS_REFRESH_S);
+	if (!b->egress_refresh)
+		b->egress_refresh = egress_refresh_new(b->f->base, VM_EGRESS_REFRESH_S, &b->egress_gen,
+						       refresh_collect, refresh_apply, b);
 }
 
 void vm_egress_refresh_stop(struct vm_backend *b)
 {
-	struct vm_egress_refresh *r = b->egress_refresh;
-
-	if (!r)
-		return;
-	if (r->job)
-		worker_finish(r->job);	/* calls refresh_done, which arms the timer: freed next */
-	event_free(r->timer);
-	free(r);
+	egress_refresh_free(b->egress_refresh);
 	b->egress_refresh = NULL;
 }

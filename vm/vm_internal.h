@@ -36,7 +36,7 @@
 struct fleetd;
 struct event;
 struct ssh_session;
-struct vm_egress_refresh;
+struct egress_refresh;
 
 struct waiter {
 	backend_done_fn done;
@@ -78,7 +78,7 @@ struct vm_backend {
 	bool console_swept;		/* every agent's console was capped once since fleetd started */
 	struct vm *vms;
 	unsigned egress_gen;		/* bumped by each vm_egress_apply, so a refresh can tell it was overtaken */
-	struct vm_egress_refresh *egress_refresh;
+	struct egress_refresh *egress_refresh;
 };
 
 /* backend.c: the registry and paths. */

@@ -3,7 +3,8 @@
  * fleet-NAME (uid == gid, from user_uid_min..user_uid_max, never handed out
  * twice: the high-water mark), its home <state_dir>/users/NAME with memory/
  * and work/, and their removal. It also runs the backend's host tools
- * (useradd, userdel, rm) through backend/spawn with a fixed environment.
+ * (useradd, userdel, rm) through backend/spawn with a fixed environment,
+ * and makes fleet's own root-only directories in the state dir.
  *
  * It must never touch a user, group or directory it did not create: a
  * fleet-NAME that is not in the uid range or whose home is elsewhere is
@@ -413,4 +414,25 @@ int account_remove(struct fleetd *f, const struct agent *a, uid_t uid, char **wh
 	if (uid != 0 && (r = remove_user(user, ret ? NULL : why)) < 0 && ret == 0)
 		ret = r;
 	return ret;
+}
+
+int account_private_dir(const char *dir, char **why)
+{
+	struct stat st;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		int r = -errno;
+		*why = xasprintf("cannot create %s: %s", dir, strerror(-r));
+		return r;
+	}
+	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0) {
+		*why = xasprintf("%s is not a directory owned by root", dir);
+		return -EPERM;
+	}
+	if ((st.st_mode & 07777) != 0700 && chmod(dir, 0700) < 0) {
+		int r = -errno;
+		*why = xasprintf("cannot chmod %s: %s", dir, strerror(-r));
+		return r;
+	}
+	return 0;
 }

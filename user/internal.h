@@ -55,6 +55,8 @@ int user_agent_ready(struct fleetd *f, const struct agent *a, uid_t *uid, char *
 char *account_user_name(const char *agent);
 char *account_users_dir(struct fleetd *f);
 char *account_home_dir(struct fleetd *f, const char *agent);
+/* A directory of fleet's in the state dir (snapshots/, memfs/): made if missing, root's, 0700 (set again if loosened); -errno with *why. */
+int account_private_dir(const char *dir, char **why);
 /* The executable of a host tool in the sbin and bin directories; NULL if there is none. */
 char *account_find_tool(const char *name);
 /* Run a host tool with a fixed environment: its exit status (128+N for signal N) or -errno, *out its last words. */

@@ -57,22 +57,6 @@ static char *image_path(const char *dir, const char *agent, const char *suffix)
 	return xasprintf("%s/%s.img%s", dir, agent, suffix);
 }
 
-static int ensure_dir(const char *dir, char **why)
-{
-	struct stat st;
-
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-		int r = -errno;
-		*why = xasprintf("cannot create %s: %s", dir, strerror(-r));
-		return r;
-	}
-	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0) {
-		*why = xasprintf("%s is not a directory owned by root", dir);
-		return -EPERM;
-	}
-	return chmod(dir, 0700) < 0 ? -errno : 0;
-}
-
 /* Attach img to a free loop device (autoclear); its fd, or -errno. */
 static int loop_attach(const char *img, char **why)
 {
@@ -371,7 +355,7 @@ int memfs_build(const char *memdir, const char *agent, uid_t uid, long long quot
 	struct user_snapshot_stats stats;
 	int r;
 
-	if ((r = ensure_dir(memdir, why)) < 0)
+	if ((r = account_private_dir(memdir, why)) < 0)
 		return r;
 	(void)umount2(stage, MNT_DETACH | UMOUNT_NOFOLLOW);	/* a killed build's */
 	(void)rmdir(stage);

@@ -72,28 +72,6 @@ static char *snaps_dir(struct fleetd *f)
 	return xasprintf("%s/snapshots", config_get(&f->cfg, CFG_STATE_DIR));
 }
 
-/* A directory of fleet's: made if missing, root's, mode 0700 (set again if someone loosened it). */
-static int ensure_private_dir(const char *dir, char **why)
-{
-	struct stat st;
-
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-		int r = -errno;
-		*why = xasprintf("cannot create %s: %s", dir, strerror(-r));
-		return r;
-	}
-	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0) {
-		*why = xasprintf("%s is not a directory owned by root", dir);
-		return -EPERM;
-	}
-	if ((st.st_mode & 07777) != 0700 && chmod(dir, 0700) < 0) {
-		int r = -errno;
-		*why = xasprintf("cannot chmod %s: %s", dir, strerror(-r));
-		return r;
-	}
-	return 0;
-}
-
 /*
  * Move path out of sight at once: rename it into the trash, which a worker
  * empties. If it cannot be renamed (another file system), rm -rf it here.
@@ -539,7 +517,7 @@ void user_snapshots_sweep(struct fleetd *f)
 
 	if (access(sd, F_OK) < 0)
 		return;	/* no snapshot was ever made */
-	if (ensure_private_dir(sd, &why) < 0 || ensure_private_dir(trash, &why) < 0) {
+	if (account_private_dir(sd, &why) < 0 || account_private_dir(trash, &why) < 0) {
 		log_warning("user backend: %s", why);
 		return;
 	}
@@ -589,7 +567,7 @@ void user_snapshots_forget(struct fleetd *f, const char *agent)
 
 	if (access(ad, F_OK) < 0 && access(rp, F_OK) < 0)
 		return;
-	if (ensure_private_dir(sd, &why) < 0 || ensure_private_dir(trash, &why) < 0) {
+	if (account_private_dir(sd, &why) < 0 || account_private_dir(trash, &why) < 0) {
 		log_warning("agent '%s': cannot remove its snapshots: %s", agent, why);
 		return;
 	}
@@ -605,8 +583,8 @@ static int ensure_agent_snaps_dir(struct fleetd *f, const char *agent, char **wh
 	_cleanup_free_ char *sd = snaps_dir(f), *trash = xasprintf("%s/.trash", sd), *ad = xasprintf("%s/%s", sd, agent);
 	int r;
 
-	if ((r = ensure_private_dir(sd, why)) < 0 || (r = ensure_private_dir(trash, why)) < 0 ||
-	    (r = ensure_private_dir(ad, why)) < 0)
+	if ((r = account_private_dir(sd, why)) < 0 || (r = account_private_dir(trash, why)) < 0 ||
+	    (r = account_private_dir(ad, why)) < 0)
 		return r;
 	return 0;
 }
@@ -720,7 +698,7 @@ int user_snapshot_delete(struct fleetd *f, const struct agent *a, const char *sn
 		*why = xasprintf("has no snapshot '%s'", snap);
 		return -ENOENT;
 	}
-	if ((r = ensure_private_dir(trash, why)) < 0)
+	if ((r = account_private_dir(trash, why)) < 0)
 		return r;
 	if ((r = trash_path(trash, path, &trashed)) < 0 || (r = trash_path(trash, tmp, &trashed)) < 0) {
 		*why = xasprintf("cannot remove %s", path);

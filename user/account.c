@@ -230,6 +230,15 @@ static int uid_mark_write(struct fleetd *f, long next, char **why)
 	return r;
 }
 
+void account_sweep(struct fleetd *f)
+{
+	_cleanup_free_ char *path = uid_mark_path(f), *tmp = xasprintf("%s.tmp", path);
+
+	/* A fleetd killed between writing the mark aside and renaming it: the mark itself is intact. */
+	if (unlink(tmp) == 0)
+		log_info("user backend: removed %s, left by an interrupted write", tmp);
+}
+
 /* <state_dir>/users: a real directory, root's, 0711 (agents traverse it, cannot list it). */
 static int ensure_users_dir(struct fleetd *f, char **why)
 {

@@ -226,6 +226,7 @@ static int user_init(struct fleetd *f, const struct backend_host *host, char **w
 		log_warning("user backend: no memory or pids cgroup; limits rely on rlimits only");
 	if (!cgroup_host_can_freeze(us->cg))
 		log_warning("user backend: no cgroup freezer; a running user agent cannot be snapshotted");
+	account_sweep(f);
 	user_snapshots_sweep(f);
 	reconcile_memory(f, host);
 	reconcile_networks(f, host);

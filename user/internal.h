@@ -57,6 +57,8 @@ char *account_users_dir(struct fleetd *f);
 char *account_home_dir(struct fleetd *f, const char *agent);
 /* A directory of fleet's in the state dir (snapshots/, memfs/): made if missing, root's, 0700 (set again if loosened); -errno with *why. */
 int account_private_dir(const char *dir, char **why);
+/* At start: what an interrupted write of the account files left (the uid mark's temp file). */
+void account_sweep(struct fleetd *f);
 /* The executable of a host tool in the sbin and bin directories; NULL if there is none. */
 char *account_find_tool(const char *name);
 /* Run a host tool with a fixed environment: its exit status (128+N for signal N) or -errno, *out its last words. */

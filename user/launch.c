@@ -23,6 +23,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 #include "backend/spawn.h"
 #include "common/names.h"
 #include "common/util.h"
@@ -367,6 +371,14 @@ int user_launch(const struct user_launch_spec *spec, struct user_launch_proc *re
 		    &c, &pidfd);
 	if (pid < 0)
 		r = -errno;
+#if defined(__SANITIZE_ADDRESS__)
+	/*
+	 * The child's frames were on stack[], in our memory, and it never returned
+	 * (execve): AddressSanitizer's poison of their redzones is still there and
+	 * would fault our own later frames at those addresses.
+	 */
+	ASAN_UNPOISON_MEMORY_REGION(stack, sizeof(stack));
+#endif
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	close(rep[1]);
 	if (pid < 0) {

@@ -252,7 +252,15 @@ int main(void)
 	F.base = event_base_new();
 	atexit(cleanup);
 
-	is_int(ops->init(&F, NULL, &why), 0, "init: the host can serve user agents");
+	{
+		/* What a fleetd killed between writing the uid mark aside and renaming it left behind. */
+		_cleanup_free_ char *stale = xasprintf("%s/user-uid-next.tmp", state_dir);
+		FILE *fp = fopen(stale, "w");
+
+		ok(fp && fputs("4100007\n", fp) >= 0 && fclose(fp) == 0, "a stale user-uid-next.tmp (a kill -9 mid-write)");
+		is_int(ops->init(&F, NULL, &why), 0, "init: the host can serve user agents");
+		ok(access(stale, F_OK) < 0 && errno == ENOENT, "init removes the stale uid mark temp file");
+	}
 	free(why);
 	why = NULL;
 

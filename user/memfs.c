@@ -488,8 +488,13 @@ int memfs_umount(struct fleetd *f, const char *agent, char **why_out)
 	_cleanup_close_ int home = open_home(f, agent, why), target = -1;
 	int r;
 
+	if (home == -ENOENT) {
+		free(*why);	/* no home, so nothing mounted on it: not an error, and its message is no one's */
+		*why = NULL;
+		return 0;
+	}
 	if (home < 0)
-		return home == -ENOENT ? 0 : home;
+		return home;
 	target = openat(home, "memory", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (target < 0 || mounted_here(home, target, img) != 1)
 		return 0;	/* not mounted (a link or nothing there is not a mount either) */

@@ -40,13 +40,19 @@ is "$(ex -- cat "$STATE/users/urb/memory/keep")" precious "the file is as it was
 
 # The rate limit (3 an hour) is counted from the audit log: a restart of fleetd does not reset it.
 starts() { "$FLEETCTL" --json audit --limit 1000 | jq '[.[] | select(.action == "auto.rollback.start")] | length'; }
+# A rollback has ended when its "auto.rollback ... ok" is written: the restore
+# removes ~/broken before the verifying check has run, so waiting only for the
+# file to go (and state running, which it never left) let the next "touch
+# broken" fail that check and mark the agent bad instead of rolling back.
+oks() { "$FLEETCTL" --json audit --limit 1000 | jq '[.[] | select(.action == "auto.rollback" and .outcome == "ok")] | length'; }
 state_is() { [ "$("$FLEETCTL" --json show urb | jq -r .state)" = "$1" ]; }
 "$FLEETCTL" set urb --health-cmd 'test ! -e "$HOME/broken"' >/dev/null; ok $? "a check that fails while ~/broken exists"
 for n in 2 3; do
 	ex -- touch broken
 	deadline=$((SECONDS + 60))
-	until [ "$(starts)" -ge $n ] && state_is running && ! ex -- test -e broken || [ $SECONDS -ge $deadline ]; do sleep 0.3; done
+	until [ "$(oks)" -ge $n ] && state_is running && ! ex -- test -e broken || [ $SECONDS -ge $deadline ]; do sleep 0.3; done
 	is "$(starts)" $n "rollback $n of the hour"
+	is "$(oks)" $n "rollback $n ended healthy"
 done
 ex -- touch broken
 deadline=$((SECONDS + 60))

@@ -48,6 +48,14 @@
 #define READ_CHUNK (32 * 1024)
 #define WRITE_CHUNK (32 * 1024)
 #define KILL_GRACE_S 5		/* after a kill, how long the channel may take to close */
+/*
+ * The liveness probe: a channel open of a type no server knows. RFC 4254
+ * 5.1 makes the server answer it (dropbear and OpenSSH refuse it with
+ * "unknown channel type"), nothing is allocated in the guest, and unlike
+ * libssh2 1.10's keepalive@libssh2.org, whose reply only a channel call
+ * would read, libssh2 reads the answer itself (see session_tick).
+ */
+#define PROBE_CHANNEL_TYPE "probe@fleet"
 
 /* --- signals ---------------------------------------------------------------- */
 
@@ -106,6 +114,7 @@ struct ssh_exec {
 	long pid;
 
 	bool internal;		/* fleet's own kill command: no callbacks, no pid line */
+	bool probe;		/* the liveness probe: an internal channel open the guest must refuse */
 	bool kill_wanted, kill_sent, grace_over;
 	bool timed_out, cancelled;
 	bool paused;		/* ssh_exec_pause(): stdout and stderr are not read */
@@ -135,7 +144,11 @@ struct ssh_session {
 	struct event *ev_read, *ev_write, *ev_kick, *ev_timer;
 	bool readable;		/* this run was woken by the socket being readable */
 	bool idle_unread;	/* no channel and unread bytes: stop watching until an exec starts */
-	bool keepalive_due;
+
+	/* liveness (see session_tick): the byte count at the last tick, silent ticks since */
+	unsigned long long rx_mark;
+	int silent_ticks;
+	bool probe_pending;	/* a probe is queued or waiting for the guest's refusal */
 
 	struct ssh_exec *execs, **execs_tail;
 	struct ssh_exec *opening;	/* the one exec inside libssh2_channel_open_ex() */
@@ -316,6 +329,8 @@ static void exec_report(struct ssh_exec *e)
 	if (e->reported)
 		return;
 	e->reported = true;
+	if (e->probe)
+		e->s->probe_pending = false;
 	if (e->ev_timer)
 		event_del(e->ev_timer);
 	if (e->cancelled && e->res.error == 0)
@@ -567,21 +582,31 @@ static bool exec_step(struct ssh_exec *e)
 
 	case EXEC_OPENING:
 		/* a window smaller than libssh2's default: it bounds what a paused exec leaves buffered */
-		e->ch = libssh2_channel_open_ex(s->ssh, "session", sizeof("session") - 1, SSH_EXEC_WINDOW,
-						LIBSSH2_CHANNEL_PACKET_DEFAULT, NULL, 0);
+		if (e->probe)
+			e->ch = libssh2_channel_open_ex(s->ssh, PROBE_CHANNEL_TYPE, sizeof(PROBE_CHANNEL_TYPE) - 1,
+							SSH_EXEC_WINDOW, LIBSSH2_CHANNEL_PACKET_DEFAULT, NULL, 0);
+		else
+			e->ch = libssh2_channel_open_ex(s->ssh, "session", sizeof("session") - 1, SSH_EXEC_WINDOW,
+							LIBSSH2_CHANNEL_PACKET_DEFAULT, NULL, 0);
 		if (!e->ch) {
 			rc = libssh2_session_last_errno(s->ssh);
-			if (exec_call_failed(e, rc, "opening a channel"))
+			if (exec_call_failed(e, rc, e->probe ? "probing the guest" : "opening a channel"))
 				return false;
 			s->opening = NULL;
+			if (e->probe) {
+				/* the refusal we asked for: the guest is alive */
+				e->state = EXEC_FINISHED;
+				exec_report(e);
+				return true;
+			}
 			exec_set_error(e, errno_from_libssh2(rc), xstrdup("the guest refused to open an SSH channel"));
 			e->state = EXEC_FINISHED;
 			exec_report(e);
 			return true;
 		}
 		s->opening = NULL;
-		/* cancelled while opening: close it without running anything */
-		e->state = e->kill_wanted ? EXEC_CLOSING : EXEC_STARTING;
+		/* cancelled while opening, or a probe the guest accepted after all: close it unused */
+		e->state = e->kill_wanted || e->probe ? EXEC_CLOSING : EXEC_STARTING;
 		return true;
 
 	case EXEC_STARTING:
@@ -640,7 +665,8 @@ static void exec_timer_cb(evutil_socket_t fd, short what, void *arg)
 
 /* --- sessions ------------------------------------------------------------------------ */
 
-static void session_fail(struct ssh_session *s, int error, char *why)
+/* The session is gone; each exec in flight gets why, prefixed unless verbatim. */
+static void session_fail_as(struct ssh_session *s, int error, char *why, bool verbatim)
 {
 	if (s->state == SESSION_FAILED) {
 		free(why);
@@ -654,13 +680,18 @@ static void session_fail(struct ssh_session *s, int error, char *why)
 	s->opening = NULL;
 	for (struct ssh_exec *e = s->execs; e && !s->closing; e = e->next) {
 		if (!e->reported) {
-			exec_set_error(e, error, xasprintf("SSH session failed: %s", why));
+			exec_set_error(e, error, verbatim ? xstrdup(why) : xasprintf("SSH session failed: %s", why));
 			exec_report(e);
 		}
 	}
 	if (!s->closing && s->cb.failed)
 		s->cb.failed(s->cb.userdata, error, why);
 	free(why);
+}
+
+static void session_fail(struct ssh_session *s, int error, char *why)
+{
+	session_fail_as(s, error, why, false);
 }
 
 static bool session_handshake(struct ssh_session *s)
@@ -718,7 +749,7 @@ static bool session_auth(struct ssh_session *s)
 	s->state = SESSION_READY;
 	event_del(s->ev_timer);
 	if (s->keepalive_s > 0) {
-		libssh2_keepalive_config(s->ssh, 0, (unsigned)s->keepalive_s);
+		s->rx_mark = s->received;
 		evtimer_add(s->ev_timer, &tv);
 	}
 	if (s->cb.ready)
@@ -770,7 +801,7 @@ static bool session_step_ready(struct ssh_session *s)
 	if (!session_has_channels(s)) {
 		/*
 		 * Idle: only a channel call makes libssh2 read, so peek for a
-		 * closed connection; bytes that came (a keepalive reply, say)
+		 * closed connection; bytes that came (a late answer, say)
 		 * wait for the next exec, and the socket is not watched meanwhile.
 		 */
 		if (s->readable) {
@@ -784,25 +815,6 @@ static bool session_step_ready(struct ssh_session *s)
 			if (n > 0)
 				s->idle_unread = true;
 		}
-		if (s->keepalive_due) {
-			struct timeval tv;
-			int next = 0;
-
-			s->keepalive_due = false;
-			if (libssh2_keepalive_send(s->ssh, &next) < 0) {
-				log_debug("ssh: keepalive: libssh2: %s", ssh_last_error(s));
-				session_fail(s, -ECONNRESET, xstrdup("SSH connection lost (keepalive)"));
-				return true;
-			}
-			tv = (struct timeval){ next > 0 ? next : s->keepalive_s, 0 };
-			evtimer_add(s->ev_timer, &tv);
-		}
-	} else if (s->keepalive_due) {
-		struct timeval tv = { s->keepalive_s, 0 };
-
-		/* channels at work keep the connection busy enough */
-		s->keepalive_due = false;
-		evtimer_add(s->ev_timer, &tv);
 	}
 	s->readable = false;
 	return progress;
@@ -906,17 +918,48 @@ static void session_cb(evutil_socket_t fd, short what, void *arg)
 		session_destroy(s);
 }
 
+/*
+ * Liveness, every keepalive_s once ready: a guest that sent nothing since
+ * the last tick gets a probe (one at a time), which it must answer; after
+ * SSH_KEEPALIVE_MISSES silent ticks in a row the session fails, and so
+ * does every exec on it, whatever its own timeout. A frozen sshd (or
+ * relay, or guest) is noticed SSH_KEEPALIVE_MISSES to SSH_KEEPALIVE_MISSES
+ * + 1 intervals after its last byte. Any byte counts (output, window
+ * adjusts, a probe's answer): busy channels need no probe. Sends never
+ * block (session_send), so the loop never waits for the guest.
+ */
+static void session_tick(struct ssh_session *s)
+{
+	struct timeval tv = { s->keepalive_s, 0 };
+
+	if (s->received != s->rx_mark) {
+		s->rx_mark = s->received;
+		s->silent_ticks = 0;
+	} else if (++s->silent_ticks >= SSH_KEEPALIVE_MISSES) {
+		session_fail_as(s, -ETIMEDOUT,
+				xasprintf("SSH session to the guest stopped answering (nothing from it for %d s)",
+					  SSH_KEEPALIVE_MISSES * s->keepalive_s), true);
+		return;
+	}
+	if (s->silent_ticks > 0 && !s->probe_pending) {
+		struct ssh_exec *p = exec_new(s, NULL);
+
+		p->internal = p->probe = p->hdr_done = true;
+		s->probe_pending = true;
+	}
+	evtimer_add(s->ev_timer, &tv);
+	kick(s);
+}
+
 static void session_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct ssh_session *s = arg;
 
-	if (s->state == SESSION_READY) {
-		s->keepalive_due = true;
-		kick(s);
-		return;
-	}
 	s->busy++;
-	session_fail(s, -ETIMEDOUT, xasprintf("no SSH login within %d s", s->connect_timeout_s));
+	if (s->state == SESSION_READY)
+		session_tick(s);
+	else
+		session_fail(s, -ETIMEDOUT, xasprintf("no SSH login within %d s", s->connect_timeout_s));
 	if (--s->busy == 0 && s->closing)
 		session_destroy(s);
 }

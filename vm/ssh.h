@@ -36,12 +36,21 @@ struct ssh_exec;
 
 /* --- sessions ---------------------------------------------------------------- */
 
+/*
+ * With keepalive_s > 0, a ready session that hears nothing from the guest
+ * for this many intervals in a row (while probing it every interval) fails
+ * with -ETIMEDOUT, "SSH session to the guest stopped answering": between
+ * SSH_KEEPALIVE_MISSES and SSH_KEEPALIVE_MISSES + 1 intervals after the
+ * guest's last byte, and every exec on it gets done() with that error.
+ */
+#define SSH_KEEPALIVE_MISSES 3
+
 struct ssh_session_config {
 	const char *user;		/* who to log in as */
 	const char *key_path;		/* client private key, OpenSSH format (ssh_keygen SSH_KEY_OPENSSH) */
 	const char *host_fingerprint;	/* pinned "SHA256:..." of the guest's host key; required */
 	int connect_timeout_s;		/* handshake + authentication; 0: 30 */
-	int keepalive_s;		/* 0: none */
+	int keepalive_s;		/* liveness probe interval once ready (see below); 0: none */
 	/*
 	 * agentd's path in the guest: every exec runs through `agentd run-as`
 	 * as exec_user (as root with req->root), its env set only after the

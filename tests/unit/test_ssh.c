@@ -1170,6 +1170,128 @@ static void test_session_end(void)
 	kill_test_uid(false, "sleep");
 }
 
+/* The guest's dropbear for x: the one child of x's relay (same pid namespace). */
+static pid_t guest_dropbear(const struct sess *x)
+{
+	char path[64], buf[64] = "";
+	FILE *f;
+	long pid = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)x->guest, (int)x->guest);
+	if ((f = fopen(path, "r"))) {
+		if (fgets(buf, sizeof(buf), f))
+			pid = strtol(buf, NULL, 10);
+		fclose(f);
+	}
+	return (pid_t)pid;
+}
+
+/* Run the loop until x failed, for at most ms (a bound on the wait, not an assertion). */
+static void wait_failed(struct sess *x, int ms)
+{
+	bool over = false;
+	struct event *t = evtimer_new(base, stop_cb, &over);
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	evtimer_add(t, &tv);
+	while (!x->failed && !over)
+		loop_once();
+	event_free(t);
+}
+
+/*
+ * A guest whose sshd freezes after login (#13): dropbear stopped with
+ * SIGSTOP, the connection open, nothing closed. The session's probes go
+ * unanswered, so it fails by itself after SSH_KEEPALIVE_MISSES intervals:
+ * an exec in flight (with a long timeout of its own) and one sent after the
+ * freeze get "SSH session to the guest stopped answering", an idle session
+ * fails the same way. After SIGCONT the old dropbear sees its connection
+ * gone and ends; a new session works. Before the fix the exec waited for
+ * its own 30 s timeout and the idle session stayed "ready".
+ */
+static void test_frozen(void)
+{
+	const char *sleep100[] = { "sleep", "100", NULL };
+	const char *echo[] = { "echo", "alive", NULL };
+	struct sess x;
+	struct run r, late;
+	pid_t db;
+	bool done_before_failed, gone = false;
+	long long t;
+
+	is_int(open_sess(&x, host_fp, client_key, 1), 0, "frozen: session with a 1 s keepalive");
+	run_cmd(&x, &r, echo, NULL, NULL, 0, 0);
+	is_str(r.out, "alive\n", "frozen: runs commands at first");
+	free_run(&r);
+	loop_for(2500);
+	ok(ssh_session_is_ready(x.s) && !x.failed, "frozen: a live idle guest answers the probes: still ready");
+	db = guest_dropbear(&x);
+	ok(db > 0, "frozen: found the guest's dropbear (pid %d)", (int)db);
+	start_run(&x, &r, sleep100, NULL, NULL, 0, 30);
+	loop_for(300);
+	if (db > 0)
+		kill(db, SIGSTOP);
+	t = now_usec();
+	start_run(&x, &late, echo, NULL, NULL, 0, 30);
+	wait_run(&r);
+	wait_run(&late);
+	done_before_failed = !x.failed || r.done;
+	wait_failed(&x, 1000);
+	printf("#   noticed %.1f s after the freeze (keepalive 1 s, %d misses)\n", (now_usec() - t) / 1e6,
+	       SSH_KEEPALIVE_MISSES);
+	ok(!r.res.timed_out && r.res.error == -ETIMEDOUT && r.why &&
+	   strstr(r.why, "SSH session to the guest stopped answering"),
+	   "frozen: the running exec fails with the session, not its own timeout (%s)", r.why ? r.why : "-");
+	ok(!late.res.timed_out && late.res.error == -ETIMEDOUT && late.why &&
+	   strstr(late.why, "SSH session to the guest stopped answering"),
+	   "frozen: an exec sent after the freeze fails the same way (%s)", late.why ? late.why : "-");
+	ok(x.failed && x.failed_calls == 1 && x.error == -ETIMEDOUT && done_before_failed,
+	   "frozen: failed() once, -ETIMEDOUT, after the execs' done() (%s)", x.why ? x.why : "-");
+	ok(!ssh_session_is_ready(x.s), "frozen: the session is no longer ready");
+	free_run(&r);
+	free_run(&late);
+	ssh_session_free(x.s);
+	x.s = NULL;
+	if (db > 0)
+		kill(db, SIGCONT);
+	/* polled for at most 3 s: gone, or a zombie not reaped yet */
+	for (int i = 0; i < 300 && db > 0 && !gone; i++) {
+		char path[64], state = 'Z';
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)db);
+		if ((f = fopen(path, "r"))) {
+			if (fscanf(f, "%*d %*s %c", &state) != 1)
+				state = '?';
+			fclose(f);
+		}
+		gone = state == 'Z';
+		if (!gone)
+			loop_for(10);
+	}
+	ok(gone, "frozen: continued, the old dropbear saw its connection closed and ended");
+	close_sess(&x);
+	kill_test_uid(false, "sleep");
+
+	/* idle: nothing in flight, the probes alone notice it */
+	is_int(open_sess(&x, host_fp, client_key, 1), 0, "frozen idle: a new session");
+	db = guest_dropbear(&x);
+	if (db > 0)
+		kill(db, SIGSTOP);
+	wait_failed(&x, 20000);
+	ok(x.failed && x.error == -ETIMEDOUT && x.why && strstr(x.why, "SSH session to the guest stopped answering"),
+	   "frozen idle: the session fails by itself (%s)", x.why ? x.why : "-");
+	if (db > 0)
+		kill(db, SIGCONT);
+	close_sess(&x);
+
+	is_int(open_sess(&x, host_fp, client_key, 1), 0, "frozen: a guest that answers again gets a new session");
+	run_cmd(&x, &r, echo, NULL, NULL, 0, 0);
+	is_str(r.out, "alive\n", "frozen: and runs commands");
+	free_run(&r);
+	close_sess(&x);
+}
+
 /* Execs sent before the session is ready wait for it, or fail with it. */
 static void test_early_exec(void)
 {
@@ -1446,7 +1568,7 @@ int main(void)
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGALRM, on_signal);
-	alarm(240);
+	alarm(300);
 	base = event_base_new();
 	log_ev = event_new(base, log_sock, EV_READ | EV_PERSIST, log_drain, NULL);
 	event_add(log_ev, NULL);
@@ -1466,6 +1588,7 @@ int main(void)
 	}
 	close_sess(&x);
 	test_session_end();
+	test_frozen();
 	test_early_exec();
 	test_stress();
 	test_connect_timeout();

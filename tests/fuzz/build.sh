@@ -56,6 +56,7 @@ declare -A NEEDS=(
 	[config]="$MODEL $COMMON"
 	[api]="api/parse.c $COMMON"
 	[memory]="agentd/memory.c $COMMON"
+	[listener]="listener/http.c listener/conn.c listener/link.c $HOOKS $MODEL $COMMON"
 )
 
 # fuzz_api's table: the route patterns of api/routes.c and the body specs of

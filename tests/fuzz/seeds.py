@@ -180,4 +180,43 @@ paths = ["/v1/agents", "/v1/agents/ua-1", "/v1/agents/ua-1/snapshots/s%2e1", "/v
          "/v1/agents/%2e%2e/exec", "/v1/agents/a%00b/start", "/v1/hooks/gh/subscribers/ua-1",
          "/v1/agents/ua-1/runs/12/log?follow=1", "/v1/agents/ua-1/secrets/API_KEY", "/v1/agents//stop"]
 write("api", ["%s\n%s" % (paths[i % len(paths)], b) for i, b in enumerate(sorted(bodies)[:50])] + [p + "\n" for p in paths])
+# ---- listener: raw client bytes as tests/unit/test_listener.c and hooks-hostile.sh send them ----
+# byte 0: flags (1: the harness signs the body for both routes), byte 1: split seed (0: one write)
+def http(method, path, headers, body=b"", version="HTTP/1.1"):
+    head = "%s %s %s\r\n" % (method, path, version) + "".join("%s: %s\r\n" % h for h in headers) + "\r\n"
+    return head.encode() + body
+
+gh_body = b'{"action":"opened","number":7}'
+gh_hdrs = [("Host", "hooks.example.com"), ("X-GitHub-Event", "pull_request"),
+           ("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958"), ("Content-Type", "application/json"),
+           ("Content-Length", str(len(gh_body)))]
+hm_body = b"alert: disk full on db-1\n"
+hm_hdrs = [("Host", "hooks.example.com"), ("Content-Length", str(len(hm_body)))]
+chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(gh_body), gh_body)
+listener = [
+    b"\x01\x00" + http("POST", "/hooks/gh", gh_hdrs, gh_body),
+    b"\x01\x07" + http("POST", "/hooks/gh", gh_hdrs, gh_body),
+    b"\x01\x00" + http("POST", "/hooks/hm", hm_hdrs, hm_body),
+    b"\x01\x00" + http("POST", "/hooks/hm?x=1", hm_hdrs + [("Connection", "keep-alive")], hm_body, "HTTP/1.0"),
+    # two on one connection: the second after the first's 202
+    b"\x01\x00" + http("POST", "/hooks/hm", hm_hdrs, hm_body) + http("POST", "/hooks/hm", hm_hdrs, hm_body),
+    b"\x01\x00" + http("POST", "/hooks/gh", gh_hdrs[:-1] + [("Transfer-Encoding", "chunked")], chunked),
+    b"\x01\x00" + http("POST", "/hooks/hm", hm_hdrs + [("Expect", "100-continue")], hm_body),
+    b"\x00\x00" + http("POST", "/hooks/gh", gh_hdrs + [("X-Hub-Signature-256", "sha256=" + "0" * 64)], gh_body),
+    b"\x00\x00" + http("GET", "/hooks/gh", [("Host", "x")]),
+    b"\x00\x00" + http("POST", "/hooks/nope", hm_hdrs, hm_body),
+    b"\x00\x00" + http("POST", "/hooks/../etc", hm_hdrs, hm_body),
+    b"\x01\x00" + http("POST", "/hooks/hm", [("Content-Length", "5000")], b"x" * 5000),
+    b"\x01\x00" + http("POST", "/hooks/hm", [("Content-Length", "+25")], hm_body),
+    b"\x01\x00" + http("POST", "/hooks/hm", [("Content-Length", "25"), ("Content-Length", "25")], hm_body),
+    b"\x01\x00" + http("POST", "/hooks/hm", [("Content-Length", "25"), ("Transfer-Encoding", "chunked")], hm_body),
+    b"\x01\x00" + http("POST", "/hooks/hm", [("Transfer-Encoding", "gzip")], hm_body),
+    b"\x01\x00" + http("POST", "/hooks/hm", hm_hdrs[:1] + [("Content-Length", "10")], hm_body),
+    b"\x00\x03" + b"POST /hooks/hm HTTP/1.1\r\nHost: a\r\n" + b"X-Flood: y\r\n" * 200 + b"\r\n",
+    b"\x00\x00" + b"\xff\xfe garbage\r\n\r\n",
+    b"\x01\x00" + http("POST", "/hooks/gh", gh_hdrs[:1] + [("X-GitHub-Event", "ping"),
+                      ("X-GitHub-Delivery", "1"), ("Content-Length", "2")], b"{}"),
+]
+write("listener", listener)
+
 print("seeds written under", corpus)

@@ -55,7 +55,10 @@ static void session_failed(void *userdata, int error, const char *why)
 	struct vm *v = userdata;
 	bool mismatch = why && strstr(why, "host key");
 
-	log_debug("agent '%s': control channel: %s", v->name, why ? why : strerror(-error));
+	if (v->ready && error == -ETIMEDOUT)	/* a session that was up and went silent: a frozen guest */
+		log_warning("agent '%s': control channel lost: %s", v->name, why ? why : strerror(-error));
+	else
+		log_debug("agent '%s': control channel: %s", v->name, why ? why : strerror(-error));
 	vm_drop_session(v);
 	/* A wrong host key is never retried: that guest is not who it claims to be. */
 	if (mismatch) {

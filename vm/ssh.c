@@ -802,7 +802,7 @@ static bool session_step_ready(struct ssh_session *s)
 		/*
 		 * Idle: only a channel call makes libssh2 read, so peek for a
 		 * closed connection; bytes that came (a late answer, say)
-		 * wait for the next exec, and the socket is not watched meanwhile.
+		 * wait for the next exec or probe, and the socket is not watched meanwhile.
 		 */
 		if (s->readable) {
 			char c;

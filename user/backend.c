@@ -170,30 +170,22 @@ int user_ensure_init(struct fleetd *f, char **why)
 }
 
 /*
- * At fleetd's start: every NAT agent's network and firewall rules, made
- * again where they went missing (a reboot, `nft delete table inet fleet`).
- * A failure is logged; the agent's next start or exec tries again.
+ * At fleetd's start, what a reboot or a hand may have undone, for each
+ * provisioned agent: its memory store mounted again where it is not (built
+ * first for an agent from before, memfs.c), and for every NAT agent its
+ * network and firewall rules made again where they went missing (`nft
+ * delete table inet fleet`). A failure is logged; the agent's next start
+ * or exec tries again.
  */
-static void reconcile_networks(struct fleetd *f, const struct backend_host *host)
+static int reconcile_memory(struct fleetd *f, const struct agent *a, uid_t uid, char **why)
 {
-	struct agent **list = NULL;
-	uid_t uid;
-
-	if (!host || !host->list_agents || host->list_agents(f, BACKEND_USER, &list) < 0)
-		return;
-	for (struct agent **a = list; *a; a++) {
-		_cleanup_free_ char *why = NULL;
-
-		if ((*a)->network != NETWORK_NAT || account_lookup(f, (*a)->name, &uid) < 0)
-			continue;
-		if (netns_ensure(f, *a, uid, &why) < 0)
-			log_warning("agent '%s': cannot restore its network: %s", (*a)->name, why ? why : "?");
-	}
-	agent_list_free(list);
+	if (a->state == AGENT_DEFINED || a->state == AGENT_PROVISIONING)
+		return 0;
+	return memfs_ensure(f, a->name, uid, memfs_quota(a), why);
 }
 
-/* At start: every store mounted again where it is not (a reboot), built first for an agent from before (memfs.c). */
-static void reconcile_memory(struct fleetd *f, const struct backend_host *host)
+static void reconcile_each(struct fleetd *f, const struct backend_host *host,
+			   int (*fix)(struct fleetd *, const struct agent *, uid_t, char **), const char *what)
 {
 	struct agent **list = NULL;
 	uid_t uid;
@@ -203,11 +195,10 @@ static void reconcile_memory(struct fleetd *f, const struct backend_host *host)
 	for (struct agent **a = list; *a; a++) {
 		_cleanup_free_ char *why = NULL;
 
-		if ((*a)->state == AGENT_DEFINED || (*a)->state == AGENT_PROVISIONING ||
-		    account_lookup(f, (*a)->name, &uid) < 0)
+		if (account_lookup(f, (*a)->name, &uid) < 0)
 			continue;
-		if (memfs_ensure(f, (*a)->name, uid, memfs_quota(*a), &why) < 0)
-			log_warning("agent '%s': cannot mount its memory store: %s", (*a)->name, why ? why : "?");
+		if (fix(f, *a, uid, &why) < 0)
+			log_warning("agent '%s': cannot %s: %s", (*a)->name, what, why ? why : "?");
 	}
 	agent_list_free(list);
 }
@@ -228,8 +219,8 @@ static int user_init(struct fleetd *f, const struct backend_host *host, char **w
 		log_warning("user backend: no cgroup freezer; a running user agent cannot be snapshotted");
 	account_sweep(f);
 	user_snapshots_sweep(f);
-	reconcile_memory(f, host);
-	reconcile_networks(f, host);
+	reconcile_each(f, host, reconcile_memory, "mount its memory store");
+	reconcile_each(f, host, netns_ensure, "restore its network");	/* nothing for --network none */
 	netns_refresh_start(f, host);
 	return 0;
 }

@@ -505,6 +505,26 @@ static int user_network_apply(struct fleetd *f, const struct agent *a, char **wh
 	return netns_ensure(f, a, uid, why);
 }
 
+/* set --network: only while nothing of the agent runs (its sandboxes joined the namespace that would go). */
+static int user_network_change(struct fleetd *f, const struct agent *a, char **why)
+{
+	uid_t uid;
+	int r;
+
+	if ((r = user_ensure_init(f, why)) < 0)
+		return r;
+	if ((r = user_agent_ready(f, a, &uid, why)) < 0)
+		return r;
+	keeper_adopt(f, a->name);
+	if (user_agent_busy(a->name, uid) || user_exec_active(a->name)) {
+		*why = xstrdup("is running or runs a command: stop it first to change its network");
+		return -EBUSY;
+	}
+	if (a->network == NETWORK_NAT)
+		return netns_ensure(f, a, uid, why);
+	return netns_remove(f, a->name, uid, why);
+}
+
 /* set --memory-quota: the store's file system is resized now (memfs.c), or the change refused. */
 static int user_memory_quota_apply(struct fleetd *f, const struct agent *a, int old_mib, char **why)
 {
@@ -554,5 +574,6 @@ const struct backend_ops backend_user_ops = {
 	.exec_pause = user_exec_pause,
 	.network_apply = user_network_apply,
 	.network_refused = user_network_refused,
+	.network_change = user_network_change,
 	.memory_quota_apply = user_memory_quota_apply,
 };

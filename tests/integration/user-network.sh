@@ -176,6 +176,33 @@ out=$("$FLEETCTL" set $N --egress-allow 10.0.0.0/8 2>&1); ok $([ $? -ne 0 ]; ech
 out=$("$FLEETCTL" create unet-bad --backend user --network nat --egress-allow 'a b' 2>&1)
 ok $([ $? -ne 0 ]; echo $?) "a malformed egress list is refused: $out"
 
+# set --network after create: made or removed at once, only while the agent is stopped.
+"$FLEETCTL" set $N --network nat >/dev/null; ok $? "set $N --network nat (stopped)"
+is "$("$FLEETCTL" --json show $N | jq -r .network)" nat "show: $N has network nat"
+like "$("$FLEETCTL" show $N)" 'network: +nat' "fleetctl show prints it"
+check "$N's namespace file is there" -- test -e "$STATE/netns/$N"
+check "$N's chain is there" -- nft list chain inet fleet agent-$N
+like "$(from $N 198.51.100.2 8080)" '^outside-two 198\.51\.100\.1$' "$N now reaches the outside, NATed"
+[ -z "$HAVE6" ] || like "$(from $N 2001:db8:5::2 8080)" '^outside-two6 ' "and over IPv6"
+is "$(from $N 198.51.100.1 7002)" "" "and not the host"
+"$FLEETCTL" set $N --egress-allow 198.51.100.2:8080 >/dev/null; ok $? "set $N --egress-allow 198.51.100.2:8080"
+"$FLEETCTL" start $N >/dev/null; ok $? "start $N"
+out=$("$FLEETCTL" set $N --network none 2>&1); ok $([ $? -ne 0 ]; echo $?) "set --network none on a running agent is refused"
+like "$out" 'stop it first' "and says to stop it first: $out"
+is "$("$FLEETCTL" --json show $N | jq -r .network)" nat "$N keeps network nat"
+like "$(from $N 198.51.100.2 8080)" '^outside-two ' "and its network"
+"$FLEETCTL" stop $N >/dev/null; ok $? "stop $N"
+out=$("$FLEETCTL" set $N --network none 2>&1); ok $([ $? -ne 0 ]; echo $?) "set --network none while an egress list is set is refused"
+like "$out" "egress_allow needs network 'nat'" "and says why: $out"
+"$FLEETCTL" set $N --network none --egress-allow '' >/dev/null; ok $? "set $N --network none --egress-allow ''"
+is "$("$FLEETCTL" --json show $N | jq -r '.network + " " + (.egress_allow // "no-list")')" "none no-list" "show: $N has network none and no list"
+check "$N's namespace file is gone" -- test ! -e "$STATE/netns/$N"
+check "$N's chain is gone" -- sh -c "! nft list chain inet fleet agent-$N"
+like "$(in_agent $N 'cat /proc/net/dev')" 'lo:' "$N's sandbox has only lo again"
+ok $(in_agent $N 'cat /proc/net/dev' | grep -q eth0 && echo 1 || echo 0) "and no eth0"
+is "$(from $N 198.51.100.2 8080)" "" "$N no longer reaches the outside"
+out=$("$FLEETCTL" set $N --network bogus 2>&1); ok $([ $? -ne 0 ]; echo $?) "set --network bogus is refused: $out"
+
 # The rules: named per agent, gone with the agent, restored at start.
 check "the table has $A's chain" -- nft list chain inet fleet agent-$A
 "$FLEETCTL" rm --force $A >/dev/null; ok $? "rm $A"

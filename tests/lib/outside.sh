@@ -33,6 +33,7 @@ outside_setup() {
 			ip -6 route add default via 2001:db8:5::1; }; }' || return 1
 	local a
 	for a in ${OUTSIDE_EXTRA:-}; do
+		case $a in *:*) "$@" test -d /proc/sys/net/ipv6 || continue ;; esac
 		case $a in
 		198.51.100.*) out ip addr add "$a/24" dev o-eth0 || return 1 ;;
 		2001:db8:5::*) out ip -6 addr add "$a/64" dev o-eth0 nodad || return 1 ;;

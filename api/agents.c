@@ -292,6 +292,41 @@ static bool egress_field(struct api_call *c, json_t *body, struct agent *a)
 	return true;
 }
 
+/*
+ * network from body into a (set --network): only where the backend can
+ * change it, and not while the agent runs. *changed says whether the
+ * backend must make the change. Replies and returns false if refused.
+ */
+static bool network_field(struct api_call *c, json_t *body, struct agent *a, const struct backend_ops *ops,
+			  bool *changed)
+{
+	json_t *v = json_object_get(body, "network");
+	int k;
+
+	*changed = false;
+	if (!v)
+		return true;
+	if ((k = network_kind_from_string(json_string_value(v))) < 0) {
+		api_error(c, 400, "invalid", "network must be 'none' or 'nat'");
+		return false;
+	}
+	if ((enum network_kind)k == a->network)
+		return true;
+	if (!ops || !ops->network_change) {
+		api_error(c, 400, "invalid", "changing the network of %s agents is not supported: create a new agent",
+			  backend_kind_to_string(a->backend));
+		return false;
+	}
+	if (a->state != AGENT_DEFINED && a->state != AGENT_STOPPED) {
+		api_error(c, 409, "busy", "agent '%s' is %s: stop it first to change its network", a->name,
+			  agent_state_to_string(a->state));
+		return false;
+	}
+	a->network = (enum network_kind)k;
+	*changed = a->state == AGENT_STOPPED;	/* a defined agent gets it at provision */
+	return true;
+}
+
 /* command from body into a; replies 400 and returns false if bad. */
 static bool command_field(struct api_call *c, json_t *body, struct agent *a)
 {
@@ -316,26 +351,43 @@ void api_agent_update(struct api_call *c)
 	static const char *const spec[] = {
 		"command:s", "health_command:s", "health_interval_s:i", "auto_rollback:b",
 		"snapshot_policy:s", "snapshot_schedule:s", "snapshot_keep:i",
-		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", "memory_quota_mib:i", "egress_allow:s", "secret_files:b", NULL,
+		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", "memory_quota_mib:i", "egress_allow:s", "secret_files:b",
+		"network:s", NULL,
 	};
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	const struct backend_ops *ops = NULL;
 	_cleanup_free_ char *why = NULL;
+	enum network_kind old_network = NETWORK_NONE;
+	bool net_changed = false;
 	json_t *body;
 	int r, old_quota = 0;
 
 	if (!(body = api_body_object(c, spec)))
 		return;
-	if ((a = load_agent(c, &ops)))
+	if ((a = load_agent(c, &ops))) {
 		old_quota = a->memory_quota_mib;
-	if (a && command_field(c, body, a) && health_fields(c, body, a) &&
-	    snapshot_fields(c, body, a) && run_fields(c, body, a) && egress_field(c, body, a)) {
-		if (a->memory_quota_mib != old_quota && ops && ops->memory_quota_apply &&
+		old_network = a->network;
+	}
+	if (a && command_field(c, body, a) && health_fields(c, body, a) && snapshot_fields(c, body, a) &&
+	    run_fields(c, body, a) && network_field(c, body, a, ops, &net_changed) && egress_field(c, body, a)) {
+		if (a->network != NETWORK_NAT && a->egress_allow) {
+			/* A list left from before --network none would hold nothing: say so rather than keep it. */
+			api_error(c, 400, "invalid", "egress_allow needs network 'nat' (remove the list with egress_allow \"\")");
+		} else if (a->memory_quota_mib != old_quota && ops && ops->memory_quota_apply &&
 		    a->state != AGENT_DEFINED && a->state != AGENT_PROVISIONING &&
 		    (r = ops->memory_quota_apply(c->fleetd, a, old_quota, &why)) < 0) {
 			/* Not stored: the quota the store has is the one that holds. */
 			api_error_errno(c, r, "agent '%s': memory_quota_mib: %s", a->name, why ? why : strerror(-r));
+		} else if (net_changed && (r = ops->network_change(c->fleetd, a, &why)) < 0) {
+			/* Not stored: the agent keeps the network it has. */
+			api_error_errno(c, r, "agent '%s': network: %s", a->name, why ? why : strerror(-r));
 		} else if ((r = db_agent_set_settings(c->fleetd->db, a)) < 0) {
+			if (net_changed) {	/* back to the network the database still says */
+				_cleanup_free_ char *ignored = NULL;
+
+				a->network = old_network;
+				(void)ops->network_change(c->fleetd, a, &ignored);
+			}
 			api_error_errno(c, r, "agent '%s': cannot update: %s", a->name, strerror(-r));
 		} else if (json_object_get(body, "egress_allow") && ops && ops->network_apply &&
 			   a->state != AGENT_DEFINED && a->state != AGENT_PROVISIONING &&

@@ -233,6 +233,13 @@ struct backend_ops {
 	 */
 	int (*network_apply)(struct fleetd *f, const struct agent *a, char **why);
 	int (*network_refused)(struct fleetd *f, const struct agent *a, long long *packets);
+	/*
+	 * `set --network` (optional; without it the backend refuses the
+	 * change): give the stopped agent a the network a->network says (make
+	 * or remove its namespace, link and rules) before it is stored; 0 or
+	 * -errno with *why (-EBUSY: something of the agent runs).
+	 */
+	int (*network_change)(struct fleetd *f, const struct agent *a, char **why);
 
 	/*
 	 * Memory quota (optional; where the store is a file system of its own):

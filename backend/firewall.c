@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "backend/spawn.h"
 #include "common/log.h"
@@ -45,9 +46,15 @@ static int nft(const char *batch, bool json_list, char **out, char **why)
 	return 0;
 }
 
-int firewall_base(const char *user_subnet, char **why)
+int firewall_base(const char *user_subnet, const char *user_subnet6, char **why)
 {
-	_cleanup_free_ char *batch = xasprintf(
+	_cleanup_free_ char *masq6 = NULL, *batch = NULL;
+
+	/* IPv6 for user agents (user/netns.c), unless it is off or the host has none. */
+	if (user_subnet6 && *user_subnet6 && access("/proc/sys/net/ipv6", F_OK) == 0)
+		masq6 = xasprintf("add rule " T " postrouting ip6 saddr %s oifname != \"" FIREWALL_USER_IFACE_PREFIX "*\" masquerade"
+				  " comment \"user agents: NAT66 to the outside\"\n", user_subnet6);
+	batch = xasprintf(
 		"add table " T "\n"
 		"add chain " T " input { type filter hook input priority filter - 10; policy accept; }\n"
 		"add chain " T " forward { type filter hook forward priority filter - 10; policy accept; }\n"
@@ -69,6 +76,12 @@ int firewall_base(const char *user_subnet, char **why)
 		" comment \"agents: ping of the gateway\"\n"
 		"add rule " T " input iifname \"" FIREWALL_USER_IFACE_PREFIX "*\" icmp type echo-request accept"
 		" comment \"agents: ping of the gateway\"\n"
+		/* IPv6 needs neighbour discovery on the link (hop limit 255: from the link itself) to have a gateway at all. */
+		"add rule " T " input iifname \"" FIREWALL_USER_IFACE_PREFIX "*\" ip6 hoplimit 255"
+		" icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } accept"
+		" comment \"user agents: IPv6 neighbour discovery of the gateway\"\n"
+		"add rule " T " input iifname \"" FIREWALL_USER_IFACE_PREFIX "*\" icmpv6 type echo-request accept"
+		" comment \"user agents: IPv6 ping of the gateway\"\n"
 		"add rule " T " input iifname \"" FIREWALL_VM_BRIDGE "\" udp dport { 53, 67 } accept"
 		" comment \"vm agents: DHCP and DNS of libvirt's dnsmasq on the gateway\"\n"
 		"add rule " T " input iifname \"" FIREWALL_VM_BRIDGE "\" tcp dport 53 accept"
@@ -96,8 +109,8 @@ int firewall_base(const char *user_subnet, char **why)
 		/* Then each user agent's own allow list. */
 		"add rule " T " forward iifname vmap @egress\n"
 		"add rule " T " postrouting ip saddr %s oifname != \"" FIREWALL_USER_IFACE_PREFIX "*\" masquerade"
-		" comment \"user agents: NAT to the outside\"\n",
-		user_subnet);
+		" comment \"user agents: NAT to the outside\"\n%s",
+		user_subnet, masq6 ? masq6 : "");
 
 	return nft(batch, false, NULL, why);
 }
@@ -141,6 +154,48 @@ static void entry_rules(FILE *b, const char *table, const char *agent, const str
 	log_debug("agent '%s': egress-allow %s resolved to %d address(es)", agent, e->host, n);
 }
 
+/*
+ * An agent's chain in table behind map (key: its interface or tap), as one
+ * batch: the chain made and emptied, its counter, and its map element added
+ * and deleted so the element the caller adds last replaces any old verdict.
+ * The rules follow; *batch is the caller's once the stream is closed. NULL
+ * (errno) if the stream cannot be opened.
+ */
+static FILE *chain_batch_open(char **batch, size_t *len, const char *table, const char *map, const char *agent,
+			      const char *key)
+{
+	FILE *b = open_memstream(batch, len);
+
+	if (b)
+		fprintf(b, "add chain %s agent-%s\n"
+			   "flush chain %s agent-%s\n"
+			   "add counter %s refused-%s\n"
+			   "add element %s %s { \"%s\" : jump agent-%s }\n"
+			   "delete element %s %s { \"%s\" }\n",
+			table, agent, table, agent, table, agent, table, map, key, agent, table, map, key);
+	return b;
+}
+
+/* Remove an agent's chain, counter and map element; everything is added first, so nothing already gone fails. */
+static int chain_remove(const char *table, const char *map, const char *agent, const char *key, char **why)
+{
+	/* nft 1.0.6 has no "destroy". */
+	_cleanup_free_ char *batch = xasprintf(
+		"add table %s\n"
+		"add map %s %s { type ifname : verdict; }\n"
+		"add chain %s agent-%s\n"
+		"add counter %s refused-%s\n"
+		"add element %s %s { \"%s\" : jump agent-%s }\n"
+		"delete element %s %s { \"%s\" }\n"
+		"flush chain %s agent-%s\n"
+		"delete chain %s agent-%s\n"
+		"delete counter %s refused-%s\n",
+		table, table, map, table, agent, table, agent, table, map, key, agent, table, map, key, table, agent, table,
+		agent, table, agent);
+
+	return nft(batch, false, NULL, why);
+}
+
 int firewall_agent_apply(const char *agent, const char *iface, const char *egress_allow, char **why)
 {
 	_cleanup_free_ struct egress_entry *entries = NULL;
@@ -154,15 +209,8 @@ int firewall_agent_apply(const char *agent, const char *iface, const char *egres
 		*why = xasprintf("egress_allow: %s", perr);
 		return -EINVAL;
 	}
-	if (!(b = open_memstream(&batch, &len)))
+	if (!(b = chain_batch_open(&batch, &len, T, "egress", agent, iface)))
 		return -errno;
-	/* The element is added and deleted first so the new one replaces any old verdict. */
-	fprintf(b, "add chain " T " agent-%s\n"
-		   "flush chain " T " agent-%s\n"
-		   "add counter " T " refused-%s\n"
-		   "add element " T " egress { \"%s\" : jump agent-%s }\n"
-		   "delete element " T " egress { \"%s\" }\n",
-		agent, agent, agent, iface, agent, iface);
 	for (size_t i = 0; i < n; i++)
 		entry_rules(b, T, agent, &entries[i]);
 	if (egress_allow)
@@ -178,20 +226,7 @@ int firewall_agent_apply(const char *agent, const char *iface, const char *egres
 
 int firewall_agent_remove(const char *agent, const char *iface, char **why)
 {
-	/* Added first, so deleting never fails on something already gone (nft 1.0.6 has no "destroy"). */
-	_cleanup_free_ char *batch = xasprintf(
-		"add table " T "\n"
-		"add map " T " egress { type ifname : verdict; }\n"
-		"add chain " T " agent-%s\n"
-		"add counter " T " refused-%s\n"
-		"add element " T " egress { \"%s\" : jump agent-%s }\n"
-		"delete element " T " egress { \"%s\" }\n"
-		"flush chain " T " agent-%s\n"
-		"delete chain " T " agent-%s\n"
-		"delete counter " T " refused-%s\n",
-		agent, agent, iface, agent, iface, agent, agent, agent);
-
-	return nft(batch, false, NULL, why);
+	return chain_remove(T, "egress", agent, iface, why);
 }
 
 /* The packets of counter refused-AGENT in table: 0, -ENOENT without one, or -errno. */
@@ -274,20 +309,14 @@ char *firewall_vm_agent_batch(const char *agent, const char *egress_allow, char 
 		return NULL;
 	}
 	firewall_vm_tap(agent, tap);
-	if (!(b = open_memstream(&batch, &len))) {
+	if (!(b = chain_batch_open(&batch, &len, B, "vm-egress", agent, tap))) {
 		*why = xasprintf("cannot build the rules: %s", strerror(errno));
 		return NULL;
 	}
-	/* As for user agents: the element goes and comes back, so the new verdict replaces any old one. */
-	fprintf(b, "add chain " B " agent-%s\n"
-		   "flush chain " B " agent-%s\n"
-		   "add counter " B " refused-%s\n"
-		   "add element " B " vm-egress { \"%s\" : jump agent-%s }\n"
-		   "delete element " B " vm-egress { \"%s\" }\n"
-		   "add rule " B " agent-%s ether type arp accept comment \"agent %s: address resolution on the bridge\"\n"
+	fprintf(b, "add rule " B " agent-%s ether type arp accept comment \"agent %s: address resolution on the bridge\"\n"
 		   "add rule " B " agent-%s ip daddr { 255.255.255.255, " FIREWALL_VM_GATEWAY " } udp sport 68 udp dport 67 accept"
 		   " comment \"agent %s: DHCP of libvirt's dnsmasq\"\n",
-		agent, agent, agent, tap, agent, tap, agent, agent, agent, agent);
+		agent, agent, agent, agent);
 	for (size_t i = 0; i < n; i++)
 		entry_rules(b, B, agent, &entries[i]);
 	fprintf(b, "add rule " B " agent-%s counter name \"refused-%s\" drop comment \"agent %s: not in egress-allow\"\n"
@@ -315,21 +344,9 @@ int firewall_vm_agent_apply(const char *agent, const char *egress_allow, char **
 int firewall_vm_agent_remove(const char *agent, char **why)
 {
 	char tap[FIREWALL_TAP_SIZE];
-	_cleanup_free_ char *batch = NULL;
 
 	firewall_vm_tap(agent, tap);
-	/* Everything added first, so deleting never fails on something already gone. */
-	batch = xasprintf("add table " B "\n"
-			  "add map " B " vm-egress { type ifname : verdict; }\n"
-			  "add chain " B " agent-%s\n"
-			  "add counter " B " refused-%s\n"
-			  "add element " B " vm-egress { \"%s\" : jump agent-%s }\n"
-			  "delete element " B " vm-egress { \"%s\" }\n"
-			  "flush chain " B " agent-%s\n"
-			  "delete chain " B " agent-%s\n"
-			  "delete counter " B " refused-%s\n",
-			  agent, agent, tap, agent, tap, agent, agent, agent);
-	return nft(batch, false, NULL, why);
+	return chain_remove(B, "vm-egress", agent, tap, why);
 }
 
 int firewall_vm_agent_refused(const char *agent, long long *packets)

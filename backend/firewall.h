@@ -6,13 +6,15 @@
  *   chain input        (hook input):   every new connection from an agent interface
  *                                       to the host is dropped (its loopback
  *                                       services, the webhook listener, every
- *                                       address it has; ping answers); a VM bridge may still
+ *                                       address it has, IPv4 and IPv6; ping
+ *                                       answers, IPv6 neighbour discovery
+ *                                       passes); a VM bridge may still
  *                                       ask libvirt's dnsmasq for DHCP and DNS
  *   chain forward      (hook forward): agent to agent, and to the metadata
  *                                       address (169.254.0.0/16, fd00:ec2::254),
  *                                       dropped; then each user agent's
  *                                       interface jumps to its own chain
- *   chain postrouting  (nat):          masquerade of the user agents' subnet
+ *   chain postrouting  (nat):          masquerade of the user agents' subnets (IPv4, IPv6)
  *   map egress                          interface -> jump agent-NAME
  *   chain agent-NAME, counter refused-NAME   one agent's allow list, and
  *                                       what it refused
@@ -41,9 +43,10 @@
 
 /*
  * The table, its base chains and the rules for every agent alike; user_subnet
- * (A.B.C.D/P) is masqueraded. 0, or -errno with *why (nft's own words).
+ * (A.B.C.D/P) is masqueraded, and user_subnet6 (an IPv6 prefix; NULL or "":
+ * none) too where the host has IPv6. 0, or -errno with *why (nft's own words).
  */
-int firewall_base(const char *user_subnet, char **why);
+int firewall_base(const char *user_subnet, const char *user_subnet6, char **why);
 
 /*
  * One agent's chain behind its interface: with egress_allow (model/egress.h)

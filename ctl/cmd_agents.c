@@ -357,7 +357,7 @@ int cmd_set(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
 		{ "health-interval", required_argument, NULL, 'I' }, { "auto-rollback", required_argument, NULL, 'A' },
 		{ "snapshot-policy", required_argument, NULL, 'P' }, { "snapshot-schedule", required_argument, NULL, 'S' },
 		{ "snapshot-keep", required_argument, NULL, 'K' },
-		{ "command", required_argument, NULL, 'c' }, RUN_OPTIONS,
+		{ "command", required_argument, NULL, 'c' }, { "network", required_argument, NULL, 'n' }, RUN_OPTIONS,
 		{ "help", no_argument, NULL, 'h' }, { 0 },
 	};
 	struct create_opts o = { cmd, json_object() };

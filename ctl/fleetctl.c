@@ -120,10 +120,12 @@ static const struct command commands[] = {
 	  "             [--auto-rollback on|off] [--snapshot-policy none|before-run|cron]\n"
 	  "             [--snapshot-schedule CRON] [--snapshot-keep N] [--run-timeout S]\n"
 	  "             [--max-queued N] [--retry-interrupted N] [--memory-quota MIB]\n"
-	  "             [--egress-allow LIST] [--secret-files on|off]",
+	  "             [--egress-allow LIST] [--secret-files on|off] [--network none|nat]",
 	  "Change an agent's command, health check, automatic rollback, snapshot policy, run limits,\n"
-	  "memory quota, egress and secret files.",
+	  "memory quota, egress, secret files and network.",
 	  "  --command CMD       what the agent runs when triggered (from the next run on)\n"
+	  "  --network none|nat  user agents, stopped: make or remove its network now (none: also\n"
+	  "                      --egress-allow '' if it has a list); not for vm agents\n"
 	  SNAPSHOT_OPTIONS_HELP RUN_OPTIONS_HELP, cmd_set },
 	{ "health", "NAME", "Run an agent's health check now (exit 0 healthy, 3 unhealthy).", NULL, cmd_health },
 	{ "trigger", "NAME [--wait] [--payload FILE|-]", "Queue a run of the agent's command (as a webhook or schedule would).",

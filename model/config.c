@@ -87,6 +87,30 @@ static int check_nat_subnet(const char *v, const char **why)
 	return 0;
 }
 
+/* A ULA prefix (fc00::/7) of length 64 to 120, host bits zero; "" turns IPv6 off for user agents. */
+static int check_nat_subnet6(const char *v, const char **why)
+{
+	char addr[INET6_ADDRSTRLEN];
+	const char *slash = strchr(v, '/');
+	unsigned char in[16];
+	long prefix;
+
+	*why = "must be an IPv6 unique local prefix (fc00::/7) ADDR/P with P from 64 to 120 and the host bits zero, "
+	       "or empty for no IPv6";
+	if (*v == '\0')
+		return 0;
+	if (!slash || (size_t)(slash - v) >= sizeof(addr))
+		return -EINVAL;
+	memcpy(addr, v, (size_t)(slash - v));
+	addr[slash - v] = '\0';
+	if (inet_pton(AF_INET6, addr, in) != 1 || parse_long(slash + 1, 64, 120, &prefix) < 0 || (in[0] & 0xfe) != 0xfc)
+		return -EINVAL;
+	for (long bit = prefix; bit < 128; bit++)
+		if (in[bit / 8] & (0x80 >> (bit % 8)))
+			return -EINVAL;
+	return 0;
+}
+
 static int check_dns(const char *v, const char **why)
 {
 	struct resolvers r;
@@ -265,6 +289,10 @@ const struct config_def config_defs[CFG__COUNT] = {
 		"DNS servers (up to 3 addresses, comma-separated) in the /etc/resolv.conf of user agents with "
 		"--network nat; auto: the host's own servers that are not on its loopback, else systemd-resolved's "
 		"upstream ones", check_dns },
+	/* Their IPv6: one /126 per agent of a ULA prefix fleet owns (user/netns.c); empty: IPv4 only. */
+	[CFG_USER_NAT_SUBNET6] = { "user_nat_subnet6", "user-nat-subnet6", "PREFIX", "fd8c:7a1e:f1ee::/64", false,
+		"IPv6 unique local prefix cut into one /126 per user agent with --network nat (by uid, as "
+		"user_nat_subnet), NATed out through the host; empty: no IPv6 in agents' networks", check_nat_subnet6 },
 };
 
 void config_init(struct config *c)

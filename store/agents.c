@@ -220,7 +220,7 @@ int db_agent_set_settings(struct db *db, const struct agent *a)
 	if ((r = db_prepare(db, &st, "UPDATE agents SET command = ?, health_command = ?, health_interval_s = ?,"
 				     " auto_rollback = ?, snapshot_policy = ?, snapshot_schedule = ?, snapshot_keep = ?,"
 				     " updated_at = ?, run_timeout_s = ?, max_queued = ?, retry_interrupted = ?,"
-				     " memory_quota_mib = ?, egress_allow = ?, secret_files = ? WHERE name = ?")) < 0)
+				     " memory_quota_mib = ?, egress_allow = ?, secret_files = ?, network = ? WHERE name = ?")) < 0)
 		return r;
 	bind_text_or_null(st, 1, a->command);
 	bind_text_or_null(st, 2, a->health_command);
@@ -236,7 +236,8 @@ int db_agent_set_settings(struct db *db, const struct agent *a)
 	sqlite3_bind_int(st, 12, a->memory_quota_mib > 0 ? a->memory_quota_mib : MEMORY_QUOTA_DEFAULT);
 	bind_text_or_null(st, 13, a->egress_allow);
 	sqlite3_bind_int(st, 14, a->secret_files ? 1 : 0);
-	sqlite3_bind_text(st, 15, a->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 15, network_kind_to_string(a->network), -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 16, a->name, -1, SQLITE_STATIC);
 	return db_step_change(db, st);
 }
 

@@ -61,7 +61,7 @@ int db_agent_set_health(struct db *db, const char *name, int healthy, const char
 int db_agent_set_rollback(struct db *db, const char *name, const char *what);
 /* Store what PATCH can change: a->command, health_command, health_interval_s, auto_rollback,
  * snapshot_policy, snapshot_schedule, snapshot_keep, run_timeout_s, max_queued, retry_interrupted and
- * egress_allow;
+ * egress_allow, network;
  * one UPDATE. */
 int db_agent_set_settings(struct db *db, const struct agent *a);
 /* Record that a restore to snap is under way (NULL: none is), so a kill -9 in it can be finished. */

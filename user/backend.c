@@ -170,30 +170,22 @@ int user_ensure_init(struct fleetd *f, char **why)
 }
 
 /*
- * At fleetd's start: every NAT agent's network and firewall rules, made
- * again where they went missing (a reboot, `nft delete table inet fleet`).
- * A failure is logged; the agent's next start or exec tries again.
+ * At fleetd's start, what a reboot or a hand may have undone, for each
+ * provisioned agent: its memory store mounted again where it is not (built
+ * first for an agent from before, memfs.c), and for every NAT agent its
+ * network and firewall rules made again where they went missing (`nft
+ * delete table inet fleet`). A failure is logged; the agent's next start
+ * or exec tries again.
  */
-static void reconcile_networks(struct fleetd *f, const struct backend_host *host)
+static int reconcile_memory(struct fleetd *f, const struct agent *a, uid_t uid, char **why)
 {
-	struct agent **list = NULL;
-	uid_t uid;
-
-	if (!host || !host->list_agents || host->list_agents(f, BACKEND_USER, &list) < 0)
-		return;
-	for (struct agent **a = list; *a; a++) {
-		_cleanup_free_ char *why = NULL;
-
-		if ((*a)->network != NETWORK_NAT || account_lookup(f, (*a)->name, &uid) < 0)
-			continue;
-		if (netns_ensure(f, *a, uid, &why) < 0)
-			log_warning("agent '%s': cannot restore its network: %s", (*a)->name, why ? why : "?");
-	}
-	agent_list_free(list);
+	if (a->state == AGENT_DEFINED || a->state == AGENT_PROVISIONING)
+		return 0;
+	return memfs_ensure(f, a->name, uid, memfs_quota(a), why);
 }
 
-/* At start: every store mounted again where it is not (a reboot), built first for an agent from before (memfs.c). */
-static void reconcile_memory(struct fleetd *f, const struct backend_host *host)
+static void reconcile_each(struct fleetd *f, const struct backend_host *host,
+			   int (*fix)(struct fleetd *, const struct agent *, uid_t, char **), const char *what)
 {
 	struct agent **list = NULL;
 	uid_t uid;
@@ -203,11 +195,10 @@ static void reconcile_memory(struct fleetd *f, const struct backend_host *host)
 	for (struct agent **a = list; *a; a++) {
 		_cleanup_free_ char *why = NULL;
 
-		if ((*a)->state == AGENT_DEFINED || (*a)->state == AGENT_PROVISIONING ||
-		    account_lookup(f, (*a)->name, &uid) < 0)
+		if (account_lookup(f, (*a)->name, &uid) < 0)
 			continue;
-		if (memfs_ensure(f, (*a)->name, uid, memfs_quota(*a), &why) < 0)
-			log_warning("agent '%s': cannot mount its memory store: %s", (*a)->name, why ? why : "?");
+		if (fix(f, *a, uid, &why) < 0)
+			log_warning("agent '%s': cannot %s: %s", (*a)->name, what, why ? why : "?");
 	}
 	agent_list_free(list);
 }
@@ -228,8 +219,8 @@ static int user_init(struct fleetd *f, const struct backend_host *host, char **w
 		log_warning("user backend: no cgroup freezer; a running user agent cannot be snapshotted");
 	account_sweep(f);
 	user_snapshots_sweep(f);
-	reconcile_memory(f, host);
-	reconcile_networks(f, host);
+	reconcile_each(f, host, reconcile_memory, "mount its memory store");
+	reconcile_each(f, host, netns_ensure, "restore its network");	/* nothing for --network none */
 	netns_refresh_start(f, host);
 	return 0;
 }
@@ -514,6 +505,26 @@ static int user_network_apply(struct fleetd *f, const struct agent *a, char **wh
 	return netns_ensure(f, a, uid, why);
 }
 
+/* set --network: only while nothing of the agent runs (its sandboxes joined the namespace that would go). */
+static int user_network_change(struct fleetd *f, const struct agent *a, char **why)
+{
+	uid_t uid;
+	int r;
+
+	if ((r = user_ensure_init(f, why)) < 0)
+		return r;
+	if ((r = user_agent_ready(f, a, &uid, why)) < 0)
+		return r;
+	keeper_adopt(f, a->name);
+	if (user_agent_busy(a->name, uid) || user_exec_active(a->name)) {
+		*why = xstrdup("is running or runs a command: stop it first to change its network");
+		return -EBUSY;
+	}
+	if (a->network == NETWORK_NAT)
+		return netns_ensure(f, a, uid, why);
+	return netns_remove(f, a->name, uid, why);
+}
+
 /* set --memory-quota: the store's file system is resized now (memfs.c), or the change refused. */
 static int user_memory_quota_apply(struct fleetd *f, const struct agent *a, int old_mib, char **why)
 {
@@ -563,5 +574,6 @@ const struct backend_ops backend_user_ops = {
 	.exec_pause = user_exec_pause,
 	.network_apply = user_network_apply,
 	.network_refused = user_network_refused,
+	.network_change = user_network_change,
 	.memory_quota_apply = user_memory_quota_apply,
 };

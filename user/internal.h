@@ -135,10 +135,12 @@ struct netns_addrs {
 	char iface[16];		/* the host end, flh<SLOT> */
 	char host[16];		/* its address, the agent's gateway */
 	char agent[16];		/* eth0's address in the agent's namespace */
+	char host6[46];		/* the same in IPv6 (user_nat_subnet6), or "" without IPv6 */
+	char agent6[46];
 };
 char *netns_dir(struct fleetd *f);
 char *netns_path(struct fleetd *f, const char *agent);
-/* The /30 of uid in user_nat_subnet; -ENOSPC (and *why) when uid is past its end. */
+/* The /30 of uid in user_nat_subnet and its /126 of user_nat_subnet6; -ENOSPC (and *why) when uid is past an end. */
 int netns_addrs(struct fleetd *f, uid_t uid, struct netns_addrs *ret, char **why);
 bool netns_present(struct fleetd *f, const char *agent);
 /* Make whatever of a's network is missing and (re)apply its firewall rules; nothing for --network none. */

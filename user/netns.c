@@ -6,16 +6,20 @@
  * agent. In it, eth0: one end of a veth pair whose host end is flh<SLOT>,
  * a /30 of user_nat_subnet (SLOT = uid - user_uid_min: uids are never
  * handed out twice, so neither is an address), the host end .1, the agent
- * .2 with its default route through it. The host masquerades the subnet
- * and firewalls it (backend/firewall.c). Every sandbox of the agent (its
+ * .2 with its default route through it; and the same for IPv6, a /126 of
+ * user_nat_subnet6 (::4*SLOT+1 the host end, +2 the agent) unless that is
+ * empty or the host has no IPv6. The host masquerades both subnets and
+ * firewalls them (backend/firewall.c). Every sandbox of the agent (its
  * keeper and each exec) joins this namespace instead of making a new one.
  */
 #include "user/internal.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -47,6 +51,45 @@ char *netns_path(struct fleetd *f, const char *agent)
 	return xasprintf("%s/netns/%s", config_get(&f->cfg, CFG_STATE_DIR), agent);
 }
 
+/* The IPv6 half of netns_addrs: user_nat_subnet6's /126 of slot, or nothing (empty key, no IPv6 on the host). */
+static int addrs6(struct fleetd *f, long slot, struct netns_addrs *ret, char **why)
+{
+	const char *subnet = config_get(&f->cfg, CFG_USER_NAT_SUBNET6), *slash = strchr(subnet, '/');
+	char base[INET6_ADDRSTRLEN] = "";
+	unsigned char in[16], host[16], agent[16];
+	long prefix = 64;
+	uint64_t low = 0;
+
+	ret->host6[0] = ret->agent6[0] = '\0';
+	if (!*subnet || access("/proc/sys/net/ipv6", F_OK) < 0)
+		return 0;
+	if (slash && (size_t)(slash - subnet) < sizeof(base)) {
+		memcpy(base, subnet, (size_t)(slash - subnet));
+		(void)parse_long(slash + 1, 64, 120, &prefix);
+	}
+	if (inet_pton(AF_INET6, base, in) != 1) {
+		*why = xasprintf("user_nat_subnet6 %s is not usable", subnet);
+		return -EINVAL;
+	}
+	/* The prefix is at least /64 (config.c), so every agent's addresses differ in the low 64 bits only. */
+	if (prefix > 64 && (uint64_t)slot >= (UINT64_C(1) << (126 - prefix))) {
+		*why = xasprintf("uid slot %ld is past the end of user_nat_subnet6 %s (one /126 per uid): widen the prefix",
+				 slot, subnet);
+		return -ENOSPC;
+	}
+	for (int i = 8; i < 16; i++)
+		low = low << 8 | in[i];
+	memcpy(host, in, 16);
+	memcpy(agent, in, 16);
+	for (int i = 15; i >= 8; i--) {
+		host[i] = (unsigned char)((low + (uint64_t)slot * 4 + 1) >> (8 * (15 - i)));
+		agent[i] = (unsigned char)((low + (uint64_t)slot * 4 + 2) >> (8 * (15 - i)));
+	}
+	inet_ntop(AF_INET6, host, ret->host6, sizeof(ret->host6));
+	inet_ntop(AF_INET6, agent, ret->agent6, sizeof(ret->agent6));
+	return 0;
+}
+
 int netns_addrs(struct fleetd *f, uid_t uid, struct netns_addrs *ret, char **why)
 {
 	const char *subnet = config_get(&f->cfg, CFG_USER_NAT_SUBNET), *slash = strchr(subnet, '/');
@@ -72,7 +115,7 @@ int netns_addrs(struct fleetd *f, uid_t uid, struct netns_addrs *ret, char **why
 	inet_ntop(AF_INET, &host, ret->host, sizeof(ret->host));
 	inet_ntop(AF_INET, &agent, ret->agent, sizeof(ret->agent));
 	snprintf(ret->iface, sizeof(ret->iface), FIREWALL_USER_IFACE_PREFIX "%d", (int)slot);
-	return 0;
+	return addrs6(f, slot, ret, why);
 }
 
 /* Is path a mounted network namespace (not merely the empty file a reboot leaves)? */
@@ -153,9 +196,65 @@ static int ns_make(struct fleetd *f, const char *agent, char **why)
 	return run(why, (const char *const[]){ "unshare", arg, "true", NULL });
 }
 
+/* Write value to a sysctl file under /proc/sys; 0 or -errno. */
+static int sysctl_write(const char *path, const char *value)
+{
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+	size_t len = strlen(value);
+
+	if (fd < 0)
+		return -errno;
+	return write(fd, value, len) == (ssize_t)len ? 0 : -(errno ? errno : EIO);
+}
+
+/* The first byte of a sysctl file, or 0 when it cannot be read. */
+static char sysctl_first(const char *path)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char c = 0;
+
+	return fd >= 0 && read(fd, &c, 1) == 1 ? c : 0;
+}
+
+/*
+ * IPv6 forwarding for the NAT, as libvirt's IPv6 networks need it too. A
+ * host that forwards stops taking router advertisements on interfaces with
+ * accept_ra 1, and would lose its own IPv6 default route when the learned
+ * one expires; those are set to 2 (take them while forwarding) first.
+ */
+static int forwarding6_ensure(char **why)
+{
+	static const char all[] = "/proc/sys/net/ipv6/conf/all/forwarding";
+	struct dirent *e;
+	DIR *d;
+	int r;
+
+	if (sysctl_first(all) == '1')
+		return 0;
+	if ((d = opendir("/proc/sys/net/ipv6/conf")))
+		while ((e = readdir(d))) {
+			_cleanup_free_ char *p = NULL;
+
+			if (e->d_name[0] == '.' || strcmp(e->d_name, "all") == 0 || strcmp(e->d_name, "default") == 0)
+				continue;
+			p = xasprintf("/proc/sys/net/ipv6/conf/%s/accept_ra", e->d_name);
+			if (sysctl_first(p) == '1' && sysctl_write(p, "2") == 0)
+				log_info("IPv6 forwarding for user agents: %s now takes router advertisements while forwarding "
+					 "(accept_ra 2)", e->d_name);
+		}
+	if (d)
+		closedir(d);
+	if ((r = sysctl_write(all, "1")) < 0) {
+		*why = xasprintf("cannot enable IPv6 forwarding: %s", strerror(-r));
+		return r;
+	}
+	return 0;
+}
+
 int netns_ensure(struct fleetd *f, const struct agent *a, uid_t uid, char **why)
 {
 	_cleanup_free_ char *path = NULL, *nsarg = NULL, *pidarg = NULL, *hostcidr = NULL, *agentcidr = NULL;
+	_cleanup_free_ char *host6 = NULL, *agent6 = NULL;
 	struct netns_addrs ad;
 	int r;
 
@@ -183,22 +282,29 @@ int netns_ensure(struct fleetd *f, const struct agent *a, uid_t uid, char **why)
 	    (r = run(why, (const char *const[]){ "ip", "link", "set", ad.iface, "up", NULL })) < 0 ||
 	    (r = run(why, (const char *const[]){ "nsenter", nsarg, "ip", "route", "replace", "default", "via", ad.host, NULL })) < 0)
 		return r;
+	/* IPv6: the same shape; nodad, so the addresses work at once (no other node shares the link). */
+	if (ad.host6[0]) {
+		host6 = xasprintf("%s/126", ad.host6);
+		agent6 = xasprintf("%s/126", ad.agent6);
+		if ((r = run(why, (const char *const[]){ "nsenter", nsarg, "ip", "-6", "addr", "replace", agent6, "dev", "eth0",
+							  "nodad", NULL })) < 0 ||
+		    (r = run(why, (const char *const[]){ "ip", "-6", "addr", "replace", host6, "dev", ad.iface, "nodad", NULL })) < 0 ||
+		    (r = run(why, (const char *const[]){ "nsenter", nsarg, "ip", "-6", "route", "replace", "default", "via",
+							  ad.host6, NULL })) < 0 ||
+		    (r = forwarding6_ensure(why)) < 0)
+			return r;
+	}
 	/* Routing for the NAT: the host forwards (as libvirt's NAT networks need too). */
-	{
-		_cleanup_close_ int fd = open("/proc/sys/net/ipv4/ip_forward", O_WRONLY | O_CLOEXEC);
-
-		if (fd < 0 || write(fd, "1", 1) != 1) {
-			int e = errno ? errno : EIO;	/* read before xasprintf may change it */
-
-			*why = xasprintf("cannot enable IPv4 forwarding: %s", strerror(e));
-			return -e;
-		}
+	if ((r = sysctl_write("/proc/sys/net/ipv4/ip_forward", "1")) < 0) {
+		*why = xasprintf("cannot enable IPv4 forwarding: %s", strerror(-r));
+		return r;
 	}
 	netns_gen++;
-	if ((r = firewall_base(config_get(&f->cfg, CFG_USER_NAT_SUBNET), why)) < 0 ||
+	if ((r = firewall_base(config_get(&f->cfg, CFG_USER_NAT_SUBNET), config_get(&f->cfg, CFG_USER_NAT_SUBNET6), why)) < 0 ||
 	    (r = firewall_agent_apply(a->name, ad.iface, a->egress_allow, why)) < 0)
 		return r;
-	log_debug("agent '%s': network %s on %s (host %s)", a->name, agentcidr, ad.iface, ad.host);
+	log_debug("agent '%s': network %s%s%s on %s (host %s)", a->name, agentcidr, agent6 ? " and " : "", agent6 ? agent6 : "",
+		  ad.iface, ad.host);
 	return 0;
 }
 

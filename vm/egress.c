@@ -26,7 +26,8 @@ int vm_egress_apply(struct vm_backend *b, const struct agent *a, char **why)
 	if (a->network != NETWORK_NAT)
 		return 0;
 	/* What no agent may reach (the host, other agents, metadata): before the guest runs. */
-	if ((r = firewall_base(config_get(&b->f->cfg, CFG_USER_NAT_SUBNET), why)) < 0 ||
+	if ((r = firewall_base(config_get(&b->f->cfg, CFG_USER_NAT_SUBNET),
+				   config_get(&b->f->cfg, CFG_USER_NAT_SUBNET6), why)) < 0 ||
 	    (r = firewall_vm_base(why)) < 0 || (r = firewall_vm_agent_apply(a->name, a->egress_allow, why)) < 0)
 		return r;
 	b->egress_gen++;

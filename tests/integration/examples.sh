@@ -29,17 +29,12 @@ rand() { head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 SLACK_TOKEN="xoxb-$(rand)" GITHUB_TOKEN="ghp_$(rand)"
 
 # ---- the outside: 198.51.100.2 behind a veth pair, with the stand-in API ----
+. "$FLEET_SRCDIR/tests/lib/outside.sh"
 ip link set lo up
-OUT=$TEST_TMP/outside.ns
-touch "$OUT"; unshare --net="$OUT" true || fail_all "cannot make the outside namespace"
-on_exit "umount '$OUT'"
-ip link add exb-up0 type veth peer name o-eth0 netns "$OUT" || fail_all "cannot make the veth pair to the outside"
-ip addr add 198.51.100.1/24 dev exb-up0; ip link set exb-up0 up
-nsenter --net="$OUT" sh -c 'ip link set lo up; ip link set o-eth0 up; ip addr add 198.51.100.2/24 dev o-eth0;
-	ip route add default via 198.51.100.1' || fail_all "cannot address the outside"
+outside_setup || fail_all "cannot make the outside namespace"
 API_LOG=$TEST_TMP/api.log
 : >"$API_LOG"
-nsenter --net="$OUT" python3 "$FLEET_SRCDIR/tests/lib/api-standin.py" 198.51.100.2 8080 "$API_LOG" 2>"$TEST_TMP/api.err" &
+nsenter --net="$OUTSIDE_NS" python3 "$FLEET_SRCDIR/tests/lib/api-standin.py" 198.51.100.2 8080 "$API_LOG" 2>"$TEST_TMP/api.err" &
 _pids+=($!)
 api_up=1
 for ((i = 0; i < 300; i++)); do

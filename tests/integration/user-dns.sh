@@ -23,24 +23,16 @@ A=udns-a N=udns-n
 
 # ---- the test's world: its own /run (for systemd-resolved's file), the outside with its servers ----
 mount -t tmpfs -o mode=0755 tmpfs /run || fail_all "cannot mount a /run of the test's own"
+. "$FLEET_SRCDIR/tests/lib/outside.sh"
 ip link set lo up
-OUT=$TEST_TMP/outside.ns
-touch "$OUT"; unshare --net="$OUT" true || fail_all "cannot make the outside namespace"
-on_exit "umount '$OUT'"
-out() { nsenter --net="$OUT" "$@"; }
-ip link add uplink0 type veth peer name o-eth0 netns "$OUT" || fail_all "cannot make the veth pair to the outside"
-ip addr add 198.51.100.1/24 dev uplink0; ip link set uplink0 up
-out ip link set lo up; out ip link set o-eth0 up
-out ip addr add 198.51.100.2/24 dev o-eth0
-out ip addr add 198.51.100.53/24 dev o-eth0
-out ip route add default via 198.51.100.1
+OUTSIDE_EXTRA=198.51.100.53
+outside_setup || fail_all "cannot make the outside namespace"
 # nsenter execs the server: $! is the server itself, so the cleanup stops it (and its stdout is not the TAP pipe's)
-nsenter --net="$OUT" dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts --no-poll --user=root \
+nsenter --net="$OUTSIDE_NS" dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts --no-poll --user=root \
 	--listen-address=198.51.100.53 --bind-interfaces --pid-file= --address=/api.example.test/198.51.100.2 \
 	>"$TEST_TMP/dnsmasq.out" 2>&1 &
 _pids+=($!)
-nsenter --net="$OUT" socat TCP-LISTEN:8080,bind=198.51.100.2,fork,reuseaddr SYSTEM:'echo api-answer' >/dev/null 2>&1 &
-_pids+=($!)
+outside_serve 198.51.100.2 8080 api-answer
 # The host's own view: the test's resolv.conf, bound over /etc/resolv.conf in this mount namespace only.
 host_resolv() { printf '%b' "$1" > "$TEST_TMP/resolv.conf"; }
 host_resolv 'nameserver 198.51.100.53\n'
@@ -56,7 +48,7 @@ user_fleetd_start || { ok 1 "fleetd starts"; done_testing; }
 "$FLEETCTL" create $N --backend user >/dev/null; ok $? "create $N (network none)"
 in_agent() { local a=$1; shift; "$FLEETCTL" exec $a -- sh -c "$*" </dev/null 2>&1; }
 lookup() { in_agent $1 'getent hosts api.example.test' | cut -d' ' -f1; }
-fetch() { in_agent $1 'socat -T3 - TCP:api.example.test:8080,connect-timeout=3 </dev/null'; }
+fetch() { in_agent $1 'socat -T3 - TCP:api.example.test:8080,connect-timeout=3 </dev/null' | cut -d' ' -f1; }
 
 # 1. auto, the host's servers are usable: the agent gets them, loopback ones left out
 host_resolv 'search example.test\nnameserver 127.0.0.53\nnameserver 198.51.100.53\n'

@@ -26,7 +26,6 @@ on_exit "userdel $HUSER; groupdel $HUSER"
 # ---- the test's world ----
 ip link set lo up
 iso_outside || fail_all "cannot make the outside namespace and the host's listeners"
-on_exit "umount '$TEST_TMP/outside.ns'"
 ISO_LIBVIRT_SOCK=/run/libvirt/libvirt-sock ISO_DBUS_SOCK=/run/dbus/system_bus_socket
 iso_plant_socket "$ISO_LIBVIRT_SOCK" || fail_all "cannot plant a socket at $ISO_LIBVIRT_SOCK"
 iso_plant_socket "$ISO_DBUS_SOCK" || fail_all "cannot plant a socket at $ISO_DBUS_SOCK"
@@ -59,6 +58,12 @@ for n in $T $R; do
 	ADDR[$n]=$(ex $n 'ip -4 -o addr show eth0' | sed -n 's/.* inet \([0-9.]*\)\/.*/\1/p')
 	GW[$n]=$(ex $n 'ip -4 route show default' | sed -n 's/^default via \([0-9.]*\).*/\1/p')
 	like "${ADDR[$n]} ${GW[$n]}" '^[0-9.]+ [0-9.]+$' "$n has an address and a gateway (${ADDR[$n]} via ${GW[$n]})"
+	if [ -d /proc/sys/net/ipv6 ]; then
+		ADDR6[$n]=$(ex $n 'ip -6 -o addr show dev eth0 scope global' | sed -n 's/.* inet6 \([0-9a-f:]*\)\/.*/\1/p')
+		GW6[$n]=$(ex $n 'ip -6 route show default' | sed -n 's/^default via \([0-9a-f:]*\) .*/\1/p')
+		OUT6[$n]=2001:db8:5::2
+		like "${ADDR6[$n]} ${GW6[$n]}" '^[0-9a-f:]+ [0-9a-f:]+$' "$n has an IPv6 address and gateway (${ADDR6[$n]} via ${GW6[$n]})"
+	fi
 	# The hierarchy with its memory limit (cgroup v2, or v1's memory controller).
 	CGMEM[$n]=$(find /sys/fs/cgroup -path "*/fleet/$n/memory.max" -o -path "*/fleet/$n/memory.limit_in_bytes" 2>/dev/null | head -1)
 	CG[$n]=${CGMEM[$n]%/*}
@@ -110,5 +115,5 @@ kill -0 "${HOLDPID[$T]}" && kill -0 "${HOLDPID[$R]}"; ok $? "both victims' runs 
 # ---- canaries: open holes on purpose; the same attempts must now say ALLOWED ----
 chmod o+x "${HOMEDIR[$R]}" "${MEMDIR[$R]}" && chmod o+r "${MEMFILE[$R]}" && nft delete table inet fleet
 ok $? "open holes: review's home and memory file readable by others, fleet's nftables table deleted"
-iso_canary $T $R "canary" "holes opened by the test" mem-read net-metadata
+iso_canary $T $R "canary" "holes opened by the test" mem-read net-metadata ${OUT6[$T]:+net-metadata6 net-host-gw6}
 done_testing

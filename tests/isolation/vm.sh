@@ -27,6 +27,8 @@ iso_outside "${VMNS_RUN[@]}" || fail_all "cannot make the outside namespace and 
 ISO_LIBVIRT_SOCK=/run/libvirt/libvirt-sock ISO_DBUS_SOCK=/run/dbus/system_bus_socket
 iso_plant_socket "$ISO_DBUS_SOCK" "${VMNS_RUN[@]}" || fail_all "cannot plant a socket at $ISO_DBUS_SOCK"
 
+ISO_NA[net-peer6]="VM agents' network (libvirt's fleet-nat) is IPv4 only"
+ISO_NA[net-host-gw6]=${ISO_NA[net-peer6]} ISO_NA[net-metadata6]=${ISO_NA[net-peer6]}
 iso_host_exec() { vmns_exec sh -c "$1" sh "${@:2}"; }
 # As guest root, holding its own secrets (a run would too).
 iso_agent_exec() { "$FLEETCTL" exec "$1" --root --secrets --no-stdin --timeout 60 -- sh -c "$2" sh "${@:3}" </dev/null; }

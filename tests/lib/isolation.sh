@@ -25,9 +25,11 @@
 # ISO_TODO[ID]=WHY marks a known hole not fixed yet: its failure is a TAP TODO.
 
 declare -A MEMFILE MEMDIR MEMVAL HOMEDIR SECLINE SECVAL HOLDPID FILEPID RUNLOG RUNMARK SNAP DISK SEED
-declare -A ADDR WORD GW CG CGMEM ISO_OFF ISO_NA ISO_TODO ISO_RES ISO_DESC
+declare -A ADDR WORD GW ADDR6 GW6 OUT6 CG CGMEM ISO_OFF ISO_NA ISO_TODO ISO_RES ISO_DESC
 ISO_ROWS=() ISO_COLS=() ISO_COL= ISO_ATT= ISO_VIC=
 ISO_PORT=9000 ISO_HOOKS_PORT=${ISO_HOOKS_PORT:-18472}
+
+. "$FLEET_SRCDIR/tests/lib/outside.sh"
 
 # What the host's own scripts use: curl, socat and busybox are on the host.
 ISO_HOST_PRELUDE='
@@ -163,6 +165,17 @@ _iso_attempts() {	# ATTACKER VICTIM: the list (only the ids in ISO_ONLY, when se
 		"${GW[$a]:-}" $ISO_HOOKS_PORT
 	iso_try net-metadata "reach 169.254.169.254 (control: an outside server, by NAT)" self \
 		'tcp "$1" "$2" </dev/null | grep -qF "$3" && echo GOT-IT' 169.254.169.254 80 metadata -- 198.51.100.2 8080 outside-two
+	# --- the same over IPv6 (user agents' networks have it; ADDR6, GW6, OUT6 empty: n/a) ---
+	iso_try net-peer6 "reach a listener of the other on its IPv6 address" self \
+		'printf "GET /w HTTP/1.0\r\n\r\n" | tcp "$1" "$2" | grep -qF "$3" && echo GOT-IT' \
+		"${ADDR6[$v]:-}" $ISO_PORT "${WORD[$v]:-}" -- "${ADDR6[$a]:-}" $ISO_PORT "${WORD[$a]:-}"
+	iso_try net-host-lo6 "reach a service on the host's [::1]" host \
+		'tcp "$1" "$2" </dev/null | grep -qF "$3" && echo GOT-IT' ::1 7005 host-loopback6
+	iso_try net-host-gw6 "reach a service on the host's IPv6 address on its link" host \
+		'tcp "$1" "$2" </dev/null | grep -qF "$3" && echo GOT-IT' "${GW6[$a]:-}" 7006 host-any6
+	iso_try net-metadata6 "reach fd00:ec2::254 (control: an outside IPv6 server, by NAT66)" self \
+		'tcp "$1" "$2" </dev/null | grep -qF "$3" && echo GOT-IT' "${OUT6[$a]:+fd00:ec2::254}" 80 metadata6 \
+		-- "${OUT6[$a]:-}" 8080 outside-two6
 	# --- cgroup limits (controls: the host does the same write, or the agent reads its own file) ---
 	iso_try cg-memory-max "raise its own memory limit (writes back its current value)" host \
 		'v=$(cat "$1") && echo "$v" > "$1" && echo GOT-IT' "${CGMEM[$a]:-}"
@@ -199,28 +212,29 @@ iso_matrix() {
 	done
 }
 
-# iso_outside [RUNNER...]: "the outside", as in tests/integration/user-network.sh: a network
-# namespace behind a veth pair from the host (RUNNER: a command prefix that runs a command on
-# the host, e.g. nsenter into a vmns namespace; a command, not a function, so each background
-# server's $! is the server itself), with a server on 198.51.100.2:8080 and a planted metadata
-# server on 169.254.169.254:80, routed through it; and the host's own services on
-# 127.0.0.1:7001 and 0.0.0.0:7002. Nothing leaves the test's namespaces. Nonzero if a step failed.
+# iso_outside [RUNNER...]: "the outside" of tests/lib/outside.sh (RUNNER as there), with a
+# server on 198.51.100.2:8080 and [2001:db8:5::2]:8080 and planted metadata servers on
+# 169.254.169.254:80 and [fd00:ec2::254]:80, routed through it; and the host's own services on
+# 127.0.0.1:7001, [::1]:7005, 0.0.0.0:7002 and [::]:7006. Nothing leaves the test's namespaces.
+# Nonzero if a step failed.
 iso_outside() {
-	local out=$TEST_TMP/outside.ns
-	touch "$out" && "$@" unshare --net="$out" true || return 1
-	"$@" ip link add isoup0 type veth peer name o-eth0 netns "$out" || return 1
-	"$@" ip addr add 198.51.100.1/24 dev isoup0 && "$@" ip link set isoup0 up || return 1
-	"$@" nsenter --net="$out" sh -c 'ip link set lo up && ip link set o-eth0 up &&
-		ip addr add 198.51.100.2/24 dev o-eth0 && ip addr add 169.254.169.254/32 dev o-eth0 &&
-		ip route add default via 198.51.100.1' || return 1
-	"$@" ip route add 169.254.169.254/32 via 198.51.100.2 || return 1
-	"$@" nsenter --net="$out" socat TCP-LISTEN:8080,bind=198.51.100.2,fork,reuseaddr SYSTEM:'echo outside-two' 2>/dev/null &
+	local OUTSIDE_EXTRA="169.254.169.254 fd00:ec2::254"
+	outside_setup "$@" || return 1
+	"$@" nsenter --net="$OUTSIDE_NS" socat TCP-LISTEN:8080,bind=198.51.100.2,fork,reuseaddr SYSTEM:'echo outside-two' 2>/dev/null &
 	iso_bg
-	"$@" nsenter --net="$out" socat TCP-LISTEN:80,bind=169.254.169.254,fork,reuseaddr SYSTEM:'echo metadata' 2>/dev/null &
+	"$@" nsenter --net="$OUTSIDE_NS" socat TCP-LISTEN:80,bind=169.254.169.254,fork,reuseaddr SYSTEM:'echo metadata' 2>/dev/null &
+	iso_bg
+	"$@" nsenter --net="$OUTSIDE_NS" socat TCP6-LISTEN:8080,bind=[2001:db8:5::2],fork,reuseaddr SYSTEM:'echo outside-two6' 2>/dev/null &
+	iso_bg
+	"$@" nsenter --net="$OUTSIDE_NS" socat TCP6-LISTEN:80,bind=[fd00:ec2::254],fork,reuseaddr SYSTEM:'echo metadata6' 2>/dev/null &
 	iso_bg
 	"$@" socat TCP-LISTEN:7001,bind=127.0.0.1,fork,reuseaddr SYSTEM:'echo host-loopback' 2>/dev/null &
 	iso_bg
 	"$@" socat TCP-LISTEN:7002,fork,reuseaddr SYSTEM:'echo host-any' 2>/dev/null &
+	iso_bg
+	"$@" socat TCP6-LISTEN:7005,bind=[::1],fork,reuseaddr SYSTEM:'echo host-loopback6' 2>/dev/null &
+	iso_bg
+	"$@" socat TCP6-LISTEN:7006,ipv6only=1,fork,reuseaddr SYSTEM:'echo host-any6' 2>/dev/null &
 	iso_bg
 }
 

@@ -138,6 +138,19 @@ int main(void)
 		       "hooks_user '%s' is refused", *bad);
 	config_free(&c);
 
+	/* user_nat_subnet6: a ULA prefix of length 64 to 120 with its host bits zero, or empty (no IPv6). */
+	config_init(&c);
+	is_str(config_get(&c, CFG_USER_NAT_SUBNET6), "fd8c:7a1e:f1ee::/64", "user_nat_subnet6 defaults to fd8c:7a1e:f1ee::/64");
+	for (const char *const *good = (const char *const[]){ "", "fd00::/64", "fc12:3456:789a:1::/64", "fd8c::ff00/120",
+							       NULL }; *good; good++)
+		is_int(config_set(&c, CFG_USER_NAT_SUBNET6, *good, CFG_FROM_CMDLINE, 0, &why), 0,
+		       "user_nat_subnet6 '%s' is taken", *good);
+	for (const char *const *bad = (const char *const[]){ "fd00::", "fd00::/48", "fd00::/121", "2001:db8::/64",
+							      "fd00::1/64", "10.0.0.0/8", "fd00::/6x", NULL }; *bad; bad++)
+		is_int(config_set(&c, CFG_USER_NAT_SUBNET6, *bad, CFG_FROM_CMDLINE, 0, &why), -EINVAL,
+		       "user_nat_subnet6 '%s' is refused", *bad);
+	config_free(&c);
+
 	n = config_load(&c, "/nonexistent/fleetd.conf", true, NULL, &errors);
 	is_int(n, 1, "a missing --config file is an error");
 	ok(errors && strstr(errors, "/nonexistent/fleetd.conf: cannot open"), "error names the file: %s", errors);

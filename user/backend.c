@@ -228,6 +228,7 @@ static int user_init(struct fleetd *f, const struct backend_host *host, char **w
 		log_warning("user backend: no cgroup freezer; a running user agent cannot be snapshotted");
 	account_sweep(f);
 	user_snapshots_sweep(f);
+	memfs_sweep(f);	/* before any store is mounted or built */
 	reconcile_memory(f, host);
 	reconcile_networks(f, host);
 	netns_refresh_start(f, host);

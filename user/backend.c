@@ -219,6 +219,7 @@ static int user_init(struct fleetd *f, const struct backend_host *host, char **w
 		log_warning("user backend: no cgroup freezer; a running user agent cannot be snapshotted");
 	account_sweep(f);
 	user_snapshots_sweep(f);
+	memfs_sweep(f);	/* before any store is mounted or built */
 	reconcile_each(f, host, reconcile_memory, "mount its memory store");
 	reconcile_each(f, host, netns_ensure, "restore its network");	/* nothing for --network none */
 	netns_refresh_start(f, host);
@@ -271,15 +272,9 @@ static int user_provision(struct fleetd *f, const struct agent *a, char **why)
 		return r;
 	/* Snapshots of an earlier agent of this name (a destroy that did not finish) are not this one's. */
 	user_snapshots_forget(f, a->name);
-	if (cgroup_host_usable(us->cg) && cgroup_exists(us->cg, a->name)) {
-		/* Left over from a crash: reuse nothing, but an empty one is safe to drop. */
-		if (cgroup_count(us->cg, a->name) > 0 || cgroup_remove(us->cg, a->name) < 0) {
-			*why = xasprintf("a cgroup for '%s' already exists and has processes", a->name);
-			return -EBUSY;
-		}
-	}
 	if ((r = account_create(f, a, &uid, why)) < 0)
 		return r;
+	/* A cgroup of this name left behind is cgroup_create's to judge: taken over empty, refused with processes. */
 	if (cgroup_host_usable(us->cg) && (r = cgroup_create(us->cg, a->name, &lim, why)) < 0) {
 		account_undo(f, a);
 		return r;

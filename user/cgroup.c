@@ -358,8 +358,12 @@ int cgroup_create(const struct cgroup_host *h, const char *name, const struct cg
 				r = 0;
 				continue;
 			}
-			*why = r == -EEXIST ? xasprintf("cgroup %s already exists, with processes in it", dirs[i])
-					    : xasprintf("cannot create cgroup %s: %s", dirs[i], strerror(-r));
+			if (r == -EEXIST) {
+				*why = xasprintf("cgroup %s already exists, with processes in it", dirs[i]);
+				r = -EBUSY;	/* the name is in use by processes, not by an agent */
+			} else {
+				*why = xasprintf("cannot create cgroup %s: %s", dirs[i], strerror(-r));
+			}
 			break;
 		}
 		made[i] = true;

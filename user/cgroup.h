@@ -38,7 +38,11 @@ bool cgroup_host_has(const struct cgroup_host *h, const char *controller);
 /* A malloc'd one-line summary, e.g. "v1 memory pids cpu freezer, v2 (tracking only)". */
 char *cgroup_host_describe(const struct cgroup_host *h);
 
-/* Create the group name with limits; -EEXIST if it exists; nothing left on failure. */
+/*
+ * Create the group name with limits; nothing left on failure. The one judge
+ * of a group of that name left behind (a crash): empty, it is taken over
+ * (logged); with processes in it, -EBUSY.
+ */
 int cgroup_create(const struct cgroup_host *h, const char *name, const struct cgroup_limits *l, char **why);
 /* Remove the (empty) group; 0 if it was not there; -EBUSY while it has processes. */
 int cgroup_remove(const struct cgroup_host *h, const char *name);

@@ -84,6 +84,8 @@ int memfs_mount(struct fleetd *f, const char *agent, uid_t uid, long long quota,
 /* fleetd's start: memfs_mount, building the image first from the directory of an agent that has none. */
 int memfs_ensure(struct fleetd *f, const char *agent, uid_t uid, long long quota, char **why);
 int memfs_umount(struct fleetd *f, const char *agent, char **why);
+/* fleetd's start: unmount and remove the stages and NAME.img.new a killed build left; never a NAME.img. */
+void memfs_sweep(struct fleetd *f);
 /* Destroy: unmount and remove the image. */
 int memfs_remove(struct fleetd *f, const char *agent, char **why);
 /* Worker-safe (reads nothing of fleetd's): build memdir/NAME.img.new holding a copy of src_name in src_dir (NULL: empty). */

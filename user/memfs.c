@@ -555,6 +555,45 @@ out:
 	return r;
 }
 
+/*
+ * At fleetd's start, before any store is used: what a fleetd killed during
+ * a build left (a resize's, a restore's, a migration's) goes, so it holds no
+ * loop device and no room on the state dir until that agent's next build.
+ * A stage is unmounted (detached: nothing else uses it) and removed, a
+ * NAME.img.new removed: no build is under way yet, and none is ever
+ * finished from its .new (a restore is done again from its snapshot). A
+ * completed store, NAME.img, is never touched.
+ */
+void memfs_sweep(struct fleetd *f)
+{
+	_cleanup_free_ char *dir = memfs_dir(f);
+	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d;
+	struct dirent *de;
+
+	if (dfd < 0 || !(d = fdopendir(dup(dfd))))
+		return;	/* no store was ever made (or the directory is unreadable: builds will say so) */
+	while ((de = readdir(d))) {
+		const char *n = de->d_name;
+		size_t len = strlen(n);
+
+		if (n[0] == '.' && len > 7 && strcmp(n + len - 6, ".stage") == 0) {
+			_cleanup_free_ char *p = xasprintf("%s/%s", dir, n);
+			if (umount2(p, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+				log_info("user backend: unmounted %s, the stage of a build a killed fleetd left", p);
+			else if (errno != EINVAL)	/* EINVAL: not mounted */
+				log_warning("user backend: cannot unmount %s: %s", p, strerror(errno));
+			if (unlinkat(dfd, n, AT_REMOVEDIR) < 0)
+				log_warning("user backend: cannot remove %s: %s", p, strerror(errno));
+		} else if (n[0] != '.' && len > 8 && strcmp(n + len - 8, ".img.new") == 0) {
+			log_info("user backend: removing %s/%s, the image of a build a killed fleetd left", dir, n);
+			if (unlinkat(dfd, n, 0) < 0)
+				log_warning("user backend: cannot remove %s/%s: %s", dir, n, strerror(errno));
+		}
+	}
+	closedir(d);
+}
+
 int memfs_remove(struct fleetd *f, const char *agent, char **why_out)
 {
 	_cleanup_free_ char *own_why = NULL;

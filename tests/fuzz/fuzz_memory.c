@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "agentd/memory.h"
+#include "tests/dir_count.h"
 
 #define FAIL(what) do { fprintf(stderr, "fuzz_memory: %s\n", what); abort(); } while (0)
 
@@ -28,22 +29,6 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 	(void)st;
 	(void)ftw;
 	return flag == FTW_DP ? rmdir(path) : unlink(path);
-}
-
-/* Entries in dir other than . and .. (and other than skip, when given). */
-static int entries(const char *dir, const char *skip)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && (!skip || strcmp(e->d_name, skip)))
-			n++;
-	closedir(d);
-	return n;
 }
 
 static int check_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -90,9 +75,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (code != MEMORY_EXIT_OK && code != MEMORY_EXIT_FAIL && code != MEMORY_EXIT_QUOTA && code != MEMORY_EXIT_REFUSED)
 		FAIL("an import exited with a status memory.h does not name for it");
-	if (entries(parent, "memory") != 0)
+	if (dir_count(parent, NULL, "memory") != 0)
 		FAIL("an import left something beside the store (a staging directory?)");
-	if (entries(outside, NULL) != 0 || entries(tmp, NULL) != 2)
+	if (dir_count(outside, NULL, NULL) != 0 || dir_count(tmp, NULL, NULL) != 2)
 		FAIL("an import wrote outside the store");
 	if (code == MEMORY_EXIT_OK && access(store, F_OK) != 0)
 		FAIL("an import that succeeded left no store");

@@ -38,103 +38,176 @@ static bool str_eq(const char *a, const char *b)
 	return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
 
-static void round_delivery(const struct hook_delivery *d)
-{
-	json_t *m = hook_msg_delivery(d), *back;
-	const unsigned char *tail;
-	unsigned char *frame;
-	size_t tail_len;
-	struct hook_delivery e = { 0 };
-	const char *why = NULL;
+/*
+ * One message type: its parser into a value of size bytes, its builder from
+ * one (a delivery's body goes in the frame's tail), whether two values are
+ * the same, and what frees a parsed one. A parsed value goes round through
+ * the builder, a frame and the parser again, and must come back the same.
+ */
+struct kind {
+	const char *type;
+	size_t size;
+	int (*parse)(const json_t *m, const unsigned char *tail, size_t tail_len, void *v, const char **why);
+	json_t *(*build)(const void *v, const void **tail, size_t *tail_len);
+	bool (*same)(const void *a, const void *b);
+	void (*clear)(void *v);
+};
 
-	if (!m)
-		FAIL("hook_msg_delivery failed");
-	back = reframe(m, d->body, d->body_len, &tail, &tail_len, &frame);
-	if (hook_msg_delivery_parse(back, tail, tail_len, &e, &why) < 0)
-		FAIL("a delivery does not parse after a round trip");
-	if (e.seq != d->seq || !str_eq(e.route, d->route) || !str_eq(e.delivery_id, d->delivery_id) ||
-	    !str_eq(e.event_type, d->event_type) || e.no_run != d->no_run || e.received_at != d->received_at ||
-	    e.body_len != d->body_len || (d->body_len && memcmp(e.body, d->body, d->body_len) != 0) ||
-	    !str_eq(e.reply_body, d->reply_body) || !str_eq(e.reply_type, d->reply_type) ||
-	    (e.headers || d->headers) != (e.headers && d->headers) || (e.headers && !json_equal(e.headers, d->headers)))
-		FAIL("a delivery changed in a round trip");
-	hook_delivery_clear(&e);
-	json_decref(back);
-	json_decref(m);
-	free(frame);
+static int hello_parse(const json_t *m, const unsigned char *t, size_t n, void *v, const char **why)
+{
+	(void)t;
+	(void)n;
+	return hook_msg_hello_parse(m, v, why);
+}
+static json_t *hello_build(const void *v, const void **t, size_t *n)
+{
+	(void)t;
+	(void)n;
+	return hook_msg_hello(*(const long *)v);
+}
+static bool hello_same(const void *a, const void *b)
+{
+	return *(const long *)a == *(const long *)b;
 }
 
-static void round_answer(const struct hook_answer *a)
+static int stats_parse(const json_t *m, const unsigned char *t, size_t n, void *v, const char **why)
 {
-	json_t *m = hook_msg_answer(a), *back;
-	const unsigned char *tail;
-	unsigned char *frame;
-	size_t tail_len;
-	struct hook_answer b = { 0 };
-	const char *why = NULL;
-
-	if (!m)
-		FAIL("hook_msg_answer failed");
-	back = reframe(m, NULL, 0, &tail, &tail_len, &frame);
-	if (hook_msg_answer_parse(back, &b, &why) < 0)
-		FAIL("an answer does not parse after a round trip");
-	if (b.seq != a->seq || b.status != a->status || !str_eq(b.body, a->body) || !str_eq(b.content_type, a->content_type))
-		FAIL("an answer changed in a round trip");
-	hook_answer_clear(&b);
-	json_decref(back);
-	json_decref(m);
-	free(frame);
+	(void)t;
+	(void)n;
+	return hook_msg_stats_parse(m, v, why);
+}
+static json_t *stats_build(const void *v, const void **t, size_t *n)
+{
+	(void)t;
+	(void)n;
+	return hook_msg_stats(v);
+}
+static bool stats_same(const void *a, const void *b)
+{
+	return memcmp(a, b, sizeof(struct hook_stats)) == 0;
 }
 
-static void round_stats(const struct hook_stats *s)
+static int delivery_parse(const json_t *m, const unsigned char *t, size_t n, void *v, const char **why)
 {
-	json_t *m = hook_msg_stats(s), *back;
-	const unsigned char *tail;
-	unsigned char *frame;
-	size_t tail_len;
-	struct hook_stats t;
-	const char *why = NULL;
+	return hook_msg_delivery_parse(m, t, n, v, why);
+}
+static json_t *delivery_build(const void *v, const void **t, size_t *n)
+{
+	const struct hook_delivery *d = v;
 
-	if (!m)
-		FAIL("hook_msg_stats failed");
-	back = reframe(m, NULL, 0, &tail, &tail_len, &frame);
-	if (hook_msg_stats_parse(back, &t, &why) < 0)
-		FAIL("stats do not parse after a round trip");
-	if (memcmp(&t, s, sizeof(t)) != 0)
-		FAIL("stats changed in a round trip");
-	json_decref(back);
-	json_decref(m);
-	free(frame);
+	*t = d->body;
+	*n = d->body_len;
+	return hook_msg_delivery(d);
+}
+static bool delivery_same(const void *va, const void *vb)
+{
+	const struct hook_delivery *d = va, *e = vb;
+
+	return e->seq == d->seq && str_eq(e->route, d->route) && str_eq(e->delivery_id, d->delivery_id) &&
+	       str_eq(e->event_type, d->event_type) && e->no_run == d->no_run && e->received_at == d->received_at &&
+	       e->body_len == d->body_len && (!d->body_len || memcmp(e->body, d->body, d->body_len) == 0) &&
+	       str_eq(e->reply_body, d->reply_body) && str_eq(e->reply_type, d->reply_type) &&
+	       (e->headers || d->headers) == (e->headers && d->headers) &&
+	       (!e->headers || json_equal(e->headers, d->headers));
+}
+static void delivery_clear(void *v)
+{
+	hook_delivery_clear(v);
 }
 
-static void round_routes(const struct hook_route_set *set)
+static int answer_parse(const json_t *m, const unsigned char *t, size_t n, void *v, const char **why)
 {
-	json_t *m = hook_msg_routes(set->routes, set->n, &set->limits), *back;
-	const unsigned char *tail;
-	unsigned char *frame;
-	size_t tail_len;
-	struct hook_route_set *again = NULL;
-	const char *why = NULL;
+	(void)t;
+	(void)n;
+	return hook_msg_answer_parse(m, v, why);
+}
+static json_t *answer_build(const void *v, const void **t, size_t *n)
+{
+	(void)t;
+	(void)n;
+	return hook_msg_answer(v);
+}
+static bool answer_same(const void *va, const void *vb)
+{
+	const struct hook_answer *a = va, *b = vb;
 
-	if (!m)
-		FAIL("hook_msg_routes failed");
-	back = reframe(m, NULL, 0, &tail, &tail_len, &frame);
-	if (hook_msg_routes_parse(back, &again, &why) < 0)
-		FAIL("a route table does not parse after a round trip");
-	if (again->n != set->n || memcmp(&again->limits, &set->limits, sizeof(set->limits)) != 0)
-		FAIL("a route table changed in a round trip");
-	for (size_t i = 0; i < set->n; i++) {
-		const struct hook_route *a = &set->routes[i], *b = &again->routes[i];
+	return b->seq == a->seq && b->status == a->status && str_eq(b->body, a->body) &&
+	       str_eq(b->content_type, a->content_type);
+}
+static void answer_clear(void *v)
+{
+	hook_answer_clear(v);
+}
+
+/* A route table parses into a pointer: v is a struct hook_route_set *. */
+static int routes_parse(const json_t *m, const unsigned char *t, size_t n, void *v, const char **why)
+{
+	(void)t;
+	(void)n;
+	return hook_msg_routes_parse(m, v, why);
+}
+static json_t *routes_build(const void *v, const void **t, size_t *n)
+{
+	const struct hook_route_set *set = *(struct hook_route_set *const *)v;
+
+	(void)t;
+	(void)n;
+	return hook_msg_routes(set->routes, set->n, &set->limits);
+}
+static bool routes_same(const void *va, const void *vb)
+{
+	const struct hook_route_set *x = *(struct hook_route_set *const *)va, *y = *(struct hook_route_set *const *)vb;
+
+	if (y->n != x->n || memcmp(&y->limits, &x->limits, sizeof(x->limits)) != 0)
+		return false;
+	for (size_t i = 0; i < x->n; i++) {
+		const struct hook_route *a = &x->routes[i], *b = &y->routes[i];
 		if (!str_eq(a->name, b->name) || a->source != b->source || a->n_secrets != b->n_secrets ||
 		    !str_eq(a->header, b->header) || !str_eq(a->prefix, b->prefix) || a->encoding != b->encoding ||
 		    a->datadog_auth != b->datadog_auth || !str_eq(a->delivery_field, b->delivery_field) ||
 		    !str_eq(a->public_url, b->public_url) || a->max_body != b->max_body)
-			FAIL("a route changed in a round trip");
+			return false;
 		for (int k = 0; k < a->n_secrets; k++)
 			if (a->secret_lens[k] != b->secret_lens[k] || memcmp(a->secrets[k], b->secrets[k], a->secret_lens[k]))
-				FAIL("a route's secret changed in a round trip");
+				return false;
 	}
-	hook_route_set_free(again);
+	return true;
+}
+static void routes_clear(void *v)
+{
+	hook_route_set_free(*(struct hook_route_set **)v);
+}
+
+/* What fleetd (hello, stats, delivery) and the listener (answer, routes) take. */
+static const struct kind kinds[] = {
+	{ "hello", sizeof(long), hello_parse, hello_build, hello_same, NULL },
+	{ "stats", sizeof(struct hook_stats), stats_parse, stats_build, stats_same, NULL },
+	{ "delivery", sizeof(struct hook_delivery), delivery_parse, delivery_build, delivery_same, delivery_clear },
+	{ "answer", sizeof(struct hook_answer), answer_parse, answer_build, answer_same, answer_clear },
+	{ "routes", sizeof(struct hook_route_set *), routes_parse, routes_build, routes_same, routes_clear },
+};
+
+/* A value k parsed: built, framed and parsed again, it must be the same. */
+static void round_trip(const struct kind *k, const void *v)
+{
+	const void *tail_in = NULL;
+	size_t tail_in_len = 0, tail_len;
+	json_t *m = k->build(v, &tail_in, &tail_in_len), *back;
+	const unsigned char *tail;
+	unsigned char *frame;
+	void *again = calloc(1, k->size);
+	const char *why = NULL;
+
+	if (!m || !again)
+		FAIL("a parsed message does not build");
+	back = reframe(m, tail_in, tail_in_len, &tail, &tail_len, &frame);
+	if (k->parse(back, tail, tail_len, again, &why) < 0)
+		FAIL("a message does not parse after a round trip");
+	if (!k->same(v, again))
+		FAIL("a message changed in a round trip");
+	if (k->clear)
+		k->clear(again);
+	free(again);
 	json_decref(back);
 	json_decref(m);
 	free(frame);
@@ -147,37 +220,21 @@ static void dispatch(const json_t *msg, const unsigned char *tail, size_t tail_l
 
 	if (!t)
 		FAIL("hook_frame_decode passed a message without a type");
-	if (strcmp(t, "hello") == 0) {
-		long pid;
-		if (hook_msg_hello_parse(msg, &pid, &why) == 0) {
-			json_t *m = hook_msg_hello(pid);
-			long again;
-			if (!m || hook_msg_hello_parse(m, &again, &why) < 0 || again != pid)
-				FAIL("a hello changed in a round trip");
-			json_decref(m);
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		const struct kind *k = &kinds[i];
+		void *v;
+
+		if (strcmp(t, k->type) != 0)
+			continue;
+		if (!(v = calloc(1, k->size)))
+			FAIL("calloc");
+		if (k->parse(msg, tail, tail_len, v, &why) == 0) {
+			round_trip(k, v);
+			if (k->clear)
+				k->clear(v);
 		}
-	} else if (strcmp(t, "stats") == 0) {
-		struct hook_stats s;
-		if (hook_msg_stats_parse(msg, &s, &why) == 0)
-			round_stats(&s);
-	} else if (strcmp(t, "delivery") == 0) {
-		struct hook_delivery d = { 0 };
-		if (hook_msg_delivery_parse(msg, tail, tail_len, &d, &why) == 0) {
-			round_delivery(&d);
-			hook_delivery_clear(&d);
-		}
-	} else if (strcmp(t, "answer") == 0) {
-		struct hook_answer a = { 0 };
-		if (hook_msg_answer_parse(msg, &a, &why) == 0) {
-			round_answer(&a);
-			hook_answer_clear(&a);
-		}
-	} else if (strcmp(t, "routes") == 0) {
-		struct hook_route_set *set = NULL;
-		if (hook_msg_routes_parse(msg, &set, &why) == 0) {
-			round_routes(set);
-			hook_route_set_free(set);
-		}
+		free(v);
+		break;
 	}
 	if (why && !*why)
 		FAIL("a refusal with an empty why");

@@ -131,8 +131,12 @@ cgdirs=$(find /sys/fs/cgroup -maxdepth 7 -type d -path '*/fleet/ulc-cg' 2>/dev/n
 ok $([ -n "$cgdirs" ] && echo 0 || echo 1) "it has cgroups ($(echo $cgdirs | wc -w))"
 "$FLEETCTL" rm ulc-cg >/dev/null; ok $? "rm ulc-cg"
 for d in $cgdirs; do mkdir "$d"; done
+made=$(for d in $cgdirs; do [ -d "$d" ] && echo "$d"; done | wc -l)	# not where rm took the shared fleet/ too
 on_exit "for d in $(echo $cgdirs); do rmdir \$d; done"
 "$FLEETCTL" create ulc-cg --backend user >/dev/null; ok $? "create ulc-cg again over its empty leftover cgroups"
+# cgroup_create is the one judge of a leftover (no pre-check that removes it first): it says so.
+is "$(grep -c "cgroup .*/fleet/ulc-cg was left behind, empty: taking it over" "$LOG")" "$made" \
+	"fleetd took over each of them ($made)"
 "$FLEETCTL" rm ulc-cg >/dev/null; ok $? "rm ulc-cg"
 # Left in some hierarchies only (the tracking one, unified or pids, is not among them): each is taken over.
 partial=$(echo $cgdirs | tr ' ' '\n' | grep -vE '/(unified|pids)/')

@@ -189,6 +189,20 @@ stop_fleetd() {
 	return 1
 }
 
+# run_wait AGENT RUN [MAX_S]: until the run has ended (at most MAX_S, 120 s
+# unless told: a VM run under TCG wants more); prints its final state, or the
+# last one seen and fails.
+run_wait() {
+	local deadline=$((SECONDS + ${3:-120})) st
+	while st=$("$FLEETCTL" --json runs "$1" "$2" 2>/dev/null | jq -r .state); do
+		case $st in succeeded | failed | timed-out | cancelled | interrupted) echo "$st"; return 0 ;; esac
+		[ $SECONDS -ge $deadline ] && break
+		sleep 0.2
+	done
+	echo "${st:-unknown}"
+	return 1
+}
+
 # api METHOD PATH [BODY]: curl the control API; prints "BODY STATUS", so
 # ${out##* } is the status and ${out% *} the body.
 api() {

@@ -145,16 +145,5 @@ twilio_post() {
 		-H "X-Twilio-Signature: $(hmac_sha1_b64 "$key" "$base")" "$@"
 }
 
-# run_wait AGENT RUN: until the run has ended (at most 120 s); prints its state.
-run_wait() {
-	local deadline=$((SECONDS + 120)) st
-	while st=$("$FLEETCTL" --json runs "$1" "$2" 2>/dev/null | jq -r .state); do
-		case $st in succeeded | failed | timed-out | cancelled | interrupted) echo "$st"; return 0 ;; esac
-		[ $SECONDS -ge $deadline ] && break
-		sleep 0.2
-	done
-	echo "${st:-unknown}"
-	return 1
-}
 # run_state AGENT RUN
 run_state() { "$FLEETCTL" --json runs "$1" "$2" 2>/dev/null | jq -r .state; }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "agentd/memory.h"
+#include "tests/dir_count.h"
 #include "tests/tap.h"
 
 #define OLD_SIZE (3u << 20)
@@ -229,21 +230,6 @@ static void test_kill9(const char *agentd)
 	}
 }
 
-/* Names in dir starting with prefix. */
-static int count_prefix(const char *dir, const char *prefix)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
-	closedir(d);
-	return n;
-}
-
 static void write_file(const char *path, char c, size_t size)
 {
 	char buf[65536];
@@ -292,9 +278,9 @@ static void test_leftovers(const char *agentd)
 	close(p[0]);
 	if (write(p[1], "first half ", 11) != 11)
 		printf("# write to the live put failed\n");
-	for (int i = 0; i < 500 && count_prefix(store, ".put-slow.") < 1; i++)
+	for (int i = 0; i < 500 && dir_count(store, ".put-slow.", NULL) < 1; i++)
 		usleep(10000);	/* until agentd made its temp file */
-	is_int(count_prefix(store, ".put-slow."), 1, "the live put has its temp file");
+	is_int(dir_count(store, ".put-slow.", NULL), 1, "the live put has its temp file");
 
 	/* the next put, with a 1 MiB quota the killed put's 5 MiB would exceed */
 	snprintf(path, sizeof(path), "%s/value", dir);
@@ -308,11 +294,11 @@ static void test_leftovers(const char *agentd)
 		_exit(127);
 	}
 	is_int(wait_exit(q), 0, "a put of 1000 bytes under a 1 MiB quota succeeds: the killed put's 5 MiB temp file no longer counts");
-	is_int(count_prefix(store, ".put-k."), 0, "the killed put's temp file is swept");
-	is_int(count_prefix(store, ".put-x.") + count_prefix(store, ".put-y."), 2,
+	is_int(dir_count(store, ".put-k.", NULL), 0, "the killed put's temp file is swept");
+	is_int(dir_count(store, ".put-x.", NULL) + dir_count(store, ".put-y.", NULL), 2,
 	       "a directory and a FIFO under temp names are left alone");
-	is_int(count_prefix(dir, ".memory.import-"), 0, "the killed import's staging tree is swept");
-	live = count_prefix(store, ".put-slow.");
+	is_int(dir_count(dir, ".memory.import-", NULL), 0, "the killed import's staging tree is swept");
+	live = dir_count(store, ".put-slow.", NULL);
 	is_int(live, 1, "the live put's temp file is left alone");
 	if (write(p[1], "second half", 11) != 11)
 		printf("# write to the live put failed\n");

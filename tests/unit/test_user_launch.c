@@ -360,7 +360,7 @@ int main(void)
 					usleep(10000);
 				free(why);
 				why = NULL;
-				is_int(cgroup_create(h, cgname, &lim, &why), -EEXIST, "creating it while a process is in it is -EEXIST");
+				is_int(cgroup_create(h, cgname, &lim, &why), -EBUSY, "creating it while a process is in it is -EBUSY");
 				kill(kid, SIGKILL);
 				waitpid(kid, NULL, 0);
 				for (int i = 0; i < 200 && cgroup_count(h, cgname) > 0; i++)

@@ -16,17 +16,6 @@
 vmfleet_setup --tcg
 command -v jq >/dev/null || skip_all "jq not installed"
 
-# run_end AGENT RUN: until the run has ended (at most 300 s); prints its state.
-run_end() {
-	local deadline=$((SECONDS + 300)) st
-	while st=$("$FLEETCTL" --json runs "$1" "$2" 2>/dev/null | jq -r .state); do
-		case $st in succeeded | failed | timed-out | cancelled | interrupted) echo "$st"; return 0 ;; esac
-		[ $SECONDS -ge $deadline ] && break
-		sleep 0.5
-	done
-	echo "${st:-unknown}"
-	return 1
-}
 last_run() { "$FLEETCTL" --json runs dqa | jq -r 'max_by(.id).id'; }
 running() { [ "$("$FLEETCTL" --json runs dqa "$1" | jq -r .state)" = running ]; }
 libvirtd_pid() { vmns_exec cat /run/libvirtd.pid 2>/dev/null; }
@@ -63,7 +52,7 @@ for i in 1 2 3; do
 done
 vmns_exec libvirtd -d; ok $? "start libvirtd again"
 wait_for 120 grep -q "libvirt: reconnected" "$STATE/fleetd.log"; ok $? "fleetd reconnects by itself"
-is "$(run_end dqa "$RUN1")" succeeded "the run that was in flight succeeded"
+is "$(run_wait dqa "$RUN1" 300)" succeeded "the run that was in flight succeeded"
 like "$("$FLEETCTL" logs dqa "$RUN1")" "run-$RUN1" "with its output"
 wait_for 120 "$FLEETCTL" exec dqa -- true; ok $? "exec works after libvirtd's restart"
 is "$("$FLEETCTL" --json show dqa | jq -r .state)" running "dqa is running"
@@ -79,7 +68,7 @@ wait_for 120 bash -c "[ \$('$FLEETCTL' exec dqa -- sh -c 'cat /proc/[0-9]*/comm 
 ok $? "the run and an exec are in flight"
 QPID=$(vmns_exec cat /run/libvirt/qemu/fleet-dqa.pid)
 kill -9 "$QPID"; ok $? "kill -9 the guest's QEMU (pid $QPID)"
-is "$(run_end dqa "$RUN2")" failed "the run in flight ends failed"
+is "$(run_wait dqa "$RUN2" 300)" failed "the run in flight ends failed"
 err=$("$FLEETCTL" --json runs dqa "$RUN2" | jq -r '.error // empty')
 diag "its error: $err"
 like "$err" "." "with an error that says why"

@@ -1,0 +1,54 @@
+#!/bin/bash
+# A fleetd killed (kill -9) while it builds a memory store (user/memfs.c:
+# here a stopped agent's store built again at a new quota) leaves the build's
+# NAME.img.new and its stage, mounted, under <state>/memfs. fleetd's next start
+# unmounts and removes them, and leaves the agent's completed image (and its
+# data) as it was (docs/memory.md, "Quota").
+. "$FLEET_SRCDIR/tests/lib/common.sh"
+
+[ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
+
+user_fleetd_setup umsw
+user_fleetd_start; ok $? "fleetd starts"
+"$FLEETCTL" create umswa --backend user --memory-quota 160 >/dev/null; ok $? "create umswa with a 160 MiB store"
+MEMDIR=$STATE/memfs HOME_DIR=$STATE/users/umswa
+printf kept | "$FLEETCTL" memory umswa put note; ok $? "put a value"
+# Data for the rebuild to copy (with its stage mounted), long enough to be caught at it.
+for i in 1 2 3 4 5 6 7; do head -c $((20 << 20)) /dev/zero > "$HOME_DIR/memory/blob$i"; done
+chown fleet-umswa: "$HOME_DIR"/memory/blob*; ok $? "fill the store with 140 MiB"
+img_id=$(stat -c '%i %s' "$MEMDIR/umswa.img")	# its mtime moves: mounting writes the superblock
+
+# The resize of a stopped agent builds umswa.img.new on .umswa.stage; kill -9
+# fleetd once the stage is mounted. A build that ends before the poll sees it
+# is tried again at the next size (never a duration: the order of events).
+hit=no
+for quota in 200 230 256; do
+	"$FLEETCTL" set umswa --memory-quota $quota >/dev/null 2>&1 & setpid=$!; _pids+=($setpid)
+	while kill -0 $setpid 2>/dev/null; do
+		if grep -q " $MEMDIR/.umswa.stage " /proc/self/mounts; then
+			stop_fleetd KILL && hit=yes
+			break
+		fi
+		sleep 0.005
+	done
+	wait $setpid 2>/dev/null
+	[ $hit = yes ] && break
+	diag "the build at $quota MiB ended before the poll saw its stage; again"
+done
+is "$hit" yes "fleetd was killed while its build's stage was mounted"
+check "  it left the stage mounted" -- mountpoint -q "$MEMDIR/.umswa.stage"
+check "  and the new image" -- test -e "$MEMDIR/umswa.img.new"
+
+user_fleetd_start; ok $? "fleetd starts again"
+check "the stage is no longer mounted" -- sh -c "! grep -q ' $MEMDIR/.umswa.stage ' /proc/self/mounts"
+check "  and is gone" -- test ! -e "$MEMDIR/.umswa.stage"
+check "the killed build's image is gone" -- test ! -e "$MEMDIR/umswa.img.new"
+like "$(cat "$STATE/fleetd.log")" "unmounted .*/\.umswa\.stage, the stage of a build a killed fleetd left" "fleetd says so"
+is "$(stat -c '%i %s' "$MEMDIR/umswa.img")" "$img_id" "the completed image is the same file, of the same size"
+check "  and mounted on the home" -- mountpoint -q "$HOME_DIR/memory"
+is "$("$FLEETCTL" memory umswa get note)" kept "its data is there"
+is "$("$FLEETCTL" --json show umswa | jq -r .memory.quota_mib)" 160 "the quota is the one the store has"
+"$FLEETCTL" set umswa --memory-quota 200 >/dev/null; ok $? "a later resize works"
+is "$("$FLEETCTL" memory umswa get note)" kept "  keeping the data"
+
+done_testing

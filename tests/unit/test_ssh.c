@@ -4,9 +4,14 @@
  * connects to the way fleetd connects a guest's virtio-serial socket. Like
  * the guest's relay, it starts only once the client sent its first bytes.
  *
- * dropbear runs as root in a private mount namespace where a copy of
- * /etc/passwd with one extra user (a free uid, home in the temp dir) is
- * bind-mounted, so nothing outside the temp dir is touched. Commands run
+ * dropbear runs as root in a private mount namespace where /etc is an
+ * overlay whose upper layer holds a copy of /etc/passwd with one extra user
+ * (a free uid, home in the temp dir), so nothing outside the temp dir is
+ * touched. Not a bind mount on /etc/passwd itself: a useradd elsewhere (a
+ * test running beside this one) renames a new passwd over the file, and the
+ * kernel detaches a mount whose mount point is renamed over, in every
+ * namespace: dropbear then saw no test user ("Login attempt for nonexistent
+ * user"). Commands run
  * as that user; cleanup kills, by pid, every dropbear this test started
  * and every process left with the test's uid, and removes the temp dir.
  * Needs root; skips without it (fails under CI=true).
@@ -163,6 +168,15 @@ static char *tmp_path(const char *name)
 	return xasprintf("%s/%s", tmpdir, name);
 }
 
+/* In dropbear's mount namespace: /etc with the test user's passwd on top; 0 or -1. */
+static int mount_etc_overlay(void)
+{
+	_cleanup_free_ char *upper = tmp_path("etc-upper"), *work = tmp_path("etc-work");
+	_cleanup_free_ char *opts = xasprintf("lowerdir=/etc,upperdir=%s,workdir=%s", upper, work);
+
+	return mount("overlay", "/etc", "overlay", 0, opts);
+}
+
 static int write_text(const char *path, const char *text, mode_t mode)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
@@ -269,7 +283,7 @@ static void setup(void)
 	home = tmp_path("home");
 	line = xasprintf("%s%s" USER ":x:%u:%u::%s:/bin/sh\n", passwd, len && passwd[len - 1] != '\n' ? "\n" : "",
 			 (unsigned)test_uid, (unsigned)test_uid, home);
-	passwd_copy = tmp_path("passwd");
+	passwd_copy = tmp_path("etc-upper/passwd");
 	sshdir = xasprintf("%s/.ssh", home);
 	auth_text = xasprintf("%s\n", client_pub);
 	auth = xasprintf("%s/authorized_keys", sshdir);
@@ -289,6 +303,14 @@ static void setup(void)
 			skip_all("cannot make a syslog socket");
 		}
 		chmod(logpath, 0666);
+	}
+	{
+		_cleanup_free_ char *upper = tmp_path("etc-upper"), *work = tmp_path("etc-work");
+
+		if (mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0) {
+			cleanup();
+			skip_all("cannot make the /etc overlay's directories");
+		}
 	}
 	if (write_text(passwd_copy, line, 0644) < 0 || mkdir(home, 0700) < 0 || mkdir(sshdir, 0700) < 0 ||
 	    write_text(auth, auth_text, 0600) < 0 || chown(home, test_uid, test_uid) < 0 || chown(sshdir, test_uid, test_uid) < 0 ||
@@ -405,7 +427,7 @@ static int start_guest(pid_t *pid_ret)
 		close(cfd);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (unshare(CLONE_NEWNS | CLONE_NEWNET) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-		    mount(passwd_copy, "/etc/passwd", NULL, MS_BIND, NULL) < 0)
+		    mount_etc_overlay() < 0)
 			_exit(120);
 		/* a /dev of the usual nodes plus our syslog socket, for dropbear's log */
 		for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {

@@ -258,6 +258,7 @@ static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn don
 				return r;
 		}
 		if ((r = vm_dir_secure(b, a->name, why)) < 0 || (r = vm_prepare_boot(b, a, why)) < 0 ||
+		    (st == VIRT_OFF && (r = vm_memdisk_fit(b, a, why)) < 0) ||
 		    (r = virt_domain_start(b->virt, dom, why)) < 0)
 			return r;
 		v->booted_type = b->domain_type;

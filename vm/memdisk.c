@@ -20,10 +20,12 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/spawn.h"
 #include "backend/worker.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -104,6 +106,59 @@ int vm_memdisk_exists(struct vm_backend *b, const char *agent)
 	if (fstatat(dfd, MEMDISK, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT ? 0 : -errno;
 	return S_ISREG(st.st_mode) ? 1 : -EINVAL;
+}
+
+/* The disk's virtual size in bytes, as qemu-img says; -errno with *why. */
+static int virtual_size(const char *path, long long *ret, char **why)
+{
+	const char *const argv[] = { "qemu-img", "info", "--output=json", "-f", "qcow2", path, NULL };
+	_cleanup_free_ char *out = NULL;
+	json_error_t err;
+	json_t *j, *v;
+	int r;
+
+	if ((r = spawn_run(argv, &out)) != 0) {
+		if (out)
+			out[strcspn(out, "\n")] = '\0';
+		*why = xasprintf("qemu-img info %s failed: %s", path, out && *out ? out : r < 0 ? strerror(-r) : "no message");
+		return r < 0 ? r : -EIO;
+	}
+	if (!(j = json_loads(out ? out : "", 0, &err))) {
+		*why = xasprintf("qemu-img info %s: not JSON: %s", path, err.text);
+		return -EIO;
+	}
+	v = json_object_get(j, "virtual-size");
+	r = json_is_integer(v) ? 0 : -EIO;
+	if (r == 0)
+		*ret = json_integer_value(v);
+	else
+		*why = xasprintf("qemu-img info %s: no virtual-size", path);
+	json_decref(j);
+	return r;
+}
+
+/*
+ * Before a boot of a stopped agent: the disk at least as large as its quota
+ * wants. A revert to a snapshot taken before the quota grew brings the disk
+ * (and its file system) back to the size it had then; it grows again here,
+ * its file system when agentd starts. 0 or -errno with *why.
+ */
+int vm_memdisk_fit(struct vm_backend *b, const struct agent *a, char **why)
+{
+	_cleanup_free_ char *path = vm_path(b, a->name, MEMDISK);
+	_cleanup_free_ char *size = xasprintf("%dM", vm_memdisk_mib(a->memory_quota_mib));
+	const char *const grow[] = { "qemu-img", "resize", "-q", "-f", "qcow2", path, size, NULL };
+	long long have = 0;
+	int r;
+
+	if ((r = virtual_size(path, &have, why)) < 0)
+		return r;
+	if (have >= (long long)vm_memdisk_mib(a->memory_quota_mib) * MIB)
+		return 0;
+	if ((r = vm_run_tool(grow, "qemu-img resize of the memory disk", why)) < 0)
+		return r;
+	log_notice("agent '%s': its memory disk grew back to %s (its quota; a snapshot had it smaller)", a->name, size);
+	return 0;
 }
 
 struct memdisk_job {

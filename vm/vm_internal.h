@@ -174,6 +174,8 @@ int vm_memdisk_exists(struct vm_backend *b, const char *agent);
 /* Make it on a worker (v busy meanwhile), then done on the loop; -errno with *why if that cannot start. */
 int vm_memdisk_make(struct vm *v, const struct agent *a, void (*done)(struct vm *v, int r, const char *why, void *userdata),
 		    void *userdata, char **why);
+/* Before a boot of a stopped agent: its disk grown back to its quota's size after a revert; -errno with *why. */
+int vm_memdisk_fit(struct vm_backend *b, const struct agent *a, char **why);
 /* The ops' memory_quota_apply: grow a stopped agent's disk; a shrink is refused. */
 int vm_memory_quota_apply(struct fleetd *f, const struct agent *a, int old_mib, char **why);
 

@@ -121,4 +121,7 @@ is "$(ex -- cat /home/agent/memory/sub/f)" "deep" "subdirectories too"
 is "$(ex -- stat -c '%U' /home/agent/memory/legacy)" "agent" "still the agent's"
 ex -- test -e /home/agent/memory/lost+found; is "$?" 1 "no lost+found left in the store"
 
+"$FLEETCTL" rm --force "$A" >/dev/null; ok $? "rm the agent"
+[ ! -e "$STATE/vms/$A/memory.qcow2" ]; ok $? "its memory disk went with it"
+
 done_testing

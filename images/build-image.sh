@@ -240,7 +240,7 @@ if [ "$rootflags" = rw ] && [ -b $mem ] && [ "$(findfs LABEL=fleet-memory 2>/dev
     if mount -t ext4 -o nosuid,nodev $mem /mem; then
         if [ -d /mem/lost+found ]; then
             cp -a $home/memory/. /mem/ && sync && rmdir /mem/lost+found && sync &&
-                find $home/memory -mindepth 1 -maxdepth 1 -exec rm -rf {} + &&
+                find $home/memory -mindepth 1 -maxdepth 1 -exec rm -rf {} \; &&
                 echo "initramfs: the memory store is on its own disk now"
         fi
         chown 1000:1000 /mem && chmod 0700 /mem

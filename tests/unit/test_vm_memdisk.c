@@ -19,10 +19,9 @@
 
 #define MIB (1LL << 20)
 
-/* The first line of a shell command's output, or "" ; caller frees. */
-static char *sh(const char *fmt, const char *arg)
+/* The first line of a shell command's output (cmd is freed), or ""; caller frees. */
+static char *sh(char *cmd)
 {
-	_cleanup_free_ char *cmd = xasprintf(fmt, arg);
 	char buf[512] = "";
 	FILE *p = popen(cmd, "r");
 
@@ -31,6 +30,7 @@ static char *sh(const char *fmt, const char *arg)
 			buf[0] = '\0';
 		pclose(p);
 	}
+	free(cmd);
 	buf[strcspn(buf, "\n")] = '\0';
 	return xstrdup(buf);
 }
@@ -47,19 +47,19 @@ static void check_quota(const char *dir, int quota)
 	is_int(r, 0, "quota %d MiB: built (%s)", quota, why ? why : "no error");
 	ok(lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 07777) == 0600 && st.st_uid == geteuid(),
 	   "quota %d: a regular file, ours, 0600", quota);
-	fmt = sh("qemu-img info --output=json '%s' | jq -r .format", path);
+	fmt = sh(xasprintf("qemu-img info --output=json '%s' | jq -r .format", path));
 	is_str(fmt, "qcow2", "quota %d: qcow2 (libvirt's internal snapshots cover it)", quota);
-	vsize = sh("qemu-img info --output=json '%s' | jq -r '.[\"virtual-size\"]'", path);
+	vsize = sh(xasprintf("qemu-img info --output=json '%s' | jq -r '.[\"virtual-size\"]'", path));
 	is_int(atoll(vsize), (long long)mib * MIB, "quota %d: %d MiB", quota, mib);
 	{
 		_cleanup_free_ char *conv = xasprintf("qemu-img convert -f qcow2 -O raw '%s' '%s.raw'", path, path);
 		ok(system(conv) == 0, "quota %d: back to raw, to look inside", quota);
 	}
-	label = sh("dumpe2fs -h '%s' 2>/dev/null | sed -n 's/^Filesystem volume name: *//p'", raw);
+	label = sh(xasprintf("dumpe2fs -h '%s' 2>/dev/null | sed -n 's/^Filesystem volume name: *//p'", raw));
 	is_str(label, "fleet-memory", "quota %d: ext4 labelled fleet-memory", quota);
-	owner = sh("debugfs -R 'stat /' '%s' 2>/dev/null | sed -n 's/.*User: *\\([0-9]*\\) *Group: *\\([0-9]*\\).*/\\1:\\2/p'", raw);
+	owner = sh(xasprintf("debugfs -R 'stat /' '%s' 2>/dev/null | sed -n 's/.*User: *\\([0-9]*\\) *Group: *\\([0-9]*\\).*/\\1:\\2/p'", raw));
 	is_str(owner, "1000:1000", "quota %d: its root is the agent user's (uid 1000 in the guest)", quota);
-	free_blocks = sh("dumpe2fs -h '%s' 2>/dev/null | sed -n 's/^Free blocks: *//p'", raw);
+	free_blocks = sh(xasprintf("dumpe2fs -h '%s' 2>/dev/null | sed -n 's/^Free blocks: *//p'", raw));
 	free_bytes = atoll(free_blocks) * 4096;
 	ok(free_bytes >= (long long)quota * MIB, "quota %d: the file system holds the quota (%lld bytes free)", quota,
 	   free_bytes);

@@ -22,6 +22,7 @@
 #include "common/names.h"
 #include "agentd/frames.h"
 #include "agentd/memory.h"
+#include "agentd/memdisk.h"
 #include "agentd/relay.h"
 
 /* Where --files-stdin puts the files, as a user agent's sandbox does (user/launch.h). */
@@ -91,6 +92,19 @@ static int cmd_relay(int argc, char **argv)
 			fprintf(stderr, "agentd: relay: unexpected argument '%s'\n", argv[i]);
 			return 2;
 		}
+	}
+	/*
+	 * The relay starts at every boot, as root, before fleetd can run
+	 * anything: the memory store's file system grows to its disk here
+	 * after fleetd grew the disk (set --memory-quota on a stopped agent).
+	 */
+	if (geteuid() == 0) {
+		int g = memdisk_grow(MEMDISK_STORE);
+
+		if (g < 0)
+			fprintf(stderr, "agentd: cannot grow the memory store's file system: %s\n", strerror(-g));
+		else if (g > 0)
+			fprintf(stderr, "agentd: the memory store's file system grew to its disk\n");
 	}
 	if (relay_run(port_name, host, (int)port) < 0)
 		return 1;

@@ -1027,8 +1027,13 @@ static int cmd_import(struct store *s)
 			snprintf(stage_name, sizeof(stage_name), ".%s.import-%s", s->name, uniq);
 		if (mkdirat(where, stage_name, 0700) < 0 ||
 		    (stage = openat(where, stage_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+			int err = errno;
+			bool full = err == ENOSPC || err == EDQUOT;
+
 			la.archive_read_free(ar);
-			return fail(MEMORY_EXIT_FAIL, "import: cannot make a staging directory: %s", strerror(errno));
+			/* A store that is its own file system and full: the quota's error, as for a put. */
+			return fail(full ? MEMORY_EXIT_QUOTA : MEMORY_EXIT_FAIL, "import: cannot make a staging directory: %s%s",
+				    strerror(err), full ? " (the memory store is full: it holds its quota)" : "");
 		}
 	} while (!claim(stage));
 	/* tar in its forms, plain or gzip'd; no filter that runs an external program. */

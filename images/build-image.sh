@@ -220,6 +220,37 @@ if [ "$rootflags" = rw ]; then
     sync
 fi
 
+# The memory store's own disk (fleetd's memory.qcow2: /dev/vdc, ext4 labelled
+# fleet-memory) on the agent's ~/memory, before anything of the agent runs, so
+# the guest's kernel holds every write there to the quota (docs/memory.md).
+# A fresh disk still has mke2fs's lost+found: what the root disk's ~/memory
+# held (an agent made before memory disks) is copied in first, then that
+# marker goes (the commit point: a crash before it copies again), then the
+# old copy under the mount is emptied.
+mem=/dev/vdc home=/newroot/home/agent
+i=0
+while [ ! -b $mem ] && [ $i -lt 50 ]; do usleep 100000; i=$((i + 1)); done
+if [ "$rootflags" = rw ] && [ -b $mem ] && [ "$(findfs LABEL=fleet-memory 2>/dev/null)" = $mem ] &&
+    [ -d $home ] && [ ! -L $home ]; then
+    # Whatever the agent left under the name (a link, a file) is no mount point.
+    if [ -L $home/memory ] || { [ -e $home/memory ] && [ ! -d $home/memory ]; }; then
+        rm -f $home/memory
+    fi
+    mkdir -p /mem $home/memory
+    if mount -t ext4 -o nosuid,nodev $mem /mem; then
+        if [ -d /mem/lost+found ]; then
+            cp -a $home/memory/. /mem/ && sync && rmdir /mem/lost+found && sync &&
+                find $home/memory -mindepth 1 -maxdepth 1 -exec rm -rf {} \; &&
+                echo "initramfs: the memory store is on its own disk now"
+        fi
+        chown 1000:1000 /mem && chmod 0700 /mem
+        umount /mem
+        mount -t ext4 -o nosuid,nodev $mem $home/memory || echo "initramfs: cannot mount the memory disk" >&2
+    else
+        echo "initramfs: cannot mount the memory disk $mem" >&2
+    fi
+fi
+
 umount /proc /sys
 # Move /dev rather than unmount it: our console fds live on it.
 mount --move /dev /newroot/dev

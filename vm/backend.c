@@ -14,7 +14,7 @@
  * other files share. The rest of the backend: vm_internal.h.
  *
  * Files per agent:
- *   <state_dir>/vms/NAME/   0711 root: disk.qcow2, seed.img (0600), console.log[.N] (virtlogd's),
+ *   <state_dir>/vms/NAME/   0711 root: disk.qcow2, seed.img, memory.qcow2 (0600), console.log[.N] (virtlogd's),
  *                           ctl.sock (libvirtd makes it for QEMU)
  * Guest images: the agent's disk is an overlay on the base.qcow2 of an image
  * in the content-addressed store (images.h), and it boots the kernel and
@@ -186,6 +186,29 @@ int vm_dir_open(struct vm_backend *b, const char *agent)
 
 /* --- lifecycle ------------------------------------------------------------------ */
 
+static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn done, void *userdata, char **why);
+
+/* A start waiting for the agent's memory disk to be made (memdisk.c). */
+struct start_wait {
+	struct agent *a;
+	backend_done_fn done;
+	void *userdata;
+};
+
+static void start_memdisk_made(struct vm *v, int r, const char *why, void *userdata)
+{
+	struct start_wait *w = userdata;
+	_cleanup_free_ char *again = NULL;
+
+	/* The disk is there now, so this start goes on to the boot (or says why not). */
+	if (r == 0)
+		r = vm_start(v->b->f, w->a, w->done, w->userdata, &again);
+	if (r < 0)
+		w->done(w->userdata, r, again ? again : why ? why : strerror(-r));
+	agent_free(w->a);
+	free(w);
+}
+
 static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn done, void *userdata, char **why)
 {
 	struct vm_backend *b = vm_backend_of(f);
@@ -204,6 +227,21 @@ static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn don
 		return r;
 	}
 	if (st != VIRT_RUNNING) {
+		/* Its memory disk first (provision, or an agent from before them): made on a worker. */
+		if ((r = vm_memdisk_exists(b, a->name)) < 0) {
+			*why = xasprintf("its memory disk %s is not a regular file: %s", MEMDISK, strerror(-r));
+			return r;
+		}
+		if (r == 0) {
+			struct start_wait *w = xcalloc(1, sizeof(*w));
+
+			*w = (struct start_wait){ agent_copy(a), done, userdata };
+			if ((r = vm_memdisk_make(v, a, start_memdisk_made, w, why)) < 0) {
+				agent_free(w->a);
+				free(w);
+			}
+			return r;
+		}
 		/* A fresh boot: any old session is dead, and a crashed domain needs destroying first. */
 		vm_drop_session(v);
 		if (st != VIRT_OFF) {
@@ -220,6 +258,7 @@ static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn don
 				return r;
 		}
 		if ((r = vm_dir_secure(b, a->name, why)) < 0 || (r = vm_prepare_boot(b, a, why)) < 0 ||
+		    (st == VIRT_OFF && (r = vm_memdisk_fit(b, a, why)) < 0) ||
 		    (r = virt_domain_start(b->virt, dom, why)) < 0)
 			return r;
 		v->booted_type = b->domain_type;
@@ -625,4 +664,5 @@ const struct backend_ops backend_vm_ops = {
 	.exec_pause = vm_exec_pause,
 	.network_apply = vm_network_apply,
 	.network_refused = vm_network_refused,
+	.memory_quota_apply = vm_memory_quota_apply,
 };

@@ -69,6 +69,7 @@ char *vm_domain_xml(struct vm_backend *b, const struct agent *a, const struct ag
 	_cleanup_free_ char *dom = vm_domain_name(a->name);
 	_cleanup_free_ char *kernel = NULL, *initrd = NULL, *backing = NULL, *base = NULL;
 	_cleanup_free_ char *disk = vm_path(b, a->name, "disk.qcow2"), *seed = vm_path(b, a->name, "seed.img");
+	_cleanup_free_ char *memdisk = vm_path(b, a->name, MEMDISK);
 	_cleanup_free_ char *console = vm_path(b, a->name, "console.log");
 	_cleanup_free_ char *sock = vm_path(b, a->name, "ctl.sock");
 	_cleanup_free_ char *nic = NULL, *uuid_el = uuid ? xasprintf("  <uuid>%s</uuid>\n", uuid) : NULL;
@@ -137,6 +138,12 @@ char *vm_domain_xml(struct vm_backend *b, const struct agent *a, const struct ag
 		"      <target dev='vdb' bus='virtio'/>\n"
 		"      <readonly/>\n"
 		"    </disk>\n"
+		/* The memory store (memdisk.c): qcow2, so the internal snapshots hold it too. */
+		"    <disk type='file' device='disk'>\n"
+		"      <driver name='qemu' type='qcow2'/>\n"
+		"      <source file='%s'/>\n"
+		"      <target dev='vdc' bus='virtio'/>\n"
+		"    </disk>\n"
 		"    <serial type='file'>\n"
 		"      <source path='%s' append='on'/>\n"
 		"      <target port='0'/>\n"
@@ -154,7 +161,7 @@ char *vm_domain_xml(struct vm_backend *b, const struct agent *a, const struct ag
 		"  </devices>\n"
 		"</domain>\n",
 		b->domain_type, dom, uuid_el ? uuid_el : "", a->name, a->name, a->memory_mib, a->vcpus, kernel, initrd, disk,
-		backing ? backing : "", seed,
+		backing ? backing : "", seed, memdisk,
 		console, console, sock, nic ? nic : "");
 }
 
@@ -313,7 +320,7 @@ int vm_destroy(struct fleetd *f, const struct agent *a, bool force, char **why)
 int vm_dir_secure(struct vm_backend *b, const char *agent, char **why)
 {
 	_cleanup_close_ int dfd = vm_dir_open(b, agent);
-	static const char *const disks[] = { "disk.qcow2", "seed.img" };
+	static const char *const disks[] = { "disk.qcow2", "seed.img", MEMDISK };
 	struct stat st;
 	uid_t was;
 

@@ -29,6 +29,8 @@ struct snap_job {
 	struct vm *vm;
 	struct virt *virt;
 	char *domain, *snap, *disk;
+	char *memdisk;			/* non-NULL: make the memory disk first (an agent never started yet) */
+	int memdisk_mib;
 	bool revert, was_running;
 	long long size_before;
 	int r;
@@ -49,6 +51,9 @@ static void snap_job_work(void *arg)
 {
 	struct snap_job *j = arg;
 
+	/* Its domain names the memory disk: libvirt would find no file to snapshot. */
+	if (j->memdisk && (j->r = vm_memdisk_build(j->memdisk, j->memdisk_mib, &j->why)) < 0)
+		return;
 	if (j->revert)
 		j->r = virt_snapshot_revert(j->virt, j->domain, j->snap, &j->why);
 	else
@@ -60,6 +65,7 @@ static void snap_job_free(struct snap_job *j)
 	free(j->domain);
 	free(j->snap);
 	free(j->disk);
+	free(j->memdisk);
 	free(j->why);
 	free(j);
 }
@@ -156,6 +162,10 @@ static struct snap_job *snap_job_new(struct vm_backend *b, const struct agent *a
 	j->snap = xstrdup(snap);
 	j->disk = vm_path(b, a->name, "disk.qcow2");
 	j->was_running = virt_domain_state(b->virt, j->domain, &st) == 0 && st == VIRT_RUNNING;
+	if (!j->was_running && vm_memdisk_exists(b, a->name) == 0) {
+		j->memdisk = vm_path(b, a->name, MEMDISK);
+		j->memdisk_mib = vm_memdisk_mib(a->memory_quota_mib);
+	}
 	return j;
 }
 

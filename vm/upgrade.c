@@ -140,13 +140,14 @@ void vm_adopt_legacy_agents(struct vm_backend *b)
  * agent's overlay is moved there: the same bytes, so only its header
  * changes), and the domain definition names its images and this host's
  * domain type (else it is redefined: an adopted agent, a revert to a
- * snapshot taken before an upgrade, a switch from KVM to TCG).
+ * snapshot taken before an upgrade, a switch from KVM to TCG) and its
+ * memory disk (an agent made, or a snapshot taken, before memory disks).
  */
 int vm_prepare_boot(struct vm_backend *b, const struct agent *a, char **why)
 {
 	_cleanup_free_ char *dom = vm_domain_name(a->name), *cur = NULL, *xml = NULL, *kernel = NULL, *base = NULL;
 	_cleanup_free_ char *disk = vm_path(b, a->name, "disk.qcow2"), *backing = NULL, *legacy = NULL;
-	_cleanup_free_ char *tapdev = NULL;
+	_cleanup_free_ char *tapdev = NULL, *memdisk = NULL;
 	_cleanup_images_ struct agent_images im = { 0 };
 	char uuid[40];
 	int r;
@@ -199,11 +200,15 @@ int vm_prepare_boot(struct vm_backend *b, const struct agent *a, char **why)
 		firewall_vm_tap(a->name, tap);
 		tapdev = xasprintf("<target dev='%s'/>", tap);
 	}
-	if (strstr(cur, kernel) && (!base || strstr(cur, base)) && (!tapdev || strstr(cur, tapdev)) &&
+	{
+		_cleanup_free_ char *m = vm_path(b, a->name, MEMDISK);
+		memdisk = xasprintf("<source file='%s'", m);
+	}
+	if (strstr(cur, kernel) && (!base || strstr(cur, base)) && (!tapdev || strstr(cur, tapdev)) && strstr(cur, memdisk) &&
 	    !(strcmp(b->domain_type, "qemu") == 0 && strstr(cur, "<domain type='kvm'")))
 		return 0;
 	xml = vm_domain_xml(b, a, &im, uuid);
-	log_info("agent '%s': redefining domain %s (its images, domain type %s, tap name)", a->name, dom, b->domain_type);
+	log_info("agent '%s': redefining domain %s (its images, domain type %s, tap name, memory disk)", a->name, dom, b->domain_type);
 	return virt_domain_define(b->virt, xml, why);
 }
 

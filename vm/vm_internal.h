@@ -12,6 +12,7 @@
  *   snapshots.c  libvirt snapshots on a worker thread
  *   events.c     libvirt's domain events, reported upward; orphan domains
  *   egress.c     NAT guests' firewall rules and --egress-allow lists
+ *   memdisk.c    the memory store's own disk: made on a worker, grown with the quota
  * All of it runs on fleetd's loop thread, bar snapshots.c's worker (which
  * touches only its job) and virt.c's libvirt event thread.
  */
@@ -32,6 +33,7 @@
 #define NETWORK_NAME "fleet-nat"
 #define AGENTD_IN_GUEST "/usr/bin/agentd"
 #define CONSOLE_LOG "console.log"
+#define MEMDISK "memory.qcow2"	/* the memory store's disk, the guest's vdc (memdisk.c) */
 
 struct fleetd;
 struct event;
@@ -161,6 +163,21 @@ int vm_snapshot_exists(struct fleetd *f, const struct agent *a, const char *snap
 void vm_on_virt_event(void *userdata, const char *domain, enum virt_event_kind kind);
 /* libvirt domains of ours that belong to no agent: logged, never touched. */
 void vm_report_orphans(struct vm_backend *b);
+
+/* memdisk.c */
+/* The memory disk's size (MiB) for a quota, so the file system holds the quota. */
+int vm_memdisk_mib(int quota_mib);
+/* Build an ext4 qcow2 of mib MiB at path (blocking: a worker's); -errno with *why. */
+int vm_memdisk_build(const char *path, int mib, char **why);
+/* 1: the agent's memory disk is there, 0: not yet, -errno: something else is. */
+int vm_memdisk_exists(struct vm_backend *b, const char *agent);
+/* Make it on a worker (v busy meanwhile), then done on the loop; -errno with *why if that cannot start. */
+int vm_memdisk_make(struct vm *v, const struct agent *a, void (*done)(struct vm *v, int r, const char *why, void *userdata),
+		    void *userdata, char **why);
+/* Before a boot of a stopped agent: its disk grown back to its quota's size after a revert; -errno with *why. */
+int vm_memdisk_fit(struct vm_backend *b, const struct agent *a, char **why);
+/* The ops' memory_quota_apply: grow a stopped agent's disk; a shrink is refused. */
+int vm_memory_quota_apply(struct fleetd *f, const struct agent *a, int old_mib, char **why);
 
 /* egress.c */
 /* Before a NAT guest boots, and when its list changes: the firewall's base and a's list; -errno with *why. */

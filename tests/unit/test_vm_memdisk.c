@@ -1,0 +1,106 @@
+/*
+ * test_vm_memdisk: a VM agent's memory disk as fleetd builds it on the host
+ * (vm/memdisk.c): a qcow2 of the size vm_memdisk_mib says, root's 0600,
+ * holding ext4 labelled fleet-memory whose root is the agent user's and
+ * whose free space holds the quota (and not much more); a link planted at
+ * a temp file's name is replaced, never followed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "tests/tap.h"
+#include "vm/vm_internal.h"
+
+#define MIB (1LL << 20)
+
+/* The first line of a shell command's output (cmd is freed), or ""; caller frees. */
+static char *sh(char *cmd)
+{
+	char buf[512] = "";
+	FILE *p = popen(cmd, "r");
+
+	if (p) {
+		if (!fgets(buf, sizeof(buf), p))
+			buf[0] = '\0';
+		pclose(p);
+	}
+	free(cmd);
+	buf[strcspn(buf, "\n")] = '\0';
+	return xstrdup(buf);
+}
+
+static void check_quota(const char *dir, int quota)
+{
+	_cleanup_free_ char *path = xasprintf("%s/memory-%d.qcow2", dir, quota), *raw = xasprintf("%s.raw", path);
+	_cleanup_free_ char *why = NULL, *fmt = NULL, *vsize = NULL, *label = NULL, *free_blocks = NULL, *owner = NULL;
+	int mib = vm_memdisk_mib(quota), r;
+	long long free_bytes;
+	struct stat st;
+
+	r = vm_memdisk_build(path, mib, &why);
+	is_int(r, 0, "quota %d MiB: built (%s)", quota, why ? why : "no error");
+	ok(lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 07777) == 0600 && st.st_uid == geteuid(),
+	   "quota %d: a regular file, ours, 0600", quota);
+	fmt = sh(xasprintf("qemu-img info --output=json '%s' | jq -r .format", path));
+	is_str(fmt, "qcow2", "quota %d: qcow2 (libvirt's internal snapshots cover it)", quota);
+	vsize = sh(xasprintf("qemu-img info --output=json '%s' | jq -r '.[\"virtual-size\"]'", path));
+	is_int(atoll(vsize), (long long)mib * MIB, "quota %d: %d MiB", quota, mib);
+	{
+		_cleanup_free_ char *conv = xasprintf("qemu-img convert -f qcow2 -O raw '%s' '%s.raw'", path, path);
+		ok(system(conv) == 0, "quota %d: back to raw, to look inside", quota);
+	}
+	label = sh(xasprintf("dumpe2fs -h '%s' 2>/dev/null | sed -n 's/^Filesystem volume name: *//p'", raw));
+	is_str(label, "fleet-memory", "quota %d: ext4 labelled fleet-memory", quota);
+	owner = sh(xasprintf("debugfs -R 'stat /' '%s' 2>/dev/null | sed -n 's/.*User: *\\([0-9]*\\) *Group: *\\([0-9]*\\).*/\\1:\\2/p'", raw));
+	is_str(owner, "1000:1000", "quota %d: its root is the agent user's (uid 1000 in the guest)", quota);
+	free_blocks = sh(xasprintf("dumpe2fs -h '%s' 2>/dev/null | sed -n 's/^Free blocks: *//p'", raw));
+	free_bytes = atoll(free_blocks) * 4096;
+	ok(free_bytes >= (long long)quota * MIB, "quota %d: the file system holds the quota (%lld bytes free)", quota,
+	   free_bytes);
+	ok(free_bytes <= (long long)quota * MIB + (long long)quota * MIB / 25 + 5 * MIB,
+	   "quota %d: and not much more (%lld MiB over)", quota, (free_bytes - (long long)quota * MIB) / MIB);
+	unlink(raw);
+	unlink(path);
+}
+
+int main(void)
+{
+	char tmpl[] = "/tmp/test_vm_memdisk.XXXXXX";
+	const char *dir;
+	int quotas[] = { 1, 64, MEMORY_QUOTA_MAX };
+
+	if (system("command -v mke2fs && command -v qemu-img && command -v dumpe2fs && command -v debugfs && "
+		   "command -v jq") != 0) {
+		printf("1..0 # SKIP needs mke2fs, dumpe2fs, debugfs (e2fsprogs), qemu-img and jq\n");
+		return 0;
+	}
+	if (!(dir = mkdtemp(tmpl)))
+		return 99;
+	for (size_t i = 0; i < ARRAY_SIZE(quotas); i++)
+		check_quota(dir, quotas[i]);
+
+	/* A link at a temp file's name (a killed build's leftover, or planted): replaced, not followed. */
+	{
+		_cleanup_free_ char *path = xasprintf("%s/memory.qcow2", dir), *raw = xasprintf("%s.raw.tmp", path);
+		_cleanup_free_ char *victim = xasprintf("%s/victim", dir), *why = NULL, *tmp = xasprintf("%s.tmp", path);
+		struct stat st;
+		int fd = open(victim, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		ok(fd >= 0 && write(fd, "keep", 4) == 4 && close(fd) == 0, "a file the link points at");
+		ok(symlink(victim, raw) == 0 && symlink(victim, tmp) == 0, "links at both temp names");
+		is_int(vm_memdisk_build(path, vm_memdisk_mib(1), &why), 0, "built anyway (%s)", why ? why : "no error");
+		ok(stat(victim, &st) == 0 && st.st_size == 4, "the file the links pointed at is untouched");
+		ok(lstat(raw, &st) < 0 && errno == ENOENT, "no raw temp file is left");
+		ok(lstat(tmp, &st) < 0 && errno == ENOENT, "no qcow2 temp file is left");
+		unlink(path);
+		unlink(victim);
+	}
+	rmdir(dir);
+	return tap_done();
+}

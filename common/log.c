@@ -54,6 +54,11 @@ const char *log_level_to_string(int priority)
 	return level_names[priority];
 }
 
+bool log_enabled(int priority)
+{
+	return priority <= log_max;
+}
+
 void log_msg(int priority, const char *fmt, ...)
 {
 	char line[4096];

@@ -6,6 +6,7 @@
 #ifndef FLEET_LOG_H
 #define FLEET_LOG_H
 
+#include <stdbool.h>
 #include <syslog.h>
 #include "common/util.h"
 
@@ -21,6 +22,8 @@ int log_level_from_string(const char *s);
 const char *log_level_to_string(int priority);
 
 void log_msg(int priority, const char *fmt, ...) _printf_(2, 3);
+/* Whether a line at priority would be printed: to skip building one that would not. */
+bool log_enabled(int priority);
 
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)

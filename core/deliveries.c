@@ -59,6 +59,8 @@ static void log_outcome(const struct hook_delivery *d, const struct db_hook_resu
 	char runs[128] = "";
 	size_t len = 0;
 
+	if (!log_enabled(LOG_DEBUG))
+		return;		/* the run ids' formatting is most of it */
 	for (size_t i = 0; i < res->n_runs && len < sizeof(runs) - 24; i++)
 		len += (size_t)snprintf(runs + len, sizeof(runs) - len, "%s%" PRId64, i ? "," : " run(s) ",
 					res->run_ids[i]);

@@ -307,9 +307,11 @@ void hook_route_set_free(struct hook_route_set *s)
 	if (!s)
 		return;
 	/* Every decoded secret is one route's (route_parse wiped the one it refused): wiped through the route. */
-	for (k = 0; k < s->n; k++)
+	for (k = 0; k < s->n; k++) {
+		hook_mac_cache_free(s->routes[k].macs);
 		for (int m = 0; m < s->routes[k].n_secrets; m++)
 			wipe((void *)s->routes[k].secrets[m], s->routes[k].secret_lens[m]);
+	}
 	for (i = 0; i < s->n_secret_bufs; i++)
 		free(s->secret_bufs[i]);
 	/* The base64 text of the secrets in our copy of the message: wiped too. */
@@ -452,6 +454,7 @@ int hook_msg_routes_parse(const json_t *msg, struct hook_route_set **ret, const 
 				*why = "two routes have the same name";
 				return -EBADMSG;
 			}
+		s->routes[i].macs = hook_mac_cache_new();	/* keyed at its first check */
 	}
 	*ret = s;
 	return 0;

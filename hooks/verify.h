@@ -2,7 +2,8 @@
  * verify: is a webhook delivery from the sender it claims, and what is it?
  * One function per source (hooks/verify_SOURCE.c), each over the raw body
  * before any parsing, comparing in constant time. Pure: no I/O, no global
- * state, libcrypto and jansson only, so the unprivileged listener process
+ * state (a route's keyed HMAC contexts are its own, see struct
+ * hook_mac_cache), libcrypto and jansson only, so the unprivileged listener process
  * (fleet-hooksd, built from listener/) runs it and unit tests call it directly.
  */
 #ifndef FLEET_HOOKS_VERIFY_H
@@ -33,6 +34,17 @@ enum hook_datadog_auth { HOOK_DATADOG_HEADER, HOOK_DATADOG_BASIC };
 #define HOOK_SECRETS_MAX 2	/* the current secret and, during a rotation's grace, the one before */
 #define HOOK_REPLAY_WINDOW_S 300	/* Slack and Standard Webhooks: timestamps further off are refused */
 
+/*
+ * A route's keyed HMAC contexts, one per secret, made at the first check
+ * and reset to their keyed state for each next one: keying a new context
+ * per request (fetching HMAC and its digest by name) cost fleet-hooksd
+ * about 2/3 of each check. Owned by the route set (hook_mac_cache_free);
+ * a route without one (macs NULL) keys a new context for every check.
+ */
+struct hook_mac_cache;
+struct hook_mac_cache *hook_mac_cache_new(void);
+void hook_mac_cache_free(struct hook_mac_cache *c);
+
 /* What the listener knows of one route (fleetd hands it over; see proto.h). */
 struct hook_route {
 	const char *name;		/* the route's name: the URL path is /hooks/NAME */
@@ -48,6 +60,7 @@ struct hook_route {
 	const char *delivery_field;	/* datadog: the top-level JSON field that holds the delivery id */
 	const char *public_url;		/* twilio: the base URL the sender was given (hooks_public_url) */
 	long max_body;			/* the listener answers 413 past this many body bytes (verify ignores it) */
+	struct hook_mac_cache *macs;	/* keyed contexts of secrets[] (may be NULL); only for these secrets */
 };
 
 /* One request as received (headers as sent; names compared case-insensitively). */

@@ -47,6 +47,78 @@ size_t hv_hmac(const char *digest, const unsigned char *key, size_t key_len,
 	return n;
 }
 
+struct hook_mac_cache {
+	EVP_MAC_CTX *ctx[HOOK_SECRETS_MAX];	/* keyed with the route's secrets[i], or NULL */
+	const char *digest[HOOK_SECRETS_MAX];	/* the digest it was keyed for (a verifier's literal) */
+};
+
+struct hook_mac_cache *hook_mac_cache_new(void)
+{
+	return xcalloc(1, sizeof(struct hook_mac_cache));
+}
+
+void hook_mac_cache_free(struct hook_mac_cache *c)
+{
+	if (!c)
+		return;
+	for (int i = 0; i < HOOK_SECRETS_MAX; i++)
+		EVP_MAC_CTX_free(c->ctx[i]);	/* HMAC's free cleanses its key state */
+	free(c);
+}
+
+/* A context keyed with key for digest, or NULL on a libcrypto failure. */
+static EVP_MAC_CTX *keyed_ctx(const char *digest, const unsigned char *key, size_t key_len)
+{
+	EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+	EVP_MAC_CTX *ctx = mac ? EVP_MAC_CTX_new(mac) : NULL;
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)digest, 0),
+		OSSL_PARAM_construct_end(),
+	};
+
+	EVP_MAC_free(mac);	/* the context holds its own reference */
+	if (ctx && EVP_MAC_init(ctx, key, key_len, params) != 1) {
+		EVP_MAC_CTX_free(ctx);
+		ctx = NULL;
+	}
+	return ctx;
+}
+
+/* The MAC of the parts with a keyed ctx, which is left to be reset by the next use; 0 on failure. */
+static size_t mac_parts(EVP_MAC_CTX *ctx, const struct hv_part *parts, size_t n_parts, unsigned char *out)
+{
+	size_t n = 0;
+	bool good = true;
+
+	for (size_t i = 0; good && i < n_parts; i++)
+		good = EVP_MAC_update(ctx, parts[i].data, parts[i].len) == 1;
+	if (!good || EVP_MAC_final(ctx, out, &n, HV_MAC_MAX) != 1)
+		n = 0;
+	return n;
+}
+
+/* hv_hmac with secret i of route, through its cached context when it has a cache. */
+static size_t route_hmac(const struct hook_route *route, int i, const char *digest,
+			 const struct hv_part *parts, size_t n_parts, unsigned char *out)
+{
+	struct hook_mac_cache *c = route->macs;
+
+	if (!c)
+		return hv_hmac(digest, route->secrets[i], route->secret_lens[i], parts, n_parts, out);
+	if (c->ctx[i] && strcmp(c->digest[i], digest) == 0) {
+		/* A NULL key: back to the state right after keying, whatever the last use left. */
+		if (EVP_MAC_init(c->ctx[i], NULL, 0, NULL) != 1) {
+			EVP_MAC_CTX_free(c->ctx[i]);
+			c->ctx[i] = NULL;
+		}
+	} else {
+		EVP_MAC_CTX_free(c->ctx[i]);
+		c->ctx[i] = keyed_ctx(digest, route->secrets[i], route->secret_lens[i]);
+		c->digest[i] = digest;
+	}
+	return c->ctx[i] ? mac_parts(c->ctx[i], parts, n_parts, out) : 0;
+}
+
 bool hv_mac_matches(const struct hook_route *route, const char *digest,
 		    const struct hv_part *parts, size_t n_parts, const unsigned char *sig, size_t sig_len)
 {
@@ -54,7 +126,7 @@ bool hv_mac_matches(const struct hook_route *route, const char *digest,
 	bool match = false;
 
 	for (int i = 0; i < hv_n_secrets(route); i++) {
-		size_t n = hv_hmac(digest, route->secrets[i], route->secret_lens[i], parts, n_parts, mac);
+		size_t n = route_hmac(route, i, digest, parts, n_parts, mac);
 		match |= n > 0 && hv_equal(mac, n, sig, sig_len);
 	}
 	OPENSSL_cleanse(mac, sizeof(mac));

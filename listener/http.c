@@ -202,12 +202,12 @@ static bool value_ok(const char *v)
 static json_t *headers_passed(const struct hook_route *route, const struct hook_header *h, size_t n)
 {
 	json_t *o = json_object();
-	const char *why, *key;
-	json_t *v;
+	const char *why, *taken[HOOK_PROTO_HEADERS_MAX];
+	size_t n_taken = 0;
 
 	if (!o)
 		abort();
-	for (size_t i = 0; i < n && json_object_size(o) < HOOK_PROTO_HEADERS_MAX; i++) {
+	for (size_t i = 0; i < n && n_taken < HOOK_PROTO_HEADERS_MAX; i++) {
 		bool dup = false;
 
 		if (strcasecmp(h[i].name, "Authorization") == 0 || strcasecmp(h[i].name, "Proxy-Authorization") == 0 ||
@@ -218,10 +218,11 @@ static json_t *headers_passed(const struct hook_route *route, const struct hook_
 			continue;
 		if (hook_header_check(h[i].name, &why) < 0 || !value_ok(h[i].value))
 			continue;
-		json_object_foreach(o, key, v)
-			dup = dup || strcasecmp(key, h[i].name) == 0;
-		if (!dup)
-			json_object_set_new(o, h[i].name, json_string(h[i].value));
+		/* The names taken so far, not the object's keys: no jansson iteration per header. */
+		for (size_t k = 0; k < n_taken && !dup; k++)
+			dup = strcasecmp(taken[k], h[i].name) == 0;
+		if (!dup && json_object_set_new(o, h[i].name, json_string(h[i].value)) == 0)
+			taken[n_taken++] = h[i].name;
 	}
 	return o;
 }

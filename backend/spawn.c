@@ -6,6 +6,7 @@
 #include <linux/sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -154,6 +155,28 @@ int spawn_wait(int pidfd, bool nohang, int *status)
 	else
 		*status = (si.si_status & 0x7f) | (si.si_code == CLD_DUMPED ? 0x80 : 0);
 	return 0;
+}
+
+int spawn_signal(int pidfd, int sig)
+{
+	char path[64], line[128];
+	long pid = 0;
+	FILE *fp;
+
+	if (syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) == 0)
+		return 0;
+	if (errno != ENOSYS)
+		return -errno;
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
+	if (!(fp = fopen(path, "re")))
+		return -errno;
+	while (fgets(line, sizeof(line), fp))
+		if (sscanf(line, "Pid: %ld", &pid) == 1)
+			break;
+	fclose(fp);
+	if (pid <= 0)	/* -1: it exited; 0: not in our PID namespace */
+		return -ESRCH;
+	return kill((pid_t)pid, sig) < 0 ? -errno : 0;
 }
 
 /* Keep at most max bytes of what arrives: the first ones, or with tail the last ones. */

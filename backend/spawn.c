@@ -50,13 +50,23 @@ static char *resolve(const char *argv0, const char *const *search)
 	return ret;
 }
 
-/* A child that nobody's waitpid(-1) can reap (clone3, exit_signal 0), with *pidfd; fork() before Linux 5.3 (*pidfd -1). */
-static pid_t clone_child(int *pidfd)
+pid_t spawn_clone(int *pidfd)
 {
 	struct clone_args args = { .flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)pidfd, .exit_signal = 0 };
 	pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
 
-	if (pid < 0 && errno == ENOSYS) {
+	/* clone(2) with no stack is fork-like; the low byte of its flags, the exit signal, is 0 too. */
+	if (pid < 0 && errno == ENOSYS)
+		pid = (pid_t)syscall(SYS_clone, (unsigned long)CLONE_PIDFD, NULL, pidfd, NULL, 0UL);
+	return pid;
+}
+
+/* A child that nobody's waitpid(-1) can reap (spawn_clone), with *pidfd; fork() before Linux 5.2 (*pidfd -1). */
+static pid_t clone_child(int *pidfd)
+{
+	pid_t pid = spawn_clone(pidfd);
+
+	if (pid < 0 && (errno == ENOSYS || errno == EINVAL)) {
 		*pidfd = -1;
 		return fork();
 	}
@@ -127,12 +137,11 @@ static void __attribute__((noreturn)) child_fds(const char *const argv[], char *
 int spawn_start(const char *const argv[], const char *const *envp, const int *fds, size_t n_fds, pid_t *pid,
 		int *pidfd)
 {
-	struct clone_args args = { .flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)pidfd, .exit_signal = 0 };
 	pid_t p;
 
 	if (n_fds > SPAWN_FDS_MAX || !argv[0] || argv[0][0] != '/')
 		return -EINVAL;
-	p = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+	p = spawn_clone(pidfd);
 	if (p < 0)
 		return -errno;
 	if (p == 0)

@@ -70,6 +70,12 @@ int spawn_wait(int pidfd, bool nohang, int *status);
  * one (the process has not exited). 0 or -errno.
  */
 int spawn_signal(int pidfd, int sig);
+/*
+ * A child that nobody's waitpid(-1) can reap (exit signal 0), with a pidfd
+ * in *pidfd: clone3(2), or clone(2) where clone3 is missing (ENOSYS:
+ * valgrind). As fork(2): the pid in the parent, 0 in the child, -1 and errno.
+ */
+pid_t spawn_clone(int *pidfd);
 
 /* The first executable dirs[i]/name, malloc'd; NULL if there is none. */
 char *spawn_which(const char *name, const char *const *dirs);

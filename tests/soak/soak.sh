@@ -15,7 +15,9 @@
 #   every run ended succeeded (or interrupted by a restart);
 # - fleetd's RSS and open fds do not grow: over the last fleetd (up from
 #   the end of the first third to the end; sampled every 2 s), the mean of
-#   the last third of its samples against the mean of its first third. A leak detector with a
+#   the last third of its samples against the mean of its first third
+#   (judged from 30 samples on: runs of 3 minutes or more; shorter ones
+#   are all start-up and warm-up, printed only). A leak detector with a
 #   generous bound (RSS x1.5, fds +8), not a speed target: figures printed;
 # - --asan (fleetd built with --enable-asan): no ASan, UBSan or LSan report
 #   from any fleetd instance (log_path, checked after each one's exit);
@@ -244,7 +246,7 @@ growth=$("$PY" - "$SAMPLES" "$FLEETD_PID" <<'PYEOF'
 import sys
 rows = [l.split() for l in open(sys.argv[1])]
 last = [r for r in rows if r[1] == sys.argv[2]]
-if len(last) < 6:
+if len(last) < 30:	# under a minute of it: its start-up and warm-up would be all it shows
     print("few"); sys.exit()
 k = len(last) // 3
 mean = lambda xs: sum(xs) / len(xs)
@@ -255,7 +257,7 @@ print("%.3f %.1f %d %d %.1f %.1f %d %d %d" % (rss3 / rss1, fd3 - fd1, rss1, rss3
 PYEOF
 )
 if [ "$growth" = few ]; then
-	diag "too few samples of the last fleetd to judge growth (a longer --minutes gives them)"
+	diag "too few samples of the last fleetd (under 30) to judge growth: --minutes 3 or more gives them"
 else
 	read -r rss_ratio fd_delta rss1 rss3 fd1 fd3 db1 db3 n <<<"$growth"
 	diag "last fleetd, $n samples: RSS $rss1 -> $rss3 kB (x$rss_ratio), fds $fd1 -> $fd3, database $db1 -> $db3 bytes"

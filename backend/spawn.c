@@ -6,6 +6,7 @@
 #include <linux/sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -49,13 +50,23 @@ static char *resolve(const char *argv0, const char *const *search)
 	return ret;
 }
 
-/* A child that nobody's waitpid(-1) can reap (clone3, exit_signal 0), with *pidfd; fork() before Linux 5.3 (*pidfd -1). */
-static pid_t clone_child(int *pidfd)
+pid_t spawn_clone(int *pidfd)
 {
 	struct clone_args args = { .flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)pidfd, .exit_signal = 0 };
 	pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
 
-	if (pid < 0 && errno == ENOSYS) {
+	/* clone(2) with no stack is fork-like; the low byte of its flags, the exit signal, is 0 too. */
+	if (pid < 0 && errno == ENOSYS)
+		pid = (pid_t)syscall(SYS_clone, (unsigned long)CLONE_PIDFD, NULL, pidfd, NULL, 0UL);
+	return pid;
+}
+
+/* A child that nobody's waitpid(-1) can reap (spawn_clone), with *pidfd; fork() before Linux 5.2 (*pidfd -1). */
+static pid_t clone_child(int *pidfd)
+{
+	pid_t pid = spawn_clone(pidfd);
+
+	if (pid < 0 && (errno == ENOSYS || errno == EINVAL)) {
 		*pidfd = -1;
 		return fork();
 	}
@@ -126,12 +137,11 @@ static void __attribute__((noreturn)) child_fds(const char *const argv[], char *
 int spawn_start(const char *const argv[], const char *const *envp, const int *fds, size_t n_fds, pid_t *pid,
 		int *pidfd)
 {
-	struct clone_args args = { .flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)pidfd, .exit_signal = 0 };
 	pid_t p;
 
 	if (n_fds > SPAWN_FDS_MAX || !argv[0] || argv[0][0] != '/')
 		return -EINVAL;
-	p = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+	p = spawn_clone(pidfd);
 	if (p < 0)
 		return -errno;
 	if (p == 0)
@@ -154,6 +164,28 @@ int spawn_wait(int pidfd, bool nohang, int *status)
 	else
 		*status = (si.si_status & 0x7f) | (si.si_code == CLD_DUMPED ? 0x80 : 0);
 	return 0;
+}
+
+int spawn_signal(int pidfd, int sig)
+{
+	char path[64], line[128];
+	long pid = 0;
+	FILE *fp;
+
+	if (syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) == 0)
+		return 0;
+	if (errno != ENOSYS)
+		return -errno;
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
+	if (!(fp = fopen(path, "re")))
+		return -errno;
+	while (fgets(line, sizeof(line), fp))
+		if (sscanf(line, "Pid: %ld", &pid) == 1)
+			break;
+	fclose(fp);
+	if (pid <= 0)	/* -1: it exited; 0: not in our PID namespace */
+		return -ESRCH;
+	return kill((pid_t)pid, sig) < 0 ? -errno : 0;
 }
 
 /* Keep at most max bytes of what arrives: the first ones, or with tail the last ones. */

@@ -63,6 +63,19 @@ int spawn_start(const char *const argv[], const char *const *envp, const int *fd
  * waitpid's), -EAGAIN (nohang) while it runs, or -errno.
  */
 int spawn_wait(int pidfd, bool nohang, int *status);
+/*
+ * Send sig to the process of pidfd: pidfd_send_signal(2), or where that is
+ * missing (ENOSYS: valgrind's memcheck up to 3.19, which the soak runs
+ * fleetd under) kill(2) of the pid the pidfd's fdinfo names, while it names
+ * one (the process has not exited). 0 or -errno.
+ */
+int spawn_signal(int pidfd, int sig);
+/*
+ * A child that nobody's waitpid(-1) can reap (exit signal 0), with a pidfd
+ * in *pidfd: clone3(2), or clone(2) where clone3 is missing (ENOSYS:
+ * valgrind). As fork(2): the pid in the parent, 0 in the child, -1 and errno.
+ */
+pid_t spawn_clone(int *pidfd);
 
 /* The first executable dirs[i]/name, malloc'd; NULL if there is none. */
 char *spawn_which(const char *name, const char *const *dirs);

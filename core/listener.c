@@ -265,7 +265,7 @@ static bool end_orphan(const struct listener *l, uid_t uid)
 	    strtol(uids + 6, NULL, 10) != (long)uid)
 		return false;
 	log_warning("webhooks: the listener of a previous fleetd (pid %ld) still holds the port; ending it", pid);
-	if (syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) < 0)
+	if (spawn_signal(pfd, SIGKILL) < 0)
 		return false;
 	struct pollfd p = { .fd = pfd, .events = POLLIN };
 	(void)poll(&p, 1, 5000);
@@ -748,7 +748,7 @@ static void child_gone(struct listener *l, const char *why)
 	if (!l->pid)
 		return;
 	if ((status = child_wait(l, 0)) < 0) {
-		(void)syscall(SYS_pidfd_send_signal, l->pidfd, SIGKILL, NULL, 0);
+		(void)spawn_signal(l->pidfd, SIGKILL);
 		status = child_wait(l, 5000);
 	}
 	describe_status(status, how, sizeof(how));
@@ -824,7 +824,7 @@ static int child_start(struct listener *l)
 	    event_add(l->ev_log, NULL) < 0 || event_add(l->ev_exit, NULL) < 0) {
 		if (!l->out)
 			close(sp[0]);
-		(void)syscall(SYS_pidfd_send_signal, l->pidfd, SIGKILL, NULL, 0);
+		(void)spawn_signal(l->pidfd, SIGKILL);
 		(void)child_wait(l, 5000);
 		child_release(l);
 		return -ENOMEM;
@@ -937,11 +937,11 @@ void listener_shutdown(struct fleetd *f)
 	if (l->pid) {
 		int status;
 
-		(void)syscall(SYS_pidfd_send_signal, l->pidfd, SIGTERM, NULL, 0);
+		(void)spawn_signal(l->pidfd, SIGTERM);
 		if ((status = child_wait(l, STOP_WAIT_MS)) < 0) {
 			log_warning("webhooks: listener (pid %ld) still runs %d ms after SIGTERM; killing it",
 				    (long)l->pid, STOP_WAIT_MS);
-			(void)syscall(SYS_pidfd_send_signal, l->pidfd, SIGKILL, NULL, 0);
+			(void)spawn_signal(l->pidfd, SIGKILL);
 			(void)child_wait(l, 5000);
 		}
 		child_release(l);

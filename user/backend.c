@@ -72,7 +72,7 @@ static int probe_sandbox(char **why)
 	}
 	while ((n = read(proc.report_fd, &rep, sizeof(rep))) < 0 && errno == EINTR)
 		;
-	(void)syscall(SYS_pidfd_send_signal, proc.pidfd, SIGKILL, NULL, 0);
+	(void)spawn_signal(proc.pidfd, SIGKILL);
 	(void)spawn_wait(proc.pidfd, false, &status);
 	close(proc.pidfd);
 	close(proc.report_fd);

@@ -219,7 +219,7 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 
 	h->timed_out = true;
 	h->killed = true;
-	(void)syscall(SYS_pidfd_send_signal, h->proc.pidfd, SIGKILL, NULL, 0);
+	(void)spawn_signal(h->proc.pidfd, SIGKILL);
 	exec_watch_output(h);	/* what is left in the pipes is read to the end */
 }
 
@@ -330,7 +330,7 @@ void user_exec_cancel(struct exec_handle *h)
 		return;
 	h->killed = true;
 	if (!h->reaped)
-		(void)syscall(SYS_pidfd_send_signal, h->proc.pidfd, SIGKILL, NULL, 0);
+		(void)spawn_signal(h->proc.pidfd, SIGKILL);
 	exec_watch_output(h);	/* also when it ended but paused output still waits in the pipes */
 }
 
@@ -349,7 +349,7 @@ void user_exec_kill_agent(const char *agent)
 	for (struct exec_handle *h = us->execs; h; h = h->next)
 		if (!h->reaped && strcmp(h->agent, agent) == 0) {
 			h->killed = true;
-			(void)syscall(SYS_pidfd_send_signal, h->proc.pidfd, SIGKILL, NULL, 0);
+			(void)spawn_signal(h->proc.pidfd, SIGKILL);
 			exec_watch_output(h);
 		}
 }
@@ -358,7 +358,7 @@ void user_exec_term_agent(const char *agent)
 {
 	for (struct exec_handle *h = us->execs; h; h = h->next)
 		if (!h->reaped && strcmp(h->agent, agent) == 0)
-			(void)syscall(SYS_pidfd_send_signal, h->proc.pidfd, SIGTERM, NULL, 0);
+			(void)spawn_signal(h->proc.pidfd, SIGTERM);
 }
 
 /* Execs die with fleetd (their clients are gone). */
@@ -368,7 +368,7 @@ void user_execs_shutdown(void)
 		struct exec_handle *h = us->execs;
 		int status;
 
-		(void)syscall(SYS_pidfd_send_signal, h->proc.pidfd, SIGKILL, NULL, 0);
+		(void)spawn_signal(h->proc.pidfd, SIGKILL);
 		h->killed = true;
 		if (!h->reaped && spawn_wait(h->proc.pidfd, false, &status) == 0) {
 			h->reaped = true;

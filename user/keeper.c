@@ -163,7 +163,7 @@ int user_kill_everything(const char *agent, uid_t uid)
 	int r = 0, q;
 
 	if (k)
-		(void)syscall(SYS_pidfd_send_signal, k->pidfd, SIGKILL, NULL, 0);
+		(void)spawn_signal(k->pidfd, SIGKILL);
 	user_exec_kill_agent(agent);
 	if (cgroup_host_usable(us->cg) && (q = cgroup_kill(us->cg, agent, 2000)) < 0)
 		r = q;
@@ -249,7 +249,7 @@ int keeper_launch(struct fleetd *f, const struct agent *a, uid_t uid, char **why
 		int status;
 		*why = n == sizeof(rep) && rep.kind == LAUNCH_REPORT_FAILED ? sandbox_report_why(&rep, NULL)
 									 : xstrdup("the sandbox died while starting");
-		(void)syscall(SYS_pidfd_send_signal, proc.pidfd, SIGKILL, NULL, 0);
+		(void)spawn_signal(proc.pidfd, SIGKILL);
 		(void)spawn_wait(proc.pidfd, false, &status);
 		close(proc.pidfd);
 		return -EIO;
@@ -340,7 +340,7 @@ void keeper_term(const char *agent)
 	if (!k)
 		return;
 	k->asked = true;
-	(void)syscall(SYS_pidfd_send_signal, k->pidfd, SIGTERM, NULL, 0);
+	(void)spawn_signal(k->pidfd, SIGTERM);
 }
 
 void keepers_forget(void)

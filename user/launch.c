@@ -104,20 +104,9 @@ void user_launch_env_free(char **env)
 	free(env);
 }
 
-static pid_t clone3_pidfd(uint64_t flags, int *pidfd)
-{
-	struct clone_args args = {
-		.flags = flags | CLONE_PIDFD,
-		.pidfd = (uint64_t)(uintptr_t)pidfd,
-		.exit_signal = 0,	/* a clone child: invisible to waitpid(-1) elsewhere in fleetd */
-	};
-
-	return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
-}
-
 pid_t user_launch_fork(int *pidfd)
 {
-	return clone3_pidfd(0, pidfd);
+	return spawn_clone(pidfd);	/* a clone child: invisible to waitpid(-1) elsewhere in fleetd */
 }
 
 /* ---- the parent ---- */

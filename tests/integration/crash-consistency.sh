@@ -22,60 +22,52 @@
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
-HOOKS_USER=ucc-hooks
+. "$FLEET_SRCDIR/tests/lib/crash.sh"
+# Agent names from a run id: two runs at once (by hand, beside make check) never collide.
+U=u$(crash_run_id)
+HOOKS_USER=$U-hooks
 . "$FLEET_SRCDIR/tests/lib/hooks.sh"
 command -v nft >/dev/null || skip_all "nft not installed"
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3) || skip_all "python3 not installed"
 
-CYCLES=${CRASH_CYCLES:-5}
-SEED=${CRASH_SEED:-$(( $(date +%s) % 100000 ))}
-while [ $# -gt 0 ]; do
-	case $1 in
-	--cycles) CYCLES=$2; shift 2 ;;
-	--seed) SEED=$2; shift 2 ;;
-	*) fail_all "unknown argument '$1' (--cycles N, --seed S)" ;;
-	esac
-done
-RANDOM=$SEED
+crash_args "${CRASH_CYCLES:-7}" "$@"
 diag "crash-consistency: $CYCLES cycles, seed $SEED (again: CRASH_SEED=$SEED CRASH_CYCLES=$CYCLES)"
 
 KEY=ucc-hmac-secret-0123456789abcdef
-user_fleetd_setup ucc
+user_fleetd_setup "$U"
 START_ARGS=(--max-concurrent-runs 1 --hooks-request-timeout 60)
 hooks_fleetd_start "${START_ARGS[@]}"; ok $? "fleetd starts with its listener" || done_testing
-"$FLEETCTL" create ucc-base --backend user --command 'echo run $FLEET_RUN_ID' --max-queued 100000 >/dev/null
-ok $? "agent ucc-base (runs, deliveries, secrets, memory, schedules)"
-"$FLEETCTL" create ucc-snap --backend user --command true >/dev/null
-ok $? "agent ucc-snap (snapshots and restores)"
-printf '%s' "$KEY" | "$FLEETCTL" hook add ucc-base --source hmac --route ucc-h --header X-Ucc-Sig >/dev/null
-ok $? "an hmac route for ucc-base"
-"$FLEETCTL" schedule add ucc-base '* * * * *' >/dev/null; ok $? "a cron schedule firing every minute"
-"$FLEETCTL" memory ucc-snap put mark < <(printf none) >/dev/null; ok $? "ucc-snap's mark starts as 'none'"
+"$FLEETCTL" create $U-base --backend user --command 'echo run $FLEET_RUN_ID' --max-queued 100000 >/dev/null
+ok $? "agent $U-base (runs, deliveries, secrets, memory, schedules)"
+"$FLEETCTL" create $U-snap --backend user --command true >/dev/null
+ok $? "agent $U-snap (snapshots and restores)"
+printf '%s' "$KEY" | "$FLEETCTL" hook add $U-base --source hmac --route $U-h --header X-Ucc-Sig >/dev/null
+ok $? "an hmac route for $U-base"
+"$FLEETCTL" schedule add $U-base '* * * * *' >/dev/null; ok $? "a cron schedule firing every minute"
+"$FLEETCTL" memory $U-snap put mark < <(printf none) >/dev/null; ok $? "$U-snap's mark starts as 'none'"
 printf '{}' > "$TEST_TMP/empty.json"
 deadline=$((SECONDS + 30))
-while [ "$(post /hooks/ucc-h "$TEST_TMP/empty.json")" = 404 ] && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
-is "$(post /hooks/ucc-h "$TEST_TMP/empty.json")" 401 "the listener has the route"
+while [ "$(post /hooks/$U-h "$TEST_TMP/empty.json")" = 404 ] && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+is "$(post /hooks/$U-h "$TEST_TMP/empty.json")" 401 "the listener has the route"
 
 # The model, what the journal says must be there: agents (present|absent|either),
-# snapshots of ucc-snap, secrets of ucc-base (KEY -> size), memory (KEY -> value),
+# snapshots of $U-snap, secrets of $U-base (KEY -> size), memory (KEY -> value),
 # schedules (ID -> present|absent|either), triggered run ids.
-declare -A AGENT=([ucc-base]=present [ucc-snap]=present) SNAP=() SECRET=() MEM=() SCHED=()
-MARKS=none	# the values ucc-snap's mark may have now (a space-separated set)
+declare -A AGENT=([$U-base]=present [$U-snap]=present) SNAP=() SECRET=() MEM=() SCHED=()
+MARKS=none	# the values $U-snap's mark may have now (a space-separated set)
 RUNS_ACKED=()
 DELIVERIES_ACKED=0 DELIVERIES_OTHER=0 ACTIONS_ACKED=0 ACTIONS_OTHER=0 INTERRUPTED=0 PUT_LEFTOVERS=0
 
 J=$TEST_TMP/journal
 mkdir -p "$J"
 # rec FILE WORDS...: one journal line (each worker its own file, in order)
-cat > "$TEST_TMP/workers.sh" <<'EOF'
 # Sourced by each worker: runs fleetctl until fleetd is gone, one journal line a call.
-rec() { local f=$1; shift; printf '%s\n' "$*" >> "$f"; }
-fc() { timeout 120 "$FLEETCTL" "$@" 2>/dev/null; }
+{ crash_workers_lib 120; echo "U=$U"; cat <<'EOF'
 w_agents() {	# creates and removes
 	local f=$1 cyc=$2 i name rc live=("${@:3}")
 	for ((i = 0; i < 6; i++)); do
-		name=ucc-c$cyc-$i
+		name=$U-c$cyc-$i
 		if ((i % 3 == 1)); then fc create "$name" --backend user --network nat --command true >/dev/null
 		else fc create "$name" --backend user --command true >/dev/null; fi
 		rc=$?; rec "$f" create "$name" "$rc"; [ $rc = 0 ] || return 0
@@ -86,67 +78,45 @@ w_agents() {	# creates and removes
 		done
 	done
 }
-w_snaps() {	# mark, snapshot, restore on ucc-snap
+w_snaps() {	# mark, snapshot, restore on $U-snap
 	local f=$1 cyc=$2 i s rc old=("${@:3}")
 	for ((i = 0; i < 4; i++)); do
 		s=c$cyc-$i
-		printf '%s' "$s" | fc memory ucc-snap put mark >/dev/null; rc=$?; rec "$f" mark "$s" "$rc"; [ $rc = 0 ] || return 0
-		fc snapshot ucc-snap "$s" >/dev/null; rc=$?; rec "$f" snap "$s" "$rc"; [ $rc = 0 ] || return 0
+		printf '%s' "$s" | fc memory $U-snap put mark >/dev/null; rc=$?; rec "$f" mark "$s" "$rc"; [ $rc = 0 ] || return 0
+		fc snapshot $U-snap "$s" >/dev/null; rc=$?; rec "$f" snap "$s" "$rc"; [ $rc = 0 ] || return 0
 		if ((${#old[@]})); then
 			s=${old[RANDOM % ${#old[@]}]}
-			fc restore ucc-snap "$s" >/dev/null; rc=$?; rec "$f" restore "$s" "$rc"; [ $rc = 0 ] || return 0
+			fc restore $U-snap "$s" >/dev/null; rc=$?; rec "$f" restore "$s" "$rc"; [ $rc = 0 ] || return 0
 		fi
 	done
 }
-w_state() {	# secrets, memory, schedules, triggers on ucc-base
+w_state() {	# secrets, memory, schedules, triggers on $U-base
 	local f=$1 cyc=$2 i v rc out id
 	for ((i = 0; i < 10; i++)); do
 		v=$(head -c $((8 + i)) /dev/urandom | od -An -tx1 | tr -d ' \n')
-		printf '%s' "$v" | fc secret set ucc-base "S_${cyc}_$i" >/dev/null; rc=$?
+		printf '%s' "$v" | fc secret set $U-base "S_${cyc}_$i" >/dev/null; rc=$?
 		rec "$f" secret "S_${cyc}_$i" "${#v}" "$rc"; [ $rc = 0 ] || return 0
-		printf '%s' "$v" | fc memory ucc-base put "m-$cyc-$((i % 3))" >/dev/null; rc=$?
+		printf '%s' "$v" | fc memory $U-base put "m-$cyc-$((i % 3))" >/dev/null; rc=$?
 		rec "$f" mem "m-$cyc-$((i % 3))" "$v" "$rc"; [ $rc = 0 ] || return 0
-		out=$(fc --json trigger ucc-base); rc=$?
+		out=$(fc --json trigger $U-base); rc=$?
 		rec "$f" trigger "$(printf '%s' "$out" | jq -r '.id // "-"' 2>/dev/null)" "$rc"; [ $rc = 0 ] || return 0
 		if ((i % 4 == 0)); then
-			out=$(fc --json schedule add ucc-base '@yearly'); rc=$?
+			out=$(fc --json schedule add $U-base '@yearly'); rc=$?
 			id=$(printf '%s' "$out" | jq -r '.id // "-"' 2>/dev/null)
 			rec "$f" sched-add "$id" "$rc"; [ $rc = 0 ] || return 0
-			fc schedule rm ucc-base "$id" >/dev/null; rc=$?; rec "$f" sched-rm "$id" "$rc"; [ $rc = 0 ] || return 0
+			fc schedule rm $U-base "$id" >/dev/null; rc=$?; rec "$f" sched-rm "$id" "$rc"; [ $rc = 0 ] || return 0
 		fi
 	done
 }
 EOF
-
-# Signed deliveries DIR/I.json with DIR/I.sig, DIR/I.id (the body's SHA-256: hmac routes use it)
-# (one python3 for all: a few hundred openssl processes cost seconds on a loaded box)
-make_set() {
-	"$PY" - "$1" "$2" "$KEY" <<'PYEOF'
-import hashlib, hmac, os, sys
-d, n, key = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode()
-os.makedirs(d, exist_ok=True)
-nonce = os.urandom(8).hex()
-for i in range(1, n + 1):
-    body = ('{"n":%d,"nonce":"%s"}' % (i, nonce)).encode()
-    for ext, data in (("json", body), ("sig", hmac.new(key, body, hashlib.sha256).hexdigest().encode()),
-                      ("id", hashlib.sha256(body).hexdigest().encode())):
-        with open("%s/%d.%s" % (d, i, ext), "wb") as f:
-            f.write(data)
-PYEOF
-}
-cat > "$TEST_TMP/send_one.sh" <<'EOF'
-dir=$1 url=$2 i=$3
-curl -s -o /dev/null -w '%{http_code}' --max-time 60 -X POST -H 'Content-Type: application/json' \
-	-H "X-Ucc-Sig: $(cat "$dir/$i.sig")" --data-binary "@$dir/$i.json" "$url" > "$dir/$i.st.tmp"
-mv "$dir/$i.st.tmp" "$dir/$i.st"
-EOF
+} > "$TEST_TMP/workers.sh"
 
 # names_of_users: agent names of the Unix users whose home is in this state dir
 names_of_users() { getent passwd | awk -F: -v d="$STATE/users/" 'index($6, d) == 1 { sub(/^fleet-/, "", $1); print $1 }' | sort; }
 names_of_homes() { find "$STATE/users" -mindepth 1 -maxdepth 1 -type d ! -name '.*' ! -name '*.restore' -printf '%f\n' 2>/dev/null | sort; }
-names_of_cgroups() { find /sys/fs/cgroup -maxdepth 7 -type d -path '*/fleet/ucc-*' -printf '%f\n' 2>/dev/null | sort -u; }
+names_of_cgroups() { find /sys/fs/cgroup -maxdepth 7 -type d -path "*/fleet/$U-*" -printf '%f\n' 2>/dev/null | sort -u; }
 names_of_netns() { find "$STATE/netns" -mindepth 1 -maxdepth 1 ! -name '.*' -printf '%f\n' 2>/dev/null | sort; }
-names_of_chains() { nft -j list table inet fleet 2>/dev/null | jq -r '.nftables[].chain.name // empty' | sed -n 's/^agent-\(ucc-.*\)/\1/p' | sort; }
+names_of_chains() { nft -j list table inet fleet 2>/dev/null | jq -r '.nftables[].chain.name // empty' | sed -n "s/^agent-\\($U-.*\\)/\\1/p" | sort; }
 # names_of_keepers: the agents (by cgroup) of the fleet-init keepers of this state dir
 names_of_keepers() {
 	local p
@@ -156,20 +126,17 @@ names_of_keepers() {
 	done | sort -u
 }
 names_of_snapdirs() { find "$STATE/snapshots" -mindepth 1 -maxdepth 1 -type d ! -name '.*' -printf '%f\n' 2>/dev/null | sort; }
-# set_diff WHAT A B: "" when the sorted lists agree, else what differs
-set_diff() { diff <(printf '%s\n' "$2" | sed '/^$/d') <(printf '%s\n' "$3" | sed '/^$/d') | sed -n 's/^[<>] //p' | tr '\n' ' '; }
-
 # one cycle: load, kill -9 at a random moment, restart, check
 cycle() {
 	local c=$1 f pids=() i st id name rc live=() olds=() delay copy bad t0=$SECONDS
 	rm -rf "$J"; mkdir -p "$J"
 	for name in "${!AGENT[@]}"; do
-		case $name in ucc-base | ucc-snap) ;; *) [ "${AGENT[$name]}" = present ] && live+=("$name") ;; esac
+		case $name in $U-base | $U-snap) ;; *) [ "${AGENT[$name]}" = present ] && live+=("$name") ;; esac
 	done
 	for name in "${!SNAP[@]}"; do [ "${SNAP[$name]}" = present ] && olds+=("$name"); done
-	make_set "$J/hooks" 40
+	crash_make_set "$J/hooks" 40 "$KEY"
 	delay=$((500 + RANDOM % 6000))
-	seq 1 40 | xargs -P 4 -n 1 bash "$TEST_TMP/send_one.sh" "$J/hooks" "$HOOKS_URL/hooks/ucc-h" & local xargs_pid=$!
+	crash_send_start "$J/hooks" 40 "$HOOKS_URL/hooks/$U-h" X-Ucc-Sig 4; local xargs_pid=$CRASH_SEND_PID
 	pids+=("$xargs_pid")
 	( . "$TEST_TMP/workers.sh"; w_agents "$J/agents" "$c" "${live[@]}" ) & pids+=($!)
 	( . "$TEST_TMP/workers.sh"; w_snaps "$J/snaps" "$c" "${olds[@]}" ) & pids+=($!)
@@ -184,18 +151,13 @@ cycle() {
 	for ((i = 0; i < 300; i++)); do kill -0 "$old_listener" 2>/dev/null || break; sleep 0.1; done
 	_hooks_kill_left
 	# The database as the kill left it (a copy: fleetd's restart must not repair it first).
-	copy=$TEST_TMP/copy; rm -rf "$copy"; mkdir "$copy"
-	cp "$STATE/fleet.db" "$copy/"; [ -e "$STATE/fleet.db-wal" ] && cp "$STATE/fleet.db-wal" "$copy/"
-	is "$(sqlite3 "$copy/fleet.db" 'PRAGMA integrity_check')" ok "cycle $c (kill at ${delay} ms): integrity_check of the database as the kill left it"
+	copy=$(crash_db_copy)
+	is "$(sqlite3 "$copy" 'PRAGMA integrity_check')" ok "cycle $c (kill at ${delay} ms): integrity_check of the database as the kill left it"
 	local cut_runs
-	cut_runs=$(sqlite3 "$copy/fleet.db" "SELECT id FROM runs WHERE state = 'running'" | tr '\n' ' ')
+	cut_runs=$(sqlite3 "$copy" "SELECT id FROM runs WHERE state = 'running'" | tr '\n' ' ')
 	hooks_fleetd_start "${START_ARGS[@]}" || { ok 1 "cycle $c: fleetd restarts"; return 1; }
 	local t2=$SECONDS
-	# A restore the kill cut off is finished at the start (docs/user-backend.md): wait for it (at most 120 s).
-	for ((i = 0; i < 600; i++)); do
-		[ "$("$FLEETCTL" --json show ucc-snap | jq -r '.snapshots.restoring')" = null ] && break
-		sleep 0.2
-	done
+	crash_wait_restored "$U-snap" 600	# at most 120 s
 
 	# --- the journal against what is there ---
 	local agents_now
@@ -213,10 +175,10 @@ cycle() {
 		[ "$there" = absent ] && unset "AGENT[$name]"
 	done
 	is "${bad[*]:-}" "" "cycle $c: every acknowledged create and remove holds"
-	is "$("$FLEETCTL" --json list | jq -r '.[] | select(.state == "provisioning" or .state == "removing" or .state == "missing" or .state == "bad") | "\(.name) \(.state)"' | tr '\n' ' ')" "" \
+	is "$(crash_half_states)" "" \
 		"cycle $c: no agent is left half-made, half-removed or missing"
 
-	# snapshots and the mark (ucc-snap's memory key, rolled back with its snapshots)
+	# snapshots and the mark ($U-snap's memory key, rolled back with its snapshots)
 	bad=()
 	while read -r op name rc; do
 		[ -n "$op" ] || continue
@@ -231,7 +193,7 @@ cycle() {
 		esac
 	done < <(cat "$J/snaps" 2>/dev/null)
 	local snaps_now mark
-	snaps_now=$("$FLEETCTL" --json snapshots ucc-snap | jq -r '.[].name' | sort)
+	snaps_now=$("$FLEETCTL" --json snapshots $U-snap | jq -r '.[].name' | sort)
 	for name in "${!SNAP[@]}"; do
 		local there=absent
 		grep -qx -- "$name" <<<"$snaps_now" && there=present
@@ -239,16 +201,16 @@ cycle() {
 		[ "$there" = absent ] && unset "SNAP[$name]"
 	done
 	is "${bad[*]:-}" "" "cycle $c: every acknowledged snapshot is there"
-	mark=$("$FLEETCTL" memory ucc-snap get mark 2>&1)
+	mark=$("$FLEETCTL" memory $U-snap get mark 2>&1)
 	ok $(case " $MARKS " in *" $mark "*) echo 0 ;; *) echo 1 ;; esac) \
-		"cycle $c: ucc-snap's mark is what the acknowledged puts and restores left ('$mark' in {$MARKS})"
+		"cycle $c: $U-snap's mark is what the acknowledged puts and restores left ('$mark' in {$MARKS})"
 	MARKS=$mark
 
-	# secrets, memory, schedules, runs of ucc-base
+	# secrets, memory, schedules, runs of $U-base
 	bad=()
 	local secrets_now scheds_now
-	secrets_now=$("$FLEETCTL" --json secret ls ucc-base | jq -r '.[] | "\(.key) \(.size)"')
-	scheds_now=$("$FLEETCTL" --json schedule ls ucc-base | jq -r '.[].id')
+	secrets_now=$("$FLEETCTL" --json secret ls $U-base | jq -r '.[] | "\(.key) \(.size)"')
+	scheds_now=$("$FLEETCTL" --json schedule ls $U-base | jq -r '.[].id')
 	local a b d
 	while read -r op a b d; do
 		[ -n "$op" ] || continue
@@ -266,7 +228,7 @@ cycle() {
 		esac
 	done < <(cat "$J/state" 2>/dev/null)
 	for a in "${!MEM[@]}"; do
-		mark=$("$FLEETCTL" memory ucc-base get "$a" 2>/dev/null)
+		mark=$("$FLEETCTL" memory $U-base get "$a" 2>/dev/null)
 		case " ${MEM[$a]} " in *" $mark "*) ;; *) bad+=("memory $a is '$mark', acknowledged: ${MEM[$a]}") ;; esac
 		unset "MEM[$a]"	# each cycle's keys are its own: checked once
 	done
@@ -278,7 +240,7 @@ cycle() {
 	done
 	is "${bad[*]:-}" "" "cycle $c: every acknowledged secret set, memory put and schedule add and remove holds"
 	local runs_now missing=0
-	runs_now=$(db_q "SELECT id FROM runs r WHERE agent_id = (SELECT id FROM agents WHERE name = 'ucc-base')")
+	runs_now=$(db_q "SELECT id FROM runs r WHERE agent_id = (SELECT id FROM agents WHERE name = '$U-base')")
 	for id in "${RUNS_ACKED[@]}"; do grep -qx -- "$id" <<<"$runs_now" || missing=$((missing + 1)); done
 	is "$missing" 0 "cycle $c: every acknowledged trigger's run is there (${#RUNS_ACKED[@]} so far)"
 	is "$(db_q "SELECT count(*) FROM (SELECT delivery_id FROM events WHERE source = 'cron' GROUP BY delivery_id HAVING count(*) > 1)")" 0 \
@@ -296,7 +258,7 @@ cycle() {
 	local acked=0 other=0 partial=0
 	declare -A stored=()
 	while read -r id runs; do stored[$id]=$runs; done < <(db_q "SELECT e.delivery_id, count(r.id) FROM events e
-		LEFT JOIN runs r ON r.event_id = e.id WHERE e.route = 'ucc-h' AND e.outcome IS NOT 'duplicate' GROUP BY e.id" | tr '|' ' ')
+		LEFT JOIN runs r ON r.event_id = e.id WHERE e.route = '$U-h' AND e.outcome IS NOT 'duplicate' GROUP BY e.id" | tr '|' ' ')
 	bad=()
 	for ((i = 1; i <= 40; i++)); do
 		st=$(cat "$J/hooks/$i.st" 2>/dev/null || echo none) id=$(cat "$J/hooks/$i.id")
@@ -307,23 +269,23 @@ cycle() {
 	done
 	DELIVERIES_ACKED=$((DELIVERIES_ACKED + acked)) DELIVERIES_OTHER=$((DELIVERIES_OTHER + other))
 	is "${bad[*]:-}" "" "cycle $c: each acknowledged delivery ($acked) has its one run, the others ($other) none or whole"
-	is "$(db_q "SELECT count(*) FROM (SELECT delivery_id FROM events WHERE route = 'ucc-h' AND outcome IS NOT 'duplicate' GROUP BY delivery_id HAVING count(*) > 1)")" 0 \
+	is "$(db_q "SELECT count(*) FROM (SELECT delivery_id FROM events WHERE route = '$U-h' AND outcome IS NOT 'duplicate' GROUP BY delivery_id HAVING count(*) > 1)")" 0 \
 		"cycle $c: no delivery stored twice"
 
 	# --- the host against the database ---
 	agents_now=$("$FLEETCTL" --json list | jq -r '.[].name' | sort)
 	local nat_now
 	nat_now=$("$FLEETCTL" --json list | jq -r '.[] | select(.network == "nat") | .name' | sort)
-	is "$(set_diff users "$agents_now" "$(names_of_users)")" "" "cycle $c: Unix users and agents agree"
-	is "$(set_diff homes "$agents_now" "$(names_of_homes)")" "" "cycle $c: homes and agents agree"
+	is "$(set_diff "$agents_now" "$(names_of_users)")" "" "cycle $c: Unix users and agents agree"
+	is "$(set_diff "$agents_now" "$(names_of_homes)")" "" "cycle $c: homes and agents agree"
 	d=$(comm -13 <(printf '%s\n' "$agents_now") <(names_of_cgroups) | tr '\n' ' ')
 	is "$d" "" "cycle $c: no cgroup without an agent"
 	d=$(comm -13 <(printf '%s\n' "$agents_now") <(names_of_keepers) | tr '\n' ' ')
 	is "$d" "" "cycle $c: no keeper process (fleet-init) of an agent that is gone"
-	is "$(set_diff netns "$nat_now" "$(names_of_netns)")" "" "cycle $c: network namespaces and NAT agents agree"
-	is "$(set_diff chains "$nat_now" "$(names_of_chains)")" "" "cycle $c: nft chains (table inet fleet) and NAT agents agree"
-	is "$(set_diff snapshots "$snaps_now" "$(find "$STATE/snapshots/ucc-snap" -mindepth 1 -maxdepth 1 -type d ! -name '.*' -printf '%f\n' 2>/dev/null | sort)")" "" \
-		"cycle $c: ucc-snap's snapshot directories and records agree"
+	is "$(set_diff "$nat_now" "$(names_of_netns)")" "" "cycle $c: network namespaces and NAT agents agree"
+	is "$(set_diff "$nat_now" "$(names_of_chains)")" "" "cycle $c: nft chains (table inet fleet) and NAT agents agree"
+	is "$(set_diff "$snaps_now" "$(find "$STATE/snapshots/$U-snap" -mindepth 1 -maxdepth 1 -type d ! -name '.*' -printf '%f\n' 2>/dev/null | sort)")" "" \
+		"cycle $c: $U-snap's snapshot directories and records agree"
 	d=$(comm -13 <(printf '%s\n' "$agents_now") <(names_of_snapdirs) | tr '\n' ' ')
 	is "$d" "" "cycle $c: no snapshot directory of an agent that is gone"
 	is "$(db_q "SELECT count(*) FROM snapshots WHERE state != 'ready'")" 0 "cycle $c: every snapshot record is ready"
@@ -336,7 +298,7 @@ cycle() {
 	left=$(find "$STATE/users" -path "$STATE/users/*/memory/.put-*.tmp" -printf '%P\n' 2>/dev/null | cut -d/ -f1 | sort -u)
 	if [ -n "$left" ]; then
 		PUT_LEFTOVERS=$((PUT_LEFTOVERS + 1))
-		for a in $left; do printf x | "$FLEETCTL" memory "$a" put ucc-sweep >/dev/null; done
+		for a in $left; do printf x | "$FLEETCTL" memory "$a" put $U-sweep >/dev/null; done
 		is "$(find "$STATE/users" -path "$STATE/users/*/memory/.put-*.tmp" -printf '%P\n' 2>/dev/null | tr '\n' ' ')" "" \
 			"cycle $c: the temp file of a put the kill cut off ($left) is gone after the next put"
 	fi

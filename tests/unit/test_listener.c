@@ -801,6 +801,8 @@ static void test_slowloris(struct lst *L)
 		abort();
 	is_int(read_answer(fd, &body), 408, "a request not complete by the deadline is answered 408 and closed");
 	close(fd);
+	free(body);	/* read_answer allocates it anew */
+	body = NULL;
 	fd = connect_port(L->port);
 	if (write_all(fd, slow_body, strlen(slow_body)) < 0)
 		abort();

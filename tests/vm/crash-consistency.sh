@@ -14,20 +14,13 @@
 # (or CRASH_VM_CYCLES / CRASH_SEED); the last cycle is the power loss.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
+. "$FLEET_SRCDIR/tests/lib/crash.sh"
 
-CYCLES=${CRASH_VM_CYCLES:-3}
-SEED=${CRASH_SEED:-$(( $(date +%s) % 100000 ))}
-while [ $# -gt 0 ]; do
-	case $1 in
-	--cycles) CYCLES=$2; shift 2 ;;
-	--seed) SEED=$2; shift 2 ;;
-	*) fail_all "unknown argument '$1' (--cycles N, --seed S)" ;;
-	esac
-done
+crash_args "${CRASH_VM_CYCLES:-3}" "$@"
 command -v jq >/dev/null || skip_all "jq not installed"
 command -v sqlite3 >/dev/null || skip_all "sqlite3 not installed"
 vmfleet_setup --tcg
-RANDOM=$SEED
+RANDOM=$SEED	# again: vmfleet_setup may have drawn from it
 diag "crash-consistency (VM): $CYCLES cycles, the last a power loss; seed $SEED (again: CRASH_SEED=$SEED CRASH_VM_CYCLES=$CYCLES)"
 
 fleetd_ns_start; ok $? "fleetd starts inside the namespace" || done_testing
@@ -39,17 +32,15 @@ ok $? "a VM agent runs" || done_testing
 declare -A AGENT=([vcc]=present) SNAP=()
 ACKED=0 OTHER=0
 J=$TEST_TMP/journal
-cat > "$TEST_TMP/workers.sh" <<'EOF'
-rec() { local f=$1; shift; printf '%s\n' "$*" >> "$f"; }
-fc() { timeout 300 "$FLEETCTL" "$@" >/dev/null 2>&1; }
+{ crash_workers_lib 300; cat <<'EOF'
 w_snaps() {	# write, snapshot, now and then a restore, on the running guest
 	local f=$1 cyc=$2 i s rc old=("${@:3}")
 	for ((i = 0; i < 3; i++)); do
 		s=v$cyc-$i
-		fc exec vcc -- sh -c "echo $s > ~/mark"; rc=$?; rec "$f" mark "$s" "$rc"; [ $rc = 0 ] || return 0
-		fc snapshot vcc "$s"; rc=$?; rec "$f" snap "$s" "$rc"; [ $rc = 0 ] || return 0
+		fc exec vcc -- sh -c "echo $s > ~/mark" >/dev/null; rc=$?; rec "$f" mark "$s" "$rc"; [ $rc = 0 ] || return 0
+		fc snapshot vcc "$s" >/dev/null; rc=$?; rec "$f" snap "$s" "$rc"; [ $rc = 0 ] || return 0
 		if ((${#old[@]} && i == 1)); then
-			fc restore vcc "${old[0]}"; rc=$?; rec "$f" restore "${old[0]}" "$rc"; [ $rc = 0 ] || return 0
+			fc restore vcc "${old[0]}" >/dev/null; rc=$?; rec "$f" restore "${old[0]}" "$rc"; [ $rc = 0 ] || return 0
 		fi
 	done
 }
@@ -57,16 +48,16 @@ w_agents() {	# creates and removes of VM agents (defined, never started)
 	local f=$1 cyc=$2 i name rc live=("${@:3}")
 	for ((i = 0; i < 3; i++)); do
 		name=vcc-c$cyc-$i
-		fc create "$name" --backend vm --network none --health-interval 0; rc=$?; rec "$f" create "$name" "$rc"
+		fc create "$name" --backend vm --network none --health-interval 0 >/dev/null; rc=$?; rec "$f" create "$name" "$rc"
 		[ $rc = 0 ] || return 0
 		if ((${#live[@]})); then
-			fc rm --force "${live[0]}"; rc=$?; rec "$f" rm "${live[0]}" "$rc"; live=("${live[@]:1}")
+			fc rm --force "${live[0]}" >/dev/null; rc=$?; rec "$f" rm "${live[0]}" "$rc"; live=("${live[@]:1}")
 			[ $rc = 0 ] || return 0
 		fi
 	done
 }
 EOF
-set_diff() { diff <(printf '%s\n' "$1" | sed '/^$/d') <(printf '%s\n' "$2" | sed '/^$/d') | sed -n 's/^[<>] //p' | tr '\n' ' '; }
+} > "$TEST_TMP/workers.sh"
 qemu_pid() { vmns_exec cat /run/libvirt/qemu/fleet-vcc.pid 2>/dev/null; }
 libvirtd_pid() { vmns_exec cat /run/libvirtd.pid 2>/dev/null; }
 
@@ -90,19 +81,14 @@ cycle() {
 		stop_fleetd KILL; ok $? "cycle $c (at ${delay} ms): kill -9 of fleetd"
 	fi
 	wait "${pids[@]}"
-	copy=$TEST_TMP/copy; rm -rf "$copy"; mkdir "$copy"
-	cp "$STATE/fleet.db" "$copy/"; [ -e "$STATE/fleet.db-wal" ] && cp "$STATE/fleet.db-wal" "$copy/"
-	is "$(sqlite3 "$copy/fleet.db" 'PRAGMA integrity_check')" ok "cycle $c: integrity_check of the database as the kill left it"
+	copy=$(crash_db_copy)
+	is "$(sqlite3 "$copy" 'PRAGMA integrity_check')" ok "cycle $c: integrity_check of the database as the kill left it"
 	if [ "$power" = 1 ]; then
 		vmns_exec libvirtd -d; ok $? "cycle $c: libvirtd starts again"
 		wait_for 60 virsh_ns uri; ok $? "cycle $c: and answers"
 	fi
 	fleetd_ns_start; ok $? "cycle $c: fleetd restarts" || return 1
-	# A restore the kill cut off is finished at the start (docs/vm-backend.md): wait for it (at most 300 s).
-	for ((i = 0; i < 1500; i++)); do
-		[ "$("$FLEETCTL" --json show vcc | jq -r '.snapshots.restoring')" = null ] && break
-		sleep 0.2
-	done
+	crash_wait_restored vcc 1500	# at most 300 s
 
 	# the journal against what is there
 	local agents_now snaps_now
@@ -134,7 +120,7 @@ cycle() {
 		if [ "$there" = absent ]; then unset "SNAP[$name]"; else SNAP[$name]=present; fi
 	done
 	is "${bad[*]:-}" "" "cycle $c: every acknowledged snapshot is there"
-	is "$("$FLEETCTL" --json list | jq -r '.[] | select(.state == "provisioning" or .state == "removing" or .state == "missing" or .state == "bad") | "\(.name) \(.state)"' | tr '\n' ' ')" "" \
+	is "$(crash_half_states)" "" \
 		"cycle $c: no agent is left half-made, half-removed or missing"
 
 	# libvirt and the disk against the database

@@ -31,6 +31,8 @@ struct health {
 	struct fleetd *f;
 	struct event *tick;
 	struct tracked *agents;
+	struct check *checks;	/* in flight */
+	bool closing;		/* fleetd is stopping: checks end without a verdict */
 };
 
 /* One check in flight. */
@@ -48,6 +50,7 @@ struct check {
 	bool exec_done;
 	health_done_fn done;
 	void *userdata;
+	struct check *prev, *next;	/* in struct health's checks */
 };
 
 static struct health *state(struct fleetd *f)
@@ -71,8 +74,15 @@ static struct tracked *tracked_get(struct health *h, const char *name)
 
 static void check_free(struct check *c)
 {
-	struct tracked *t = tracked_get(state(c->f), c->agent);
+	struct health *h = state(c->f);
+	struct tracked *t = tracked_get(h, c->agent);
 
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		h->checks = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
 	if (t->checks > 0)
 		t->checks--;
 	if (c->timer)
@@ -127,7 +137,12 @@ static void check_exec_done(void *userdata, const struct exec_result *res)
 	const char *out, *err;
 
 	c->exec_done = true;
-	if (c->reported) {
+	/*
+	 * fleetd is stopping and the backend's shutdown ended the exec (it
+	 * killed the check): no verdict, nothing recorded, and no caller told;
+	 * their state is going down too.
+	 */
+	if (c->reported || state(c->f)->closing) {
 		check_free(c);
 		return;
 	}
@@ -195,6 +210,8 @@ int health_check(struct fleetd *f, const char *agent, health_done_fn done, void 
 	struct check *c;
 	int r;
 
+	if (!state(f) || state(f)->closing)
+		return -EBUSY;	/* fleetd is stopping: no verdict */
 	if ((r = db_agent_get(f->db, agent, &a)) < 0)
 		return r;
 	if (a->state == AGENT_DEFINED || a->state == AGENT_PROVISIONING || !(ops = backend_get(f, a->backend, &reason)))
@@ -213,6 +230,10 @@ int health_check(struct fleetd *f, const char *agent, health_done_fn done, void 
 	tracked_get(state(f), agent)->checks++;
 	c->done = done;
 	c->userdata = userdata;
+	c->next = state(f)->checks;
+	if (c->next)
+		c->next->prev = c;
+	state(f)->checks = c;
 	r = ops->exec(f, a, &req, &(struct exec_callbacks){ check_output, check_exec_done, c }, &c->exec, &why);
 	if (r == -EBUSY) {
 		/* A snapshot or restore is under way: no verdict now, the caller tries later. */
@@ -523,14 +544,34 @@ int health_init(struct fleetd *f)
 	return 0;
 }
 
+/*
+ * Stop checking; the state stays until health_free, after the backends'
+ * shutdown: that ends the checks' execs and reports them here.
+ */
 void health_shutdown(struct fleetd *f)
+{
+	struct health *h = f->health;
+
+	if (!h || h->closing)
+		return;
+	h->closing = true;
+	snapshots_use_health(NULL);	/* no new checks from snapshots */
+	event_free(h->tick);
+	h->tick = NULL;
+	for (struct check *c = h->checks; c; c = c->next)
+		if (c->timer)
+			evtimer_del(c->timer);
+}
+
+void health_free(struct fleetd *f)
 {
 	struct health *h = f->health;
 
 	if (!h)
 		return;
-	snapshots_use_health(NULL);	/* its hooks would reach the state freed here */
-	event_free(h->tick);
+	health_shutdown(f);
+	while (h->checks)	/* a backend that never reported (the fake one) */
+		check_free(h->checks);
 	while (h->agents) {
 		struct tracked *t = h->agents;
 		h->agents = t->next;

@@ -19,7 +19,8 @@ struct fleetd;
 
 /* Start periodic checks on f->base. */
 int health_init(struct fleetd *f);
-void health_shutdown(struct fleetd *f);
+void health_shutdown(struct fleetd *f);	/* no new checks; those in flight end without a verdict */
+void health_free(struct fleetd *f);	/* after backends_shutdown */
 
 /*
  * Check agent now. done() follows on the loop, never inside this call, with

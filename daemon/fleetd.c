@@ -213,6 +213,7 @@ static int finish(struct fleetd *f, int code)
 	runs_shutdown(f);
 	health_shutdown(f);
 	backends_shutdown(f);
+	health_free(f);
 	lifecycle_shutdown(f);
 	runs_free(f);
 	secret_hold_free(f);	/* after the last run and exec let go */

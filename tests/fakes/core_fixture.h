@@ -100,6 +100,7 @@ static inline void fixture_close(struct fixture *x)
 	runs_shutdown(&x->f);
 	health_shutdown(&x->f);
 	backends_shutdown(&x->f);
+	health_free(&x->f);
 	lifecycle_shutdown(&x->f);
 	runs_free(&x->f);
 	secret_hold_free(&x->f);

@@ -22,16 +22,11 @@
 # Its own network and mount namespaces: the NAT agents it makes turn on
 # forwarding (IPv4 and IPv6) and add fleet's nftables tables, which must not
 # touch the host's own network.
-if [ -z "${CCU_INNER:-}" ]; then
-	if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
-		exec unshare --net --mount -- env CCU_INNER=1 bash "$0" "$@"
-	fi
-fi
+. "$FLEET_SRCDIR/tests/lib/own-netns.sh"
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
-[ -n "${CCU_INNER:-}" ] || skip_all "unshare missing"
-ip link set lo up || fail_all "cannot bring up lo in the test's network namespace"
+own_netns_ready
 . "$FLEET_SRCDIR/tests/lib/crash.sh"
 # Agent names from a run id: two runs at once (by hand, beside make check) never collide.
 U=u$(crash_run_id)

@@ -10,15 +10,11 @@
 # this test makes ("the outside", as in user-network.sh), which records
 # what it received. The whole test runs in a fresh network and mount
 # namespace: nothing leaves it.
-if [ -z "${EXB_INNER:-}" ]; then
-	if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
-		exec unshare --net --mount -- env EXB_INNER=1 bash "$0" "$@"
-	fi
-fi
+. "$FLEET_SRCDIR/tests/lib/own-netns.sh"
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
-[ -n "${EXB_INNER:-}" ] || skip_all "unshare missing"
+own_netns_ready
 for t in nft ip nsenter python3 curl; do command -v $t >/dev/null || skip_all "$t missing"; done
 HOOKS_USER=exb-hooks-$$
 . "$FLEET_SRCDIR/tests/lib/hooks.sh"
@@ -30,7 +26,6 @@ SLACK_TOKEN="xoxb-$(rand)" GITHUB_TOKEN="ghp_$(rand)"
 
 # ---- the outside: 198.51.100.2 behind a veth pair, with the stand-in API ----
 . "$FLEET_SRCDIR/tests/lib/outside.sh"
-ip link set lo up
 outside_setup || fail_all "cannot make the outside namespace"
 API_LOG=$TEST_TMP/api.log
 : >"$API_LOG"

@@ -8,15 +8,11 @@
 # with "the outside" in one more namespace: a real DNS server (dnsmasq) on
 # 198.51.100.53 that knows api.example.test, and a TCP server on
 # 198.51.100.2 (TEST-NET-2: nothing leaves the test's namespaces).
-if [ -z "${UDNS_INNER:-}" ]; then
-	if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
-		exec unshare --net --mount -- env UDNS_INNER=1 bash "$0" "$@"
-	fi
-fi
+. "$FLEET_SRCDIR/tests/lib/own-netns.sh"
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
-[ -n "${UDNS_INNER:-}" ] || skip_all "unshare missing"
+own_netns_ready
 for t in nft ip nsenter socat dnsmasq getent; do command -v $t >/dev/null || skip_all "$t missing"; done
 
 A=udns-a N=udns-n
@@ -24,7 +20,6 @@ A=udns-a N=udns-n
 # ---- the test's world: its own /run (for systemd-resolved's file), the outside with its servers ----
 mount -t tmpfs -o mode=0755 tmpfs /run || fail_all "cannot mount a /run of the test's own"
 . "$FLEET_SRCDIR/tests/lib/outside.sh"
-ip link set lo up
 OUTSIDE_EXTRA=198.51.100.53
 outside_setup || fail_all "cannot make the outside namespace"
 # nsenter execs the server: $! is the server itself, so the cleanup stops it (and its stdout is not the TAP pipe's)

@@ -11,15 +11,11 @@
 # leaves the test's namespaces). Every refusal
 # has a positive control: the same target answers someone else, so the
 # rule refuses it, not a missing route or server.
-if [ -z "${UNET_INNER:-}" ]; then
-	if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
-		exec unshare --net --mount -- env UNET_INNER=1 bash "$0" "$@"
-	fi
-fi
+. "$FLEET_SRCDIR/tests/lib/own-netns.sh"
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
-[ -n "${UNET_INNER:-}" ] || skip_all "unshare missing"
+own_netns_ready
 for t in nft ip nsenter socat jq; do command -v $t >/dev/null || skip_all "$t missing"; done
 
 A=unet-a B=unet-b N=unet-n
@@ -29,7 +25,6 @@ on_exit "userdel $HUSER; groupdel $HUSER"
 
 # ---- the test's world: fleetd's namespace ("the host") and the outside (tests/lib/outside.sh) ----
 . "$FLEET_SRCDIR/tests/lib/outside.sh"
-ip link set lo up
 OUTSIDE_EXTRA="198.51.100.3 169.254.169.254 2001:db8:5::3 fd00:ec2::254"
 outside_setup || fail_all "cannot make the outside namespace"
 HAVE6=; [ -d /proc/sys/net/ipv6 ] && HAVE6=1

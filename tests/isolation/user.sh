@@ -7,16 +7,12 @@
 # positive control must succeed. The whole test runs in a network and mount
 # namespace of its own, with "the outside" (an egress server and a planted
 # metadata server) in one more: nothing leaves the test's namespaces.
-if [ -z "${ISOU_INNER:-}" ]; then
-	if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
-		exec unshare --net --mount -- env ISOU_INNER=1 bash "$0" "$@"
-	fi
-fi
+. "$FLEET_SRCDIR/tests/lib/own-netns.sh"
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 . "$FLEET_SRCDIR/tests/lib/isolation.sh"
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
-[ -n "${ISOU_INNER:-}" ] || skip_all "unshare missing"
+own_netns_ready
 for t in nft ip nsenter socat jq busybox; do command -v $t >/dev/null || skip_all "$t missing"; done
 
 T=isou-triage R=isou-review
@@ -24,7 +20,6 @@ HUSER=isou-$$
 on_exit "userdel $HUSER; groupdel $HUSER"
 
 # ---- the test's world ----
-ip link set lo up
 iso_outside || fail_all "cannot make the outside namespace and the host's listeners"
 ISO_LIBVIRT_SOCK=/run/libvirt/libvirt-sock ISO_DBUS_SOCK=/run/dbus/system_bus_socket
 iso_plant_socket "$ISO_LIBVIRT_SOCK" || fail_all "cannot plant a socket at $ISO_LIBVIRT_SOCK"

@@ -59,7 +59,7 @@ is "$rc" 124 "a command past its timeout is killed (exit 124)"
 "$FLEETCTL" exec beta -- sh -c 'echo beta-secret > ~/memory/notes' >/dev/null
 check "alpha cannot see beta's memory" -- bash -c "! '$FLEETCTL' exec alpha -- cat /home/agent/memory/notes"
 is "$("$FLEETCTL" exec alpha --root -- sh -c 'cat /proc/partitions' | awk 'NR > 2 {print $4}' | sort | tr '\n' ' ')" \
-	"vda vdb " "alpha's guest sees only its own two disks"
+	"vda vdb vdc " "alpha's guest sees only its own three disks (root, seed, memory store)"
 is "$("$FLEETCTL" exec alpha --root -- sh -c 'ls /sys/class/net | sort | tr "\n" " "')" "lo " "a --network none guest has no NIC"
 
 # --- persistence ---------------------------------------------------------------------------

@@ -25,7 +25,10 @@ is "$(ex -- stat -c '%U %a' /home/agent/memory/note)" "agent 600" "it is the age
 is "$("$FLEETCTL" --json memory "$A" ls | jq -r '.keys[0].key + "=" + (.keys[0].size|tostring)')" "note=13" "ls"
 head -c $((2 * 1024 * 1024)) /dev/zero > "$TEST_TMP/2m"
 out=$(m put big < "$TEST_TMP/2m" 2>&1); rc=$?
-is "$rc" 1 "a put over the 1 MiB quota fails"
+# Once in a CI run (-j2, a fresh image) this put answered success with no
+# output; not reproduced in three runs since: say what the store and fleetd saw.
+is "$rc" 1 "a put over the 1 MiB quota fails" ||
+	diag "out: $out" "ls: $(m ls 2>&1 | tr '\n' ' ')" "fleetd: $(tail -15 "$STATE/fleetd.log")"
 like "$out" "memory store full" "with a clear error"
 
 m export > "$TEST_TMP/a.tar"; ok $? "export (libarchive in the guest)"

@@ -76,6 +76,8 @@ struct conn {
 	bool dispatched;		/* the whole request arrived */
 	bool refused;			/* answered at connect, never read; closes when deadline fires */
 	bool overflow;			/* its bytes passed API_RECEIVING_MAX: closes when deadline fires */
+	bool large;			/* its route takes bodies larger than BODY_CHUNK: read into chunks of their own */
+	size_t room;			/* bytes the last chunk made ready still has, at least (body_room) */
 	size_t received;		/* bytes of its request read so far (in api->receiving until dispatched) */
 	size_t sent;			/* bytes of its answer handed to evhttp (a reply, a stream) */
 	void (*closecb)(struct evhttp_connection *, void *);	/* a handler's (api_conn_set_closecb) */
@@ -93,6 +95,20 @@ struct conn {
 #define API_RECEIVING_MAX ((size_t)288 << 20)
 /* A connection that moved this much, in and out, gives the freed memory back when it closes (heap_policy). */
 #define API_TRIM_AFTER ((size_t)1 << 20)
+/*
+ * Large request bodies are read into chunks of about BODY_CHUNK made ready
+ * ahead (body_room), each its own mapping (API_MMAP_MIN), once a request
+ * has sent BODY_CHUNKS_AFTER: libevent would read them 4 KiB at a time into
+ * 8 KiB heap chains, tens of thousands per body, interleaved with other
+ * connections', whose holes the heap trim then gave back one madvise (and
+ * TLB shootdown) each, seconds on fleetd's loop (#13). A chunk's mapping
+ * goes back to the kernel when it is freed. BODY_READ_MAX: the most one
+ * read takes (libevent 2.1 reads 4 KiB; 2.2 up to 16 KiB).
+ */
+#define BODY_CHUNK ((size_t)1 << 20)
+#define BODY_CHUNKS_AFTER ((size_t)64 << 10)
+#define BODY_READ_MAX ((size_t)16 << 10)
+#define API_MMAP_MIN (512 << 10)
 
 static const char *method_name(enum evhttp_cmd_type t)
 {
@@ -565,6 +581,25 @@ static void conn_deadline(evutil_socket_t unused, short what, void *arg)
 }
 
 /*
+ * A large body's next bytes: once it is past BODY_CHUNKS_AFTER, a chunk of
+ * BODY_CHUNK (less what chain headers and a copied tail take, so the
+ * allocation stays one BODY_CHUNK) is made ready at the buffer's end before
+ * the last one runs out, so libevent's reads go there and allocate nothing.
+ * If it cannot be made, reads allocate as they would have.
+ */
+static void body_room(struct conn *cn, struct evbuffer *buf, size_t added)
+{
+	const size_t chunk = BODY_CHUNK - 8192;
+
+	if (!cn->large || cn->received < BODY_CHUNKS_AFTER)
+		return;
+	cn->room = cn->room > added ? cn->room - added : 0;
+	if (cn->room >= BODY_READ_MAX)
+		return;
+	cn->room = evbuffer_expand(buf, chunk) == 0 ? chunk : 0;
+}
+
+/*
  * Data arrived, before evhttp parses it: once the request line is complete,
  * its route sets the body limit, so an over-long body is refused (413) from
  * its Content-Length, before it is read.
@@ -575,7 +610,7 @@ static void conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info
 	char line[FIRST_LINE_MAX + 1], *sp, *target, *end;
 	struct evhttp_uri *uri;
 	struct evbuffer_ptr eol;
-	size_t eol_len = 0;
+	size_t eol_len = 0, limit;
 
 	if (!cn->evcon || info->n_added == 0 || cn->dispatched)
 		return;
@@ -590,8 +625,10 @@ static void conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info
 		evtimer_add(cn->deadline, &now);
 		return;
 	}
-	if (cn->limited)
+	if (cn->limited) {
+		body_room(cn, buf, info->n_added);
 		return;
+	}
 	eol = evbuffer_search_eol(buf, NULL, &eol_len, EVBUFFER_EOL_CRLF);
 	if (eol.pos < 0)
 		return;		/* not yet; evhttp refuses a line longer than max_headers_size */
@@ -609,8 +646,9 @@ static void conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info
 		*end = '\0';
 	if (!(uri = evhttp_uri_parse(target)))
 		return;
-	evhttp_connection_set_max_body_size(cn->evcon, (ev_ssize_t)route_http_limit(cn->api, line,
-				evhttp_uri_get_path(uri) ? evhttp_uri_get_path(uri) : ""));
+	limit = route_http_limit(cn->api, line, evhttp_uri_get_path(uri) ? evhttp_uri_get_path(uri) : "");
+	cn->large = limit > BODY_CHUNK;
+	evhttp_connection_set_max_body_size(cn->evcon, (ev_ssize_t)limit);
 	evhttp_uri_free(uri);
 }
 
@@ -922,6 +960,15 @@ int api_start(struct fleetd *fleetd, const struct api_route *routes, size_t n, s
 	evhttp_set_timeout(api->http, 120);
 	evhttp_set_bevcb(api->http, conn_new, api);
 	evhttp_set_gencb(api->http, api_dispatch, api);
+#ifdef __GLIBC__
+	/*
+	 * Blocks from API_MMAP_MIN up are mappings of their own, always: glibc
+	 * would otherwise raise that threshold to the size of the largest one
+	 * freed, and put large bodies' chunks (body_room) into the heap, where
+	 * freed ones leave holes only a trim gives back.
+	 */
+	(void)mallopt(M_MMAP_THRESHOLD, API_MMAP_MIN);
+#endif
 	serving = api;
 	api_reload(api);
 	if ((r = socket_set_owner(api)) < 0) {

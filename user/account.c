@@ -239,27 +239,42 @@ void account_sweep(struct fleetd *f)
 		log_info("user backend: removed %s, left by an interrupted write", tmp);
 }
 
-/* <state_dir>/users: a real directory, root's, 0711 (agents traverse it, cannot list it). */
-static int ensure_users_dir(struct fleetd *f, char **why)
+/*
+ * dir: a real directory, root's, with exactly mode (made if missing). Opened
+ * without following a link, so the mode is set on what was checked. 0 or
+ * -errno with *why.
+ */
+static int root_dir(const char *dir, mode_t mode, char **why)
 {
-	_cleanup_free_ char *dir = account_users_dir(f);
+	_cleanup_close_ int fd = -1;
 	struct stat st;
+	int r;
 
-	if (mkdir(dir, 0711) < 0 && errno != EEXIST) {
-		int r = -errno;
+	if (mkdir(dir, mode) < 0 && errno != EEXIST) {
+		r = -errno;
 		*why = xasprintf("cannot create %s: %s", dir, strerror(-r));
 		return r;
 	}
-	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0) {
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0) {
 		*why = xasprintf("%s is not a directory owned by root", dir);
 		return -EPERM;
 	}
-	if (chmod(dir, 0711) < 0) {
-		int r = -errno;
+	/* mkdir's mode went through the umask; an old one may have been looser. */
+	if ((st.st_mode & 07777) != mode && fchmod(fd, mode) < 0) {
+		r = -errno;
 		*why = xasprintf("cannot chmod %s: %s", dir, strerror(-r));
 		return r;
 	}
 	return 0;
+}
+
+/* <state_dir>/users: agents traverse it, cannot list it. */
+static int ensure_users_dir(struct fleetd *f, char **why)
+{
+	_cleanup_free_ char *dir = account_users_dir(f);
+
+	return root_dir(dir, 0711, why);
 }
 
 static int make_home(const char *home, uid_t uid, char **why)
@@ -427,21 +442,5 @@ int account_remove(struct fleetd *f, const struct agent *a, uid_t uid, char **wh
 
 int account_private_dir(const char *dir, char **why)
 {
-	struct stat st;
-
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-		int r = -errno;
-		*why = xasprintf("cannot create %s: %s", dir, strerror(-r));
-		return r;
-	}
-	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0) {
-		*why = xasprintf("%s is not a directory owned by root", dir);
-		return -EPERM;
-	}
-	if ((st.st_mode & 07777) != 0700 && chmod(dir, 0700) < 0) {
-		int r = -errno;
-		*why = xasprintf("cannot chmod %s: %s", dir, strerror(-r));
-		return r;
-	}
-	return 0;
+	return root_dir(dir, 0700, why);
 }

@@ -415,6 +415,22 @@ int user_agent_ready(struct fleetd *f, const struct agent *a, uid_t *uid, char *
 	return 0;
 }
 
+/*
+ * What the verbs on an agent's processes (stop, a network change) do first:
+ * the backend set up, the agent ready (user_agent_ready: its uid in *uid),
+ * and a keeper that outlived a fleetd restart watched as this agent's. 0 or
+ * -errno with *why.
+ */
+static int agent_running_prepare(struct fleetd *f, const struct agent *a, uid_t *uid, char **why)
+{
+	int r;
+
+	if ((r = user_ensure_init(f, why)) < 0 || (r = user_agent_ready(f, a, uid, why)) < 0)
+		return r;
+	keeper_adopt(f, a->name);
+	return 0;
+}
+
 static int user_start(struct fleetd *f, const struct agent *a, backend_done_fn done, void *userdata, char **why)
 {
 	uid_t uid;
@@ -444,13 +460,10 @@ static int user_stop(struct fleetd *f, const struct agent *a, int timeout_s, bac
 	uid_t uid;
 	int r;
 
-	if ((r = user_ensure_init(f, why)) < 0)
-		return r;
 	/* agent_ready thaws: a frozen process would not see its SIGTERM. */
-	if ((r = user_agent_ready(f, a, &uid, why)) < 0)
+	if ((r = agent_running_prepare(f, a, &uid, why)) < 0)
 		return r;
 	/* Clean: SIGTERM to every sandbox init, which passes it to everything in its namespace. */
-	keeper_adopt(f, a->name);
 	keeper_term(a->name);
 	user_exec_term_agent(a->name);
 	op_schedule(f, a->name, uid, true, timeout_s, done, userdata);
@@ -506,11 +519,8 @@ static int user_network_change(struct fleetd *f, const struct agent *a, char **w
 	uid_t uid;
 	int r;
 
-	if ((r = user_ensure_init(f, why)) < 0)
+	if ((r = agent_running_prepare(f, a, &uid, why)) < 0)
 		return r;
-	if ((r = user_agent_ready(f, a, &uid, why)) < 0)
-		return r;
-	keeper_adopt(f, a->name);
 	if (user_agent_busy(a->name, uid) || user_exec_active(a->name)) {
 		*why = xstrdup("is running or runs a command: stop it first to change its network");
 		return -EBUSY;

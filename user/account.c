@@ -72,12 +72,35 @@ int account_run_tool(const char *const *argv, char **out)
 	return r;
 }
 
+/*
+ * shadow's tools (useradd, groupadd, userdel, groupdel) refuse at once,
+ * "cannot lock /etc/group; try again later." (exit 10, or 1 for passwd),
+ * while another of them holds the lock file, for the few milliseconds its
+ * own change takes (a second fleetd, an admin, parallel tests). So such a
+ * refusal is tried again after 25, 50, ... 1000 ms: LOCK_TRIES runs over
+ * about 5.6 s at most, on the loop (provision and destroy are synchronous),
+ * no longer than glibc's lckpwdf() waits inside the tool itself.
+ */
+#define LOCK_TRIES 11
+#define LOCK_BACKOFF_MS 25
+#define LOCK_BACKOFF_MAX_MS 1000
+
 /* Run a tool and fold a failure into *why; 0 or the (positive) exit status. */
 static int tool(char **why, const char *const *argv)
 {
 	_cleanup_free_ char *out = NULL;
-	int r = account_run_tool(argv, &out);
+	int r, delay = LOCK_BACKOFF_MS;
 
+	for (int attempt = 1;; attempt++) {
+		free(out);
+		out = NULL;
+		r = account_run_tool(argv, &out);
+		if (r <= 0 || !out || !strstr(out, "cannot lock ") || attempt == LOCK_TRIES)
+			break;
+		log_info("user: %s: %s (attempt %d of %d; again in %d ms)", argv[0], out, attempt, LOCK_TRIES, delay);
+		(void)usleep((useconds_t)delay * 1000);
+		delay = delay * 2 > LOCK_BACKOFF_MAX_MS ? LOCK_BACKOFF_MAX_MS : delay * 2;
+	}
 	if (r < 0) {
 		if (why && !*why)
 			*why = xasprintf("cannot run %s: %s", argv[0], strerror(-r));
@@ -85,7 +108,10 @@ static int tool(char **why, const char *const *argv)
 	}
 	if (r != 0) {
 		log_debug("user: %s exited %d: %s", argv[0], r, out ? out : "");
-		if (why && !*why)
+		if (why && !*why && out && strstr(out, "cannot lock "))
+			*why = xasprintf("%s failed (exit %d): %s (still locked after %d tries over about 5 s)", argv[0], r,
+					 out, LOCK_TRIES);
+		else if (why && !*why)
 			*why = xasprintf("%s failed (exit %d): %s", argv[0], r, out && *out ? out : "no message");
 	}
 	return r;

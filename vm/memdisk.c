@@ -141,24 +141,39 @@ static int virtual_size(const char *path, long long *ret, char **why)
  * Before a boot of a stopped agent: the disk at least as large as its quota
  * wants. A revert to a snapshot taken before the quota grew brings the disk
  * (and its file system) back to the size it had then; it grows again here,
- * its file system when agentd starts. 0 or -errno with *why.
+ * its file system when agentd starts. Asking qemu-img is a spawn per boot,
+ * so the size fleetd made, grew or read last is kept (struct vm) until a
+ * revert forgets it: only the first boot after fleetd's start or after a
+ * revert asks. 0 or -errno with *why.
  */
 int vm_memdisk_fit(struct vm_backend *b, const struct agent *a, char **why)
 {
 	_cleanup_free_ char *path = vm_path(b, a->name, MEMDISK);
 	_cleanup_free_ char *size = xasprintf("%dM", vm_memdisk_mib(a->memory_quota_mib));
 	const char *const grow[] = { "qemu-img", "resize", "-q", "-f", "qcow2", path, size, NULL };
+	int want = vm_memdisk_mib(a->memory_quota_mib);
+	struct vm *v = vm_find(b, a->name);
 	long long have = 0;
 	int r;
 
+	if (v && v->memdisk_mib >= want)
+		return 0;
 	if ((r = virtual_size(path, &have, why)) < 0)
 		return r;
-	if (have >= (long long)vm_memdisk_mib(a->memory_quota_mib) * MIB)
-		return 0;
-	if ((r = vm_run_tool(grow, "qemu-img resize of the memory disk", why)) < 0)
-		return r;
-	log_notice("agent '%s': its memory disk grew back to %s (its quota; a snapshot had it smaller)", a->name, size);
+	if (have < (long long)want * MIB) {
+		if ((r = vm_run_tool(grow, "qemu-img resize of the memory disk", why)) < 0)
+			return r;
+		log_notice("agent '%s': its memory disk grew back to %s (its quota; a snapshot had it smaller)", a->name, size);
+		have = (long long)want * MIB;
+	}
+	if (v)
+		v->memdisk_mib = (int)(have / MIB);
 	return 0;
+}
+
+void vm_memdisk_forget(struct vm *v)
+{
+	v->memdisk_mib = 0;
 }
 
 struct memdisk_job {
@@ -183,8 +198,10 @@ static void memdisk_done(void *arg)
 	struct memdisk_job *j = arg;
 
 	j->vm->busy = false;
-	if (j->r == 0)
+	if (j->r == 0) {
+		j->vm->memdisk_mib = j->mib;
 		log_info("agent '%s': made its memory disk (%d MiB, ext4)", j->vm->name, j->mib);
+	}
 	j->done(j->vm, j->r, j->why, j->userdata);
 	free(j->path);
 	free(j->why);
@@ -252,6 +269,8 @@ int vm_memory_quota_apply(struct fleetd *f, const struct agent *a, int old_mib, 
 	/* The file system follows at the next boot: agentd grows it to the disk (agentd/memdisk.c). */
 	if ((r = vm_run_tool(grow, "qemu-img resize of the memory disk", why)) < 0)
 		return r;
+	if (v)
+		v->memdisk_mib = vm_memdisk_mib(newq);
 	log_info("agent '%s': its memory disk grows to %s (quota %d MiB)", a->name, size, newq);
 	return 0;
 }

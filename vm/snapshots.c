@@ -125,6 +125,7 @@ static void snap_reverted(void *arg)
 	enum virt_state st;
 
 	j->vm->busy = false;
+	vm_memdisk_forget(j->vm);	/* the snapshot's memory disk may be smaller (even a failed revert's) */
 	if (j->r < 0) {
 		j->reverted(j->userdata, j->r, j->why);
 		snap_job_free(j);

@@ -65,6 +65,7 @@ struct vm {
 	long long stop_deadline;
 	int execs;			/* execs in flight: snapshots and restores wait for none */
 	bool busy;			/* a snapshot or restore is under way */
+	int memdisk_mib;		/* its memory disk's size as last made, grown or read (0: unknown; a revert forgets it) */
 	struct vm *next;
 };
 
@@ -176,6 +177,8 @@ int vm_memdisk_make(struct vm *v, const struct agent *a, void (*done)(struct vm 
 		    void *userdata, char **why);
 /* Before a boot of a stopped agent: its disk grown back to its quota's size after a revert; -errno with *why. */
 int vm_memdisk_fit(struct vm_backend *b, const struct agent *a, char **why);
+/* A revert may have brought back a smaller disk: the next vm_memdisk_fit reads its size again. */
+void vm_memdisk_forget(struct vm *v);
 /* The ops' memory_quota_apply: grow a stopped agent's disk; a shrink is refused. */
 int vm_memory_quota_apply(struct fleetd *f, const struct agent *a, int old_mib, char **why);
 

@@ -3,7 +3,10 @@
  * (vm/memdisk.c): a qcow2 of the size vm_memdisk_mib says, root's 0600,
  * holding ext4 labelled fleet-memory whose root is the agent user's and
  * whose free space holds the quota (and not much more); a link planted at
- * a temp file's name is replaced, never followed.
+ * a temp file's name is replaced, never followed. Before a boot,
+ * vm_memdisk_fit grows a disk a revert made smaller, and asks qemu-img only
+ * when fleetd does not know the size (its start, a revert): qemu-img is
+ * counted through a wrapper first on PATH.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -69,6 +72,83 @@ static void check_quota(const char *dir, int quota)
 	unlink(path);
 }
 
+/* Lines in the wrapper's log: how many times fleetd ran qemu-img. */
+static int spawns(const char *log)
+{
+	_cleanup_free_ char *n = sh(xasprintf("cat '%s' 2>/dev/null | wc -l", log));
+
+	return atoi(n);
+}
+
+static void check_fit(const char *dir)
+{
+	_cleanup_free_ char *bin = xasprintf("%s/bin", dir), *log = xasprintf("%s/qemu-img.log", dir);
+	_cleanup_free_ char *real = sh(xstrdup("command -v qemu-img")), *wrapper = xasprintf("%s/qemu-img", bin);
+	_cleanup_free_ char *path = NULL, *why = NULL, *vsize = NULL, *newpath = NULL;
+	_cleanup_free_ char *oldpath = xstrdup(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+	struct vm_backend b = { .state_dir = xstrdup(dir) };
+	struct vm v = { .name = (char *)"fit", .b = &b };
+	struct agent a = { .name = (char *)"fit", .memory_quota_mib = 64 };
+	int small = vm_memdisk_mib(1), want = vm_memdisk_mib(64);
+	FILE *w;
+
+	b.vms = &v;
+	ok(mkdir(bin, 0700) == 0 && (w = fopen(wrapper, "w")) != NULL, "a qemu-img wrapper that counts its runs");
+	fprintf(w, "#!/bin/sh\necho \"$*\" >> '%s'\nexec '%s' \"$@\"\n", log, real);
+	fclose(w);
+	chmod(wrapper, 0755);
+	newpath = xasprintf("%s:%s", bin, oldpath);
+	setenv("PATH", newpath, 1);
+	{
+		_cleanup_free_ char *vdir = xasprintf("%s/vms", dir), *adir = xasprintf("%s/vms/fit", dir);
+		ok(mkdir(vdir, 0711) == 0 && mkdir(adir, 0700) == 0, "the agent's directory");
+	}
+	path = vm_path(&b, "fit", MEMDISK);
+	/* As a revert to a snapshot from before the quota grew leaves it: the disk of a smaller quota. */
+	is_int(vm_memdisk_build(path, small, &why), 0, "a disk of quota 1 MiB (%s)", why ? why : "no error");
+	unlink(log);
+
+	is_int(vm_memdisk_fit(&b, &a, &why), 0, "size unknown: fit (%s)", why ? why : "no error");
+	vsize = sh(xasprintf("'%s' info --output=json '%s' | jq -r '.[\"virtual-size\"]'", real, path));
+	is_int(atoll(vsize), (long long)want * MIB, "it grew to quota 64's %d MiB", want);
+	is_int(spawns(log), 2, "qemu-img asked (info) and grew it (resize)");
+	is_int(v.memdisk_mib, want, "the size is known now");
+
+	unlink(log);
+	is_int(vm_memdisk_fit(&b, &a, &why), 0, "the next boot: fit");
+	is_int(spawns(log), 0, "no qemu-img at a boot when the size is known");
+
+	/* A revert brings back a smaller disk: forgotten, read and grown again. */
+	vm_memdisk_forget(&v);
+	unlink(path);
+	is_int(vm_memdisk_build(path, small, &why), 0, "the reverted disk of quota 1 MiB");
+	unlink(log);
+	is_int(vm_memdisk_fit(&b, &a, &why), 0, "after the revert: fit");
+	free(vsize);
+	vsize = sh(xasprintf("'%s' info --output=json '%s' | jq -r '.[\"virtual-size\"]'", real, path));
+	is_int(atoll(vsize), (long long)want * MIB, "grown again to %d MiB", want);
+	is_int(spawns(log), 2, "qemu-img asked again after the revert");
+
+	/* Unknown again (fleetd's start) with a disk of the right size: asked once, not grown. */
+	vm_memdisk_forget(&v);
+	unlink(log);
+	is_int(vm_memdisk_fit(&b, &a, &why), 0, "size unknown, disk already large enough: fit");
+	is_int(spawns(log), 1, "qemu-img asked (info) only");
+	is_int(v.memdisk_mib, want, "and the size is known");
+
+	setenv("PATH", oldpath, 1);
+	unlink(path);
+	unlink(log);
+	unlink(wrapper);
+	rmdir(bin);
+	{
+		_cleanup_free_ char *adir = xasprintf("%s/vms/fit", dir), *vdir = xasprintf("%s/vms", dir);
+		rmdir(adir);
+		rmdir(vdir);
+	}
+	free(b.state_dir);
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/test_vm_memdisk.XXXXXX";
@@ -101,6 +181,7 @@ int main(void)
 		unlink(path);
 		unlink(victim);
 	}
+	check_fit(dir);
 	rmdir(dir);
 	return tap_done();
 }

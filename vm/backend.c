@@ -593,6 +593,7 @@ static int vm_init(struct fleetd *f, const struct backend_host *host, char **why
 		goto fail;
 	}
 	f->backend_state[BACKEND_VM] = b;
+	vm_memdisk_sweep(b);	/* before any build: what one cut short by fleetd's stop left */
 	vm_adopt_legacy_agents(b);
 	vm_egress_reconcile(b);	/* NAT guests may be running from before: their rules come back if they went missing */
 	r = virt_open(f->base, config_get(&f->cfg, CFG_LIBVIRT_URI), vm_on_virt_event, b, &b->virt, why);

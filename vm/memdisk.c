@@ -18,6 +18,7 @@
  * mke2fs and the conversion run on a worker thread before the first boot
  * that needs the disk (vm_start), never on fleetd's loop.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -93,6 +94,38 @@ out:
 	if (r < 0)
 		(void)unlink(tmp);
 	return r;
+}
+
+/*
+ * At fleetd's start, before any build: what a build cut short left (fleetd
+ * stopped or killed during mke2fs or the conversion), in every agent's
+ * directory. Only the two temp names vm_memdisk_build uses: a finished disk
+ * has its own name and is never touched. A link in place of an agent's
+ * directory is not followed.
+ */
+void vm_memdisk_sweep(struct vm_backend *b)
+{
+	static const char *const leftovers[] = { MEMDISK ".tmp", MEMDISK ".raw.tmp" };
+	_cleanup_free_ char *vms = xasprintf("%s/vms", b->state_dir);
+	DIR *d = opendir(vms);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		_cleanup_close_ int dfd = -1;
+		struct stat st;
+
+		if (e->d_name[0] == '.')
+			continue;
+		if ((dfd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+			continue;
+		for (size_t i = 0; i < ARRAY_SIZE(leftovers); i++)
+			if (fstatat(dfd, leftovers[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && unlinkat(dfd, leftovers[i], 0) == 0)
+				log_info("agent '%s': removed %s, left by a memory disk build that was cut short",
+					 e->d_name, leftovers[i]);
+	}
+	closedir(d);
 }
 
 /* 1: the agent has its memory disk, 0: not yet, -errno: something else is there. */

@@ -170,6 +170,8 @@ void vm_report_orphans(struct vm_backend *b);
 int vm_memdisk_mib(int quota_mib);
 /* Build an ext4 qcow2 of mib MiB at path (blocking: a worker's); -errno with *why. */
 int vm_memdisk_build(const char *path, int mib, char **why);
+/* At start: the temp files of memory disk builds cut short, in every agent's directory (never a disk). */
+void vm_memdisk_sweep(struct vm_backend *b);
 /* 1: the agent's memory disk is there, 0: not yet, -errno: something else is. */
 int vm_memdisk_exists(struct vm_backend *b, const char *agent);
 /* Make it on a worker (v busy meanwhile), then done on the loop; -errno with *why if that cannot start. */

@@ -6,7 +6,8 @@
  * a temp file's name is replaced, never followed. Before a boot,
  * vm_memdisk_fit grows a disk a revert made smaller, and asks qemu-img only
  * when fleetd does not know the size (its start, a revert): qemu-img is
- * counted through a wrapper first on PATH.
+ * counted through a wrapper first on PATH. At start, the temp files of a
+ * build cut short are swept, never a finished disk.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -149,6 +150,51 @@ static void check_fit(const char *dir)
 	free(b.state_dir);
 }
 
+/* A build cut short left its temp files: swept at start; the finished disk and what links point at stay. */
+static void check_sweep(const char *dir)
+{
+	static const char *const names[] = { MEMDISK, MEMDISK ".tmp", MEMDISK ".raw.tmp" };
+	_cleanup_free_ char *adir = xasprintf("%s/vms/swept", dir), *other = xasprintf("%s/other", dir);
+	_cleanup_free_ char *link = xasprintf("%s/vms/linked", dir);
+	struct vm_backend b = { .state_dir = xstrdup(dir) };
+	struct stat st;
+
+	{
+		_cleanup_free_ char *vdir = xasprintf("%s/vms", dir);
+		ok(mkdir(vdir, 0711) == 0 && mkdir(adir, 0700) == 0 && mkdir(other, 0700) == 0,
+		   "an agent's directory and one elsewhere");
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		_cleanup_free_ char *p = xasprintf("%s/%s", adir, names[i]), *q = xasprintf("%s/%s", other, names[i]);
+		int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0600), fd2 = open(q, O_WRONLY | O_CREAT | O_EXCL, 0600);
+
+		ok(fd >= 0 && fd2 >= 0, "%s in both", names[i]);
+		close(fd);
+		close(fd2);
+	}
+	ok(symlink(other, link) == 0, "an agent 'directory' that is a link to the other one");
+	vm_memdisk_sweep(&b);
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		_cleanup_free_ char *p = xasprintf("%s/%s", adir, names[i]), *q = xasprintf("%s/%s", other, names[i]);
+
+		if (i == 0)
+			ok(lstat(p, &st) == 0, "the finished disk %s stays", names[i]);
+		else
+			ok(lstat(p, &st) < 0 && errno == ENOENT, "the leftover %s is gone", names[i]);
+		ok(lstat(q, &st) == 0, "%s behind the link is untouched", names[i]);
+		unlink(p);
+		unlink(q);
+	}
+	unlink(link);
+	rmdir(adir);
+	rmdir(other);
+	{
+		_cleanup_free_ char *vms = xasprintf("%s/vms", dir);
+		rmdir(vms);
+	}
+	free(b.state_dir);
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/test_vm_memdisk.XXXXXX";
@@ -182,6 +228,7 @@ int main(void)
 		unlink(victim);
 	}
 	check_fit(dir);
+	check_sweep(dir);
 	rmdir(dir);
 	return tap_done();
 }

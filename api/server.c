@@ -652,7 +652,14 @@ static void conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info
 	evhttp_uri_free(uri);
 }
 
-/* What evhttp queues on a connection's way out, for heap_policy. Never touches cn on a drain (n_added 0). */
+/*
+ * What evhttp queues on a connection's way out, for heap_policy. Never
+ * touches cn on a drain (n_added 0). It runs at every add and write of the
+ * output, and costs nothing measurable: 7 of 142K perf samples of fleetd
+ * serving five GETs of a 200 MiB memory value (the copies: 48%); counting
+ * at every reply and stream site instead would need a connection lookup
+ * at each.
+ */
 static void conn_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
 	(void)buf;

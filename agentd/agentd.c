@@ -144,11 +144,11 @@ static int new_session(void)
  * --env-stdin: the environment arrives as the first bytes of stdin, never
  * in argv (which every process in the guest can read in /proc): a frame
  * "FLEET-ENV N\n", then N bytes of NAME=VALUE entries, each ending in a
- * NUL (frames.h). *ret: a NULL-terminated array into one buffer, kept for
- * putenv. 0, or -1 after printing why.
+ * NUL (frames.h). *ret: a NULL-terminated array into *buf_ret, kept for
+ * putenv; both the caller's. 0, or -1 after printing why.
  */
 #define ENV_FRAME_MAX (16u << 20)
-static int read_env_frame(char ***ret)
+static int read_env_frame(char ***ret, char **buf_ret)
 {
 	char *buf = NULL, **env;
 	size_t n = 0, count = 0;
@@ -168,6 +168,7 @@ static int read_env_frame(char ***ret)
 		env[k++] = buf + i;
 	}
 	*ret = env;
+	*buf_ret = buf;
 	return 0;
 bad:
 	free(buf);
@@ -176,21 +177,83 @@ bad:
 }
 
 /*
+ * Become USER and exec CMD (argv[cmd]...) with a clean, fixed environment
+ * plus the caller's --env entries (argv[first_env] to argv[cmd - 2]) and
+ * stdin_env, applied only after the privileges are dropped: nothing the
+ * caller sets may reach a process that still runs as root (LD_PRELOAD for
+ * ld.so, say). files (files_len bytes; NULL: no --files-stdin) go to the
+ * command's tmpfs. The caller owns them all. Returns only on failure.
+ */
+static int run_as_exec(const char *user, char **argv, int first_env, int cmd, char **stdin_env, char *files,
+		       size_t files_len)
+{
+	struct passwd *pw;
+	char path[512];
+
+	if (new_session() < 0) {
+		fprintf(stderr, "agentd: run-as %s: cannot start a session: %s\n", user, strerror(errno));
+		return 126;
+	}
+	pw = getpwnam(user);
+	if (!pw) {
+		fprintf(stderr, "agentd: run-as: no user '%s'\n", user);
+		return 126;
+	}
+	/* As root still: the files' tmpfs, in a mount namespace of the command's own. */
+	if (files && files_install(files, files_len, SECRETS_DIR, pw->pw_uid, pw->pw_gid) < 0)
+		return 126;
+	if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0) {
+		fprintf(stderr, "agentd: run-as %s: cannot drop privileges: %s\n", user, strerror(errno));
+		return 126;
+	}
+	if (pw->pw_uid != 0 && setuid(0) == 0) {
+		fprintf(stderr, "agentd: run-as %s: privileges could be regained; refusing\n", user);
+		return 126;
+	}
+	if (chdir(pw->pw_dir) < 0 && chdir("/") < 0)
+		return 126;
+	/* What the agent installs for itself lives in /usr/local/bin and ~/.local/bin. */
+	if (pw->pw_uid == 0)
+		snprintf(path, sizeof(path), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	else
+		snprintf(path, sizeof(path), "%s/.local/bin:/usr/local/bin:/usr/bin:/bin", pw->pw_dir);
+	if (setenv("HOME", pw->pw_dir, 1) < 0 || setenv("USER", pw->pw_name, 1) < 0 ||
+	    setenv("LOGNAME", pw->pw_name, 1) < 0 ||
+	    setenv("SHELL", pw->pw_shell && *pw->pw_shell ? pw->pw_shell : "/bin/sh", 1) < 0 ||
+	    setenv("PATH", path, 1) < 0 || (files && setenv("FLEET_SECRETS_DIR", SECRETS_DIR, 1) < 0))
+		return 126;
+	/* Now, as the user: the caller's entries, which may override the above. */
+	for (int i = first_env; i < cmd - 1; i += 2) {
+		if (strcmp(argv[i], "--env-stdin") == 0 || strcmp(argv[i], "--files-stdin") == 0) {
+			i--;
+			continue;
+		}
+		if (putenv(argv[i + 1]) != 0)
+			return 126;
+	}
+	for (size_t i = 0; stdin_env && stdin_env[i]; i++)
+		if (putenv(stdin_env[i]) != 0)
+			return 126;
+	execvp(argv[cmd], argv + cmd);
+	fprintf(stderr, "agentd: %s: %s\n", argv[cmd], strerror(errno));
+	return errno == ENOENT ? 127 : 126;
+}
+
+/*
  * Become USER and exec CMD with a clean, fixed environment plus the
  * caller's --env entries, applied only after the privileges are dropped:
  * nothing the caller sets may reach a process that still runs as root
- * (LD_PRELOAD for ld.so, say). Returns only on failure.
+ * (LD_PRELOAD for ld.so, say): run_as_exec. Returns only on failure.
  */
 static int cmd_run_as(int argc, char **argv)
 {
 	static const char usage_line[] =
 		"agentd: usage: agentd run-as USER [--env NAME=VALUE]... [--env-stdin] [--files-stdin] -- CMD [ARG]...\n";
 	const char *user;
-	struct passwd *pw;
-	char path[512], **stdin_env = NULL, *files = NULL;
+	char **stdin_env = NULL, *env_buf = NULL, *files = NULL;
 	size_t files_len = 0;
 	bool env_stdin = false, files_stdin = false;
-	int first_env, cmd;
+	int first_env, cmd, r;
 
 	/* What we were started with is the caller's; none of it is used. */
 	if (clearenv() != 0)
@@ -222,60 +285,24 @@ static int cmd_run_as(int argc, char **argv)
 		return 2;
 	}
 	/* Before anything else reads stdin: the rest of it is the command's. */
-	if (env_stdin && read_env_frame(&stdin_env) < 0)
+	if (env_stdin && read_env_frame(&stdin_env, &env_buf) < 0)
 		return 2;
 	if (files_stdin && frame_read("FLEET-FILES ", FILES_FRAME_MAX, &files, &files_len) < 0) {
 		fputs("agentd: run-as: --files-stdin: stdin does not hold a valid files frame\n", stderr);
-		return 2;
+		r = 2;
+	} else {
+		r = run_as_exec(user, argv, first_env, cmd, stdin_env, files, files_len);
 	}
-	if (new_session() < 0) {
-		fprintf(stderr, "agentd: run-as %s: cannot start a session: %s\n", user, strerror(errno));
-		return 126;
-	}
-	pw = getpwnam(user);
-	if (!pw) {
-		fprintf(stderr, "agentd: run-as: no user '%s'\n", user);
-		return 126;
-	}
-	/* As root still: the files' tmpfs, in a mount namespace of the command's own. */
-	if (files_stdin && files_install(files, files_len, SECRETS_DIR, pw->pw_uid, pw->pw_gid) < 0)
-		return 126;
+	/*
+	 * Only on failure, just before exit. Freed all the same: a leak here
+	 * made LeakSanitizer turn the exit status (126, 2) into its own (1).
+	 * After a failed execvp the environment points into env_buf; nothing
+	 * reads it again.
+	 */
 	free(files);
-	if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0) {
-		fprintf(stderr, "agentd: run-as %s: cannot drop privileges: %s\n", user, strerror(errno));
-		return 126;
-	}
-	if (pw->pw_uid != 0 && setuid(0) == 0) {
-		fprintf(stderr, "agentd: run-as %s: privileges could be regained; refusing\n", user);
-		return 126;
-	}
-	if (chdir(pw->pw_dir) < 0 && chdir("/") < 0)
-		return 126;
-	/* What the agent installs for itself lives in /usr/local/bin and ~/.local/bin. */
-	if (pw->pw_uid == 0)
-		snprintf(path, sizeof(path), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-	else
-		snprintf(path, sizeof(path), "%s/.local/bin:/usr/local/bin:/usr/bin:/bin", pw->pw_dir);
-	if (setenv("HOME", pw->pw_dir, 1) < 0 || setenv("USER", pw->pw_name, 1) < 0 ||
-	    setenv("LOGNAME", pw->pw_name, 1) < 0 ||
-	    setenv("SHELL", pw->pw_shell && *pw->pw_shell ? pw->pw_shell : "/bin/sh", 1) < 0 ||
-	    setenv("PATH", path, 1) < 0 || (files_stdin && setenv("FLEET_SECRETS_DIR", SECRETS_DIR, 1) < 0))
-		return 126;
-	/* Now, as the user: the caller's entries, which may override the above. */
-	for (int i = first_env; i < cmd - 1; i += 2) {
-		if (strcmp(argv[i], "--env-stdin") == 0 || strcmp(argv[i], "--files-stdin") == 0) {
-			i--;
-			continue;
-		}
-		if (putenv(argv[i + 1]) != 0)
-			return 126;
-	}
-	for (size_t i = 0; stdin_env && stdin_env[i]; i++)
-		if (putenv(stdin_env[i]) != 0)
-			return 126;
-	execvp(argv[cmd], argv + cmd);
-	fprintf(stderr, "agentd: %s: %s\n", argv[cmd], strerror(errno));
-	return errno == ENOENT ? 127 : 126;
+	free(stdin_env);
+	free(env_buf);
+	return r;
 }
 
 static int unhealthy(const char *why, const char *what)

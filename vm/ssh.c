@@ -92,7 +92,8 @@ enum exec_state {
 	EXEC_OPENING,		/* libssh2_channel_open_ex() */
 	EXEC_STARTING,		/* libssh2_channel_exec() */
 	EXEC_RUNNING,		/* stdin out, stdout/stderr in */
-	EXEC_CLOSING,		/* libssh2_channel_close(): waits for the server's close */
+	EXEC_CLOSING,		/* libssh2_channel_close(): sends ours */
+	EXEC_CLOSE_WAIT,	/* libssh2_channel_wait_closed(): the server's close, after its exit status */
 	EXEC_FREEING,		/* libssh2_channel_free() */
 	EXEC_FINISHED,		/* no channel left; freed after this run */
 };
@@ -629,6 +630,24 @@ static bool exec_step(struct ssh_exec *e)
 		if (rc < 0 && exec_call_failed(e, rc, "closing a channel"))
 			return false;
 		e->eof_sent = true;
+		e->state = EXEC_CLOSE_WAIT;
+		return true;
+
+	case EXEC_CLOSE_WAIT:
+		/*
+		 * libssh2 1.10's close returns once it read any one packet, of
+		 * any channel, not the server's close: the exit status, which
+		 * the server sends before its close (RFC 4254 6.10; dropbear
+		 * when the command was reaped), may not be there yet, and an
+		 * unset status reads 0. So wait for the server's close (after
+		 * its EOF; a channel closed without one, killed or refused,
+		 * has no status to wait for: its error or kill tells).
+		 */
+		if (libssh2_channel_eof(e->ch)) {
+			rc = libssh2_channel_wait_closed(e->ch);
+			if (rc < 0 && exec_call_failed(e, rc, "waiting for the command's exit status"))
+				return false;
+		}
 		exec_collect(e);
 		e->state = EXEC_FREEING;
 		return true;

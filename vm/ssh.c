@@ -562,6 +562,19 @@ static bool exec_step_running(struct ssh_exec *e)
 	return progress;
 }
 
+/*
+ * A timeout or cancel after the output ended: the command closed its
+ * output but runs on, and the close waits for it, so kill it. True if the
+ * kill was started.
+ */
+static bool exec_kill_late(struct ssh_exec *e)
+{
+	if (!e->kill_wanted || e->kill_sent || e->pid <= 1)
+		return false;
+	exec_kill(e);
+	return true;
+}
+
 /* Advance e as far as it goes without waiting; true if anything moved. */
 static bool exec_step(struct ssh_exec *e)
 {
@@ -626,6 +639,8 @@ static bool exec_step(struct ssh_exec *e)
 		return exec_step_running(e);
 
 	case EXEC_CLOSING:
+		if (exec_kill_late(e))
+			return true;
 		rc = libssh2_channel_close(e->ch);
 		if (rc < 0 && exec_call_failed(e, rc, "closing a channel"))
 			return false;
@@ -643,6 +658,8 @@ static bool exec_step(struct ssh_exec *e)
 		 * its EOF; a channel closed without one, killed or refused,
 		 * has no status to wait for: its error or kill tells).
 		 */
+		if (exec_kill_late(e))
+			return true;
 		if (libssh2_channel_eof(e->ch)) {
 			rc = libssh2_channel_wait_closed(e->ch);
 			if (rc < 0 && exec_call_failed(e, rc, "waiting for the command's exit status"))

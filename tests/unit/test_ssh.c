@@ -854,6 +854,7 @@ static void run_beside_talker(struct sess *x, struct run *a, const char *late_en
 
 static void test_status_after_eof(struct sess *x)
 {
+	const char *quiet[] = { "sh", "-c", "exec >&- 2>&-; sleep 100", NULL };
 	struct run a;
 
 	run_beside_talker(x, &a, "exit 3", "exit 3");
@@ -864,6 +865,13 @@ static void test_status_after_eof(struct sess *x)
 	run_beside_talker(x, &a, "kill -KILL $$", "SIGKILL");
 	is_int(a.res.signal, SIGKILL, "SIGKILL: reported as killed by SIGKILL");
 	ok(a.res.exit_code != 0, "SIGKILL: not exit status 0 (%d)", a.res.exit_code);
+	free_run(&a);
+
+	/* Waiting for the status is bounded by the exec's timeout, which kills the command. */
+	run_cmd(x, &a, quiet, NULL, NULL, 0, 1);
+	ok(a.res.timed_out, "output closed, still running: times out");
+	is_int(a.res.signal, SIGKILL, "and is killed (SIGKILL)");
+	is_int(wait_no_procs("sleep"), 0, "no sleep left in the guest");
 	free_run(&a);
 }
 

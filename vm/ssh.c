@@ -92,7 +92,8 @@ enum exec_state {
 	EXEC_OPENING,		/* libssh2_channel_open_ex() */
 	EXEC_STARTING,		/* libssh2_channel_exec() */
 	EXEC_RUNNING,		/* stdin out, stdout/stderr in */
-	EXEC_CLOSING,		/* libssh2_channel_close(): waits for the server's close */
+	EXEC_CLOSING,		/* libssh2_channel_close(): sends ours */
+	EXEC_CLOSE_WAIT,	/* libssh2_channel_wait_closed(): the server's close, after its exit status */
 	EXEC_FREEING,		/* libssh2_channel_free() */
 	EXEC_FINISHED,		/* no channel left; freed after this run */
 };
@@ -561,6 +562,19 @@ static bool exec_step_running(struct ssh_exec *e)
 	return progress;
 }
 
+/*
+ * A timeout or cancel after the output ended: the command closed its
+ * output but runs on, and the close waits for it, so kill it. True if the
+ * kill was started.
+ */
+static bool exec_kill_late(struct ssh_exec *e)
+{
+	if (!e->kill_wanted || e->kill_sent || e->pid <= 1)
+		return false;
+	exec_kill(e);
+	return true;
+}
+
 /* Advance e as far as it goes without waiting; true if anything moved. */
 static bool exec_step(struct ssh_exec *e)
 {
@@ -625,10 +639,32 @@ static bool exec_step(struct ssh_exec *e)
 		return exec_step_running(e);
 
 	case EXEC_CLOSING:
+		if (exec_kill_late(e))
+			return true;
 		rc = libssh2_channel_close(e->ch);
 		if (rc < 0 && exec_call_failed(e, rc, "closing a channel"))
 			return false;
 		e->eof_sent = true;
+		e->state = EXEC_CLOSE_WAIT;
+		return true;
+
+	case EXEC_CLOSE_WAIT:
+		/*
+		 * libssh2 1.10's close returns once it read any one packet, of
+		 * any channel, not the server's close: the exit status, which
+		 * the server sends before its close (RFC 4254 6.10; dropbear
+		 * when the command was reaped), may not be there yet, and an
+		 * unset status reads 0. So wait for the server's close (after
+		 * its EOF; a channel closed without one, killed or refused,
+		 * has no status to wait for: its error or kill tells).
+		 */
+		if (exec_kill_late(e))
+			return true;
+		if (libssh2_channel_eof(e->ch)) {
+			rc = libssh2_channel_wait_closed(e->ch);
+			if (rc < 0 && exec_call_failed(e, rc, "waiting for the command's exit status"))
+				return false;
+		}
 		exec_collect(e);
 		e->state = EXEC_FREEING;
 		return true;

@@ -823,6 +823,58 @@ static void test_basic(struct sess *x)
 	free_run(&r);
 }
 
+/*
+ * The exit status comes after the EOF: a command that closes its stdout and
+ * stderr, then exits 3 once another exec on the same session has sent
+ * output. libssh2 1.10's channel close returns after reading any one packet
+ * (here the other exec's output), before this channel's exit-status came:
+ * its status then read 0, success for a command that failed (the flake of
+ * tests/vm/memory.sh's over-quota put, whose stdin window adjusts came
+ * first). The "go" file orders the two: the status cannot come before the
+ * other exec's output.
+ */
+/* Run late_end (after closing its output) beside another exec that talks first; a's result in *a. */
+static void run_beside_talker(struct sess *x, struct run *a, const char *late_end, const char *what)
+{
+	_cleanup_free_ char *go = tmp_path("home/go");
+	_cleanup_free_ char *late = xasprintf("exec >&- 2>&-; while [ ! -e %s ]; do sleep 0.1; done; %s", go, late_end);
+	_cleanup_free_ char *other = xasprintf("sleep 1; echo hi; sleep 1; echo more; touch %s", go);
+	const char *a_argv[] = { "sh", "-c", late, NULL };
+	const char *b_argv[] = { "sh", "-c", other, NULL };
+	struct run b;
+
+	unlink(go);
+	ok(start_run(x, a, a_argv, NULL, NULL, 0, 0) == 0 && start_run(x, &b, b_argv, NULL, NULL, 0, 0) == 0,
+	   "%s: two execs, one closes its output at once and ends after the other talked", what);
+	wait_run(a);
+	wait_run(&b);
+	is_str(b.out, "hi\nmore\n", "%s: the other exec's output", what);
+	free_run(&b);
+}
+
+static void test_status_after_eof(struct sess *x)
+{
+	const char *quiet[] = { "sh", "-c", "exec >&- 2>&-; sleep 100", NULL };
+	struct run a;
+
+	run_beside_talker(x, &a, "exit 3", "exit 3");
+	ok(a.res.error == 0 && !a.res.timed_out, "exit 3: no error (%s)", a.why ? a.why : "none");
+	is_int(a.res.exit_code, 3, "exit 3: the status that came after the EOF and the other's output: 3, not 0");
+	free_run(&a);
+
+	run_beside_talker(x, &a, "kill -KILL $$", "SIGKILL");
+	is_int(a.res.signal, SIGKILL, "SIGKILL: reported as killed by SIGKILL");
+	ok(a.res.exit_code != 0, "SIGKILL: not exit status 0 (%d)", a.res.exit_code);
+	free_run(&a);
+
+	/* Waiting for the status is bounded by the exec's timeout, which kills the command. */
+	run_cmd(x, &a, quiet, NULL, NULL, 0, 1);
+	ok(a.res.timed_out, "output closed, still running: times out");
+	is_int(a.res.signal, SIGKILL, "and is killed (SIGKILL)");
+	is_int(wait_no_procs("sleep"), 0, "no sleep left in the guest");
+	free_run(&a);
+}
+
 static void test_bad_requests(struct sess *x)
 {
 	const char *empty[] = { NULL }, *bad_env[] = { "1X=y", NULL }, *argv[] = { "true", NULL };
@@ -1601,6 +1653,7 @@ int main(void)
 	if (x.ready) {
 		test_basic(&x);
 		test_bad_requests(&x);
+		test_status_after_eof(&x);
 		test_large(&x);
 		test_concurrent(&x);
 		test_timeout(&x);

@@ -165,6 +165,34 @@ static bool fd_is_socket(int fd, int type, bool listening)
 	return !listening || (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) == 0 && v);
 }
 
+/*
+ * epoll with libevent's changelist: evhttp turns each connection's read and
+ * write events on and off around every request (about 4 epoll_ctl per
+ * request, 12 % of this process's CPU at 64 connections); with the
+ * changelist, what changed for a descriptor in one loop pass becomes at most
+ * one epoll_ctl, made before the next wait. Its known trap is a dup()ed
+ * descriptor closed with a change still pending: its registration outlives
+ * the close while the dup keeps the socket open. The only dup here is
+ * conn.c's linger of a refused socket, which drains and closes that socket
+ * on what it is woken for, so the stale registration can only wake the loop
+ * for readable bytes the linger reads anyway, and ends with it.
+ */
+static struct event_base *new_base(void)
+{
+	struct event_config *cfg = event_config_new();
+	struct event_base *base;
+
+	if (!cfg)
+		return NULL;
+	if (event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST) < 0) {
+		event_config_free(cfg);
+		return NULL;
+	}
+	base = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	return base;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -201,7 +229,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (privsep_drop(user, root) < 0)
 		return 1;
-	m.base = event_base_new();
+	m.base = new_base();
 	if (!m.base) {
 		log_error("cannot create the event loop");
 		return 1;

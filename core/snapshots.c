@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/activity.h"
 #include "core/backends.h"
 #include "store/db.h"
 #include "model/fleetd.h"
@@ -234,6 +235,7 @@ int snapshots_take(struct fleetd *f, const char *agent, const char *name, const 
 	const char *bad;
 	char generated[96];
 	struct take *t;
+	long long age = 0;
 	int r;
 
 	if ((r = snapshots_target(f, agent, &a, &ops, why)) < 0)
@@ -267,9 +269,20 @@ int snapshots_take(struct fleetd *f, const char *agent, const char *name, const 
 	t->flags = flags;
 	t->done = done;
 	t->userdata = userdata;
-	/* A snapshot of a running agent that passes its health check first is marked good. */
-	if (a->state == AGENT_RUNNING && health && health->check(f, agent, take_checked, t) == 0)
+	/*
+	 * A snapshot of a running agent that passes its health check first is
+	 * marked good. A check that passed moments ago with nothing done in the
+	 * environment since (no exec, run, put, start, stop or restore: see
+	 * health_recent_pass()) checked the state this snapshot captures: it
+	 * stands, and the snapshot is not held up by a second one.
+	 */
+	if (a->state == AGENT_RUNNING && health && health->recent_pass && health->recent_pass(f, agent, &age)) {
+		log_info("agent '%s': snapshot '%s' is marked by the health check that passed %.1f s ago "
+			 "(nothing done in it since)", agent, name, age / 1e6);
+		t->good = 1;
+	} else if (a->state == AGENT_RUNNING && health && health->check(f, agent, take_checked, t) == 0) {
 		return 0;
+	}
 	if ((r = take_attempt(t, why)) < 0) {
 		if (!*why)
 			*why = xstrdup(strerror(-r));
@@ -477,6 +490,7 @@ int snapshots_restore(struct fleetd *f, const char *agent, const char *snap, int
 		*why = xasprintf("agent '%s': cannot record the restore: %s", agent, strerror(-r));
 		return r;
 	}
+	activity_note(f, agent);	/* whatever a check said before is about another state now */
 	rs = xcalloc(1, sizeof(*rs));
 	rs->f = f;
 	rs->ops = ops;

@@ -21,9 +21,13 @@
 /*
  * libvirt's internal qcow2 snapshots: a running guest gets a full checkpoint
  * (RAM and disk), a stopped one a disk snapshot. The blocking libvirt calls
- * run on a worker thread. fleetd's SSH session is closed before either, so
- * a checkpoint never holds a half-open control connection and a restored
- * guest meets a fresh one.
+ * run on a worker thread. fleetd's SSH session stays open across a
+ * checkpoint (no exec is running on it: checked): the guest carries on
+ * after the checkpoint as if nothing happened, so the next exec needs no
+ * new session. A revert drops it (its QEMU goes away); the restored guest's
+ * relay is then inside the session the checkpoint held, and starts a new
+ * sshd connection when fleetd's new banner arrives (agentd/relay.c,
+ * docs/vm-backend.md "Reconnecting to a running guest").
  */
 struct snap_job {
 	struct vm *vm;
@@ -174,8 +178,9 @@ static int snap_job_start(struct vm_backend *b, struct snap_job *j, char **why)
 	int r;
 
 	j->vm->busy = true;
-	/* No control session inside the checkpoint; waiting execs are none (checked). */
-	vm_drop_session(j->vm);
+	/* A revert ends the session with its QEMU; waiting execs are none (checked). */
+	if (j->revert)
+		vm_drop_session(j->vm);
 	if ((r = worker_run(b->f->base, snap_job_work, j->revert ? snap_reverted : snap_created, j)) < 0) {
 		j->vm->busy = false;
 		*why = xasprintf("cannot start a worker thread: %s", strerror(-r));

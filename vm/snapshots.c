@@ -37,6 +37,7 @@ struct snap_job {
 	int memdisk_mib;
 	bool revert, was_running;
 	long long size_before;
+	long long libvirt_usec;		/* how long the libvirt call took, on the worker */
 	int r;
 	char *why;
 	backend_snapshot_fn created;
@@ -58,10 +59,13 @@ static void snap_job_work(void *arg)
 	/* Its domain names the memory disk: libvirt would find no file to snapshot. */
 	if (j->memdisk && (j->r = vm_memdisk_build(j->memdisk, j->memdisk_mib, &j->why)) < 0)
 		return;
+	long long t0 = now_usec();
+
 	if (j->revert)
 		j->r = virt_snapshot_revert(j->virt, j->domain, j->snap, &j->why);
 	else
 		j->r = virt_snapshot_create(j->virt, j->domain, j->snap, &j->why);
+	j->libvirt_usec = now_usec() - t0;
 }
 
 static void snap_job_free(struct snap_job *j)
@@ -110,6 +114,7 @@ static void snap_created(void *arg)
 		res.why = why;
 	}
 	j->vm->busy = false;
+	log_debug("agent '%s': libvirt's snapshot create took %.3f s", j->vm->name, j->libvirt_usec / 1e6);
 	j->created(j->userdata, &res);
 	snap_job_free(j);
 }
@@ -129,6 +134,7 @@ static void snap_reverted(void *arg)
 	enum virt_state st;
 
 	j->vm->busy = false;
+	log_debug("agent '%s': libvirt's revert took %.3f s", j->vm->name, j->libvirt_usec / 1e6);
 	if (j->r < 0) {
 		j->reverted(j->userdata, j->r, j->why);
 		snap_job_free(j);

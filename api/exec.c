@@ -30,6 +30,7 @@
 #include "api/server.h"
 #include "backend/backend.h"
 #include "core/backends.h"
+#include "core/activity.h"
 #include "core/run_exec.h"
 #include "core/secret_files.h"
 #include "core/secret_hold.h"
@@ -171,6 +172,7 @@ static void on_done(void *userdata, const struct exec_result *res)
 	api_stream_end(&s->stream);
 	if (s->holding)
 		secret_hold_leave(s->fleetd, s->agent);
+	activity_end(s->fleetd, s->agent);
 	free(s->agent);
 	free(s);
 }
@@ -319,8 +321,10 @@ void api_agent_exec(struct api_call *c)
 		secret_hold_enter(c->fleetd, a->name, "an exec given them");	/* before they go in */
 		s->holding = true;
 	}
+	activity_begin(c->fleetd, a->name);	/* a recent health check no longer stands for a snapshot */
 	r = ops->exec(c->fleetd, a, &req, &cb, &s->handle, &why_owned);
 	if (r < 0) {
+		activity_end(c->fleetd, a->name);
 		if (s->holding)
 			secret_hold_leave(c->fleetd, a->name);
 		free(s->agent);

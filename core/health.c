@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#include "core/activity.h"
 #include "core/backends.h"
 #include "store/db.h"
 #include "model/fleetd.h"
@@ -24,6 +25,10 @@ struct tracked {
 	time_t next_due;
 	bool in_flight;		/* a periodic check or a rollback */
 	int checks;		/* checks of any origin running now */
+	/* The last check that passed with nothing else going on (health_recent_pass()). */
+	bool passed;
+	uint64_t passed_seq;	/* activity_seq() during that check */
+	long long passed_usec;	/* when it ended (now_usec()) */
 	struct tracked *next;
 };
 
@@ -50,6 +55,8 @@ struct check {
 	bool exec_done;
 	health_done_fn done;
 	void *userdata;
+	uint64_t seq;		/* activity_seq() when it began */
+	bool quiet;		/* no exec of fleet's ran in the environment when it began */
 	struct check *prev, *next;	/* in struct health's checks */
 };
 
@@ -94,9 +101,16 @@ static void check_free(struct check *c)
 /* Report once: record the result, then tell the caller. */
 static void check_report(struct check *c, int healthy, const char *detail)
 {
+	struct tracked *t;
 	int r;
 
 	c->reported = true;
+	t = tracked_get(state(c->f), c->agent);
+	/* Only a pass on an environment nothing else touched meanwhile may stand for a later snapshot's check. */
+	t->passed = healthy == 1 && c->quiet && activity_running(c->f, c->agent) == 0 &&
+		    activity_seq(c->f, c->agent) == c->seq;
+	t->passed_seq = c->seq;
+	t->passed_usec = now_usec();
 	if ((r = db_agent_set_health(c->f->db, c->agent, healthy, detail)) < 0 && r != -ENOENT)
 		log_error("agent '%s': cannot record its health: %s", c->agent, strerror(-r));
 	if (!healthy)
@@ -227,6 +241,8 @@ int health_check(struct fleetd *f, const char *agent, health_done_fn done, void 
 	c->f = f;
 	c->agent = xstrdup(agent);
 	c->ops = ops;
+	c->seq = activity_seq(f, agent);
+	c->quiet = activity_running(f, agent) == 0;
 	tracked_get(state(f), agent)->checks++;
 	c->done = done;
 	c->userdata = userdata;
@@ -528,13 +544,33 @@ bool health_checking(struct fleetd *f, const char *agent)
 	return false;
 }
 
+bool health_recent_pass(struct fleetd *f, const char *agent, long long *ret_age_usec)
+{
+	struct health *h = state(f);
+	long long age;
+
+	for (struct tracked *t = h ? h->agents : NULL; t; t = t->next) {
+		if (strcmp(t->name, agent) != 0)
+			continue;
+		age = now_usec() - t->passed_usec;
+		if (!t->passed || t->checks > 0 || age < 0 || age > HEALTH_REUSE_S * 1000000LL ||
+		    activity_running(f, agent) > 0 || activity_seq(f, agent) != t->passed_seq)
+			return false;
+		if (ret_age_usec)
+			*ret_age_usec = age;
+		return true;
+	}
+	return false;
+}
+
 int health_init(struct fleetd *f)
 {
 	struct health *h = xcalloc(1, sizeof(*h));
 	struct timeval tv = { TICK_S, 0 };
 
 	h->f = f;
-	static const struct snapshots_health for_snapshots = { .checking = health_checking, .check = health_check };
+	static const struct snapshots_health for_snapshots = { .checking = health_checking, .check = health_check,
+							       .recent_pass = health_recent_pass };
 
 	lifecycle_on_boot_failed(f, health_boot_failed);
 	snapshots_use_health(&for_snapshots);

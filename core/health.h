@@ -14,6 +14,7 @@
 struct fleetd;
 
 #define HEALTH_TIMEOUT_S 60		/* a check that has not answered by then failed */
+#define HEALTH_REUSE_S 5		/* a passing check this recent stands for a snapshot's (health_recent_pass()) */
 #define ROLLBACK_LIMIT 3		/* automatic rollbacks of one agent ... */
 #define ROLLBACK_WINDOW_S 3600		/* ... within this many seconds */
 
@@ -47,6 +48,17 @@ int health_check_and_act(struct fleetd *f, const char *agent);
  * agent turns bad.
  */
 void health_boot_failed(struct fleetd *f, const char *agent, const char *why);
+
+/*
+ * Did a check of agent pass in the last HEALTH_REUSE_S seconds, with nothing
+ * of fleet's done in its environment since it began (activity.h: no exec,
+ * run, put or memory store call started or ended, no start, stop, restore or
+ * other state change, no exec running then or now) and no check running
+ * now? Then that check describes the environment as it is (apart from what
+ * the agent's own processes did meanwhile), and a snapshot may be marked by
+ * it. *ret_age_usec (if not NULL): how long ago it ended.
+ */
+bool health_recent_pass(struct fleetd *f, const char *agent, long long *ret_age_usec);
 
 /* Is a health check of agent running now? (Its exec makes the backend refuse snapshots for a moment.) */
 bool health_checking(struct fleetd *f, const char *agent);

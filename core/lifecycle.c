@@ -1,5 +1,6 @@
 /* lifecycle: see lifecycle.h. */
 #include "core/lifecycle.h"
+#include "core/activity.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -66,6 +67,7 @@ int lifecycle_set_state(struct fleetd *f, const char *agent, enum agent_state st
 {
 	int r = db_agent_set_state(f->db, agent, st, detail);
 
+	activity_note(f, agent);	/* started, stopped, restored...: an earlier health check says nothing now */
 	if (r < 0 && r != -ENOENT)
 		log_error("agent '%s': cannot record state %s: %s", agent, agent_state_to_string(st), strerror(-r));
 	return r;

@@ -1,5 +1,6 @@
 /* memory: see memory.h. */
 #include "core/memory.h"
+#include "core/activity.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +38,8 @@ static const char *const verb_words[] = {
 };
 
 struct mcall {
+	struct fleetd *f;
+	char *agent;
 	const struct backend_ops *ops;
 	struct exec_handle *exec;
 	memory_done_fn done;
@@ -148,7 +151,9 @@ static void on_done(void *userdata, const struct exec_result *res)
 	}
 	if (mr.error)
 		mr.why = why;
+	activity_end(m->f, m->agent);
 	m->done(m->userdata, &mr);
+	free(m->agent);
 	free(m->out);
 	free(m);
 }
@@ -197,13 +202,18 @@ int memory_call(struct fleetd *f, const char *agent, enum memory_verb verb, cons
 	argv[n] = NULL;
 
 	m = xcalloc(1, sizeof(*m));
+	m->f = f;
+	m->agent = xstrdup(a->name);
 	m->ops = ops;
 	m->done = done;
 	m->userdata = userdata;
+	activity_begin(f, a->name);
 	r = ops->exec(f, a, &(struct exec_request){ .argv = argv, .stdin_data = in, .stdin_len = in ? in_len : 0,
 						     .timeout_s = MEMORY_EXEC_TIMEOUT_S },
 		      &(struct exec_callbacks){ on_output, on_done, m }, &m->exec, why);
 	if (r < 0) {
+		activity_end(f, a->name);
+		free(m->agent);
 		free(m);
 		return r;
 	}

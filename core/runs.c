@@ -1,5 +1,6 @@
 /* runs: see runs.h. */
 #include "core/runs.h"
+#include "core/activity.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -209,6 +210,7 @@ static void run_done(void *userdata, const struct exec_result *res)
 	_cleanup_free_ char *error = NULL;
 
 	act->exec = NULL;
+	activity_end(act->q->f, act->agent);
 	if (closing(act))
 		return;
 	if (act->redact)
@@ -304,7 +306,10 @@ static void launch(struct active *act)
 					    .stdin_len = in->stdin_len, .timeout_s = act->timeout_s,
 					    .files = files ? files->files : NULL, .n_files = files ? files->n : 0 };
 
+		activity_begin(f, act->agent);
 		r = act->ops->exec(f, a, &req, &cb, &act->exec, &why);
+		if (r < 0)
+			activity_end(f, act->agent);
 	}
 	if (r < 0 && act->holding) {
 		secret_hold_leave(f, act->agent);	/* nothing went in: not held while it waits */

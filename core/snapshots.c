@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/activity.h"
 #include "core/backends.h"
 #include "store/db.h"
 #include "model/fleetd.h"
@@ -83,6 +84,8 @@ struct take {
 	char *agent, *snap;
 	const struct backend_ops *ops;
 	int good;		/* what the check before it said: 1, 0, or -1 (not checked) */
+	bool reused;		/* good is a recent check's (health_recent_pass()) */
+	long long t_begin, t_checked, t_backend;	/* now_usec(): for the log line that says where the time went */
 	int flags;
 	struct event *retry;
 	int tries;
@@ -128,6 +131,7 @@ static void take_created(void *userdata, const struct snapshot_result *res)
 	_cleanup_free_ char *msg = NULL;
 	int r;
 
+	t->t_backend = now_usec();
 	if (res->error < 0) {
 		take_fail(t, res->error, res->why);
 		return;
@@ -145,8 +149,11 @@ static void take_created(void *userdata, const struct snapshot_result *res)
 		(void)db_snapshot_set_good(db, t->agent, t->snap, t->good);
 		s->good = t->good;
 	}
-	log_info("agent '%s': snapshot '%s' taken (%s, %s)", t->agent, t->snap, snapshot_kind_to_string(res->kind),
-		 t->good == 1 ? "good" : t->good == 0 ? "bad" : "health unknown");
+	log_info("agent '%s': snapshot '%s' taken (%s, %s) in %.3f s: health check %.3f s%s, backend %.3f s, "
+		 "records %.3f s", t->agent, t->snap, snapshot_kind_to_string(res->kind),
+		 t->good == 1 ? "good" : t->good == 0 ? "bad" : "health unknown", (now_usec() - t->t_begin) / 1e6,
+		 (t->t_checked - t->t_begin) / 1e6, t->reused ? " (a recent one's)" : "",
+		 (t->t_backend - t->t_checked) / 1e6, (now_usec() - t->t_backend) / 1e6);
 	(void)snapshots_prune(t->f, t->agent);
 	t->done(t->userdata, 0, NULL, s);
 	snapshot_free(s);
@@ -205,6 +212,7 @@ static void take_checked(void *userdata, int healthy, const char *detail)
 	struct take *t = userdata;
 
 	t->good = healthy == 1 ? 1 : 0;
+	t->t_checked = now_usec();
 	take_retry(-1, 0, t);
 }
 
@@ -234,6 +242,7 @@ int snapshots_take(struct fleetd *f, const char *agent, const char *name, const 
 	const char *bad;
 	char generated[96];
 	struct take *t;
+	long long age = 0;
 	int r;
 
 	if ((r = snapshots_target(f, agent, &a, &ops, why)) < 0)
@@ -264,12 +273,25 @@ int snapshots_take(struct fleetd *f, const char *agent, const char *name, const 
 	t->snap = xstrdup(name);
 	t->ops = ops;
 	t->good = -1;
+	t->t_begin = t->t_checked = now_usec();
 	t->flags = flags;
 	t->done = done;
 	t->userdata = userdata;
-	/* A snapshot of a running agent that passes its health check first is marked good. */
-	if (a->state == AGENT_RUNNING && health && health->check(f, agent, take_checked, t) == 0)
+	/*
+	 * A snapshot of a running agent that passes its health check first is
+	 * marked good. A check that passed moments ago with nothing done in the
+	 * environment since (no exec, run, put, start, stop or restore: see
+	 * health_recent_pass()) checked the state this snapshot captures: it
+	 * stands, and the snapshot is not held up by a second one.
+	 */
+	if (a->state == AGENT_RUNNING && health && health->recent_pass && health->recent_pass(f, agent, &age)) {
+		log_info("agent '%s': snapshot '%s' is marked by the health check that passed %.1f s ago "
+			 "(nothing done in it since)", agent, name, age / 1e6);
+		t->good = 1;
+		t->reused = true;
+	} else if (a->state == AGENT_RUNNING && health && health->check(f, agent, take_checked, t) == 0) {
 		return 0;
+	}
 	if ((r = take_attempt(t, why)) < 0) {
 		if (!*why)
 			*why = xstrdup(strerror(-r));
@@ -385,6 +407,7 @@ struct restore {
 	struct agent *agent;
 	char *snap;
 	int flags;
+	long long t_begin;	/* now_usec() */
 	struct event *retry;
 	int tries;
 	snapshots_restored_fn done;
@@ -413,7 +436,8 @@ static void restore_finish(struct restore *rs, int r, const char *why)
 	} else {
 		if (rs->ops->state(rs->f, rs->agent, &st, NULL) == 0)
 			(void)lifecycle_set_state(rs->f, rs->agent->name, st, NULL);
-		log_notice("agent '%s': restored snapshot '%s'", rs->agent->name, rs->snap);
+		log_notice("agent '%s': restored snapshot '%s' in %.3f s (until its environment answers)", rs->agent->name,
+			   rs->snap, (now_usec() - rs->t_begin) / 1e6);
 	}
 	rs->done(rs->userdata, r, msg);
 	restore_free(rs);
@@ -477,12 +501,14 @@ int snapshots_restore(struct fleetd *f, const char *agent, const char *snap, int
 		*why = xasprintf("agent '%s': cannot record the restore: %s", agent, strerror(-r));
 		return r;
 	}
+	activity_note(f, agent);	/* whatever a check said before is about another state now */
 	rs = xcalloc(1, sizeof(*rs));
 	rs->f = f;
 	rs->ops = ops;
 	rs->agent = TAKE_PTR(a);
 	rs->snap = xstrdup(snap);
 	rs->flags = flags;
+	rs->t_begin = now_usec();
 	rs->done = done;
 	rs->userdata = userdata;
 	if ((r = restore_attempt(rs, why)) < 0) {

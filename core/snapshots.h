@@ -40,6 +40,8 @@ struct snapshots_health {
 	bool (*checking)(struct fleetd *f, const char *agent);
 	/* As health_check(): 0 and done() later, or a negative errno and no done(). */
 	int (*check)(struct fleetd *f, const char *agent, snapshots_checked_fn done, void *userdata);
+	/* As health_recent_pass(): a check that passed moments ago with nothing done since. */
+	bool (*recent_pass)(struct fleetd *f, const char *agent, long long *ret_age_usec);
 };
 void snapshots_use_health(const struct snapshots_health *h);
 

@@ -20,6 +20,7 @@
 
 #include "api/routes.h"
 #include "api/server.h"
+#include "core/activity.h"
 #include "core/backends.h"
 #include "core/health.h"
 #include "core/host.h"
@@ -217,6 +218,7 @@ static int finish(struct fleetd *f, int code)
 	lifecycle_shutdown(f);
 	runs_free(f);
 	secret_hold_free(f);	/* after the last run and exec let go */
+	activity_free(f);
 	if (f->base)
 		event_base_free(f->base);
 	f->base = NULL;

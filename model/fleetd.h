@@ -16,6 +16,7 @@ struct db;
 struct api;
 struct backend_ops;
 struct health;
+struct activity;
 struct sched;
 struct runs;
 struct lifecycle;
@@ -39,6 +40,7 @@ struct fleetd {
 	char *backend_why[BACKEND__COUNT];	/* why a built-in backend is unavailable */
 	void *backend_state[BACKEND__COUNT];	/* each backend's own runtime state */
 	struct health *health;			/* health.c */
+	struct activity *activity;		/* activity.c: what fleet did in each environment */
 	struct sched *sched;			/* schedules.c */
 	struct runs *runs;			/* runs.c */
 	struct lifecycle *lifecycle;		/* lifecycle.c */

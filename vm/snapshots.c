@@ -21,9 +21,13 @@
 /*
  * libvirt's internal qcow2 snapshots: a running guest gets a full checkpoint
  * (RAM and disk), a stopped one a disk snapshot. The blocking libvirt calls
- * run on a worker thread. fleetd's SSH session is closed before either, so
- * a checkpoint never holds a half-open control connection and a restored
- * guest meets a fresh one.
+ * run on a worker thread. fleetd's SSH session stays open across a
+ * checkpoint (no exec is running on it: checked): the guest carries on
+ * after the checkpoint as if nothing happened, so the next exec needs no
+ * new session. A revert drops it (its QEMU goes away); the restored guest's
+ * relay is then inside the session the checkpoint held, and starts a new
+ * sshd connection when fleetd's new banner arrives (agentd/relay.c,
+ * docs/vm-backend.md "Reconnecting to a running guest").
  */
 struct snap_job {
 	struct vm *vm;
@@ -33,6 +37,7 @@ struct snap_job {
 	int memdisk_mib;
 	bool revert, was_running;
 	long long size_before;
+	long long libvirt_usec;		/* how long the libvirt call took, on the worker */
 	int r;
 	char *why;
 	backend_snapshot_fn created;
@@ -54,10 +59,13 @@ static void snap_job_work(void *arg)
 	/* Its domain names the memory disk: libvirt would find no file to snapshot. */
 	if (j->memdisk && (j->r = vm_memdisk_build(j->memdisk, j->memdisk_mib, &j->why)) < 0)
 		return;
+	long long t0 = now_usec();
+
 	if (j->revert)
 		j->r = virt_snapshot_revert(j->virt, j->domain, j->snap, &j->why);
 	else
 		j->r = virt_snapshot_create(j->virt, j->domain, j->snap, &j->why);
+	j->libvirt_usec = now_usec() - t0;
 }
 
 static void snap_job_free(struct snap_job *j)
@@ -106,6 +114,7 @@ static void snap_created(void *arg)
 		res.why = why;
 	}
 	j->vm->busy = false;
+	log_debug("agent '%s': libvirt's snapshot create took %.3f s", j->vm->name, j->libvirt_usec / 1e6);
 	j->created(j->userdata, &res);
 	snap_job_free(j);
 }
@@ -126,6 +135,7 @@ static void snap_reverted(void *arg)
 
 	j->vm->busy = false;
 	vm_memdisk_forget(j->vm);	/* the snapshot's memory disk may be smaller (even a failed revert's) */
+	log_debug("agent '%s': libvirt's revert took %.3f s", j->vm->name, j->libvirt_usec / 1e6);
 	if (j->r < 0) {
 		j->reverted(j->userdata, j->r, j->why);
 		snap_job_free(j);
@@ -175,8 +185,9 @@ static int snap_job_start(struct vm_backend *b, struct snap_job *j, char **why)
 	int r;
 
 	j->vm->busy = true;
-	/* No control session inside the checkpoint; waiting execs are none (checked). */
-	vm_drop_session(j->vm);
+	/* A revert ends the session with its QEMU; waiting execs are none (checked). */
+	if (j->revert)
+		vm_drop_session(j->vm);
 	if ((r = worker_run(b->f->base, snap_job_work, j->revert ? snap_reverted : snap_created, j)) < 0) {
 		j->vm->busy = false;
 		*why = xasprintf("cannot start a worker thread: %s", strerror(-r));

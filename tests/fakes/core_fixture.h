@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/activity.h"
 #include "core/backends.h"
 #include "core/health.h"
 #include "core/host.h"
@@ -104,6 +105,7 @@ static inline void fixture_close(struct fixture *x)
 	lifecycle_shutdown(&x->f);
 	runs_free(&x->f);
 	secret_hold_free(&x->f);
+	activity_free(&x->f);
 	secrets_free(&x->f);
 	db_close(x->f.db);
 	event_base_free(x->f.base);

@@ -5,6 +5,8 @@
  */
 #include "tests/fakes/core_fixture.h"
 #include "tests/tap.h"
+#include "core/activity.h"
+#include "core/lifecycle.h"
 
 static struct fixture X;
 #define F (&X.f)
@@ -125,7 +127,10 @@ static void test_take_health(void)
 	ok(LOOP_UNTIL(&X, t.calls == 1), "take (healthy): done");
 	is_str(fake_env_last_exec("sn-h"), "fake-health", "a running agent is checked first (the backend's default check)");
 	is_int(t.good, 1, "a passing check marks it good");
+	/* An exec (api/exec.c brackets each with these) that breaks it: the last check no longer stands. */
+	activity_begin(F, "sn-h");
 	fake_env_set_exit("sn-h", 1);
+	activity_end(F, "sn-h");
 	is_int(snapshots_take(F, "sn-h", "bad", NULL, NULL, false, 0, on_taken, &t, &why), 0, "take (unhealthy): accepted");
 	ok(LOOP_UNTIL(&X, t.calls == 2), "take (unhealthy): done");
 	is_int(t.good, 0, "a failing check marks it bad");
@@ -135,6 +140,63 @@ static void test_take_health(void)
 		is_int(snapshots_newest_good(F, "sn-h", &newest), 0, "there is a good one");
 		is_str(newest, "good", "the newest good is the one that passed");
 	}
+	fixture_close(&X);
+}
+
+/*
+ * A check that passed moments ago with nothing done since stands for the
+ * snapshot's own (no second check); anything fleet did in between, an exec
+ * still running, a failed check or a restore makes the snapshot check again.
+ */
+static void test_take_recent_check(void)
+{
+	struct taken t = { 0 };
+	int execs;
+
+	fake_reset();
+	fixture_open(&X, FX_HEALTH, NULL);
+	fixture_running(&X, "sn-r", RESTART_NEVER);
+#define TAKE(snap, n) do { \
+		_cleanup_free_ char *why_ = NULL; \
+		is_int(snapshots_take(F, "sn-r", snap, NULL, NULL, false, 0, on_taken, &t, &why_), 0, snap ": accepted"); \
+		ok(LOOP_UNTIL(&X, t.calls == (n)), snap ": done"); \
+	} while (0)
+	TAKE("r1", 1);
+	is_int(t.good, 1, "r1: checked, good");
+	execs = fake_calls(FAKE_EXEC);
+	TAKE("r2", 2);
+	is_int(t.good, 1, "r2, right after with nothing done since: good");
+	is_int(fake_calls(FAKE_EXEC), execs, "r2: by r1's check, no second one");
+	TAKE("r3", 3);
+	is_int(fake_calls(FAKE_EXEC), execs, "r3: still r1's check (taking a snapshot changes nothing in it)");
+
+	/* An exec began and ended since: it may have changed anything; check again, and that check decides. */
+	activity_begin(F, "sn-r");
+	fake_env_set_exit("sn-r", 1);
+	activity_end(F, "sn-r");
+	TAKE("r4", 4);
+	is_int(fake_calls(FAKE_EXEC), execs + 1, "r4, after an exec: checked again");
+	is_int(t.good, 0, "r4: that check failed: bad");
+	fake_env_set_exit("sn-r", 0);
+	TAKE("r5", 5);
+	is_int(fake_calls(FAKE_EXEC), execs + 2, "r5, after a failed check: checked again (a failure is never reused)");
+	is_int(t.good, 1, "r5: good");
+
+	/* An exec running during the check and after it: that check does not stand. */
+	activity_begin(F, "sn-r");
+	TAKE("r6", 6);
+	is_int(fake_calls(FAKE_EXEC), execs + 3, "r6, with an exec running: checked");
+	activity_end(F, "sn-r");
+	TAKE("r7", 7);
+	is_int(fake_calls(FAKE_EXEC), execs + 4, "r7, that exec ended since r6's check: checked again");
+	TAKE("r8", 8);
+	is_int(fake_calls(FAKE_EXEC), execs + 4, "r8, nothing since r7's check: none");
+
+	/* A stop and start (a state change, as lifecycle records it) between: checked again. */
+	(void)lifecycle_set_state(F, "sn-r", AGENT_RUNNING, NULL);
+	TAKE("r9", 9);
+	is_int(fake_calls(FAKE_EXEC), execs + 5, "r9, after a state change: checked again");
+#undef TAKE
 	fixture_close(&X);
 }
 
@@ -269,7 +331,7 @@ static void test_recover(void)
 
 int main(void)
 {
-	void (*tests[])(void) = { test_take, test_take_health, test_take_secrets, test_recover };
+	void (*tests[])(void) = { test_take, test_take_health, test_take_recent_check, test_take_secrets, test_recover };
 
 	log_setup("test_core_snapshots", LOG_WARNING);
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {

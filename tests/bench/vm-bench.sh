@@ -27,7 +27,8 @@
 # round, N=15, no root-line breakdown) about 1.5 minutes.
 #
 # Usage: tests/bench/vm-bench.sh [--quick] [--out FILE] [--n N] [--rounds R]
-# Env (as for make check): FLEET_SRCDIR, FLEET_BUILDDIR, FLEETD, FLEETCTL, AGENTD.
+# Env (as for make check): FLEET_SRCDIR, FLEET_BUILDDIR, FLEETD, FLEETCTL, AGENTD;
+# BOOT_S: how long the baseline guest may take to answer ssh (default 180).
 set -u
 
 OUT=
@@ -41,7 +42,7 @@ while [ $# -gt 0 ]; do
 	--n) N=$2; shift 2 ;;
 	--rounds) ROUNDS=$2; shift 2 ;;
 	--quick) QUICK=1; N=15; ROUNDS=1; shift ;;
-	-h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "vm-bench: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -184,9 +185,10 @@ ssh_opts() {
 		-o ProxyCommand="socat - UNIX-CONNECT:$BT/base$r/ctl.sock")
 }
 
-# base_boot R: virsh start, then ssh true every 0.5 s until it succeeds (180 s at most).
+# base_boot R: virsh start, then ssh true every 0.5 s until it succeeds (BOOT_S, 180 s, at most:
+# fleetd's own boot timeout; more only on a host too loaded to boot a TCG guest in that).
 base_boot() {
-	local r=$1 deadline=$((SECONDS + 180))
+	local r=$1 deadline=$((SECONDS + ${BOOT_S:-180}))
 	ssh_opts "$r"
 	virsh_ns start "bench-base$r" >/dev/null || return 1
 	until timeout 20 "${SSH[@]}" -o ControlMaster=no agent@bench-guest true </dev/null >/dev/null 2>&1; do

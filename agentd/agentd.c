@@ -24,6 +24,7 @@
 #include "agentd/memory.h"
 #include "agentd/memdisk.h"
 #include "agentd/relay.h"
+#include "agentd/shell.h"
 
 /* Where --files-stdin puts the files, as a user agent's sandbox does (user/launch.h). */
 #define SECRETS_DIR "/run/secrets"
@@ -48,6 +49,10 @@ static void usage(FILE *out)
 		"        set only after the drop; fleetd runs every exec through it. --env-stdin\n"
 		"        reads the entries from stdin first, --files-stdin then files, which go on\n"
 		"        a tmpfs at " SECRETS_DIR " of the command's own ($FLEET_SECRETS_DIR)\n"
+		"\n"
+		"  -c LINE\n"
+		"        as the guest root's login shell: fleetd's exec line (echo $$ >&2; exec\n"
+		"        agentd run-as ...) is run here, with no shell; any other LINE by /bin/sh\n"
 		"\n"
 		"  health\n"
 		"        check this environment can do an agent's work: its home has room and\n"
@@ -176,6 +181,14 @@ bad:
 	return -1;
 }
 
+/* The user's shell as the command should see it: root's is agentd itself (shell.h), not for commands. */
+static const char *login_shell(const struct passwd *pw)
+{
+	if (!pw->pw_shell || !*pw->pw_shell || shell_is_self(pw->pw_shell))
+		return SHELL_FALLBACK;
+	return pw->pw_shell;
+}
+
 /*
  * Become USER and exec CMD (argv[cmd]...) with a clean, fixed environment
  * plus the caller's --env entries (argv[first_env] to argv[cmd - 2]) and
@@ -219,7 +232,7 @@ static int run_as_exec(const char *user, char **argv, int first_env, int cmd, ch
 		snprintf(path, sizeof(path), "%s/.local/bin:/usr/local/bin:/usr/bin:/bin", pw->pw_dir);
 	if (setenv("HOME", pw->pw_dir, 1) < 0 || setenv("USER", pw->pw_name, 1) < 0 ||
 	    setenv("LOGNAME", pw->pw_name, 1) < 0 ||
-	    setenv("SHELL", pw->pw_shell && *pw->pw_shell ? pw->pw_shell : "/bin/sh", 1) < 0 ||
+	    setenv("SHELL", login_shell(pw), 1) < 0 ||
 	    setenv("PATH", path, 1) < 0 || (files && setenv("FLEET_SECRETS_DIR", SECRETS_DIR, 1) < 0))
 		return 126;
 	/* Now, as the user: the caller's entries, which may override the above. */
@@ -352,6 +365,9 @@ static int cmd_health(void)
 
 int main(int argc, char **argv)
 {
+	/* The guest root's login shell: dropbear runs `agentd -c LINE` for fleetd's execs. */
+	if (shell_invoked(argc, argv))
+		return shell_main(argc, argv, cmd_run_as);
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

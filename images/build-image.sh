@@ -302,8 +302,12 @@ LIBARCHIVE=$(ldconfig -p | awk '$1 == "libarchive.so.13" && /x86-64/ && !found {
 [ -n "$LIBARCHIVE" ] || die "libarchive.so.13 not found; install the Debian package 'libarchive13' (scripts/deps.sh)"
 copy_with_libs "$LIBARCHIVE" "$LIBARCHIVE"
 
+# root's login shell is agentd: fleetd's session is root's, and dropbear runs
+# every exec as `SHELL -c LINE`; agentd does fleetd's run-as line itself (one
+# program start less than /bin/sh exec'ing agentd) and hands any other line,
+# and an interactive login, to /bin/sh (agentd/shell.h).
 cat > "$ROOT/etc/passwd" <<'EOF'
-root:x:0:0:root:/root:/bin/sh
+root:x:0:0:root:/root:/usr/bin/agentd
 agent:x:1000:1000:fleet agent:/home/agent:/bin/sh
 EOF
 cat > "$ROOT/etc/group" <<'EOF'
@@ -317,7 +321,7 @@ root:*:19000:0:99999:7:::
 agent:*:19000:0:99999:7:::
 EOF
 chmod 0600 "$ROOT/etc/shadow"
-printf '/bin/sh\n/bin/ash\n' > "$ROOT/etc/shells"
+printf '/bin/sh\n/bin/ash\n/usr/bin/agentd\n' > "$ROOT/etc/shells"	# dropbear refuses a shell not listed
 printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n' > "$ROOT/etc/nsswitch.conf"
 echo fleet-guest > "$ROOT/etc/hostname"
 printf '127.0.0.1 localhost\n' > "$ROOT/etc/hosts"

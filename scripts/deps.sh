@@ -27,6 +27,8 @@ PACKAGES=(
 	curl jq socat sqlite3 openssh-client procps valgrind
 	# tests/integration/clock-jump.sh: fleetd alone under a moved clock (LD_PRELOAD)
 	libfaketime
+	# tests/integration/agentd-shell.sh counts the programs an exec starts
+	strace
 	# the webhook tests' raw HTTP client (tests/lib/hookraw.py, standard library only)
 	python3
 	# test_cron's DST tests need the zone files (they skip without, and CI fails)

@@ -173,11 +173,17 @@ like "$show" "health: .*exit status 5" "and its exit status"
 "$FLEETCTL" set "$A" --health-cmd 'exit 4' >/dev/null
 like "$("$FLEETCTL" health "$A" 2>&1)" "exit status 4\)?$" "a silent failing check: just its exit status"
 
-# Without a shell in the guest, dropbear's log line is all there is: say the check did not start.
+# Without /bin/sh the check (sh -c CMD) cannot run: agentd, root's login shell, says which program.
 ex --root -- /bin/busybox mv /bin/sh /bin/sh.off; ok $? "(guest root moves /bin/sh away)"
 out=$("$FLEETCTL" health "$A" 2>&1)
+like "$out" "unhealthy \(exit status 127: agentd: /bin/sh: No such file or directory" \
+	"a check whose /bin/sh is missing says so ($out)"
+# Without root's login shell (agentd, images/README.md), dropbear's log line is all there is:
+# say the check did not start.
+ex --root -- /bin/busybox mv /usr/bin/agentd /usr/bin/agentd.off; ok $? "(guest root moves agentd away)"
+out=$("$FLEETCTL" health "$A" 2>&1)
 like "$out" "unhealthy \(the check did not start: the environment's shell did not run" \
-	"a check whose shell cannot start says so ($out)"
+	"a check whose login shell cannot start says so ($out)"
 unlike "$out" "exit status" "rather than an exit status of the SSH server's"
 
 "$FLEETCTL" rm --force "$A" >/dev/null; ok $? "rm"

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -44,6 +45,7 @@
 #define FD_SPEC 4
 #define FD_FILES 5
 #define FD_CGROUP0 6
+#define SPEC_MAX (64L << 20)	/* far above any argv + environment execve takes */
 
 /* What the setup needs: the spec and the mount options derived from it. */
 struct launch_prep {
@@ -544,11 +546,24 @@ static unsigned char *read_all(int fd, size_t len)
 static int read_spec(struct user_launch_spec *s, json_t **rootp, unsigned char **blobp)
 {
 	json_error_t jerr;
-	json_t *root = json_loadfd(FD_SPEC, JSON_REJECT_DUPLICATES, &jerr), *files;
+	json_t *root = NULL, *files;
 	size_t n_cg = 0, total = 0, i;
 	struct exec_file *fv;
+	struct stat st;
 	json_t *f;
 
+	/*
+	 * The spec is fleetd's memfd: parsed where it lies (json_loadfd would
+	 * read it one byte per system call, hundreds of them on every exec).
+	 */
+	if (fstat(FD_SPEC, &st) == 0 && st.st_size > 0 && st.st_size <= SPEC_MAX) {
+		void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, FD_SPEC, 0);
+
+		if (m != MAP_FAILED) {
+			root = json_loadb(m, (size_t)st.st_size, JSON_REJECT_DUPLICATES, &jerr);
+			munmap(m, (size_t)st.st_size);
+		}
+	}
 	close(FD_SPEC);
 	if (!json_is_object(root))
 		return -EINVAL;

@@ -7,13 +7,25 @@
 #   2. N agents (default 500): create time per agent against plain
 #      groupadd+useradd+mkdir of a user; `fleetctl list` with N agents
 #      against with 0; fleetd's RSS with N agents against with 0; starting
-#      every agent (one keeper sandbox each) and the memory that costs.
-# Usage: tests/bench/user-bench.sh [N]   (FLEETD/FLEETCTL default to ./daemon/)
+#      every agent (one keeper sandbox each) and the memory that costs;
+#   3. the verbs that read the whole fleet: `fleetctl list`, `status` and
+#      `show` (medians of REPS calls) with N agents against with 0 (show:
+#      of the same agent, alone and among N), and fleetd's start (its
+#      reconcile of every agent) with N stopped user agents against an
+#      empty state dir, the target being 2 s + 20 ms per agent.
+# Agents are named qbN (Unix users fleet-qbN, in a uid range of their own);
+# all of them go at the end, also when the bench fails.
+# Stdout also gets one line per row of issue #16 measured, for
+# tests/bench/quick.sh: ratio|ROW|FLEET|BASELINE|RATIO|TARGET.
+# Usage: tests/bench/user-bench.sh [--quick] [N]   (default N 1000; --quick:
+# N 10, 30 latency samples, 5 repetitions; FLEETD/FLEETCTL default to ./daemon/)
 set -u
-N=${1:-500}
+QUICK=0
+[ "${1:-}" = --quick ] && { QUICK=1; shift; }
+if [ $QUICK = 1 ]; then N=${1:-10}; SAMPLES=${SAMPLES:-30}; REPS=${REPS:-5}; NBASE=5
+else N=${1:-1000}; SAMPLES=${SAMPLES:-200}; REPS=${REPS:-15}; NBASE=50; fi
 FLEETD=${FLEETD:-$PWD/daemon/fleetd}
 FLEETCTL=${FLEETCTL:-$PWD/ctl/fleetctl}
-SAMPLES=${SAMPLES:-200}
 
 [ "$(id -u)" = 0 ] || { echo "user-bench: needs root" >&2; exit 77; }
 [ -x "$FLEETD" ] && [ -x "$FLEETCTL" ] || { echo "user-bench: no fleetd/fleetctl at $FLEETD (set FLEETD, FLEETCTL)" >&2; exit 77; }
@@ -24,17 +36,26 @@ SOCK=$STATE.sock
 export FLEET_SOCKET=$SOCK
 FLEETD_PID=
 : > "$STATE.conf"
+stop_fleetd() {
+	[ -n "$FLEETD_PID" ] || return 0
+	kill "$FLEETD_PID" 2>/dev/null
+	for i in $(seq 600); do kill -0 "$FLEETD_PID" 2>/dev/null || break; sleep 0.05; done
+	FLEETD_PID=
+}
 cleanup() {
 	set +e
 	if [ -n "$FLEETD_PID" ]; then
 		"$FLEETCTL" --json list 2>/dev/null | jq -r '.[].name' | while read -r n; do "$FLEETCTL" rm --force "$n" >/dev/null 2>&1; done
-		kill "$FLEETD_PID" 2>/dev/null
-		for i in $(seq 100); do kill -0 "$FLEETD_PID" 2>/dev/null || break; sleep 0.05; done
+		stop_fleetd
 	fi
+	# What a failed run left: only users of this bench (name and uid range).
+	getent passwd | awk -F: -v lo=$UMIN -v hi=$UMAX '$1 ~ /^fleet-(qb[0-9]+|bench-lat)$/ && $3 >= lo && $3 <= hi {print $1}' |
+		while read -r u; do userdel "$u" 2>/dev/null; groupdel "$u" 2>/dev/null; done
 	for i in $(seq 0 49); do userdel "fbase-$i" 2>/dev/null; groupdel "fbase-$i" 2>/dev/null; done
-	rm -rf "$STATE" "$SOCK" "$STATE.base" "$STATE.lat" "$STATE.conf"
+	rm -rf "$STATE" "$STATE.empty" "$SOCK" "$STATE.base" "$STATE.lat" "$STATE.conf" "$STATE.t"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM	# the cleanup above, also when stopped
 
 now_ns() { local t=${EPOCHREALTIME/./}; echo "${t}000"; }	# no fork
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
@@ -42,10 +63,30 @@ p95() { sort -n | awk '{a[NR]=$1} END {i=int(NR*0.95); if (i<1) i=1; print a[i]}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "inf" }'; }
 ms() { awk -v n="$1" 'BEGIN { printf "%.2f", n / 1e6 }'; }
 rss_kib() { awk '/^VmRSS:/ {print $2}' /proc/"$1"/status; }
+ratio2() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "inf" }'; }
+# ratio|ROW|FLEET|BASELINE|RATIO|TARGET (tests/bench/quick.sh collects these)
+row() { echo "ratio|$1|$2|$3|$4|$5"; }
+# Median wall time (ns) of REPS runs of a command.
+median_of() {
+	: > "$STATE.t"
+	for _ in $(seq "$REPS"); do
+		local t0; t0=$(now_ns); "$@" >/dev/null 2>&1; echo $(( $(now_ns) - t0 )) >> "$STATE.t"
+	done
+	median < "$STATE.t"
+}
+# Start fleetd on state dir $1; the wall time (ns) it took to be ready (its reconcile included) in START_NS.
+start_fleetd() {
+	local t0; t0=$(now_ns)
+	"$FLEETD" --state-dir "$1" --socket "$SOCK" --config "$STATE.conf" --user-uid-min $UMIN --user-uid-max $UMAX 2>/dev/null ||
+		{ echo "user-bench: fleetd did not start" >&2; exit 1; }
+	START_NS=$(( $(now_ns) - t0 ))
+	FLEETD_PID=$(head -1 "$1/fleetd.lock")
+}
 
-"$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$STATE.conf" --user-uid-min $UMIN --user-uid-max $UMAX 2>/dev/null ||
-	{ echo "user-bench: fleetd did not start" >&2; exit 1; }
-FLEETD_PID=$(head -1 "$STATE/fleetd.lock")
+# fleetd's start with nothing to reconcile: the baseline of the reconcile row.
+mkdir -p "$STATE.empty"
+start_fleetd "$STATE.empty"; stop_fleetd; start_fleetd "$STATE.empty"; start0=$START_NS; stop_fleetd
+start_fleetd "$STATE"
 "$FLEETCTL" create bench-lat --backend user >/dev/null || { echo "user-bench: this fleetd cannot create user agents" >&2; exit 77; }
 
 echo "# user backend benchmark: $(nproc) CPUs, kernel $(uname -r), $N agents, $SAMPLES latency samples"
@@ -61,36 +102,61 @@ lat=$(median < "$STATE.lat"); base=$(median < "$STATE.base")
 lat95=$(p95 < "$STATE.lat"); base95=$(p95 < "$STATE.base")
 echo "start latency (median): fleetctl exec $(ms "$lat") ms, plain fork/exec $(ms "$base") ms, ratio $(ratio "$lat" "$base")"
 echo "start latency (p95):    fleetctl exec $(ms "$lat95") ms, plain fork/exec $(ms "$base95") ms, ratio $(ratio "$lat95" "$base95")"
+row "user agent: exec start latency" "$(ms "$lat") ms" "$(ms "$base") ms plain fork/exec" "$(ratio2 "$lat" "$base")" "<= 1.5x"
 rm -f "$STATE.lat" "$STATE.base"
-"$FLEETCTL" rm bench-lat >/dev/null
 
 # ---- 2. N agents ----
 rss0=$(rss_kib "$FLEETD_PID")
-t0=$(now_ns); "$FLEETCTL" list >/dev/null; list0=$(( $(now_ns) - t0 ))
+"$FLEETCTL" list >/dev/null
+list0=$(median_of "$FLEETCTL" list)
+status0=$(median_of "$FLEETCTL" status)
+show0=$(median_of "$FLEETCTL" show bench-lat)
 
-# Baseline: what a user costs without fleet (50 users, same tools).
+# Baseline: what a user costs without fleet (NBASE users, same tools).
 t0=$(now_ns)
-for i in $(seq 0 49); do
+for i in $(seq 0 $((NBASE - 1))); do
 	groupadd -g $((4719000 + i)) "fbase-$i" && useradd --system -u $((4719000 + i)) -g $((4719000 + i)) -M -N -l \
 		-d "$STATE/base-$i" -s /usr/sbin/nologin "fbase-$i" 2>/dev/null && mkdir -m 0700 "$STATE/base-$i"
 done
-base_create=$(( ($(now_ns) - t0) / 50 ))
-for i in $(seq 0 49); do userdel "fbase-$i"; groupdel "fbase-$i" 2>/dev/null; rmdir "$STATE/base-$i"; done
+base_create=$(( ($(now_ns) - t0) / NBASE ))
+for i in $(seq 0 $((NBASE - 1))); do userdel "fbase-$i"; groupdel "fbase-$i" 2>/dev/null; rmdir "$STATE/base-$i"; done
 
 t0=$(now_ns)
 for i in $(seq 1 "$N"); do
-	"$FLEETCTL" create "bench-$i" --backend user --memory 64 >/dev/null || { echo "user-bench: create bench-$i failed" >&2; exit 1; }
+	"$FLEETCTL" create "qb$i" --backend user --memory 64 >/dev/null || { echo "user-bench: create qb$i failed" >&2; exit 1; }
 done
 create=$(( ($(now_ns) - t0) / N ))
 echo "create: $(ms "$create") ms per agent ($N agents), plain groupadd+useradd+mkdir $(ms "$base_create") ms, ratio $(ratio "$create" "$base_create")"
 
-t0=$(now_ns); "$FLEETCTL" list >/dev/null; listN=$(( $(now_ns) - t0 ))
-echo "list: $(ms "$listN") ms with $N agents, $(ms "$list0") ms with 0, ratio $(ratio "$listN" "$list0")"
+"$FLEETCTL" list >/dev/null
+listN=$(median_of "$FLEETCTL" list)
+statusN=$(median_of "$FLEETCTL" status)
+showN=$(median_of "$FLEETCTL" show bench-lat)
+echo "list: $(ms "$listN") ms with $N more agents, $(ms "$list0") ms with 1, ratio $(ratio "$listN" "$list0")"
+echo "status: $(ms "$statusN") ms with $N more agents, $(ms "$status0") ms with 1, ratio $(ratio "$statusN" "$status0")"
+echo "show: $(ms "$showN") ms with $N other agents, $(ms "$show0") ms with 0, ratio $(ratio "$showN" "$show0")"
+row "\`fleetctl list\`, $N user agents" "$(ms "$listN") ms" "same, 1 agent: $(ms "$list0") ms" "$(ratio2 "$listN" "$list0")" "<= 2x"
+row "\`fleetctl status\`, $N user agents" "$(ms "$statusN") ms" "same, 1 agent: $(ms "$status0") ms" "$(ratio2 "$statusN" "$status0")" "<= 2x"
+row "\`fleetctl show\`, $N user agents" "$(ms "$showN") ms" "same, alone: $(ms "$show0") ms" "$(ratio2 "$showN" "$show0")" "<= 2x"
 rssN=$(rss_kib "$FLEETD_PID")
 echo "fleetd RSS: ${rssN} KiB with $N agents, ${rss0} KiB with 0, ratio $(ratio "$rssN" "$rss0")"
 
+# fleetd's start: reconcile of N+1 stopped user agents, against an empty state dir.
+stop_fleetd
+start_fleetd "$STATE"
+startN=$START_NS
+target_ns=$(( 2000000000 + 20000000 * (N + 1) ))
+echo "fleetd start: $(ms "$startN") ms with $((N + 1)) stopped user agents, $(ms "$start0") ms with 0 (target < $(ms "$target_ns") ms)"
+row "reconcile at fleetd start, $((N + 1)) user agents" "$(ms "$startN") ms" "empty state dir: $(ms "$start0") ms" \
+	"$(ratio2 "$startN" "$start0")" "< 2 s + 20 ms/agent = $(ms "$target_ns") ms"
+
+if [ $QUICK = 1 ]; then	# starting every agent: the full run only
+	for i in $(seq 1 "$N"); do "$FLEETCTL" rm --force "qb$i" >/dev/null; done
+	"$FLEETCTL" rm bench-lat >/dev/null
+	exit 0
+fi
 t0=$(now_ns)
-for i in $(seq 1 "$N"); do "$FLEETCTL" start "bench-$i" >/dev/null || { echo "user-bench: start bench-$i failed" >&2; exit 1; }; done
+for i in $(seq 1 "$N"); do "$FLEETCTL" start "qb$i" >/dev/null || { echo "user-bench: start qb$i failed" >&2; exit 1; }; done
 start=$(( ($(now_ns) - t0) / N ))
 rssS=$(rss_kib "$FLEETD_PID")
 keepers=$(pgrep -c -x fleet-init)
@@ -100,5 +166,6 @@ echo "keepers: $pss KiB PSS in all, $(( pss / (keepers > 0 ? keepers : 1) )) KiB
 t0=$(now_ns); "$FLEETCTL" list >/dev/null; listR=$(( $(now_ns) - t0 ))
 echo "list: $(ms "$listR") ms with $N running agents, ratio to 0 agents $(ratio "$listR" "$list0")"
 t0=$(now_ns)
-for i in $(seq 1 "$N"); do "$FLEETCTL" rm --force "bench-$i" >/dev/null; done
+for i in $(seq 1 "$N"); do "$FLEETCTL" rm --force "qb$i" >/dev/null; done
+"$FLEETCTL" rm bench-lat >/dev/null
 echo "rm --force: $(ms $(( ($(now_ns) - t0) / N ))) ms per running agent"

@@ -15,6 +15,14 @@ out=$(api POST /v1/agents '{"name":"api-alpha","backend":"user","memory_mib":128
 is "${out##* }" 201 "POST /v1/agents creates (201)"
 is "$(printf '%s' "${out% *}" | jq -r .state)" stopped "the new user agent is provisioned and stopped"
 out=$(api GET /v1/agents/api-alpha); is "${out##* }" 200 "GET /v1/agents/api-alpha"
+# The brief view (what `fleetctl list` asks for): the table's fields, nothing else.
+out=$(api GET '/v1/agents?view=brief'); is "${out##* }" 200 "GET /v1/agents?view=brief"
+is "$(printf '%s' "${out% *}" | jq -c '.agents[0] | keys')" \
+	'["backend","created_at","memory_mib","name","network","state","vcpus"]' "the brief view has the list's seven fields"
+is "$(printf '%s' "${out% *}" | jq -c '.agents[0] | [.name, .memory_mib, .state]')" '["api-alpha",128,"stopped"]' \
+	"with the agent's values"
+out=$(api GET /v1/agents); is "$(printf '%s' "${out% *}" | jq -r '.agents[0].health.status')" unknown \
+	"without a view the list has the full objects"
 
 # err_case DESCRIPTION WANT_STATUS WANT_CODE METHOD PATH [BODY]
 err_case() {
@@ -26,6 +34,7 @@ err_case() {
 		"$desc: error shape with code $code"
 }
 
+err_case "unknown list view" 400 invalid GET '/v1/agents?view=everything'
 err_case "unknown field" 400 unknown_field POST /v1/agents '{"name":"b","colour":"red"}'
 err_case "wrong type for memory" 400 wrong_type POST /v1/agents '{"name":"b","memory_mib":"lots"}'
 err_case "wrong type for name" 400 wrong_type POST /v1/agents '{"name":7}'

@@ -9,7 +9,6 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -244,17 +243,6 @@ int main(int argc, char **argv)
 	int ready_fd = -1, log_fd = -1, nerr, r, c, idx;
 	const char *state_dir;
 	_cleanup_free_ char *db_path = NULL;
-
-	/*
-	 * Keep freed heap for the next request instead of handing it back at
-	 * once: a list of a thousand agents builds megabytes of JSON, and on
-	 * every call glibc's defaults (trim above 128 KiB, mmap for blocks
-	 * above it) made those pages fresh again, a page fault each; that was
-	 * half of fleetd's CPU time per list. Bounded: at most 32 MiB kept.
-	 */
-	(void)mallopt(M_MMAP_THRESHOLD, 16 << 20);
-	(void)mallopt(M_TRIM_THRESHOLD, 32 << 20);
-	(void)mallopt(M_TOP_PAD, 4 << 20);
 
 	/*
 	 * Whatever umask we were started with (a shell's 022), nothing fleetd or

@@ -295,6 +295,12 @@ int snapshots_take(struct fleetd *f, const char *agent, const char *name, const 
 	if ((r = take_attempt(t, why)) < 0) {
 		if (!*why)
 			*why = xstrdup(strerror(-r));
+		if (t->reused) {	/* worded as after a check (take_fail): the caller cannot tell the paths apart */
+			char *msg = xasprintf("agent '%s': snapshot '%s' failed: %s", t->agent, t->snap, *why);
+
+			free(*why);
+			*why = msg;
+		}
 		take_free(t);
 		return r;
 	}

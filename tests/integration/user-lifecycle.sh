@@ -130,9 +130,10 @@ is "$(grep -c "agent 'ulc-rs': restarting" "$LOG")" 1 "only the one restart of u
 cgdirs=$(find /sys/fs/cgroup -maxdepth 7 -type d -path '*/fleet/ulc-cg' 2>/dev/null)
 ok $([ -n "$cgdirs" ] && echo 0 || echo 1) "it has cgroups ($(echo $cgdirs | wc -w))"
 "$FLEETCTL" rm ulc-cg >/dev/null; ok $? "rm ulc-cg"
-for d in $cgdirs; do mkdir "$d"; done
-made=$(for d in $cgdirs; do [ -d "$d" ] && echo "$d"; done | wc -l)	# not where rm took the shared fleet/ too
-on_exit "for d in $(echo $cgdirs); do rmdir \$d; done"
+# rm takes the shared fleet/ too when no agent of any fleetd is left: make it again (-p).
+for d in $cgdirs; do mkdir -p "$d"; done
+made=$(for d in $cgdirs; do [ -d "$d" ] && echo "$d"; done | wc -l)
+on_exit "for d in $(echo $cgdirs); do rmdir \$d \${d%/*}; done 2>/dev/null"
 "$FLEETCTL" create ulc-cg --backend user >/dev/null; ok $? "create ulc-cg again over its empty leftover cgroups"
 # cgroup_create is the one judge of a leftover (no pre-check that removes it first): it says so.
 is "$(grep -c "cgroup .*/fleet/ulc-cg was left behind, empty: taking it over" "$LOG")" "$made" \
@@ -140,13 +141,13 @@ is "$(grep -c "cgroup .*/fleet/ulc-cg was left behind, empty: taking it over" "$
 "$FLEETCTL" rm ulc-cg >/dev/null; ok $? "rm ulc-cg"
 # Left in some hierarchies only (the tracking one, unified or pids, is not among them): each is taken over.
 partial=$(echo $cgdirs | tr ' ' '\n' | grep -vE '/(unified|pids)/')
-for d in $partial; do mkdir "$d"; done
+for d in $partial; do mkdir -p "$d"; done
 "$FLEETCTL" create ulc-cg --backend user >/dev/null; ok $? "create ulc-cg over leftovers in some hierarchies only ($(echo $partial | wc -w))"
 if [ -n "$partial" ]; then
 	like "$(cat "$LOG")" "cgroup .*/fleet/ulc-cg was left behind, empty: taking it over" "fleetd says it took them over"
 fi
 "$FLEETCTL" rm ulc-cg >/dev/null; ok $? "rm ulc-cg"
-for d in $cgdirs; do mkdir "$d"; done
+for d in $cgdirs; do mkdir -p "$d"; done
 sleep 300 & cgpid=$!; _pids+=($cgpid)
 first=$(echo $cgdirs | cut -d' ' -f1)
 echo $cgpid > "$first/cgroup.procs"

@@ -19,21 +19,31 @@ chown fleet-umswa: "$HOME_DIR"/memory/blob*; ok $? "fill the store with 140 MiB"
 img_id=$(stat -c '%i %s' "$MEMDIR/umswa.img")	# its mtime moves: mounting writes the superblock
 
 # The resize of a stopped agent builds umswa.img.new on .umswa.stage; kill -9
-# fleetd once the stage is mounted. A build that ends before the poll sees it
-# is tried again at the next size (never a duration: the order of events).
-hit=no
+# fleetd once the stage is mounted. A build that ends before the poll sees it,
+# or between the poll and the kill, is tried again at the next size (never a
+# duration: the order of events), from what that try left.
+hit=no want_quota=160	# the store's quota before the killed build
 for quota in 200 230 256; do
+	killed=no
 	"$FLEETCTL" set umswa --memory-quota $quota >/dev/null 2>&1 & setpid=$!; _pids+=($setpid)
 	while kill -0 $setpid 2>/dev/null; do
 		if grep -q " $MEMDIR/.umswa.stage " /proc/self/mounts; then
-			stop_fleetd KILL && hit=yes
+			stop_fleetd KILL && killed=yes
 			break
 		fi
 		sleep 0.005
 	done
 	wait $setpid 2>/dev/null
-	[ $hit = yes ] && break
-	diag "the build at $quota MiB ended before the poll saw its stage; again"
+	if [ $killed = yes ] && mountpoint -q "$MEMDIR/.umswa.stage" && [ -e "$MEMDIR/umswa.img.new" ]; then
+		hit=yes
+		break
+	fi
+	diag "the build at $quota MiB ended before the kill caught its stage; again"
+	if [ $killed = yes ]; then
+		user_fleetd_start || break
+	fi
+	img_id=$(stat -c '%i %s' "$MEMDIR/umswa.img")
+	want_quota=$("$FLEETCTL" --json show umswa | jq -r .memory.quota_mib)
 done
 is "$hit" yes "fleetd was killed while its build's stage was mounted"
 check "  it left the stage mounted" -- mountpoint -q "$MEMDIR/.umswa.stage"
@@ -47,8 +57,9 @@ like "$(cat "$STATE/fleetd.log")" "unmounted .*/\.umswa\.stage, the stage of a b
 is "$(stat -c '%i %s' "$MEMDIR/umswa.img")" "$img_id" "the completed image is the same file, of the same size"
 check "  and mounted on the home" -- mountpoint -q "$HOME_DIR/memory"
 is "$("$FLEETCTL" memory umswa get note)" kept "its data is there"
-is "$("$FLEETCTL" --json show umswa | jq -r .memory.quota_mib)" 160 "the quota is the one the store has"
-"$FLEETCTL" set umswa --memory-quota 200 >/dev/null; ok $? "a later resize works"
+is "$("$FLEETCTL" --json show umswa | jq -r .memory.quota_mib)" "$want_quota" "the quota is the one the store has"
+later=$((want_quota < 256 ? 256 : 250))	# a size the store does not have (256 MiB: the most)
+"$FLEETCTL" set umswa --memory-quota $later >/dev/null; ok $? "a later resize works"
 is "$("$FLEETCTL" memory umswa get note)" kept "  keeping the data"
 
 done_testing

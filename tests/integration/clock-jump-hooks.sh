@@ -27,14 +27,7 @@
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 own_netns_ready
-FAKETIME_LIB=
-for l in /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1; do
-	[ -r "$l" ] && FAKETIME_LIB=$l && break
-done
-[ -n "$FAKETIME_LIB" ] || skip_all "libfaketime not installed (Debian package libfaketime; scripts/deps.sh)"
-# ASan's runtime must be the first library loaded (see clock-jump.sh).
-! ldd "$FLEETD" 2>/dev/null | grep -q libasan ||
-	skip_all "fleetd is an ASan build: libfaketime cannot be preloaded ahead of ASan's runtime"
+. "$FLEET_SRCDIR/tests/lib/faketime.sh"
 HOOKSD=$(dirname "$(readlink -f "$FLEETD")")/fleet-hooksd
 [ -x "$HOOKSD" ] || skip_all "no fleet-hooksd next to $FLEETD"
 HOOKS_USER=uchk-hooks	# this test's hooks_user: fleetd creates it

@@ -15,15 +15,7 @@
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 command -v jq >/dev/null || skip_all "jq not installed"
 command -v sqlite3 >/dev/null || skip_all "sqlite3 not installed"
-FAKETIME_LIB=
-for l in /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1; do
-	[ -r "$l" ] && FAKETIME_LIB=$l && break
-done
-[ -n "$FAKETIME_LIB" ] || skip_all "libfaketime not installed (Debian package libfaketime; scripts/deps.sh)"
-# ASan's runtime must be the first library loaded; a preloaded libfaketime
-# comes before it and fleetd refuses to start ("ASan runtime does not come first").
-! ldd "$FLEETD" 2>/dev/null | grep -q libasan ||
-	skip_all "fleetd is an ASan build: libfaketime cannot be preloaded ahead of ASan's runtime"
+. "$FLEET_SRCDIR/tests/lib/faketime.sh"
 
 CLOCK=$TEST_TMP/clock-offset
 echo "+0" >"$CLOCK"

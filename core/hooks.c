@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/names.h"
 #include "common/util.h"
+#include "core/listener.h"
 #include "hooks/route.h"
 #include "model/config.h"
 #include "model/fleetd.h"
@@ -86,17 +87,34 @@ int hooks_secret_parse(enum hook_source source, const char *text, unsigned char 
 	return 0;
 }
 
-/* The base URL a route's sender is given: its own, else hooks_public_url, else the default. */
-static const char *base_url(const struct fleetd *f, const char *public_url)
+/*
+ * The base URL a route's sender is given: its own, else hooks_public_url,
+ * else where the listener listens (a wildcard address as loopback), so that
+ * with another port than 8470, or port 0, the URL printed works and Twilio's
+ * signature covers the URL the sender was given. Allocated.
+ */
+static char *base_url(struct fleetd *f, const char *public_url)
 {
 	const char *base = public_url && *public_url ? public_url : config_get(&f->cfg, CFG_HOOKS_PUBLIC_URL);
+	struct listener_status st;
 
-	return base && *base ? base : HOOKS_DEFAULT_PUBLIC_URL;
+	if (base && *base)
+		return xstrdup(base);
+	listener_status(f, &st);
+	if (!st.listen || !*st.listen)
+		return xstrdup(HOOKS_DEFAULT_PUBLIC_URL);
+	if (strncmp(st.listen, "0.0.0.0:", 8) == 0)
+		return xasprintf("http://127.0.0.1:%s", st.listen + 8);
+	if (strncmp(st.listen, "[::]:", 5) == 0)
+		return xasprintf("http://[::1]:%s", st.listen + 5);
+	return xasprintf("http://%s", st.listen);
 }
 
-char *hooks_url(const struct fleetd *f, const char *public_url, const char *route)
+char *hooks_url(struct fleetd *f, const char *public_url, const char *route)
 {
-	return xasprintf("%s/hooks/%s", base_url(f, public_url), route);
+	_cleanup_free_ char *base = base_url(f, public_url);
+
+	return xasprintf("%s/hooks/%s", base, route);
 }
 
 /* A short printable word (prefix, delivery field): 1 to 64 of [A-Za-z0-9_.=:-]. */
@@ -330,7 +348,7 @@ int hooks_route_table(struct fleetd *f, time_t now, struct hooks_route_table **r
 				  row->name, row->source);
 			continue;
 		}
-		t->urls[t->n] = xstrdup(base_url(f, row->public_url));
+		t->urls[t->n] = base_url(f, row->public_url);
 		*hr = (struct hook_route){
 			.name = row->name,
 			.source = (enum hook_source)src,

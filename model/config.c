@@ -257,7 +257,7 @@ const struct config_def config_defs[CFG__COUNT] = {
 	/* Webhooks (#11): the base URL printed for senders (and Twilio signs); how long events are kept. */
 	[CFG_HOOKS_PUBLIC_URL] = { "hooks_public_url", "hooks-public-url", "URL", "", true,
 		"base URL webhook senders use, e.g. https://hooks.example.com behind a TLS proxy "
-		"(default empty: http://127.0.0.1:8470)", check_public_url },
+		"(default empty: http:// + the address the listener bound)", check_public_url },
 	[CFG_EVENTS_KEEP_DAYS] = { "events_keep_days", "events-keep-days", "DAYS", "30", true,
 		"days fleet keeps the record of received events ('fleetctl events'); older ones are pruned daily",
 		.range = { 1, 3650, "a number of days" } },

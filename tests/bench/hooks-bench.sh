@@ -280,8 +280,14 @@ load() {
 
 # CPU time (utime + stime, clock ticks, without children) of a PID.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
-# Runs of AGENT that have ended (the newest 10000).
-runs_ended() { FC --json runs "$1" --limit 10000 | jq '[.[] | select(.state == "succeeded" or .state == "failed")] | length'; }
+# Runs of AGENT that have ended, all of them (`fleetctl runs` shows the newest
+# only, which a queue of tens of thousands fills with queued runs): read from
+# fleetd's database, read-only (WAL: no lock that fleetd would wait on).
+runs_ended() {
+	sqlite3 -readonly "file:$STATE/fleet.db?mode=ro" \
+		"SELECT count(*) FROM runs JOIN agents ON agents.id = runs.agent_id
+		 WHERE agents.name = '$1' AND runs.state IN ('succeeded', 'failed')" 2>/dev/null || echo 0
+}
 # fleet_load TARGET CONNS URL AGENT: load() that also takes fleetd's and
 # fleet-hooksd's CPU over the measured part, the deliveries stored
 # (hooks.accepted) and the runs AGENT finished meanwhile, into

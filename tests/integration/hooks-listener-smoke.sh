@@ -77,8 +77,21 @@ PORT=${listen##*:}
 ok "$([ "$PORT" != 0 ] && echo 0 || echo 1)" "a port was chosen"
 
 "$FLEETCTL" create hkfs-a --backend user --command 'cat' >/dev/null; ok $? "create agent hkfs-a"
-printf '%s\n' "$SECRET" | "$FLEETCTL" hook add hkfs-a --source github --route hkfs-gh --events pull_request >/dev/null
+out=$(printf '%s\n' "$SECRET" | "$FLEETCTL" hook add hkfs-a --source github --route hkfs-gh --events pull_request)
 ok $? "subscribe it to a github route"
+# No hooks_public_url: the URL given to senders is where the listener listens (not the default port 8470).
+like "$out" "url: http://127\.0\.0\.1:$PORT/hooks/hkfs-gh" "and hook add prints the listener's own address as its URL"
+
+# Twilio signs the URL it was given: with no public URL set, that address's (a delivery signed over it is taken).
+TW_KEY=hkfs-twilio-auth-token-01234
+printf '%s' "$TW_KEY" | "$FLEETCTL" hook add hkfs-a --source twilio --route hkfs-tw >/dev/null
+ok $? "subscribe it to a twilio route with no public URL"
+tw_sig=$(printf '%s' "http://127.0.0.1:$PORT/hooks/hkfs-twBodyhiMessageSidSMhkfs1" |
+	openssl dgst -sha1 -hmac "$TW_KEY" -binary | base64)
+tw=$(curl -sS -o /dev/null -w '%{http_code}' -H "X-Twilio-Signature: $tw_sig" \
+	--data-binary 'MessageSid=SMhkfs1&Body=hi' "http://127.0.0.1:$PORT/hooks/hkfs-tw")
+is "$tw" 202 "a twilio delivery signed over the listener's own URL is accepted"
+"$FLEETCTL" hook rm hkfs-a hkfs-tw >/dev/null; ok $? "and its route removed"
 
 out=$(deliver hkfs-1)
 is "${out##* }" 202 "a signed delivery is accepted (202)"
@@ -91,7 +104,7 @@ log=$("$FLEETCTL" logs hkfs-a "$run")
 is "$(jq -r '.source + " " + .route + " " + .delivery_id + " " + .type' <<<"$log")" \
 	"github hkfs-gh hkfs-1 pull_request.opened" "its stdin is the event: source, route, delivery id, type"
 is "$(jq -r .body <<<"$log")" '{"action":"opened","number":7}' "and the body, byte for byte"
-like "$("$FLEETCTL" status)" "webhooks: up on 127\.0\.0\.1:$PORT \(pid [0-9]+\), 1 accepted" \
+like "$("$FLEETCTL" status)" "webhooks: up on 127\.0\.0\.1:$PORT \(pid [0-9]+\), 2 accepted" \
 	"fleetctl status shows the listener up"
 
 out=$(deliver hkfs-1)

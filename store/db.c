@@ -450,7 +450,8 @@ static int fk_check(struct db *db)
 	return r < 0 ? r : bad ? -EPROTO : 0;
 }
 
-static int db_migrate(struct db *db)
+/* Migrate to schema version target (at most the newest); 0 or -errno (-EPROTO: the database is newer). */
+static int db_migrate(struct db *db, int target)
 {
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;
 	int version, r;
@@ -468,7 +469,7 @@ static int db_migrate(struct db *db)
 			  version, ARRAY_SIZE(migrations));
 		return -EPROTO;
 	}
-	for (int v = version; v < (int)ARRAY_SIZE(migrations); v++) {
+	for (int v = version; v < target; v++) {
 		_cleanup_free_ char *bump = xasprintf("PRAGMA user_version = %d", v + 1);
 		bool fk_off = migration_fk_off(v);
 
@@ -504,10 +505,13 @@ int db_schema_version(void)
 	return (int)ARRAY_SIZE(migrations);
 }
 
-int db_open(const char *path, struct db **ret)
+int db_open_at(const char *path, int version, struct db **ret)
 {
 	_cleanup_(db_closep) struct db *db = xcalloc(1, sizeof(*db));
 	int rc, r;
+
+	if (version < 0 || version > (int)ARRAY_SIZE(migrations))
+		return -EINVAL;
 
 	/* Create the file 0600 ourselves: SQLite would honour the umask. */
 	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -531,10 +535,15 @@ int db_open(const char *path, struct db **ret)
 	    (r = db_exec(db, "PRAGMA synchronous = FULL")) < 0 ||
 	    (r = db_exec(db, "PRAGMA foreign_keys = ON")) < 0)
 		return r;
-	if ((r = db_migrate(db)) < 0)
+	if ((r = db_migrate(db, version)) < 0)
 		return r;
 	*ret = TAKE_PTR(db);
 	return 0;
+}
+
+int db_open(const char *path, struct db **ret)
+{
+	return db_open_at(path, (int)ARRAY_SIZE(migrations), ret);
 }
 
 void db_close(struct db *db)

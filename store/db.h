@@ -40,6 +40,12 @@ struct audit_entry {
 
 /* Open (creating and migrating) the database at path; -errno. */
 int db_open(const char *path, struct db **ret);
+/*
+ * db_open, migrating no further than schema version (0 to db_schema_version()):
+ * what the fleetd of that version made, for the upgrade tests' fixtures
+ * (tests/fixtures/schema/). 0, or -errno (-EINVAL: no such version).
+ */
+int db_open_at(const char *path, int version, struct db **ret);
 void db_close(struct db *db);
 static inline void db_closep(struct db **db) { db_close(*db); }
 

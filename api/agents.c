@@ -59,6 +59,7 @@ static json_t *agent_to_json(const struct agent *a)
 		"retry_interrupted", a->retry_interrupted,
 		"secret_files", a->secret_files));
 	json_object_set_new(j, "memory", json_pack("{s:i}", "quota_mib", a->memory_quota_mib));
+	json_object_set_new(j, "boot", json_pack("{s:b, s:i}", "autostart", a->autostart, "priority", a->boot_priority));
 	if (a->egress_allow)
 		json_object_set_new(j, "egress_allow", json_string(a->egress_allow));
 	if (a->state_detail)
@@ -266,6 +267,16 @@ static bool snapshot_fields(struct api_call *c, json_t *body, struct agent *a)
 	return int_field(c, body, "snapshot_keep", 0, SNAPSHOT_KEEP_MAX, &a->snapshot_keep);
 }
 
+/* autostart and boot_priority from body into a; replies 400 and returns false if bad. */
+static bool boot_fields(struct api_call *c, json_t *body, struct agent *a)
+{
+	json_t *v = json_object_get(body, "autostart");
+
+	if (v)
+		a->autostart = json_is_true(v);
+	return int_field(c, body, "boot_priority", BOOT_PRIORITY_MIN, BOOT_PRIORITY_MAX, &a->boot_priority);
+}
+
 /* run_timeout_s, max_queued, retry_interrupted from body into a; replies 400 and returns false if bad. */
 static bool run_fields(struct api_call *c, json_t *body, struct agent *a)
 {
@@ -273,7 +284,7 @@ static bool run_fields(struct api_call *c, json_t *body, struct agent *a)
 
 	if (v)
 		a->secret_files = json_is_true(v);
-	return int_field(c, body, "run_timeout_s", 1, RUN_TIMEOUT_MAX, &a->run_timeout_s) &&
+	return boot_fields(c, body, a) && int_field(c, body, "run_timeout_s", 1, RUN_TIMEOUT_MAX, &a->run_timeout_s) &&
 	       int_field(c, body, "max_queued", 1, MAX_QUEUED_MAX, &a->max_queued) &&
 	       int_field(c, body, "retry_interrupted", 0, RETRY_INTERRUPTED_MAX, &a->retry_interrupted) &&
 	       int_field(c, body, "memory_quota_mib", 1, MEMORY_QUOTA_MAX, &a->memory_quota_mib);
@@ -374,7 +385,7 @@ void api_agent_update(struct api_call *c)
 		"command:s", "health_command:s", "health_interval_s:i", "auto_rollback:b",
 		"snapshot_policy:s", "snapshot_schedule:s", "snapshot_keep:i",
 		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", "memory_quota_mib:i", "egress_allow:s", "secret_files:b",
-		"network:s", NULL,
+		"network:s", "autostart:b", "boot_priority:i", NULL,
 	};
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	const struct backend_ops *ops = NULL;
@@ -459,7 +470,8 @@ void api_agents_create(struct api_call *c)
 		"name:s", "backend:s", "memory_mib:i", "vcpus:i", "disk_gib:i", "command:s", "network:s", "restart:s",
 		"health_command:s", "health_interval_s:i", "auto_rollback:b",
 		"snapshot_policy:s", "snapshot_schedule:s", "snapshot_keep:i",
-		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", "memory_quota_mib:i", "egress_allow:s", "secret_files:b", NULL,
+		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", "memory_quota_mib:i", "egress_allow:s", "secret_files:b",
+		"autostart:b", "boot_priority:i", NULL,
 	};
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	json_t *body, *v;

@@ -11,7 +11,6 @@
 #include "common/log.h"
 #include "common/names.h"
 #include "common/util.h"
-#include "core/listener.h"
 #include "hooks/route.h"
 #include "model/config.h"
 #include "model/fleetd.h"
@@ -93,24 +92,23 @@ int hooks_secret_parse(enum hook_source source, const char *text, unsigned char 
  * with another port than 8470, or port 0, the URL printed works and Twilio's
  * signature covers the URL the sender was given. Allocated.
  */
-static char *base_url(struct fleetd *f, const char *public_url)
+static char *base_url(const struct fleetd *f, const char *public_url)
 {
 	const char *base = public_url && *public_url ? public_url : config_get(&f->cfg, CFG_HOOKS_PUBLIC_URL);
-	struct listener_status st;
+	const char *bound = f->hooks_bound;
 
 	if (base && *base)
 		return xstrdup(base);
-	listener_status(f, &st);
-	if (!st.listen || !*st.listen)
+	if (!*bound)
 		return xstrdup(HOOKS_DEFAULT_PUBLIC_URL);
-	if (strncmp(st.listen, "0.0.0.0:", 8) == 0)
-		return xasprintf("http://127.0.0.1:%s", st.listen + 8);
-	if (strncmp(st.listen, "[::]:", 5) == 0)
-		return xasprintf("http://[::1]:%s", st.listen + 5);
-	return xasprintf("http://%s", st.listen);
+	if (strncmp(bound, "0.0.0.0:", 8) == 0)
+		return xasprintf("http://127.0.0.1:%s", bound + 8);
+	if (strncmp(bound, "[::]:", 5) == 0)
+		return xasprintf("http://[::1]:%s", bound + 5);
+	return xasprintf("http://%s", bound);
 }
 
-char *hooks_url(struct fleetd *f, const char *public_url, const char *route)
+char *hooks_url(const struct fleetd *f, const char *public_url, const char *route)
 {
 	_cleanup_free_ char *base = base_url(f, public_url);
 

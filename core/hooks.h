@@ -59,7 +59,7 @@ int hooks_secret_parse(enum hook_source source, const char *text, unsigned char 
  * The URL a sender of route is given: its public_url (NULL: hooks_public_url,
  * else the listener's address, else the default) + /hooks/ROUTE.
  */
-char *hooks_url(struct fleetd *f, const char *public_url, const char *route);
+char *hooks_url(const struct fleetd *f, const char *public_url, const char *route);
 
 /*
  * Every live route as the listener needs it (verify.h): its current secret

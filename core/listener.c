@@ -304,6 +304,7 @@ static int bind_listen(struct listener *l, const char *spec, uid_t uid)
 		goto fail;
 	freeaddrinfo(ai);
 	format_addr(&ss, l->addr, sizeof(l->addr));
+	snprintf(l->f->hooks_bound, sizeof(l->f->hooks_bound), "%s", l->addr);	/* the URLs given to senders (hooks.c) */
 	l->listen_fd = fd;
 	return 0;
 fail:

@@ -57,6 +57,12 @@ static void print_agent_details(json_t *a)
 		if (mem)
 			printf("memory:     store ~/memory, quota %lld MiB\n", num(mem, "quota_mib"));
 	}
+	{
+		json_t *boot = json_object_get(a, "boot");
+		if (boot)
+			printf("boot:       autostart %s, priority %lld\n",
+			       json_is_true(json_object_get(boot, "autostart")) ? "on" : "off", num(boot, "priority"));
+	}
 	if (json_is_string(json_object_get(a, "egress_allow")))
 		printf("egress:     only %s\n", str(a, "egress_allow"));
 	if (json_is_integer(json_object_get(a, "egress_refused_packets")))
@@ -70,7 +76,8 @@ static void print_agent_details(json_t *a)
 	{ "run-timeout", required_argument, NULL, 'T' }, { "max-queued", required_argument, NULL, 'Q' }, \
 	{ "retry-interrupted", required_argument, NULL, 'Y' }, { "memory-quota", required_argument, NULL, 'M' }, \
 	{ "egress-allow", required_argument, NULL, 'E' }, \
-	{ "secret-files", required_argument, NULL, 'X' }
+	{ "secret-files", required_argument, NULL, 'X' }, { "autostart", required_argument, NULL, 'B' }, \
+	{ "boot-priority", required_argument, NULL, 'O' }
 
 struct create_opts {
 	const struct command *cmd;
@@ -161,11 +168,23 @@ static int create_opt(int c, const char *arg, void *data)
 		return 0;
 	}
 	case 'X':
+	case 'B': {
+		const char *opt = c == 'X' ? "--secret-files" : "--autostart";
+
 		if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0) {
-			usage_error(o->cmd, "--secret-files takes on or off, not '%s'", arg);
+			usage_error(o->cmd, "%s takes on or off, not '%s'", opt, arg);
 			return -1;
 		}
-		json_object_set_new(o->body, "secret_files", json_boolean(strcmp(arg, "on") == 0));
+		json_object_set_new(o->body, c == 'X' ? "secret_files" : "autostart", json_boolean(strcmp(arg, "on") == 0));
+		return 0;
+	}
+	case 'O':
+		if (parse_long(arg, BOOT_PRIORITY_MIN, BOOT_PRIORITY_MAX, &v) < 0) {
+			usage_error(o->cmd, "--boot-priority needs a number from %d to %d, not '%s'", BOOT_PRIORITY_MIN,
+				    BOOT_PRIORITY_MAX, arg);
+			return -1;
+		}
+		json_object_set_new(o->body, "boot_priority", json_integer(v));
 		return 0;
 	case 'R':
 		return enum_opt(o, "restart", arg, restart_policy_from_string, "--restart must be 'on-failure', 'always' or 'never'");

@@ -34,7 +34,11 @@ static CMD_HANDLER(cmd_help);
 	"                      and counted ('show'); \"\" (set) removes the limit\n" \
 	"  --secret-files on|off  runs get the agent's secrets as files on a tmpfs that\n" \
 	"                      lasts the run ($FLEET_SECRETS_DIR), not as variables\n" \
-	"                      (user agents; default off)\n"
+	"                      (user agents; default off)\n" \
+	"  --autostart on|off  start it when fleetd first starts after the host booted\n" \
+	"                      (default off; docs/operations.md)\n" \
+	"  --boot-priority N   the order of those starts: higher first, -1000 to 1000\n" \
+	"                      (default 0; at most boot_concurrency at a time)\n"
 
 static const struct command commands[] = {
 	{ "status", "", "Show whether fleetd runs, its version, uptime and agent count.", NULL, cmd_status },
@@ -43,7 +47,8 @@ static const struct command commands[] = {
 	  "                [--auto-rollback] [--command CMD] [--snapshot-policy none|before-run|cron]\n"
 	  "                [--snapshot-schedule CRON] [--snapshot-keep N] [--run-timeout S]\n"
 	  "                [--max-queued N] [--retry-interrupted N] [--memory-quota MIB]\n"
-	  "                [--egress-allow LIST] [--secret-files on|off]",
+	  "                [--egress-allow LIST] [--secret-files on|off] [--autostart on|off]\n"
+	  "                [--boot-priority N]",
 	  "Create an agent and its isolated environment.",
 	  "NAME is 1 to 32 characters: a lower-case letter, then lower-case letters, digits or '-'.\n"
 	  "  --backend vm|user   a libvirt VM (default) or a Unix user on the host\n"
@@ -120,9 +125,10 @@ static const struct command commands[] = {
 	  "             [--auto-rollback on|off] [--snapshot-policy none|before-run|cron]\n"
 	  "             [--snapshot-schedule CRON] [--snapshot-keep N] [--run-timeout S]\n"
 	  "             [--max-queued N] [--retry-interrupted N] [--memory-quota MIB]\n"
-	  "             [--egress-allow LIST] [--secret-files on|off] [--network none|nat]",
+	  "             [--egress-allow LIST] [--secret-files on|off] [--network none|nat]\n"
+	  "             [--autostart on|off] [--boot-priority N]",
 	  "Change an agent's command, health check, automatic rollback, snapshot policy, run limits,\n"
-	  "memory quota, egress, secret files and network.",
+	  "memory quota, egress, secret files, network and autostart.",
 	  "  --command CMD       what the agent runs when triggered (from the next run on)\n"
 	  "  --network none|nat  user agents, stopped: make or remove its network now (none: also\n"
 	  "                      --egress-allow '' if it has a list); not for vm agents\n"

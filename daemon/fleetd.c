@@ -21,6 +21,7 @@
 #include "api/routes.h"
 #include "api/server.h"
 #include "core/activity.h"
+#include "core/autostart.h"
 #include "core/backends.h"
 #include "core/health.h"
 #include "core/host.h"
@@ -214,6 +215,7 @@ static int finish(struct fleetd *f, int code)
 	runs_shutdown(f);
 	health_shutdown(f);
 	backends_shutdown(f);
+	autostart_shutdown(f);
 	health_free(f);
 	lifecycle_shutdown(f);
 	runs_free(f);
@@ -368,6 +370,7 @@ int main(int argc, char **argv)
 	}
 	if (api_start(&f, api_routes, api_n_routes, &f.api) < 0)
 		return finish(&f, 1);
+	(void)autostart_init(&f);	/* after a host reboot: logged, and a failure starts nothing */
 	ev_term = evsignal_new(f.base, SIGTERM, on_stop_signal, &f);
 	ev_int = evsignal_new(f.base, SIGINT, on_stop_signal, &f);
 	ev_hup = evsignal_new(f.base, SIGHUP, on_reload_signal, &f);

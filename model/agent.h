@@ -73,6 +73,9 @@ struct agent {
 	/* the memory store (core/memory.c, docs/memory.md) */
 	int memory_quota_mib;	/* what ~/memory may hold; 0 in a zeroed record: the default */
 	bool secret_files;	/* runs get the secrets as files on a tmpfs (FLEET_SECRETS_DIR), not variables */
+	/* after a host reboot (core/autostart.c) */
+	bool autostart;		/* started when fleetd first starts after the host booted */
+	int boot_priority;	/* higher first; equal ones by name */
 };
 
 #define HEALTH_INTERVAL_DEFAULT 60
@@ -93,6 +96,8 @@ struct agent {
 #define MAX_QUEUED_MAX 100000
 #define RETRY_INTERRUPTED_MAX 100
 #define MEMORY_QUOTA_DEFAULT 64
+#define BOOT_PRIORITY_MIN (-1000)
+#define BOOT_PRIORITY_MAX 1000
 #define MEMORY_QUOTA_MAX 256	/* MiB: a store is notes and small databases, and crosses fleetd in one piece */
 
 void agent_free(struct agent *a);

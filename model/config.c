@@ -293,6 +293,10 @@ const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_USER_NAT_SUBNET6] = { "user_nat_subnet6", "user-nat-subnet6", "PREFIX", "fd8c:7a1e:f1ee::/64", false,
 		"IPv6 unique local prefix cut into one /126 per user agent with --network nat (by uid, as "
 		"user_nat_subnet), NATed out through the host; empty: no IPv6 in agents' networks", check_nat_subnet6 },
+	/* After a host reboot (#14, core/autostart.c): how many autostart agents boot at once. */
+	[CFG_BOOT_CONCURRENCY] = { "boot_concurrency", "boot-concurrency", "N", "2", true,
+		"most agents started at once when fleetd first starts after the host booted (--autostart on); "
+		"the others wait, by --boot-priority", .range = { 1, 64, "a number of agents" } },
 };
 
 void config_init(struct config *c)

@@ -24,6 +24,7 @@ struct hooks;
 struct listener;
 struct secret_hold;
 struct secrets;
+struct autostart;
 
 struct fleetd {
 	struct event_base *base;
@@ -46,8 +47,10 @@ struct fleetd {
 	struct lifecycle *lifecycle;		/* lifecycle.c */
 	struct hooks *hooks;			/* hooks.c: the daily pruning of events */
 	struct listener *listener;		/* listener.c: the webhook listener process, NULL when off */
+	char hooks_bound[80];			/* listener.c: the address it bound ("ADDR:PORT"), "" when none */
 	struct secret_hold *secret_holds;	/* secret_hold.c: agents with secrets in memory now */
 	struct secrets *secrets;		/* secrets.c: the host key of agents' secrets */
+	struct autostart *autostart;		/* autostart.c: starts after a host reboot, while going */
 };
 
 #endif

@@ -22,8 +22,9 @@ int db_agent_insert(struct db *db, struct agent *a)
 			    "INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib,"
 			    " network, command, created_at, updated_at, restart_policy, health_command,"
 			    " health_interval_s, auto_rollback, snapshot_policy, snapshot_schedule, snapshot_keep,"
-			    " run_timeout_s, max_queued, retry_interrupted, memory_quota_mib, egress_allow, secret_files)"
-			    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")) < 0)
+			    " run_timeout_s, max_queued, retry_interrupted, memory_quota_mib, egress_allow, secret_files,"
+			    " autostart, boot_priority)"
+			    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, backend_kind_to_string(a->backend), -1, SQLITE_STATIC);
@@ -61,6 +62,8 @@ int db_agent_insert(struct db *db, struct agent *a)
 	sqlite3_bind_int(st, 21, a->memory_quota_mib);
 	bind_text_or_null(st, 22, a->egress_allow);
 	sqlite3_bind_int(st, 23, a->secret_files ? 1 : 0);
+	sqlite3_bind_int(st, 24, a->autostart ? 1 : 0);
+	sqlite3_bind_int(st, 25, a->boot_priority);
 	if ((r = db_step(db, st)) < 0)
 		return r;
 	a->id = sqlite3_last_insert_rowid(db->h);
@@ -71,7 +74,8 @@ int db_agent_insert(struct db *db, struct agent *a)
 #define AGENT_COLUMNS "id, name, backend, state, memory_mib, vcpus, disk_gib, network, command, created_at," \
 	" updated_at, restart_policy, health_command, health_interval_s, auto_rollback, health, health_at," \
 	" health_detail, last_rollback, snapshot_policy, snapshot_schedule, snapshot_keep, restoring, state_detail," \
-	" run_timeout_s, max_queued, retry_interrupted, memory_quota_mib, egress_allow, secret_files"
+	" run_timeout_s, max_queued, retry_interrupted, memory_quota_mib, egress_allow, secret_files, autostart," \
+	" boot_priority"
 
 /* Copy one row of AGENT_COLUMNS; never keeps a pointer into the statement. */
 static struct agent *agent_from_row(sqlite3_stmt *st)
@@ -114,6 +118,8 @@ static struct agent *agent_from_row(sqlite3_stmt *st)
 	a->memory_quota_mib = sqlite3_column_int(st, 27);
 	a->egress_allow = col_strdup(st, 28);
 	a->secret_files = sqlite3_column_int(st, 29) != 0;
+	a->autostart = sqlite3_column_int(st, 30) != 0;
+	a->boot_priority = sqlite3_column_int(st, 31);
 	return a;
 }
 
@@ -220,7 +226,8 @@ int db_agent_set_settings(struct db *db, const struct agent *a)
 	if ((r = db_prepare(db, &st, "UPDATE agents SET command = ?, health_command = ?, health_interval_s = ?,"
 				     " auto_rollback = ?, snapshot_policy = ?, snapshot_schedule = ?, snapshot_keep = ?,"
 				     " updated_at = ?, run_timeout_s = ?, max_queued = ?, retry_interrupted = ?,"
-				     " memory_quota_mib = ?, egress_allow = ?, secret_files = ?, network = ? WHERE name = ?")) < 0)
+				     " memory_quota_mib = ?, egress_allow = ?, secret_files = ?, network = ?, autostart = ?,"
+				     " boot_priority = ? WHERE name = ?")) < 0)
 		return r;
 	bind_text_or_null(st, 1, a->command);
 	bind_text_or_null(st, 2, a->health_command);
@@ -237,7 +244,9 @@ int db_agent_set_settings(struct db *db, const struct agent *a)
 	bind_text_or_null(st, 13, a->egress_allow);
 	sqlite3_bind_int(st, 14, a->secret_files ? 1 : 0);
 	sqlite3_bind_text(st, 15, network_kind_to_string(a->network), -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 16, a->name, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 16, a->autostart ? 1 : 0);
+	sqlite3_bind_int(st, 17, a->boot_priority);
+	sqlite3_bind_text(st, 18, a->name, -1, SQLITE_STATIC);
 	return db_step_change(db, st);
 }
 

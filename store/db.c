@@ -296,6 +296,12 @@ static const char *const migrations[] = {
 	 * on a tmpfs inside the environment rather than as variables.
 	 */
 	"ALTER TABLE agents ADD COLUMN secret_files INTEGER NOT NULL DEFAULT 0;",
+	/*
+	 * 17 (#14 host reboot): whether fleetd starts the agent when it first
+	 * starts after the host booted, and in which order (core/autostart.c).
+	 */
+	"ALTER TABLE agents ADD COLUMN autostart INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE agents ADD COLUMN boot_priority INTEGER NOT NULL DEFAULT 0;",
 };
 
 /* Migrations (by their index in migrations[]) that rebuild a referenced table: foreign keys off around them. */

@@ -4,7 +4,7 @@
 # the environment, and everything kept there works after. The older state
 # dir is made here by this build's fleetd, then its database is taken back
 # to schema version 12 as a fleetd of that version left it (the columns of
-# migrations 13-16 dropped, user_version 12). tests/unit/test_db_upgrade
+# migrations 13-17 dropped, user_version 12). tests/unit/test_db_upgrade
 # migrates a database of every schema version (tests/fixtures/schema/),
 # row by row; this test is the whole daemon doing it.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
@@ -38,13 +38,15 @@ ok $([ -n "$keeper" ] && echo 0 || echo 1) "its sandbox runs (${keeper:-none})"
 
 stop_fleetd TERM; ok $? "the old fleetd stops (SIGTERM, as systemctl stop does)"
 check "the agent's sandbox outlives it" -- kill -0 "$keeper"
-sqlite3 "$STATE/fleet.db" "ALTER TABLE agents DROP COLUMN secret_files; ALTER TABLE agents DROP COLUMN egress_allow;
+# What each migration after 12 added, taken out again (a new migration that adds a column adds its undo here).
+sqlite3 "$STATE/fleet.db" "ALTER TABLE agents DROP COLUMN autostart; ALTER TABLE agents DROP COLUMN boot_priority;
+	ALTER TABLE agents DROP COLUMN secret_files; ALTER TABLE agents DROP COLUMN egress_allow;
 	ALTER TABLE agents DROP COLUMN memory_quota_mib; ALTER TABLE secrets DROP COLUMN size; PRAGMA user_version = 12;"
 ok $? "the state dir's database is taken back to schema version 12"
 is "$(sqlite3 "$STATE/fleet.db" 'PRAGMA user_version')" 12 "(user_version 12)"
 
 user_fleetd_start; ok $? "the newer fleetd starts on it"
-for v in 13 14 15 16; do
+for v in 13 14 15 16 17; do
 	like "$(cat "$LOG")" "database migrated to schema version $v" "and migrates it to version $v"
 done
 newest=$(grep -o 'migrated to schema version [0-9]*' "$LOG" | tail -1 | grep -o '[0-9]*$')

@@ -107,16 +107,26 @@ _remove_agents() {
 			"$FLEETCTL" -s "$sock" rm --force "$a" >/dev/null 2>&1
 		done
 	done
-	# Safety net for agents of a fleetd that was already stopped: only users
-	# whose home lies in this test's own temp dir, their processes by PID.
-	for u in $(getent passwd | awk -F: -v d="$TEST_TMP/" 'index($6, d) == 1 { print $1 }'); do
-		ps -o pid= -u "$u" 2>/dev/null | xargs -r kill -9 2>/dev/null
-		userdel "$u" 2>/dev/null
-		groupdel "$u" 2>/dev/null
-		# and its cgroups (empty now: rmdir removes nothing else), in every hierarchy
-		find /sys/fs/cgroup -maxdepth 7 -type d -path "*/fleet/${u#fleet-}" -exec rmdir {} + 2>/dev/null
+	# Safety net for agents of a fleetd that was already stopped (or could not
+	# start): only users whose home lies in this test's own temp dir or state
+	# dirs, their processes by PID, then those left in their cgroups (the
+	# sandbox's init runs as root).
+	local d cg
+	for d in "$TEST_TMP" "${_state_dirs[@]}"; do
+		for u in $(getent passwd | awk -F: -v d="$d/" 'index($6, d) == 1 { print $1 }'); do
+			ps -o pid= -u "$u" 2>/dev/null | xargs -r kill -9 2>/dev/null
+			for cg in /sys/fs/cgroup/*/fleet/"${u#fleet-}" /sys/fs/cgroup/fleet/"${u#fleet-}"; do
+				[ -f "$cg/cgroup.procs" ] && xargs -r kill -9 < "$cg/cgroup.procs" 2>/dev/null
+			done
+			sleep 0.2
+			userdel "$u" 2>/dev/null
+			groupdel "$u" 2>/dev/null
+			# and its cgroups (empty now: rmdir removes nothing else), in every hierarchy
+			find /sys/fs/cgroup -maxdepth 7 -type d -path "*/fleet/${u#fleet-}" -exec rmdir {} + 2>/dev/null
+		done
 	done
 }
+_state_dirs=()
 _sockets=()
 
 # start_fleetd NAME [ARGS...]: start a detached fleetd with state in
@@ -155,6 +165,7 @@ _hooks_listen_default() {
 # Then user_fleetd_start (again after a kill, to restart it on the same state).
 user_fleetd_setup() {
 	STATE=$(mktemp -d "/var/lib/fleet-$1.XXXXXX"); SOCKDIR=$(mktemp -d "/run/fleet-$1.XXXXXX")
+	_state_dirs+=("$STATE")
 	on_exit "_umount_under '$STATE'; rm -rf '$STATE' '$SOCKDIR'"
 	chmod 0755 "$SOCKDIR"
 	SOCK=$SOCKDIR/fleetd.sock

@@ -43,6 +43,7 @@ static const struct int_key {
 	{ CFG_RESTART_BACKOFF_MAX, 1, 3600000, "must be a number of milliseconds from 1 to 3600000" },
 	{ CFG_EVENTS_KEEP_DAYS, 1, 3650, "must be a number of days from 1 to 3650" },
 	{ CFG_MAX_CONCURRENT_RUNS, 0, 4096, "must be a number of runs from 0 to 4096" },
+	{ CFG_BOOT_CONCURRENCY, 1, 64, "must be a number of agents from 1 to 64" },
 	{ CFG_HOOKS_MAX_CONNECTIONS, 1, 65536, "must be a number of connections from 1 to 65536" },
 	{ CFG_HOOKS_MAX_PER_SOURCE, 1, 65536, "must be a number of connections from 1 to 65536" },
 	{ CFG_HOOKS_REQUEST_TIMEOUT, 1, 600, "must be a number of seconds from 1 to 600" },

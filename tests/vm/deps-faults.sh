@@ -10,6 +10,10 @@
 # 2. the guest's QEMU killed (kill -9) with a run and an exec in flight:
 #    fleetd notices, the agent is stopped with the reason, the run ends
 #    failed with an error, the exec fails; `start` brings it back.
+# 3. a simulated host reboot (#14, docs/operations.md): fleetd, QEMU and
+#    libvirtd all killed with SIGKILL, the boot id fleetd recorded made to
+#    differ from the kernel's; libvirtd and fleetd started again, the agent
+#    (--autostart on) boots by itself and exec works.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
@@ -83,6 +87,24 @@ check "fleetd's log names the crash" -- grep -q "QEMU died or the guest crashed"
 "$FLEETCTL" start dqa >/dev/null; ok $? "start brings it back"
 wait_for 180 "$FLEETCTL" exec dqa -- true; ok $? "exec works again"
 check "fleetd was never restarted" -- kill -0 "$FLEETD_PID"
+
+# ---------------- 3. a simulated host reboot ----------------
+"$FLEETCTL" set dqa --autostart on --command true >/dev/null; ok $? "dqa is set to start after a host reboot"
+QPID=$(vmns_exec cat /run/libvirt/qemu/fleet-dqa.pid)
+LPID=$(libvirtd_pid)
+kill -9 "$FLEETD_PID" "$QPID" "$LPID"; ok $? "kill -9 fleetd, the guest's QEMU and libvirtd"
+wait_for 60 bash -c "! kill -0 $FLEETD_PID 2>/dev/null && ! kill -0 $QPID 2>/dev/null"
+echo 00000000-0000-0000-0000-000000000000 > "$STATE/boot-id"	# a reboot changes the kernel's boot id
+vmns_exec rm -f /run/libvirtd.pid
+vmns_exec libvirtd -d; ok $? "start libvirtd again"
+wait_for 60 virsh_ns uri; ok $? "libvirtd answers"
+fleetd_ns_start; ok $? "start fleetd again"
+# The first start of fleetd in this test logged one (nothing to start); wait for the next.
+autostarts_done() { [ "$(grep -c 'autostart: done after the host booted' "$STATE/fleetd.log")" -ge 2 ]; }
+wait_for 300 autostarts_done; ok $? "its autostart finishes"
+like "$(grep 'autostart: done' "$STATE/fleetd.log" | tail -1)" "1 started, 0 failed" "dqa was started"
+is "$("$FLEETCTL" --json show dqa | jq -r .state)" running "dqa is running"
+wait_for 180 "$FLEETCTL" exec dqa -- true; ok $? "and exec works in its guest"
 
 "$FLEETCTL" rm --force dqa >/dev/null; ok $? "rm --force removes the agent"
 done_testing

@@ -293,6 +293,10 @@ const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_USER_NAT_SUBNET6] = { "user_nat_subnet6", "user-nat-subnet6", "PREFIX", "fd8c:7a1e:f1ee::/64", false,
 		"IPv6 unique local prefix cut into one /126 per user agent with --network nat (by uid, as "
 		"user_nat_subnet), NATed out through the host; empty: no IPv6 in agents' networks", check_nat_subnet6 },
+	[CFG_WATCH_BUFFER] = { "watch_buffer_bytes", "watch-buffer-bytes", "N", "262144", true,
+		"most event bytes GET /v1/watch holds for one watcher that reads too slowly (and the size of its "
+		"socket's send buffer); past that the watcher gets a last overflow line and is cut off",
+		.range = { 4096, 16L << 20, "a number of bytes" } },
 };
 
 void config_init(struct config *c)

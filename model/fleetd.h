@@ -24,6 +24,7 @@ struct hooks;
 struct listener;
 struct secret_hold;
 struct secrets;
+struct watch_bus;
 
 struct fleetd {
 	struct event_base *base;
@@ -48,6 +49,7 @@ struct fleetd {
 	struct listener *listener;		/* listener.c: the webhook listener process, NULL when off */
 	struct secret_hold *secret_holds;	/* secret_hold.c: agents with secrets in memory now */
 	struct secrets *secrets;		/* secrets.c: the host key of agents' secrets */
+	struct watch_bus *watch;		/* watch.c: the event bus of GET /v1/watch */
 };
 
 #endif

@@ -119,19 +119,19 @@ slow_pid=$!; _pids+=("$slow_pid")
 for ((i = 0; i < 600; i++)); do grep -q watching "$TEST_TMP/slow" && break; sleep 0.05; done
 kill -STOP "$slow_pid"; ok $? "a curl watcher started, then stopped (it reads nothing more)"
 rss_before=$(awk '/VmRSS/ { print $2 }' "/proc/$FLEETD_PID/status")
-# Every fleetctl health is one health event of about 100 bytes: 200 are far more than
+# Every fleetctl health is one health event of about 100 bytes: 120 are far more than
 # the 4 KiB fleetd holds plus the watcher socket's bounded send buffer.
-for ((i = 0; i < 200; i++)); do
+for ((i = 0; i < 120; i++)); do
 	"$FLEETCTL" health wat1 >/dev/null || break
 	grep -q '"type":"overflow"' "$TEST_TMP/all" && break	# (never: the fleetctl watcher reads)
 done
-is "$i" 200 "200 health checks done while the slow watcher sleeps"
+is "$i" 120 "120 health checks done while the slow watcher sleeps"
 rss_after=$(awk '/VmRSS/ { print $2 }' "/proc/$FLEETD_PID/status")
 diag "fleetd VmRSS ${rss_before} kB before, ${rss_after} kB after"
 ok $([ $((rss_after - rss_before)) -lt 8192 ] && echo 0 || echo 1) "fleetd's RSS grew by less than 8 MiB"
 is "$("$FLEETCTL" --json status | jq -r .agents)" 1 "fleetctl is served meanwhile"
 n=$(jq -c 'select(.type == "health")' "$TEST_TMP/all" | wc -l)
-ok $([ "$n" -ge 200 ] && echo 0 || echo 1) "the reading watcher got every event ($n health events)"
+ok $([ "$n" -ge 120 ] && echo 0 || echo 1) "the reading watcher got every event ($n health events)"
 ok $(grep -q overflow "$TEST_TMP/all"; [ $? -ne 0 ] && echo 0 || echo 1) "and was not cut off"
 kill -CONT "$slow_pid"
 for ((i = 0; i < 1200; i++)); do kill -0 "$slow_pid" 2>/dev/null || break; sleep 0.05; done
@@ -140,7 +140,7 @@ last=$(tail -1 "$TEST_TMP/slow")
 is "$(jq -r .type <<<"$last")" overflow "its last line is the overflow marker"
 like "$(jq -r .error <<<"$last")" "read too slowly" "which says why"
 n=$(grep -c '"type":"health"' "$TEST_TMP/slow")
-ok $([ "$n" -lt 200 ] && echo 0 || echo 1) "it got only part of the events ($n) before the cut"
+ok $([ "$n" -lt 120 ] && echo 0 || echo 1) "it got only part of the events ($n) before the cut"
 like "$(cat "$STATE/fleetd.log" 2>/dev/null)" "watcher read too slowly" "fleetd logs the cut"
 
 # fleetd stopping ends fleetctl watch with exit 1 and a message (its agent removed first:

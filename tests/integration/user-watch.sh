@@ -93,6 +93,8 @@ wait_event "$TEST_TMP/f1" ".type == \"run.finished\" and .run == $id"; ok $? "it
 seqs=$(jq -r 'select(.seq) | .seq' "$TEST_TMP/all")
 is "$seqs" "$(sort -n <<<"$seqs")" "events come in order of their seq"
 stop_watch "$wat1_pid"
+for ((i = 0; i < 200; i++)); do [ "$("$FLEETCTL" --json status | jq -r .watchers)" = 1 ] && break; sleep 0.05; done
+is "$("$FLEETCTL" --json status | jq -r .watchers)" 1 "a watcher that hangs up is gone from status's watchers"
 
 # Readable lines without --json.
 "$FLEETCTL" watch wat1 >"$TEST_TMP/text" 2>"$TEST_TMP/text.err" &
@@ -129,7 +131,8 @@ is "$i" 120 "120 health checks done while the slow watcher sleeps"
 rss_after=$(awk '/VmRSS/ { print $2 }' "/proc/$FLEETD_PID/status")
 diag "fleetd VmRSS ${rss_before} kB before, ${rss_after} kB after"
 ok $([ $((rss_after - rss_before)) -lt 8192 ] && echo 0 || echo 1) "fleetd's RSS grew by less than 8 MiB"
-is "$("$FLEETCTL" --json status | jq -r .agents)" 1 "fleetctl is served meanwhile"
+is "$("$FLEETCTL" --json status | jq -r '"\(.agents) \(.watchers)"')" "1 1" \
+	"fleetctl is served meanwhile; one watcher is left (the slow one was cut off)"
 n=$(jq -c 'select(.type == "health")' "$TEST_TMP/all" | wc -l)
 ok $([ "$n" -ge 120 ] && echo 0 || echo 1) "the reading watcher got every event ($n health events)"
 ok $(grep -q overflow "$TEST_TMP/all"; [ $? -ne 0 ] && echo 0 || echo 1) "and was not cut off"

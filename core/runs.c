@@ -720,6 +720,7 @@ int runs_cancel(struct fleetd *f, const char *agent, int64_t id, char **why)
 	if (run->state == RUN_QUEUED) {
 		if ((r = db_run_cancel_queued(f->db, id, "cancelled while it was queued")) == 0) {
 			log_info("agent '%s': run %" PRId64 " cancelled while queued", agent, id);
+			watch_publish(f, "run.finished", agent, json_pack("{s:I, s:s, s:i, s:s}", "run", (json_int_t)id, "state", run_state_to_string(RUN_CANCELLED), "exit_code", -1, "error", "cancelled while it was queued"));
 			return 0;
 		}
 		if (r != -ENOENT) {

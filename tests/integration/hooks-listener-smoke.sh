@@ -79,6 +79,10 @@ ok "$([ "$PORT" != 0 ] && echo 0 || echo 1)" "a port was chosen"
 "$FLEETCTL" create hkfs-a --backend user --command 'cat' >/dev/null; ok $? "create agent hkfs-a"
 printf '%s\n' "$SECRET" | "$FLEETCTL" hook add hkfs-a --source github --route hkfs-gh --events pull_request >/dev/null
 ok $? "subscribe it to a github route"
+# A watcher (fleetctl watch, GET /v1/watch) sees the delivery and the run it causes.
+"$FLEETCTL" --json watch >"$TEST_TMP/watch" 2>/dev/null &
+watch_pid=$!; _pids+=("$watch_pid")
+for ((i = 0; i < 600; i++)); do grep -q '"watching"' "$TEST_TMP/watch" && break; sleep 0.05; done
 
 out=$(deliver hkfs-1)
 is "${out##* }" 202 "a signed delivery is accepted (202)"
@@ -91,6 +95,12 @@ log=$("$FLEETCTL" logs hkfs-a "$run")
 is "$(jq -r '.source + " " + .route + " " + .delivery_id + " " + .type' <<<"$log")" \
 	"github hkfs-gh hkfs-1 pull_request.opened" "its stdin is the event: source, route, delivery id, type"
 is "$(jq -r .body <<<"$log")" '{"action":"opened","number":7}' "and the body, byte for byte"
+for ((i = 0; i < 600; i++)); do grep -q "\"run.finished\".*\"run\":$run," "$TEST_TMP/watch" && break; sleep 0.05; done
+is "$(jq -r 'select(.type == "delivery") | "\(.route) \(.delivery) \(.event_type) \(.outcome) \(.runs)"' "$TEST_TMP/watch")" \
+	"hkfs-gh hkfs-1 pull_request.opened queued 1" "fleetctl watch shows the delivery"
+is "$(jq -r "select(.run == $run) | .type" "$TEST_TMP/watch" | tr '\n' ' ')" "run.started run.finished " \
+	"and its run starting and finishing"
+kill "$watch_pid"; wait "$watch_pid" 2>/dev/null
 like "$("$FLEETCTL" status)" "webhooks: up on 127\.0\.0\.1:$PORT \(pid [0-9]+\), 1 accepted" \
 	"fleetctl status shows the listener up"
 

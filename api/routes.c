@@ -17,6 +17,7 @@
 #include "api/server.h"
 #include "api/snapshots.h"
 #include "api/system.h"
+#include "api/watch.h"
 
 /* exec carries the command's stdin in its body. */
 #define EXEC_MAX_BODY (16u << 20)
@@ -71,6 +72,8 @@ const struct api_route api_routes[] = {
 	{ "DELETE", "/v1/hooks/:route/subscribers/:agent", api_hook_unsubscribe, "hook.remove", API_NO_BODY },
 	{ "POST", "/v1/hooks/:route/rotate", api_hook_rotate, "hook.rotate", 0 },
 	{ "GET", "/v1/events", api_events_list, NULL, API_NO_BODY },
+	/* What happens, as it happens: a stream of JSON lines (api/watch.c). */
+	{ "GET", "/v1/watch", api_watch, NULL, API_NO_BODY },
 	/* Secrets (#12): the value is PUT's raw body, never in a path, query, reply or audit record. */
 	{ "GET", "/v1/agents/:name/secrets", api_secrets_list, NULL, API_NO_BODY },
 	{ "PUT", "/v1/agents/:name/secrets/:key", api_secret_set, "secret.set", SECRET_VALUE_MAX },

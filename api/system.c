@@ -8,6 +8,7 @@
 #include "api/server.h"
 #include "core/backends.h"
 #include "core/listener.h"
+#include "core/watch.h"
 #include "model/config.h"
 #include "store/db.h"
 #include "model/fleetd.h"
@@ -37,7 +38,7 @@ void api_status_get(struct api_call *c)
 			  "pid", ls.pid ? json_integer(ls.pid) : json_null(), "restarts", (json_int_t)ls.restarts,
 			  "accepted", (json_int_t)ls.accepted, "refused", (json_int_t)ls.refused,
 			  "connections", (json_int_t)ls.connections);
-	api_reply(c, 200, json_pack("{s:s, s:i, s:s, s:I, s:i, s:s, s:s, s:i, s:I, s:o, s:o}",
+	api_reply(c, 200, json_pack("{s:s, s:i, s:s, s:I, s:i, s:s, s:s, s:i, s:I, s:I, s:o, s:o}",
 		"version", PACKAGE_VERSION,
 		"pid", (int)getpid(),
 		"started_at", format_utc(f->started_at, started, sizeof(started)),
@@ -47,6 +48,7 @@ void api_status_get(struct api_call *c)
 		"socket", config_get(&f->cfg, CFG_SOCKET),
 		"schema_version", db_schema_version(),
 		"api_connections", (json_int_t)api_connections(f->api),
+		"watchers", (json_int_t)watch_count(f),
 		"backends", backends,
 		"hooks", hooks));
 }

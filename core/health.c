@@ -15,6 +15,7 @@
 #include "core/redaction.h"
 #include "common/log.h"
 #include "core/snapshots.h"
+#include "core/watch.h"
 #include "common/util.h"
 
 #define TICK_S 2
@@ -113,6 +114,7 @@ static void check_report(struct check *c, int healthy, const char *detail)
 	t->passed_usec = now_usec();
 	if ((r = db_agent_set_health(c->f->db, c->agent, healthy, detail)) < 0 && r != -ENOENT)
 		log_error("agent '%s': cannot record its health: %s", c->agent, strerror(-r));
+	watch_publish(c->f, "health", c->agent, json_pack("{s:b, s:s?}", "healthy", healthy == 1, "detail", detail));
 	if (!healthy)
 		log_warning("agent '%s': health check failed: %s", c->agent, detail);
 	else
@@ -337,6 +339,7 @@ static void rollback_give_up(struct rollback *rb, const char *why)
 	what = xasprintf("%s: %s (after: %s)", format_utc(time(NULL), when, sizeof(when)), why, rb->cause);
 	(void)db_agent_set_rollback(rb->f->db, rb->agent, what);
 	audit_rollback(rb, "failed", why);
+	watch_publish(rb->f, "rollback.failed", rb->agent, json_pack("{s:s?, s:s}", "snapshot", rb->snap, "error", why));
 	rollback_free(rb);
 }
 
@@ -359,6 +362,7 @@ static void rollback_verified(void *userdata, int healthy, const char *detail)
 	(void)db_agent_set_rollback(rb->f->db, rb->agent, what);
 	log_notice("agent '%s': rolled back to snapshot '%s' and healthy again", rb->agent, rb->snap);
 	audit_rollback(rb, "ok", what);
+	watch_publish(rb->f, "rollback.finished", rb->agent, json_pack("{s:s, s:s}", "snapshot", rb->snap, "cause", rb->cause));
 	rollback_free(rb);
 }
 
@@ -427,6 +431,7 @@ static void rollback(struct fleetd *f, struct tracked *t, const char *cause)
 		return;
 	}
 	audit_rollback(rb, "started", cause);	/* what the rate limit counts */
+	watch_publish(f, "rollback.started", t->name, json_pack("{s:s, s:s}", "snapshot", rb->snap, "cause", cause));
 	log_warning("agent '%s': rolling back to its newest good snapshot '%s'", t->name, rb->snap);
 	rollback_start(rb);
 }

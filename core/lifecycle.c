@@ -10,6 +10,7 @@
 
 #include "core/backends.h"
 #include "core/hooks.h"
+#include "core/watch.h"
 #include "store/db.h"
 #include "model/config.h"
 #include "model/fleetd.h"
@@ -67,6 +68,7 @@ int lifecycle_set_state(struct fleetd *f, const char *agent, enum agent_state st
 {
 	int r = db_agent_set_state(f->db, agent, st, detail);
 
+	if (r == 0) watch_publish(f, "agent.state", agent, json_pack("{s:s, s:s?}", "state", agent_state_to_string(st), "detail", detail));
 	activity_note(f, agent);	/* started, stopped, restored...: an earlier health check says nothing now */
 	if (r < 0 && r != -ENOENT)
 		log_error("agent '%s': cannot record state %s: %s", agent, agent_state_to_string(st), strerror(-r));
@@ -95,6 +97,7 @@ int lifecycle_create(struct fleetd *f, const struct backend_ops *ops, struct age
 			log_error("agent '%s': create failed: %s", a->name, strerror(-r));
 		return r;
 	}
+	watch_publish(f, "agent.created", a->name, json_pack("{s:s, s:s}", "backend", backend_kind_to_string(a->backend), "state", agent_state_to_string(a->state)));
 	if (!ops)
 		return 0;
 	if ((r = ops->provision(f, a, why)) < 0) {
@@ -133,6 +136,7 @@ int lifecycle_destroy(struct fleetd *f, const struct backend_ops *ops, const str
 		log_error("agent '%s': remove failed: %s", a->name, strerror(-r));
 	else
 		hooks_changed(f);	/* its subscriptions went with it, and maybe routes */
+	if (r == 0) watch_publish(f, "agent.removed", a->name, NULL);
 	return r;
 }
 

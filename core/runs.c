@@ -26,6 +26,7 @@
 #include "core/redaction.h"
 #include "core/secret_files.h"
 #include "core/secret_hold.h"
+#include "core/watch.h"
 
 #define TICK_S 1
 #define BUSY_RETRY_S 1		/* the agent is busy (a snapshot, a restore, a check): */
@@ -153,6 +154,7 @@ static void finish(struct active *act, enum run_state state, int exit_code, cons
 		log_warning("agent '%s': run %" PRId64 " %s: %s", agent, act->id, run_state_to_string(state), error);
 	else
 		log_info("agent '%s': run %" PRId64 " %s (exit %d)", agent, act->id, run_state_to_string(state), exit_code);
+	watch_publish(q->f, "run.finished", agent, json_pack("{s:I, s:s, s:i, s:s?}", "run", (json_int_t)act->id, "state", run_state_to_string(state), "exit_code", exit_code, "error", error));
 	active_free(act);
 	if (check_health) {
 		r = health_check_and_act(q->f, agent);
@@ -428,6 +430,7 @@ static struct active *take_run(struct runs *q, const struct run *run)
 	act->next = q->active;
 	q->active = act;
 	q->n_active++;
+	watch_publish(f, "run.started", run->agent, json_pack("{s:I, s:s}", "run", (json_int_t)run->id, "trigger", run->trigger));
 	return act;
 }
 
@@ -680,6 +683,7 @@ int runs_enqueue_event(struct fleetd *f, const char *agent, const char *trigger,
 		return r;
 	}
 	log_info("agent '%s': run %" PRId64 " queued (%s)", agent, *ret_id, trigger);
+	watch_publish(f, "run.queued", agent, json_pack("{s:I, s:s}", "run", (json_int_t)*ret_id, "trigger", trigger));
 	kick(f->runs);
 	return 0;
 }
@@ -716,6 +720,7 @@ int runs_cancel(struct fleetd *f, const char *agent, int64_t id, char **why)
 	if (run->state == RUN_QUEUED) {
 		if ((r = db_run_cancel_queued(f->db, id, "cancelled while it was queued")) == 0) {
 			log_info("agent '%s': run %" PRId64 " cancelled while queued", agent, id);
+			watch_publish(f, "run.finished", agent, json_pack("{s:I, s:s, s:i, s:s}", "run", (json_int_t)id, "state", run_state_to_string(RUN_CANCELLED), "exit_code", -1, "error", "cancelled while it was queued"));
 			return 0;
 		}
 		if (r != -ENOENT) {

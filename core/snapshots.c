@@ -12,6 +12,7 @@
 #include "model/fleetd.h"
 #include "core/lifecycle.h"
 #include "core/secret_hold.h"
+#include "core/watch.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "common/util.h"
@@ -154,6 +155,7 @@ static void take_created(void *userdata, const struct snapshot_result *res)
 		 t->good == 1 ? "good" : t->good == 0 ? "bad" : "health unknown", (now_usec() - t->t_begin) / 1e6,
 		 (t->t_checked - t->t_begin) / 1e6, t->reused ? " (a recent one's)" : "",
 		 (t->t_backend - t->t_checked) / 1e6, (now_usec() - t->t_backend) / 1e6);
+	watch_publish(t->f, "snapshot.taken", t->agent, json_pack("{s:s, s:s, s:o}", "snapshot", t->snap, "kind", snapshot_kind_to_string(res->kind), "good", t->good >= 0 ? json_boolean(t->good) : json_null()));
 	(void)snapshots_prune(t->f, t->agent);
 	t->done(t->userdata, 0, NULL, s);
 	snapshot_free(s);
@@ -445,6 +447,7 @@ static void restore_finish(struct restore *rs, int r, const char *why)
 		log_notice("agent '%s': restored snapshot '%s' in %.3f s (until its environment answers)", rs->agent->name,
 			   rs->snap, (now_usec() - rs->t_begin) / 1e6);
 	}
+	watch_publish(rs->f, "restore.finished", rs->agent->name, json_pack("{s:s, s:b, s:s?}", "snapshot", rs->snap, "ok", r >= 0, "error", msg));
 	rs->done(rs->userdata, r, msg);
 	restore_free(rs);
 }

@@ -210,6 +210,12 @@ static const struct command commands[] = {
 	  cmd_secret },
 	{ "audit", "[--limit N]", "Show the audit log: who changed what, when, and the outcome.",
 	  "  --limit N   show the newest N records (default 50, at most 10000)\n", cmd_audit },
+	{ "watch", "[NAME]", "Follow what happens (to one agent, or to all) as it happens, until Ctrl-C.",
+	  "One line per event: agent state changes, creates and removes, runs queued,\n"
+	  "started and finished, snapshots, restores, rollbacks, health results and\n"
+	  "webhook deliveries (those only without NAME). With --json each line is\n"
+	  "fleetd's JSON event (docs/api.md). A watcher that reads too slowly is cut\n"
+	  "off by fleetd (exit 1), never buffered without bound.\n", cmd_watch },
 	{ "image", "ls  |  image rm ID", "List the stored guest images and who uses each, or remove an unused one.",
 	  "Every VM agent keeps the image it was created from (its disk's base) in the\n"
 	  "image store, whatever is rebuilt in image_dir later. 'image ls' shows each\n"

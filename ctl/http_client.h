@@ -1,7 +1,8 @@
 /*
- * http_client: the small blocking HTTP/1.1 client fleetctl uses to talk to
- * fleetd's Unix socket. One request per connection (Connection: close);
- * understands Content-Length, chunked and read-to-EOF bodies.
+ * http_client: fleetctl's HTTP to fleetd's Unix socket, through libcurl
+ * (CURLOPT_UNIX_SOCKET_PATH): one blocking request per call. libcurl does
+ * the protocol (lengths, chunked bodies, partial reads); this file only
+ * bounds what it keeps and turns libcurl's errors into -errno.
  */
 #ifndef FLEET_HTTP_CLIENT_H
 #define FLEET_HTTP_CLIENT_H
@@ -19,7 +20,8 @@ void http_response_free(struct http_response *r);
 /*
  * Send method path with an optional JSON body to the Unix socket at
  * socket_path and read the whole response. -errno when the socket cannot
- * be reached, -EPROTO when the reply is not HTTP.
+ * be reached (-ENOENT, -ECONNREFUSED, -EACCES as connect(2) said), -EPROTO
+ * when the reply is not HTTP, -ECONNRESET when it broke off.
  */
 int http_request(const char *socket_path, const char *method, const char *path,
 		 const char *json_body, struct http_response *out);
@@ -35,18 +37,16 @@ int http_request_raw(const char *socket_path, const char *method, const char *pa
 		     const void *body, size_t body_len, size_t max_response, struct http_response *out);
 
 /*
- * Send a request whose answer streams as chunked lines (exec): on_line is
+ * Send a request whose answer streams as lines (exec, watch): on_line is
  * called for each '\n'-terminated line of the body as it arrives (a negative
- * return stops reading). Returns the HTTP status (200 after a complete
- * stream; for any other status the whole answer is parsed into *err_out),
- * or -errno: -ECONNRESET if the stream ended before its last chunk.
+ * return stops reading and is returned). json_body NULL: no body. Returns
+ * the HTTP status (200 after a complete stream; for any other status the
+ * whole answer is kept in *err_out), or -errno: -ECONNRESET if the stream
+ * ended before its end.
  */
 int http_request_lines(const char *socket_path, const char *method, const char *path,
 		       const char *json_body, size_t body_len,
 		       int (*on_line)(void *ud, const char *line, size_t len), void *ud,
 		       struct http_response *err_out);
-
-/* Decode a response buffer (status line, headers, body); -EPROTO if malformed. Exposed for tests. */
-int http_parse_response(const char *buf, size_t len, struct http_response *out);
 
 #endif

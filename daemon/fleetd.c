@@ -33,6 +33,7 @@
 #include "core/secret_hold.h"
 #include "core/secrets.h"
 #include "core/snapshots.h"
+#include "core/watch.h"
 #include "store/db.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -221,6 +222,7 @@ static int finish(struct fleetd *f, int code)
 	runs_free(f);
 	secret_hold_free(f);	/* after the last run and exec let go */
 	activity_free(f);
+	watch_free(f);	/* after the last publisher */
 	if (f->base)
 		event_base_free(f->base);
 	f->base = NULL;

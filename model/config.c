@@ -297,6 +297,10 @@ const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_BOOT_CONCURRENCY] = { "boot_concurrency", "boot-concurrency", "N", "2", true,
 		"most agents started at once when fleetd first starts after the host booted (--autostart on); "
 		"the others wait, by --boot-priority", .range = { 1, 64, "a number of agents" } },
+	[CFG_WATCH_BUFFER] = { "watch_buffer_bytes", "watch-buffer-bytes", "N", "262144", true,
+		"most event bytes GET /v1/watch holds for one watcher that reads too slowly (and the size of its "
+		"socket's send buffer); past that the watcher gets a last overflow line and is cut off",
+		.range = { 4096, 16L << 20, "a number of bytes" } },
 };
 
 void config_init(struct config *c)

@@ -25,6 +25,7 @@ struct listener;
 struct secret_hold;
 struct secrets;
 struct autostart;
+struct watch_bus;
 
 struct fleetd {
 	struct event_base *base;
@@ -51,6 +52,7 @@ struct fleetd {
 	struct secret_hold *secret_holds;	/* secret_hold.c: agents with secrets in memory now */
 	struct secrets *secrets;		/* secrets.c: the host key of agents' secrets */
 	struct autostart *autostart;		/* autostart.c: starts after a host reboot, while going */
+	struct watch_bus *watch;		/* watch.c: the event bus of GET /v1/watch */
 };
 
 #endif

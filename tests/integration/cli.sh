@@ -141,4 +141,27 @@ out=$(FLEET_SOCKET=/nonexistent "$FLEETCTL" -s "$SOCK" status); ok $? "-s wins o
 err=$(FLEET_SOCKET=$TEST_TMP/nothing.sock "$FLEETCTL" status 2>&1); is "$?" 1 "FLEET_SOCKET is used (missing socket exits 1)"
 like "$err" "cannot connect to fleetd at $TEST_TMP/nothing.sock: No such file or directory \(is fleetd running\?\)" "and says where it looked"
 
+# fleetctl's HTTP is libcurl's: what it makes of a peer that is not fleetd, or of
+# an exec stream cut short. The peers are socats on sockets in TEST_TMP.
+# fake_peer NAME REPLY-FILE: a socket that answers every connection with REPLY-FILE.
+fake_peer() {
+	socat "UNIX-LISTEN:$TEST_TMP/$1.sock,fork" SYSTEM:"cat '$2'; sleep 0.2" 2>/dev/null &
+	_pids+=("$!")
+	disown "$!"	# killed at exit without a "Killed" line
+	for ((i = 0; i < 200; i++)); do [ -S "$TEST_TMP/$1.sock" ] && return 0; sleep 0.05; done
+	return 1
+}
+printf 'SSH-2.0-dropbear_2022.83\r\n' >"$TEST_TMP/ssh.reply"
+fake_peer ssh "$TEST_TMP/ssh.reply"; ok $? "a peer that speaks SSH"
+err=$("$FLEETCTL" -s "$TEST_TMP/ssh.sock" status 2>&1); is $? 1 "fleetctl against it exits 1"
+like "$err" "talking to fleetd at $TEST_TMP/ssh.sock: Protocol error" "and says the answer is not HTTP"
+# An exec whose chunked stream (split mid-line) breaks off before its last chunk.
+line1='{"stream":"stdout","data":"aGVsbG8K"}'
+printf 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: application/x-ndjson\r\n\r\n%x\r\n%s\r\n%x\r\n%s\r\n' \
+	16 "${line1:0:16}" $((${#line1} - 16 + 1)) "${line1:16}"$'\n' >"$TEST_TMP/cut.reply"
+fake_peer cut "$TEST_TMP/cut.reply"; ok $? "a peer whose exec stream breaks off"
+out=$("$FLEETCTL" -s "$TEST_TMP/cut.sock" exec x --no-stdin -- true 2>"$TEST_TMP/cut.err"); is $? 1 "exec exits 1"
+is "$out" hello "the output that came, split across chunks, is printed"
+like "$(cat "$TEST_TMP/cut.err")" "exec stream from fleetd broke off" "and it says the stream broke off"
+
 done_testing

@@ -92,6 +92,10 @@ tw=$(curl -sS -o /dev/null -w '%{http_code}' -H "X-Twilio-Signature: $tw_sig" \
 	--data-binary 'MessageSid=SMhkfs1&Body=hi' "http://127.0.0.1:$PORT/hooks/hkfs-tw")
 is "$tw" 202 "a twilio delivery signed over the listener's own URL is accepted"
 "$FLEETCTL" hook rm hkfs-a hkfs-tw >/dev/null; ok $? "and its route removed"
+# A watcher (fleetctl watch, GET /v1/watch) sees the delivery and the run it causes.
+"$FLEETCTL" --json watch >"$TEST_TMP/watch" 2>/dev/null &
+watch_pid=$!; _pids+=("$watch_pid")
+for ((i = 0; i < 600; i++)); do grep -q '"watching"' "$TEST_TMP/watch" && break; sleep 0.05; done
 
 out=$(deliver hkfs-1)
 is "${out##* }" 202 "a signed delivery is accepted (202)"
@@ -104,6 +108,12 @@ log=$("$FLEETCTL" logs hkfs-a "$run")
 is "$(jq -r '.source + " " + .route + " " + .delivery_id + " " + .type' <<<"$log")" \
 	"github hkfs-gh hkfs-1 pull_request.opened" "its stdin is the event: source, route, delivery id, type"
 is "$(jq -r .body <<<"$log")" '{"action":"opened","number":7}' "and the body, byte for byte"
+for ((i = 0; i < 600; i++)); do grep -q "\"run.finished\".*\"run\":$run," "$TEST_TMP/watch" && break; sleep 0.05; done
+is "$(jq -r 'select(.type == "delivery") | "\(.route) \(.delivery) \(.event_type) \(.outcome) \(.runs)"' "$TEST_TMP/watch")" \
+	"hkfs-gh hkfs-1 pull_request.opened queued 1" "fleetctl watch shows the delivery"
+is "$(jq -r "select(.run == $run) | .type" "$TEST_TMP/watch" | tr '\n' ' ')" "run.started run.finished " \
+	"and its run starting and finishing"
+kill "$watch_pid"; wait "$watch_pid" 2>/dev/null
 like "$("$FLEETCTL" status)" "webhooks: up on 127\.0\.0\.1:$PORT \(pid [0-9]+\), 2 accepted" \
 	"fleetctl status shows the listener up"
 

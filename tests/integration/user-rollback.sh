@@ -19,6 +19,11 @@ is "$out" "agent 'urb': snapshot 'good1' taken (dir)" "a user agent's snapshot i
 is "$("$FLEETCTL" --json snapshots urb | jq -r '.[0].good')" true "taken while healthy: marked good"
 ex -- ls "$STATE/snapshots" >/dev/null 2>&1; ok $([ $? -ne 0 ] && echo 0 || echo 1) "the agent cannot see its snapshots"
 
+# A watcher (fleetctl watch NAME) sees what the rollback does.
+"$FLEETCTL" --json watch urb >"$TEST_TMP/watch" 2>/dev/null &
+watch_pid=$!; _pids+=("$watch_pid")
+for ((i = 0; i < 600; i++)); do grep -q '"watching"' "$TEST_TMP/watch" && break; sleep 0.05; done
+
 # Break it: delete everything, then make the home unwritable.
 ex -- sh -c 'rm -rf ~/memory ~/work; chmod 500 ~'
 deadline=$((SECONDS + 60))
@@ -32,6 +37,14 @@ is "$(ex -- cat "$STATE/users/urb/work/repo/main.c" 2>&1)" code "the work tree i
 is "$(stat -c %a "$STATE/users/urb")" 700 "the home is 0700 again"
 like "$("$FLEETCTL" show urb)" "rollback: .*restored 'good1' after: " "show says what the rollback did"
 like "$("$FLEETCTL" audit --limit 100)" "auto.rollback +urb/good1 +ok" "the audit log records it"
+for ((i = 0; i < 600; i++)); do grep -q '"rollback.finished"' "$TEST_TMP/watch" && break; sleep 0.05; done
+is "$(jq -r 'select(.type | test("^(health|rollback|restore)")) | "\(.type) \(if .type == "health" then .healthy else .snapshot end)"' "$TEST_TMP/watch" |
+	uniq | grep -A3 '^health false' | head -4 | tr '\n' ' ')" \
+	"health false rollback.started good1 restore.finished good1 health true " \
+	"fleetctl watch shows the failed check, the rollback's start and restore, and the check after it"
+like "$(jq -r 'select(.type == "rollback.finished") | .snapshot + " " + .cause' "$TEST_TMP/watch")" "^good1 " \
+	"and the rollback's end, with its cause"
+kill "$watch_pid"; wait "$watch_pid" 2>/dev/null
 
 # By hand: restore a named snapshot.
 ex -- sh -c 'echo changed > ~/memory/keep'

@@ -48,6 +48,7 @@ static const struct int_key {
 	{ CFG_HOOKS_MAX_PER_SOURCE, 1, 65536, "must be a number of connections from 1 to 65536" },
 	{ CFG_HOOKS_REQUEST_TIMEOUT, 1, 600, "must be a number of seconds from 1 to 600" },
 	{ CFG_HOOKS_HEADER_MAX, 4096, 1048576, "must be a number of bytes from 4096 to 1048576" },
+	{ CFG_WATCH_BUFFER, 4096, 16777216, "must be a number of bytes from 4096 to 16777216" },
 };
 
 static void check_int_keys(void)

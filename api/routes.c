@@ -75,5 +75,6 @@ const struct api_route api_routes[] = {
 	{ "GET", "/v1/agents/:name/secrets", api_secrets_list, NULL, API_NO_BODY },
 	{ "PUT", "/v1/agents/:name/secrets/:key", api_secret_set, "secret.set", SECRET_VALUE_MAX },
 	{ "DELETE", "/v1/agents/:name/secrets/:key", api_secret_remove, "secret.remove", API_NO_BODY },
+	{ "POST", "/v1/agents/:name/secrets/:key/compare", api_secret_compare, NULL, SECRET_VALUE_MAX },
 };
 const size_t api_n_routes = ARRAY_SIZE(api_routes);

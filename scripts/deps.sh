@@ -10,7 +10,7 @@ PACKAGES=(
 	# build
 	autoconf automake make gcc pkg-config
 	libvirt-dev libssh2-1-dev libevent-dev libsqlite3-dev libssl-dev libjansson-dev
-	libarchive-dev
+	libarchive-dev libyaml-dev
 	# run: libvirt + QEMU for VM agents, the guest image's ingredients
 	libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils
 	linux-image-amd64 busybox-static dropbear-bin e2fsprogs cpio dnsmasq-base iptables

@@ -561,13 +561,18 @@ static void put_quoted(struct writer *w, const char *s)
 	emit(w);
 }
 
-static void put_map(struct writer *w, bool start)
+static void put_map_style(struct writer *w, bool start, yaml_mapping_style_t style)
 {
 	if (start)
-		yaml_mapping_start_event_initialize(&w->ev, NULL, NULL, 1, YAML_BLOCK_MAPPING_STYLE);
+		yaml_mapping_start_event_initialize(&w->ev, NULL, NULL, 1, style);
 	else
 		yaml_mapping_end_event_initialize(&w->ev);
 	emit(w);
+}
+
+static void put_map(struct writer *w, bool start)
+{
+	put_map_style(w, start, YAML_BLOCK_MAPPING_STYLE);
 }
 
 static void put_seq(struct writer *w, bool start, bool flow)
@@ -629,7 +634,7 @@ char *fleet_route_env_name(const char *route)
 
 static void put_env_ref(struct writer *w, const char *var)
 {
-	put_map(w, true);
+	put_map_style(w, true, YAML_FLOW_MAPPING_STYLE);	/* {from_env: VAR}: one line */
 	put_str(w, "from_env");
 	put_str(w, var);
 	put_map(w, false);

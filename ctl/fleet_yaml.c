@@ -13,6 +13,7 @@
 
 #include "common/names.h"
 #include "common/util.h"
+#include "model/agent.h"
 
 #define SECRET_VALUE_MAX (64u << 10)	/* fleetd's limit (core/secrets.h) */
 
@@ -335,6 +336,27 @@ static bool secret_pair(struct loader *l, const char *key, yaml_node_t *k, yaml_
 	return true;
 }
 
+/* The named choices (backend, network, restart, snapshot_policy): checked here, before anything changes. */
+static bool enum_ok(struct loader *l, yaml_node_t *v, const char *key)
+{
+	static const struct {
+		const char *key, *choices;
+		int (*parse)(const char *s);
+	} enums[] = {
+		{ "backend", "vm or user", backend_kind_from_string },
+		{ "network", "none or nat", network_kind_from_string },
+		{ "restart", "on-failure, always or never", restart_policy_from_string },
+		{ "snapshot_policy", "none, before-run or cron", snapshot_policy_from_string },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(enums); i++)
+		if (strcmp(enums[i].key, key) == 0 && enums[i].parse(scalar(v)) < 0) {
+			fail(l, v, "%s is %s, not '%s'", key, enums[i].choices, scalar(v));
+			return false;
+		}
+	return true;
+}
+
 static bool agent_pair(struct loader *l, const char *key, yaml_node_t *k, yaml_node_t *v, void *data)
 {
 	struct agent_ctx *a = data;
@@ -352,6 +374,10 @@ static bool agent_pair(struct loader *l, const char *key, yaml_node_t *k, yaml_n
 		if (strcmp(fleet_fields[i].name, key) == 0) {
 			if (!(val = typed(l, v, fleet_fields[i].type, key)))
 				return false;
+			if (!enum_ok(l, v, key)) {
+				json_decref(val);
+				return false;
+			}
 			json_object_set_new(json_object_get(a->agent, "fields"), key, val);
 			return true;
 		}

@@ -113,6 +113,11 @@ agents:
     secrets:
       K: {from_env: APPLY_NOT_SET}
 EOF
+bad enum "^$D/enum.yaml:3:14: backend is vm or user, not 'docker'" "an unknown backend" <<'EOF'
+agents:
+  ap-x:
+    backend: docker
+EOF
 bad top "^$D/top.yaml:1:1: unknown key 'agent' in the file" "an unknown top-level key" <<'EOF'
 agent:
   ap-x: {}

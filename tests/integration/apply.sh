@@ -197,6 +197,35 @@ like "$out" "problems? in the plan: nothing changed" "nothing changed"
 is "$(agent_json ap-triage | jq -r .runs.timeout_s)" 900 "not even the field that could change"
 is "$(audit_count)" "$n3" "no audit record"
 
+# --- routes: a new subscriber is added; settings and events are refused whole ---
+cp "$D/fleet.yaml" "$D/hooks.yaml"
+cat >> "$D/hooks.yaml" <<'EOF'
+  ap-hmac:
+    source: hmac
+    secret: {from_env: APPLY_HOOK_SECRET}
+    header: X-Hub-Sig
+    subscribers:
+      - agent: ap-review
+EOF
+out=$("$FLEETCTL" apply "$D/hooks.yaml"); ok $? "apply a second route"
+like "$out" "\+ route ap-hmac \(source hmac, secret 29 bytes\)" "the plan names it"
+like "$out" '    header: "X-Hub-Sig"' "with its settings"
+is "$("$FLEETCTL" --json hook ls | jq -r '.[] | select(.route == "ap-hmac") | .header + " " + .subscribers[0].agent')" \
+	"X-Hub-Sig ap-review" "the route has its header and subscriber"
+echo "      - agent: ap-triage" >> "$D/hooks.yaml"	# ap-hmac's list is the file's end
+out=$("$FLEETCTL" apply "$D/hooks.yaml"); ok $? "apply a second subscriber"
+like "$out" "^\+ subscriber ap-hmac/ap-triage events: \(unset\)" "only the subscriber is added"
+sed 's/header: X-Hub-Sig/header: X-Other/; s/events: \[pull_request.opened, push\]/events: [push]/' "$D/hooks.yaml" > "$D/hooks2.yaml"
+n4=$(audit_count)
+out=$("$FLEETCTL" apply "$D/hooks2.yaml" 2>&1); is $? 1 "a changed route setting and subscription are refused"
+like "$out" "route 'ap-hmac': header is \"X-Hub-Sig\", the file says \"X-Other\": a route's settings are fixed" "the setting, with why"
+like "$out" "route 'ap-github': agent 'ap-review' takes events .*, the file says \[\"push\"\]: a subscription cannot change in place" \
+	"the subscription, with what to do"
+is "$(audit_count)" "$n4" "nothing changed"
+out=$("$FLEETCTL" apply --prune "$D/fleet.yaml"); ok $? "apply --prune the file without ap-hmac"
+like "$out" "- subscriber ap-hmac/ap-review" "removes its subscribers"
+is "$("$FLEETCTL" --json hook ls | jq -r '[.[].route] | join(" ")')" "ap-github" "and the route went with the last one"
+
 # --- prune: only with the flag ---
 "$FLEETCTL" create ap-extra --backend user >/dev/null; ok $? "an agent the file does not name"
 printf 'extra-secret-0123456789' | "$FLEETCTL" secret set ap-triage EXTRA >/dev/null

@@ -480,8 +480,17 @@ static bool route_pair(struct loader *l, const char *key, yaml_node_t *k, yaml_n
 	if (strcmp(key, "secret") == 0) {
 		_cleanup_free_ char *what = xasprintf("the secret of route '%s'", rc->route);
 
+		json_t *text;
+
 		if (!(val = secret_value(l, v, what)))
 			return false;
+		/* It travels in a JSON body (POST /v1/hooks): text only, as fleetd wants it. */
+		if (!(text = json_stringn(json_string_value(val), json_string_length(val)))) {
+			fail(l, v, "%s is not UTF-8 text", what);
+			json_decref(val);
+			return false;
+		}
+		json_decref(text);
 		json_object_set_new(rc->r, "secret", val);
 		return true;
 	}

@@ -69,6 +69,7 @@ const struct api_route api_routes[] = {
 	{ "GET", "/v1/hooks", api_hooks_list, NULL, API_NO_BODY },
 	{ "POST", "/v1/hooks", api_hook_add, "hook.add", 0 },
 	{ "DELETE", "/v1/hooks/:route/subscribers/:agent", api_hook_unsubscribe, "hook.remove", API_NO_BODY },
+	{ "PATCH", "/v1/hooks/:route/subscribers/:agent", api_hook_subscription_update, "hook.update", 0 },
 	{ "POST", "/v1/hooks/:route/rotate", api_hook_rotate, "hook.rotate", 0 },
 	{ "GET", "/v1/events", api_events_list, NULL, API_NO_BODY },
 	/* Secrets (#12): the value is PUT's raw body, never in a path, query, reply or audit record. */

@@ -322,10 +322,14 @@ static void plan_route(struct plan *p, struct plan *prune, const char *route, js
 		if (had) {
 			if (!json_equal(json_object_get(had, "events"), events)) {
 				_cleanup_free_ char *old = shown(json_object_get(had, "events"));
+				json_t *body = subscribe_body(route, agent, source, events), *patch;
+				json_t *list = json_object_get(body, "events");
 
-				plan_error(p, "route '%s': agent '%s' takes events %s, the file says %s: a subscription "
-					      "cannot change in place ('fleetctl hook rm %s %s', then apply)",
-					   route, agent, old, ev, agent, route);
+				/* PATCH /v1/hooks/ROUTE/subscribers/AGENT: "" takes every event */
+				patch = list ? json_pack("{s:O}", "events", list) : json_pack("{s:s}", "events", "");
+				json_decref(body);
+				plan_add(p, xasprintf("~ subscriber %s/%s events: %s -> %s", route, agent, old, ev), "PATCH",
+					 xasprintf("/v1/hooks/%s/subscribers/%s", route, agent), patch, NULL);
 			}
 			continue;
 		}

@@ -62,6 +62,15 @@ EOF
 
 # --- errors first: nothing may change ---
 n0=$(audit_count)
+out=$("$FLEETCTL" apply 2>&1); is $? 2 "apply without FILE is a usage error"
+like "$out" "apply needs exactly one FILE" "and says so"
+"$FLEETCTL" apply a.yaml b.yaml >/dev/null 2>&1; is $? 2 "two files: a usage error"
+"$FLEETCTL" apply --force "$D/fleet.yaml" >/dev/null 2>&1; is $? 2 "an unknown option: a usage error"
+"$FLEETCTL" export extra >/dev/null 2>&1; is $? 2 "export takes no arguments"
+like "$("$FLEETCTL" apply --help)" "^Usage: fleetctl .*apply FILE \[--dry-run\] \[--prune\]" "apply --help"
+like "$("$FLEETCTL" help)" "^  export " "help lists export"
+out=$("$FLEETCTL" apply "$D/missing.yaml" 2>&1); is $? 1 "a missing file fails"
+like "$out" "cannot open $D/missing.yaml: No such file" "and says so"
 bad() {	# bad NAME WANT-PATTERN DESCRIPTION  (the file is on stdin)
 	cat > "$D/$1.yaml"
 	out=$("$FLEETCTL" apply "$D/$1.yaml" 2>&1); is $? 1 "$3: apply fails"

@@ -8,7 +8,8 @@
 # the flag; export -> wipe -> apply round-trips; bad files (unknown key, wrong
 # type, bad YAML, duplicate agent) are refused with FILE:LINE:COLUMN, and a
 # missing from_env before anything changes; a change that cannot be made in
-# place is refused. The secret compare endpoint, with curl.
+# place is refused; a value fleetd refuses stops the apply there. The
+# secret compare and subscription PATCH endpoints, with curl.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
@@ -196,6 +197,18 @@ is "$("$FLEETCTL" --json audit --limit $(( $(audit_count) - n2 )) | jq -r '[.[] 
 	"agent.update secret.set" "two audit records: the update and the secret"
 is "$("$FLEETCTL" exec ap-triage --no-stdin --secrets -- sh -c 'printf %s "$API_KEY"')" "$APPLY_TRIAGE_KEY" \
 	"the secret has its new value"
+
+# --- a value fleetd refuses stops the apply there; applying again after the fix finishes it ---
+sed 's/run_timeout_s: 900/run_timeout_s: 901/; s/snapshot_schedule: "0 \* \* \* \*"/snapshot_schedule: "61 * * * *"/' \
+	"$D/fleet.yaml" > "$D/refused.yaml"
+out=$("$FLEETCTL" apply "$D/refused.yaml" 2>&1); is $? 1 "a cron spec fleetd refuses fails the apply"
+like "$out" "minute field: 61 is out of range" "with fleetd's words"
+like "$out" "apply stopped: 1 of 2 changes made" "saying how far it got"
+is "$(agent_json ap-triage | jq -r .runs.timeout_s)" 901 "the change before it was made"
+is "$(agent_json ap-review | jq -r .snapshots.schedule)" "0 * * * *" "the refused one was not"
+out=$("$FLEETCTL" apply "$D/fleet.yaml"); ok $? "apply the good file"
+is "$out" "~ agent ap-triage: run_timeout_s: 901 -> 900
+applied 1 change" "only what differs is planned again"
 
 # --- changes that cannot be made are refused whole ---
 sed 's/run_timeout_s: 900/run_timeout_s: 901/; s/^    backend: user$/    backend: vm/' "$D/fleet.yaml" > "$D/cannot.yaml"

@@ -192,6 +192,29 @@ void api_hook_unsubscribe(struct api_call *c)
 				    removed));
 }
 
+void api_hook_subscription_update(struct api_call *c)
+{
+	static const char *const spec[] = { "events:s", NULL };
+	_cleanup_(json_decrefp) json_t *body = api_body_object(c, spec);
+	_cleanup_free_ char *why = NULL, *target = xasprintf("%.32s/%.48s", c->param2, c->param);
+	const char *events;
+	int r;
+
+	c->target = target;
+	if (!body)
+		return;
+	if (!(events = opt_str(body, "events"))) {
+		api_error(c, 400, "invalid", "events is required: a comma-separated list, or \"\" for every event");
+		return;
+	}
+	if ((r = hooks_set_events(c->fleetd, c->param, c->param2, *events ? events : NULL, &why)) < 0) {
+		api_error_errno(c, r, "%s", why ? why : strerror(-r));
+		return;
+	}
+	api_reply(c, 200, json_pack("{s:s, s:s, s:s?}", "route", c->param, "agent", c->param2, "events",
+				    *events ? events : NULL));
+}
+
 void api_hook_rotate(struct api_call *c)
 {
 	static const char *const spec[] = { "secret:s", "grace_s:i", NULL };

@@ -8,6 +8,7 @@ void api_hooks_list(struct api_call *c);
 void api_hook_add(struct api_call *c);
 void api_hook_unsubscribe(struct api_call *c);
 void api_hook_rotate(struct api_call *c);
+void api_hook_subscription_update(struct api_call *c);
 void api_events_list(struct api_call *c);
 
 #endif

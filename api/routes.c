@@ -70,6 +70,7 @@ const struct api_route api_routes[] = {
 	{ "GET", "/v1/hooks", api_hooks_list, NULL, API_NO_BODY },
 	{ "POST", "/v1/hooks", api_hook_add, "hook.add", 0 },
 	{ "DELETE", "/v1/hooks/:route/subscribers/:agent", api_hook_unsubscribe, "hook.remove", API_NO_BODY },
+	{ "PATCH", "/v1/hooks/:route/subscribers/:agent", api_hook_subscription_update, "hook.update", 0 },
 	{ "POST", "/v1/hooks/:route/rotate", api_hook_rotate, "hook.rotate", 0 },
 	{ "GET", "/v1/events", api_events_list, NULL, API_NO_BODY },
 	/* What happens, as it happens: a stream of JSON lines (api/watch.c). */
@@ -78,5 +79,6 @@ const struct api_route api_routes[] = {
 	{ "GET", "/v1/agents/:name/secrets", api_secrets_list, NULL, API_NO_BODY },
 	{ "PUT", "/v1/agents/:name/secrets/:key", api_secret_set, "secret.set", SECRET_VALUE_MAX },
 	{ "DELETE", "/v1/agents/:name/secrets/:key", api_secret_remove, "secret.remove", API_NO_BODY },
+	{ "POST", "/v1/agents/:name/secrets/:key/compare", api_secret_compare, NULL, SECRET_VALUE_MAX },
 };
 const size_t api_n_routes = ARRAY_SIZE(api_routes);

@@ -119,3 +119,35 @@ void api_secret_remove(struct api_call *c)
 	}
 	api_reply(c, 200, json_pack("{s:s, s:s}", "agent", a->name, "removed", c->param2));
 }
+
+void api_secret_compare(struct api_call *c)
+{
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	_cleanup_free_ char *why = NULL;
+	struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
+	size_t len = evbuffer_get_length(in);
+	unsigned char *value;
+	char target[200];
+	bool same = false;
+	int r;
+
+	if (!(a = api_agent_param(c)) || !key_param(c, a, target, sizeof(target)))
+		goto wipe;
+	if (len > SECRET_VALUE_MAX) {
+		api_error(c, 413, "too_large", "a secret's value is at most %u bytes; this one is %zu", SECRET_VALUE_MAX, len);
+		goto wipe;
+	}
+	value = len ? evbuffer_pullup(in, -1) : (unsigned char *)"";
+	r = secrets_compare(c->fleetd, a->name, c->param2, value, len, &same, &why);
+	if (len)
+		explicit_bzero(value, len);
+	if (r < 0) {
+		api_error_core(c, r, why);
+		return;
+	}
+	api_reply(c, 200, json_pack("{s:s, s:s, s:b}", "agent", a->name, "key", c->param2, "same", same));
+	return;
+wipe:
+	if ((len = evbuffer_get_length(in)) > 0)
+		explicit_bzero(evbuffer_pullup(in, -1), len);
+}

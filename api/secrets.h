@@ -7,5 +7,6 @@ struct api_call;
 void api_secrets_list(struct api_call *c);
 void api_secret_set(struct api_call *c);
 void api_secret_remove(struct api_call *c);
+void api_secret_compare(struct api_call *c);
 
 #endif

@@ -280,6 +280,28 @@ int hooks_remove(struct fleetd *f, const char *route, const char *agent, bool *r
 	return 0;
 }
 
+int hooks_set_events(struct fleetd *f, const char *route, const char *agent, const char *events, char **why)
+{
+	const char *w;
+	int r;
+
+	if (hook_route_name_check(route, &w) < 0)
+		return fail(why, -EINVAL, "invalid route name: %s", w);
+	if (agent_name_check(agent, &w) < 0)
+		return fail(why, -EINVAL, "invalid agent name: %s", w);
+	if (events && hook_events_check(events, &w) < 0)
+		return fail(why, -EINVAL, "events: %s", w);
+	r = db_hook_set_events(f->db, route, agent, events);
+	if (r == -ENOENT)
+		return fail(why, r, "agent '%s' is not subscribed to route '%s'", agent, route);
+	if (r < 0)
+		return fail(why, r, "cannot change the events of '%s' on route '%s': %s", agent, route, strerror(-r));
+	log_info("agent '%s' takes %s%s of webhook route '%s'", agent, events ? "the events " : "every event",
+		 events ? events : "", route);
+	hooks_changed(f);
+	return 0;
+}
+
 int hooks_rotate(struct fleetd *f, const char *route, const char *secret, long grace_s, time_t now, time_t *until,
 		 char **why)
 {

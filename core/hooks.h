@@ -43,6 +43,12 @@ struct hooks_add_req {
 int hooks_add(struct fleetd *f, const struct hooks_add_req *req, char **route_ret, bool *created, char **why);
 /* Unsubscribe agent from route; *route_removed: it was the last, the route is gone. -ENOENT with *why. */
 int hooks_remove(struct fleetd *f, const char *route, const char *agent, bool *route_removed, char **why);
+/*
+ * Change the event filter of agent's subscription to route: events is a list
+ * as hook_events_check takes, or NULL for every event. -EINVAL, -ENOENT (not
+ * subscribed) with *why.
+ */
+int hooks_set_events(struct fleetd *f, const char *route, const char *agent, const char *events, char **why);
 /* A new secret for route; the old one works until now + grace_s (*until). -EINVAL, -ENOENT with *why. */
 int hooks_rotate(struct fleetd *f, const char *route, const char *secret, long grace_s, time_t now, time_t *until,
 		 char **why);

@@ -268,6 +268,31 @@ int secrets_load(struct fleetd *f, const char *agent, struct secret_values **ret
 	return 0;
 }
 
+int secrets_compare(struct fleetd *f, const char *agent, const char *key, const unsigned char *value, size_t len,
+		    bool *same, char **why)
+{
+	_cleanup_(secret_values_freep) struct secret_values *all = NULL;
+	int r;
+
+	if ((r = secrets_load(f, agent, &all)) < 0) {
+		*why = xasprintf("cannot read the secrets of '%s': %s", agent, strerror(-r));
+		return r;
+	}
+	for (size_t i = 0; i < all->n; i++) {
+		unsigned char diff = all->v[i].len != len;
+
+		if (strcmp(all->v[i].key, key) != 0)
+			continue;
+		/* Every byte looked at whatever differs: the time says nothing about where. */
+		for (size_t j = 0; j < len && j < all->v[i].len; j++)
+			diff |= all->v[i].value[j] ^ value[j];
+		*same = diff == 0;
+		return 0;
+	}
+	*why = xasprintf("agent '%s' has no secret '%s'", agent, key);
+	return -ENOENT;
+}
+
 void secret_values_free(struct secret_values *s)
 {
 	if (!s)

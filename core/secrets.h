@@ -12,6 +12,7 @@
 #ifndef FLEET_CORE_SECRETS_H
 #define FLEET_CORE_SECRETS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,6 +56,13 @@ int secrets_remove(struct fleetd *f, const char *agent, const char *key, char **
 /* The agent's keys, sorted by name; free with secret_info_list_free. 0 or -errno. */
 int secrets_list(struct fleetd *f, const char *agent, struct secret_info **ret, size_t *n);
 void secret_info_list_free(struct secret_info *list, size_t n);
+/*
+ * Whether agent's key holds exactly these len bytes (*same), without
+ * writing anything (fleetctl apply: set only what differs). 0, -ENOENT (no
+ * such key, *why says so) or -errno with *why.
+ */
+int secrets_compare(struct fleetd *f, const char *agent, const char *key, const unsigned char *value, size_t len,
+		    bool *same, char **why);
 
 /*
  * Every secret of agent, decrypted (an agent with none: *ret with n = 0).

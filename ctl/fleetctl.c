@@ -229,6 +229,19 @@ static const struct command commands[] = {
 	  "start it boots the current image's kernel and initramfs, which install that\n"
 	  "image's agentd and dropbear on its disk. A running agent: 'fleetctl restart'.\n",
 	  cmd_upgrade },
+	{ "apply", "FILE [--dry-run] [--prune]", "Make the fleet match a fleet file (agents, secrets, schedules, hooks).",
+	  "FILE is YAML (docs/apply.md): agents with their settings, secrets by reference\n"
+	  "(from_file, from_env; never a value), schedules, webhook routes and their\n"
+	  "subscribers. apply reads the fleet, prints each change and makes it; a second\n"
+	  "apply prints 'no changes'. A file with an error (FILE:LINE:COLUMN) or a change\n"
+	  "that cannot be made (a vm's disk, a route's settings...) changes nothing.\n"
+	  "  --dry-run   print the plan, field by field, and change nothing\n"
+	  "  --prune     also remove agents, secrets, schedules and subscriptions the\n"
+	  "              file does not name (never without it)\n", cmd_apply },
+	{ "export", "", "Write the fleet as a fleet file (YAML) to standard output.",
+	  "Secrets are written as references to fill: from_env FLEET_SECRET_AGENT_KEY and\n"
+	  "FLEET_HOOK_SECRET_ROUTE (docs/apply.md); 'apply' of the file on an empty fleet\n"
+	  "makes the same fleet.\n", cmd_export },
 	{ "help", "[COMMAND]", "Show help for fleetctl or one command.", NULL, cmd_help },
 };
 

@@ -185,6 +185,8 @@ int db_hook_route_get(struct db *db, const char *name, struct db_hook_route **re
 int db_hook_route_list(struct db *db, struct db_hook_route ***ret, size_t *n);
 /* Subscribe agent to route; -ENOENT (no route or agent: *what says which), -EEXIST if it is already. */
 int db_hook_subscribe(struct db *db, const char *route, const char *agent, const char *events, const char **what);
+/* A subscription's filter becomes events (NULL: every event); -ENOENT if agent is not subscribed to route. */
+int db_hook_set_events(struct db *db, const char *route, const char *agent, const char *events);
 /* Unsubscribe; -ENOENT if it is not subscribed. *route_removed: it was the last subscriber, the route is gone. */
 int db_hook_unsubscribe(struct db *db, const char *route, const char *agent, bool *route_removed);
 /* Subscriptions of agent (all if NULL), by route then agent. */

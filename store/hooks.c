@@ -213,6 +213,21 @@ int db_hook_subscribe(struct db *db, const char *route, const char *agent, const
 	return subscribe(db, rt->id, agent, events);
 }
 
+int db_hook_set_events(struct db *db, const char *route, const char *agent, const char *events)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare(db, &st, "UPDATE hook_subscriptions SET events = ?"
+				     " WHERE route_id = (SELECT id FROM hook_routes WHERE name = ?)"
+				     " AND agent_id = (SELECT id FROM agents WHERE name = ?)")) < 0)
+		return r;
+	bind_text_or_null(st, 1, events);
+	sqlite3_bind_text(st, 2, route, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, agent, -1, SQLITE_STATIC);
+	return db_step_change(db, st);	/* not subscribed: no row, -ENOENT */
+}
+
 int db_hook_unsubscribe(struct db *db, const char *route, const char *agent, bool *route_removed)
 {
 	_cleanup_stmt_ sqlite3_stmt *st = NULL, *left = NULL;

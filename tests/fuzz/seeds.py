@@ -178,7 +178,8 @@ for f in sorted(os.listdir(os.path.join(src, "tests/integration"))):
                     bodies.add(m.group(1))
 paths = ["/v1/agents", "/v1/agents/ua-1", "/v1/agents/ua-1/snapshots/s%2e1", "/v1/agents/ua-1/memory/notes.md",
          "/v1/agents/%2e%2e/exec", "/v1/agents/a%00b/start", "/v1/hooks/gh/subscribers/ua-1",
-         "/v1/agents/ua-1/runs/12/log?follow=1", "/v1/agents/ua-1/secrets/API_KEY", "/v1/agents//stop"]
+         "/v1/agents/ua-1/runs/12/log?follow=1", "/v1/agents/ua-1/secrets/API_KEY",
+         "/v1/agents/ua-1/secrets/API_KEY/compare", "/v1/agents//stop"]
 write("api", ["%s\n%s" % (paths[i % len(paths)], b) for i, b in enumerate(sorted(bodies)[:50])] + [p + "\n" for p in paths])
 # ---- listener: raw client bytes as tests/unit/test_listener.c and hooks-hostile.sh send them ----
 # byte 0: flags (1: the harness signs the body for both routes), byte 1: split seed (0: one write)

@@ -205,6 +205,28 @@ static void test_store(const char *dir)
 	is_int(secrets_load(&f, "triage", &sv), 0, "load again");
 	ok(sv && sv->n == 2 && strcmp((char *)sv->v[1].value, "t-rotated") == 0, "the new value");
 	secret_values_free(sv);
+	{
+		bool same = false;
+
+		/* What fleetctl apply asks: is this the stored value? Nothing is written. */
+		is_int(secrets_compare(&f, "triage", "TOKEN", (const unsigned char *)"t-rotated", 9, &same, &why), 0,
+		       "compare TOKEN");
+		ok(same, "the stored value is the same");
+		is_int(secrets_compare(&f, "triage", "TOKEN", (const unsigned char *)"t-rotatex", 9, &same, &why), 0,
+		       "compare another value of the same length");
+		ok(!same, "is not the same");
+		is_int(secrets_compare(&f, "triage", "TOKEN", (const unsigned char *)"t-rotated!", 10, &same, &why), 0,
+		       "compare a longer value");
+		ok(!same, "is not the same");
+		is_int(secrets_compare(&f, "triage", "TOKEN", (const unsigned char *)"t-rot", 5, &same, &why), 0,
+		       "compare a prefix");
+		ok(!same, "is not the same");
+		is_int(secrets_compare(&f, "triage", "NOPE", (const unsigned char *)"x", 1, &same, &why), -ENOENT,
+		       "compare a key it does not have: -ENOENT");
+		ok(why && strstr(why, "no secret 'NOPE'"), "saying so");
+		free(why);
+		why = NULL;
+	}
 
 	is_int(secrets_remove(&f, "triage", "API_KEY", &why), 0, "remove API_KEY");
 	is_int(secrets_remove(&f, "triage", "API_KEY", &why), -ENOENT, "again: -ENOENT");

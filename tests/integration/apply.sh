@@ -1,0 +1,298 @@
+#!/bin/bash
+# fleetctl apply and export (docs/apply.md) with user agents and a real
+# fleetd: a fleet file creates agents with their settings, secrets (from a
+# file and from the environment), schedules, snapshot policies and a webhook
+# route with subscribers; a second apply says "no changes" and changes
+# nothing (audit log, updated_at); --dry-run prints the plan and changes
+# nothing; an edited field changes only that field; --prune removes only with
+# the flag; export -> wipe -> apply round-trips; bad files (unknown key, wrong
+# type, bad YAML, duplicate agent) are refused with FILE:LINE:COLUMN, and a
+# missing from_env before anything changes; a change that cannot be made in
+# place is refused; a value fleetd refuses stops the apply there. The
+# secret compare and subscription PATCH endpoints, with curl.
+. "$FLEET_SRCDIR/tests/lib/common.sh"
+
+[ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
+command -v jq >/dev/null || skip_all "jq not installed"
+
+user_fleetd_setup apply
+user_fleetd_start; ok $? "fleetd starts"
+audit_count() { "$FLEETCTL" --json audit --limit 10000 | jq length; }
+agent_json() { "$FLEETCTL" --json show "$1"; }
+
+D=$TEST_TMP/fleet
+mkdir -p "$D"
+printf 'token-from-a-file-0123456789\n' > "$D/review.token"
+export APPLY_TRIAGE_KEY="key-from-the-env-0123456789"
+export APPLY_HOOK_SECRET="route-secret-0123456789abcdef"
+cat > "$D/fleet.yaml" <<'EOF'
+version: 1
+agents:
+  ap-triage:
+    backend: user
+    command: echo triage
+    health_interval_s: 0
+    snapshot_policy: before-run
+    snapshot_keep: 3
+    run_timeout_s: 600
+    max_queued: 10
+    secrets:
+      API_KEY: {from_env: APPLY_TRIAGE_KEY}
+    schedules:
+      - cron: "30 9 * * 1-5"
+        tz: UTC
+        catch_up: skip
+      - cron: "@daily"
+  ap-review:
+    backend: user
+    command: "echo review"
+    health_interval_s: 0
+    snapshot_schedule: "0 * * * *"
+    memory_quota_mib: 32
+    secrets:
+      GH_TOKEN: {from_file: review.token, trim_newline: true}
+hooks:
+  ap-github:
+    source: github
+    secret: {from_env: APPLY_HOOK_SECRET}
+    subscribers:
+      - agent: ap-triage
+      - agent: ap-review
+        events: [pull_request.opened, push]
+EOF
+
+# --- errors first: nothing may change ---
+n0=$(audit_count)
+out=$("$FLEETCTL" apply 2>&1); is $? 2 "apply without FILE is a usage error"
+like "$out" "apply needs exactly one FILE" "and says so"
+"$FLEETCTL" apply a.yaml b.yaml >/dev/null 2>&1; is $? 2 "two files: a usage error"
+"$FLEETCTL" apply --force "$D/fleet.yaml" >/dev/null 2>&1; is $? 2 "an unknown option: a usage error"
+"$FLEETCTL" export extra >/dev/null 2>&1; is $? 2 "export takes no arguments"
+like "$("$FLEETCTL" apply --help)" "^Usage: fleetctl .*apply FILE \[--dry-run\] \[--prune\]" "apply --help"
+like "$("$FLEETCTL" help)" "^  export " "help lists export"
+out=$("$FLEETCTL" apply "$D/missing.yaml" 2>&1); is $? 1 "a missing file fails"
+like "$out" "cannot open $D/missing.yaml: No such file" "and says so"
+bad() {	# bad NAME WANT-PATTERN DESCRIPTION  (the file is on stdin)
+	cat > "$D/$1.yaml"
+	out=$("$FLEETCTL" apply "$D/$1.yaml" 2>&1); is $? 1 "$3: apply fails"
+	like "$out" "$2" "$3: $(printf '%s' "$2" | sed 's/\\//g')"
+}
+bad unknown "^$D/unknown.yaml:4:5: unknown key 'comand' in agent 'ap-x'" "an unknown key" <<'EOF'
+agents:
+  ap-x:
+    backend: user
+    comand: echo
+EOF
+bad type "^$D/type.yaml:4:23: memory_quota_mib must be an integer, not 'lots'" "a wrong type" <<'EOF'
+agents:
+  ap-x:
+    backend: user
+    memory_quota_mib: lots
+EOF
+bad quoted "^$D/quoted.yaml:3:20: auto_rollback must be true or false, not a quoted string" "a quoted boolean" <<'EOF'
+agents:
+  ap-x:
+    auto_rollback: "true"
+EOF
+bad yaml "^$D/yaml.yaml:4:12: mapping values are not allowed" "bad YAML" <<'EOF'
+agents:
+  ap-x:
+   backend: user
+    command: [unclosed
+EOF
+bad dup "^$D/dup.yaml:4:3: duplicate agent name 'ap-x' \(first at line 2\)" "a duplicate agent name" <<'EOF'
+agents:
+  ap-x:
+    backend: user
+  ap-x:
+    backend: user
+EOF
+bad value "^$D/value.yaml:5:14: secret 'TOKEN' must be a reference" "a secret value in the file" <<'EOF'
+agents:
+  ap-x:
+    backend: user
+    secrets:
+      TOKEN: hunter2hunter2hunter2
+EOF
+bad noenv "^$D/noenv.yaml:6:21: secret 'K': the environment variable 'APPLY_NOT_SET' is not set" \
+	"a missing from_env" <<'EOF'
+agents:
+  ap-x:
+    backend: user
+    command: echo x
+    secrets:
+      K: {from_env: APPLY_NOT_SET}
+EOF
+bad enum "^$D/enum.yaml:3:14: backend is vm or user, not 'docker'" "an unknown backend" <<'EOF'
+agents:
+  ap-x:
+    backend: docker
+EOF
+bad top "^$D/top.yaml:1:1: unknown key 'agent' in the file" "an unknown top-level key" <<'EOF'
+agent:
+  ap-x: {}
+EOF
+is "$("$FLEETCTL" --json list | jq length)" 0 "no bad file made an agent"
+is "$(audit_count)" "$n0" "and the audit log has no new record"
+
+# --- dry run: the plan, field by field; nothing changes ---
+out=$("$FLEETCTL" apply --dry-run "$D/fleet.yaml"); ok $? "apply --dry-run"
+like "$out" "^\+ agent ap-triage" "the plan creates ap-triage"
+like "$out" "    snapshot_keep: 3" "field by field"
+like "$out" "\+ secret ap-review/GH_TOKEN \(28 bytes\)" "a secret with its size (one newline trimmed)"
+like "$out" '\+ schedule ap-triage \{"cron":"30 9 \* \* 1-5","tz":"UTC","catch_up":"skip"\}' "a schedule"
+like "$out" "\+ route ap-github \(source github" "the route"
+like "$out" "\+ subscriber ap-github/ap-review events: \[\"pull_request.opened\",\"push\"\]" "its subscribers"
+like "$out" "changes planned; nothing changed \(--dry-run\)$" "and says nothing changed"
+is "$("$FLEETCTL" --json list | jq length)" 0 "dry run: no agent"
+is "$(audit_count)" "$n0" "dry run: no audit record"
+
+# --- apply ---
+out=$("$FLEETCTL" apply "$D/fleet.yaml"); ok $? "apply creates the fleet"
+like "$out" "^applied [0-9]+ changes$" "and counts the changes"
+t=$(agent_json ap-triage)
+is "$(jq -r '[.backend, .command, .snapshots.policy, .snapshots.keep, .runs.timeout_s, .runs.max_queued, .health.interval_s] | join(" ")' <<<"$t")" \
+	"user echo triage before-run 3 600 10 0" "ap-triage has its settings"
+r=$(agent_json ap-review)
+is "$(jq -r '[.snapshots.policy, .snapshots.schedule, .memory.quota_mib] | join(" ")' <<<"$r")" \
+	"cron 0 * * * * 32" "ap-review has its snapshot policy and quota"
+is "$("$FLEETCTL" --json secret ls ap-triage | jq -r '.[] | .key + "=" + (.size|tostring)')" "API_KEY=27" "ap-triage's secret"
+is "$("$FLEETCTL" exec ap-review --no-stdin --secrets -- sh -c 'printf %s "$GH_TOKEN"')" \
+	"token-from-a-file-0123456789" "ap-review's secret, from the file, trimmed"
+is "$("$FLEETCTL" --json schedule ls ap-triage | jq -r '[.[] | .cron + "/" + (.tz // "host") + "/" + .catch_up] | sort | join(" ")')" \
+	"30 9 * * 1-5/UTC/skip @daily/host/once" "ap-triage's schedules"
+is "$("$FLEETCTL" --json hook ls | jq -r '.[] | .route + " " + .source + " " + ([.subscribers[] | .agent + ":" + ((.events // ["*"]) | join(","))] | sort | join(" "))')" \
+	"ap-github github ap-review:pull_request.opened,push ap-triage:*" "the route and its subscriptions"
+
+# --- a second apply changes nothing ---
+n1=$(audit_count); u1=$(agent_json ap-triage | jq -r .updated_at)
+out=$("$FLEETCTL" apply "$D/fleet.yaml"); ok $? "a second apply"
+is "$out" "no changes" "says no changes"
+is "$(audit_count)" "$n1" "no audit record"
+is "$(agent_json ap-triage | jq -r .updated_at)" "$u1" "updated_at as it was"
+
+# --- the compare endpoint, with curl: never a value back ---
+out=$(api POST /v1/agents/ap-triage/secrets/API_KEY/compare "$APPLY_TRIAGE_KEY")
+is "${out##* }" 200 "compare: the same value answers 200"
+is "$(jq -c . <<<"${out% *}")" '{"agent":"ap-triage","key":"API_KEY","same":true}' "with same: true and no value"
+out=$(api POST /v1/agents/ap-triage/secrets/API_KEY/compare "other")
+is "${out##* }" 200 "compare: another value answers 200"
+is "$(jq -r .same <<<"${out% *}")" false "and same: false"
+out=$(api POST /v1/agents/ap-triage/secrets/NOPE/compare "x"); is "${out##* }" 404 "compare: no such key: 404"
+
+# --- edit one field and a secret's value: only those change ---
+sed -i 's/run_timeout_s: 600/run_timeout_s: 900/' "$D/fleet.yaml"
+export APPLY_TRIAGE_KEY="a-new-key-from-the-env-0123456789"
+out=$("$FLEETCTL" apply --dry-run "$D/fleet.yaml")
+is "$out" "~ agent ap-triage: run_timeout_s: 600 -> 900
+~ secret ap-triage/API_KEY (33 bytes: the value differs)
+2 changes planned; nothing changed (--dry-run)" "the plan: that field and that secret"
+is "$(agent_json ap-triage | jq -r .runs.timeout_s)" 600 "dry run changed nothing"
+n2=$(audit_count); ur=$(agent_json ap-review | jq -r .updated_at)
+"$FLEETCTL" apply "$D/fleet.yaml" >/dev/null; ok $? "apply the edit"
+is "$(agent_json ap-triage | jq -r '[.runs.timeout_s, .runs.max_queued, .snapshots.keep] | join(" ")')" "900 10 3" \
+	"the field changed, the others did not"
+is "$(agent_json ap-review | jq -r .updated_at)" "$ur" "the other agent was not touched"
+is "$("$FLEETCTL" --json audit --limit $(( $(audit_count) - n2 )) | jq -r '[.[] | .action] | sort | join(" ")')" \
+	"agent.update secret.set" "two audit records: the update and the secret"
+is "$("$FLEETCTL" exec ap-triage --no-stdin --secrets -- sh -c 'printf %s "$API_KEY"')" "$APPLY_TRIAGE_KEY" \
+	"the secret has its new value"
+
+# --- a value fleetd refuses stops the apply there; applying again after the fix finishes it ---
+sed 's/run_timeout_s: 900/run_timeout_s: 901/; s/snapshot_schedule: "0 \* \* \* \*"/snapshot_schedule: "61 * * * *"/' \
+	"$D/fleet.yaml" > "$D/refused.yaml"
+out=$("$FLEETCTL" apply "$D/refused.yaml" 2>&1); is $? 1 "a cron spec fleetd refuses fails the apply"
+like "$out" "minute field: 61 is out of range" "with fleetd's words"
+like "$out" "apply stopped: 1 of 2 changes made" "saying how far it got"
+is "$(agent_json ap-triage | jq -r .runs.timeout_s)" 901 "the change before it was made"
+is "$(agent_json ap-review | jq -r .snapshots.schedule)" "0 * * * *" "the refused one was not"
+out=$("$FLEETCTL" apply "$D/fleet.yaml"); ok $? "apply the good file"
+is "$out" "~ agent ap-triage: run_timeout_s: 901 -> 900
+applied 1 change" "only what differs is planned again"
+
+# --- changes that cannot be made are refused whole ---
+sed 's/run_timeout_s: 900/run_timeout_s: 901/; s/^    backend: user$/    backend: vm/' "$D/fleet.yaml" > "$D/cannot.yaml"
+n3=$(audit_count)
+out=$("$FLEETCTL" apply "$D/cannot.yaml" 2>&1); is $? 1 "a backend change is refused"
+like "$out" "agent 'ap-triage': backend is \"user\", the file says \"vm\": it cannot be changed in place" "and says why"
+like "$out" "problems? in the plan: nothing changed" "nothing changed"
+is "$(agent_json ap-triage | jq -r .runs.timeout_s)" 900 "not even the field that could change"
+is "$(audit_count)" "$n3" "no audit record"
+
+# --- routes: a new subscriber is added; settings and events are refused whole ---
+cp "$D/fleet.yaml" "$D/hooks.yaml"
+cat >> "$D/hooks.yaml" <<'EOF'
+  ap-hmac:
+    source: hmac
+    secret: {from_env: APPLY_HOOK_SECRET}
+    header: X-Hub-Sig
+    subscribers:
+      - agent: ap-review
+EOF
+out=$("$FLEETCTL" apply "$D/hooks.yaml"); ok $? "apply a second route"
+like "$out" "\+ route ap-hmac \(source hmac, secret 29 bytes\)" "the plan names it"
+like "$out" '    header: "X-Hub-Sig"' "with its settings"
+is "$("$FLEETCTL" --json hook ls | jq -r '.[] | select(.route == "ap-hmac") | .header + " " + .subscribers[0].agent')" \
+	"X-Hub-Sig ap-review" "the route has its header and subscriber"
+echo "      - agent: ap-triage" >> "$D/hooks.yaml"	# ap-hmac's list is the file's end
+out=$("$FLEETCTL" apply "$D/hooks.yaml"); ok $? "apply a second subscriber"
+like "$out" "^\+ subscriber ap-hmac/ap-triage events: \(unset\)" "only the subscriber is added"
+sed 's/header: X-Hub-Sig/header: X-Other/; s/events: \[pull_request.opened, push\]/events: [push]/' "$D/hooks.yaml" > "$D/hooks2.yaml"
+n4=$(audit_count)
+out=$("$FLEETCTL" apply "$D/hooks2.yaml" 2>&1); is $? 1 "a changed route setting is refused"
+like "$out" "route 'ap-hmac': header is \"X-Hub-Sig\", the file says \"X-Other\": a route's settings are fixed" "with why"
+is "$(audit_count)" "$n4" "nothing changed, not even the subscription's events"
+sed -i 's/header: X-Other/header: X-Hub-Sig/' "$D/hooks2.yaml"
+out=$("$FLEETCTL" apply "$D/hooks2.yaml"); ok $? "a subscription's events change"
+is "$out" '~ subscriber ap-github/ap-review events: ["pull_request.opened","push"] -> ["push"]
+applied 1 change' "in place (PATCH), nothing else"
+is "$("$FLEETCTL" --json hook ls | jq -c '.[] | select(.route == "ap-github") | [.subscribers[] | select(.agent == "ap-review") | .events]')" \
+	'[["push"]]' "the subscription takes only push now"
+is "$("$FLEETCTL" --json audit --limit 1 | jq -r '.[0] | .action + " " + .target')" "hook.update ap-review/ap-github" "audited"
+out=$(api PATCH /v1/hooks/ap-github/subscribers/ap-review '{"events": ""}'); is "${out##* }" 200 "curl: events \"\" takes every event"
+is "$(jq -c .events <<<"${out% *}")" null "and says so"
+out=$(api PATCH /v1/hooks/ap-github/subscribers/ap-extra '{"events": "push"}'); is "${out##* }" 404 "curl: not subscribed: 404"
+out=$(api PATCH /v1/hooks/ap-github/subscribers/ap-review '{"events": "bad event!"}'); is "${out##* }" 400 "curl: a bad list: 400"
+out=$(api PATCH /v1/hooks/ap-github/subscribers/ap-review '{"filter": "push"}'); is "${out##* }" 400 "curl: an unknown field: 400"
+out=$("$FLEETCTL" apply --prune "$D/fleet.yaml"); ok $? "apply --prune the file without ap-hmac"
+like "$out" "- subscriber ap-hmac/ap-review" "removes its subscribers"
+is "$("$FLEETCTL" --json hook ls | jq -r '[.[].route] | join(" ")')" "ap-github" "and the route went with the last one"
+
+# --- prune: only with the flag ---
+"$FLEETCTL" create ap-extra --backend user >/dev/null; ok $? "an agent the file does not name"
+printf 'extra-secret-0123456789' | "$FLEETCTL" secret set ap-triage EXTRA >/dev/null
+"$FLEETCTL" schedule add ap-triage '@hourly' >/dev/null
+out=$("$FLEETCTL" apply "$D/fleet.yaml"); is "$out" "no changes" "without --prune, extra things stay: no changes"
+is "$("$FLEETCTL" --json list | jq -r '[.[].name] | sort | join(" ")')" "ap-extra ap-review ap-triage" "ap-extra is there"
+out=$("$FLEETCTL" apply --prune --dry-run "$D/fleet.yaml"); ok $? "apply --prune --dry-run"
+like "$out" "- agent ap-extra" "the plan removes ap-extra"
+like "$out" "- secret ap-triage/EXTRA" "and the extra secret"
+like "$out" "- schedule ap-triage #[0-9]+ .*@hourly" "and the extra schedule"
+is "$("$FLEETCTL" --json list | jq length)" 3 "dry run: still there"
+"$FLEETCTL" apply --prune "$D/fleet.yaml" >/dev/null; ok $? "apply --prune"
+is "$("$FLEETCTL" --json list | jq -r '[.[].name] | sort | join(" ")')" "ap-review ap-triage" "ap-extra is gone"
+is "$("$FLEETCTL" --json secret ls ap-triage | jq -r '[.[].key] | join(" ")')" "API_KEY" "the extra secret is gone"
+is "$("$FLEETCTL" --json schedule ls ap-triage | jq length)" 2 "the extra schedule is gone"
+out=$("$FLEETCTL" apply --prune "$D/fleet.yaml"); is "$out" "no changes" "a second --prune: no changes"
+
+# --- export -> wipe -> apply round-trips ---
+"$FLEETCTL" export > "$D/export1.yaml"; ok $? "export"
+like "$(cat "$D/export1.yaml")" "API_KEY: \{from_env: FLEET_SECRET_AP_TRIAGE_API_KEY\}" "secrets as references"
+like "$(cat "$D/export1.yaml")" "secret: \{from_env: FLEET_HOOK_SECRET_AP_GITHUB\}" "the route's secret too"
+out=$("$FLEETCTL" apply "$D/export1.yaml" 2>&1); is $? 1 "the export with unset placeholders is refused"
+like "$out" "FLEET_HOOK_SECRET_AP_GITHUB' is not set|FLEET_SECRET_AP_[A-Z_]+' is not set" "naming the variable"
+export FLEET_SECRET_AP_TRIAGE_API_KEY="$APPLY_TRIAGE_KEY" FLEET_SECRET_AP_REVIEW_GH_TOKEN="token-from-a-file-0123456789"
+export FLEET_HOOK_SECRET_AP_GITHUB="$APPLY_HOOK_SECRET"
+is "$("$FLEETCTL" apply "$D/export1.yaml")" "no changes" "apply of the export on the same fleet: no changes"
+for a in ap-triage ap-review; do "$FLEETCTL" rm --force "$a" >/dev/null; done
+is "$("$FLEETCTL" --json list | jq length)" 0 "wiped: no agents"
+is "$("$FLEETCTL" --json hook ls | jq length)" 0 "and no routes"
+"$FLEETCTL" apply "$D/export1.yaml" >/dev/null; ok $? "apply the export on the empty fleet"
+"$FLEETCTL" export > "$D/export2.yaml"; ok $? "export again"
+diff -u "$D/export1.yaml" "$D/export2.yaml" >"$TEST_TMP/export.diff"; ok $? "the two exports are the same"
+[ -s "$TEST_TMP/export.diff" ] && sed 's/^/# /' "$TEST_TMP/export.diff"
+is "$("$FLEETCTL" exec ap-triage --no-stdin --secrets -- sh -c 'printf %s "$API_KEY"')" "$APPLY_TRIAGE_KEY" \
+	"the secret came back from its reference"
+is "$("$FLEETCTL" apply "$D/fleet.yaml")" "no changes" "and the original file sees the same fleet"
+
+done_testing

@@ -37,6 +37,8 @@ const struct fleet_field fleet_fields[] = {
 	{ "retry_interrupted", FIELD_INT, "runs", "retry_interrupted", true, false },
 	{ "secret_files", FIELD_BOOL, "runs", "secret_files", true, false },
 	{ "memory_quota_mib", FIELD_INT, "memory", "quota_mib", true, false },
+	{ "autostart", FIELD_BOOL, "boot", "autostart", true, false },
+	{ "boot_priority", FIELD_INT, "boot", "priority", true, false },
 };
 const size_t fleet_n_fields = ARRAY_SIZE(fleet_fields);
 

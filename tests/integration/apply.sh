@@ -36,6 +36,8 @@ agents:
     snapshot_keep: 3
     run_timeout_s: 600
     max_queued: 10
+    autostart: true
+    boot_priority: 7
     secrets:
       API_KEY: {from_env: APPLY_TRIAGE_KEY}
     schedules:
@@ -153,6 +155,7 @@ like "$out" "^applied [0-9]+ changes$" "and counts the changes"
 t=$(agent_json ap-triage)
 is "$(jq -r '[.backend, .command, .snapshots.policy, .snapshots.keep, .runs.timeout_s, .runs.max_queued, .health.interval_s] | join(" ")' <<<"$t")" \
 	"user echo triage before-run 3 600 10 0" "ap-triage has its settings"
+is "$(jq -c .boot <<<"$t")" '{"autostart":true,"priority":7}' "and its autostart and boot priority"
 r=$(agent_json ap-review)
 is "$(jq -r '[.snapshots.policy, .snapshots.schedule, .memory.quota_mib] | join(" ")' <<<"$r")" \
 	"cron 0 * * * * 32" "ap-review has its snapshot policy and quota"

@@ -7,6 +7,14 @@
 #include "model/fleetd.h"
 #include "common/util.h"
 
+/*
+ * The counters' values come from one clock for every agent, so an agent
+ * removed and created again under its name never reads a value its
+ * predecessor had: a health check recorded for the old one cannot pass
+ * for the new one.
+ */
+static uint64_t activity_clock;
+
 struct activity {
 	char *agent;
 	uint64_t seq;
@@ -33,14 +41,14 @@ static struct activity *entry(struct fleetd *f, const char *agent, bool create)
 
 void activity_note(struct fleetd *f, const char *agent)
 {
-	entry(f, agent, true)->seq++;
+	entry(f, agent, true)->seq = ++activity_clock;
 }
 
 void activity_begin(struct fleetd *f, const char *agent)
 {
 	struct activity *a = entry(f, agent, true);
 
-	a->seq++;
+	a->seq = ++activity_clock;
 	a->running++;
 }
 
@@ -48,7 +56,7 @@ void activity_end(struct fleetd *f, const char *agent)
 {
 	struct activity *a = entry(f, agent, true);
 
-	a->seq++;
+	a->seq = ++activity_clock;
 	if (a->running > 0)
 		a->running--;
 }
@@ -65,6 +73,22 @@ uint64_t activity_seq(struct fleetd *f, const char *agent)
 	struct activity *a = entry(f, agent, false);
 
 	return a ? a->seq : 0;
+}
+
+void activity_forget(struct fleetd *f, const char *agent)
+{
+	for (struct activity **p = &f->activity; *p; p = &(*p)->next) {
+		struct activity *a = *p;
+
+		if (strcmp(a->agent, agent) != 0)
+			continue;
+		if (a->running > 0)
+			return;	/* an exec still ends here (activity_end): the entry goes with the next forget, or at exit */
+		*p = a->next;
+		free(a->agent);
+		free(a);
+		return;
+	}
 }
 
 void activity_free(struct fleetd *f)

@@ -25,10 +25,16 @@ void activity_note(struct fleetd *f, const char *agent);
 void activity_begin(struct fleetd *f, const char *agent);
 void activity_end(struct fleetd *f, const char *agent);
 
-/* agent's counter now (0 until the first activity_note()), and its execs running now. */
+/*
+ * agent's counter now (0 until the first activity_note(); its values come
+ * from one clock for all agents, so they only grow, also across a remove
+ * and create of one name), and its execs running now.
+ */
 uint64_t activity_seq(struct fleetd *f, const char *agent);
 unsigned activity_running(struct fleetd *f, const char *agent);
 
+/* agent was removed: its entry goes (kept while an exec of it still runs). */
+void activity_forget(struct fleetd *f, const char *agent);
 /* At exit. */
 void activity_free(struct fleetd *f);
 

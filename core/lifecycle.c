@@ -132,12 +132,14 @@ int lifecycle_destroy(struct fleetd *f, const struct backend_ops *ops, const str
 		}
 	}
 	restarts_forget(f, a->name);	/* gone: nothing to restart, and a new agent of its name starts afresh */
-	if ((r = db_agent_delete(f->db, a->name)) < 0)
+	if ((r = db_agent_delete(f->db, a->name)) < 0) {
 		log_error("agent '%s': remove failed: %s", a->name, strerror(-r));
-	else
-		hooks_changed(f);	/* its subscriptions went with it, and maybe routes */
-	if (r == 0) watch_publish(f, "agent.removed", a->name, NULL);
-	return r;
+		return r;
+	}
+	hooks_changed(f);	/* its subscriptions went with it, and maybe routes */
+	activity_forget(f, a->name);
+	watch_publish(f, "agent.removed", a->name, NULL);
+	return 0;
 }
 
 /* --- start and stop ---------------------------------------------------------------- */

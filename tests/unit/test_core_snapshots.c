@@ -196,6 +196,24 @@ static void test_take_recent_check(void)
 	(void)lifecycle_set_state(F, "sn-r", AGENT_RUNNING, NULL);
 	TAKE("r9", 9);
 	is_int(fake_calls(FAKE_EXEC), execs + 5, "r9, after a state change: checked again");
+
+	/*
+	 * Removed and created again under its name: r9's check was of the old
+	 * environment. (Its counter once began again at 0 and could meet the
+	 * value r9's check recorded.)
+	 */
+	{
+		_cleanup_(agent_freep) struct agent *a = NULL;
+		_cleanup_free_ char *why = NULL;
+
+		is_int(db_agent_get(F->db, "sn-r", &a), 0, "sn-r read back");
+		is_int(lifecycle_destroy(F, fake_backends[FAKE_KIND], a, true, &why), 0, "sn-r removed");
+		is_int(activity_seq(F, "sn-r"), 0, "its activity entry went with it");
+	}
+	fixture_running(&X, "sn-r", RESTART_NEVER);
+	ok(activity_seq(F, "sn-r") > 0, "the new sn-r has a counter of its own");
+	TAKE("n1", 10);
+	is_int(fake_calls(FAKE_EXEC), execs + 6, "n1, of the new sn-r: checked, not the old one's check");
 #undef TAKE
 	fixture_close(&X);
 }

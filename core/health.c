@@ -12,6 +12,7 @@
 #include "store/db.h"
 #include "model/fleetd.h"
 #include "core/lifecycle.h"
+#include "core/metrics.h"
 #include "core/redaction.h"
 #include "common/log.h"
 #include "core/snapshots.h"
@@ -57,6 +58,7 @@ struct check {
 	void *userdata;
 	uint64_t seq;		/* activity_seq() when it began */
 	bool quiet;		/* no exec of fleet's ran in the environment when it began */
+	long long t_begin;	/* now_usec() when it began */
 	struct check *prev, *next;	/* in struct health's checks */
 };
 
@@ -111,6 +113,8 @@ static void check_report(struct check *c, int healthy, const char *detail)
 		    activity_seq(c->f, c->agent) == c->seq;
 	t->passed_seq = c->seq;
 	t->passed_usec = now_usec();
+	metrics_observe(c->f, M_HEALTH_DURATION, (const char *[]){ c->ops->name, healthy == 1 ? "healthy" : "unhealthy" },
+			(now_usec() - c->t_begin) / 1e6);
 	if ((r = db_agent_set_health(c->f->db, c->agent, healthy, detail)) < 0 && r != -ENOENT)
 		log_error("agent '%s': cannot record its health: %s", c->agent, strerror(-r));
 	if (!healthy)
@@ -241,6 +245,7 @@ int health_check(struct fleetd *f, const char *agent, health_done_fn done, void 
 	c->f = f;
 	c->agent = xstrdup(agent);
 	c->ops = ops;
+	c->t_begin = now_usec();
 	c->seq = activity_seq(f, agent);
 	c->quiet = activity_running(f, agent) == 0;
 	tracked_get(state(f), agent)->checks++;
@@ -337,6 +342,7 @@ static void rollback_give_up(struct rollback *rb, const char *why)
 	what = xasprintf("%s: %s (after: %s)", format_utc(time(NULL), when, sizeof(when)), why, rb->cause);
 	(void)db_agent_set_rollback(rb->f->db, rb->agent, what);
 	audit_rollback(rb, "failed", why);
+	metrics_inc(rb->f, M_ROLLBACKS, (const char *[]){ "failed" });
 	rollback_free(rb);
 }
 
@@ -359,6 +365,7 @@ static void rollback_verified(void *userdata, int healthy, const char *detail)
 	(void)db_agent_set_rollback(rb->f->db, rb->agent, what);
 	log_notice("agent '%s': rolled back to snapshot '%s' and healthy again", rb->agent, rb->snap);
 	audit_rollback(rb, "ok", what);
+	metrics_inc(rb->f, M_ROLLBACKS, (const char *[]){ "ok" });
 	rollback_free(rb);
 }
 

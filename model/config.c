@@ -145,6 +145,12 @@ static int check_public_url(const char *v, const char **why)
 	return 0;
 }
 
+static int check_yes_no(const char *v, const char **why)
+{
+	*why = "must be yes or no";
+	return strcmp(v, "yes") == 0 || strcmp(v, "no") == 0 ? 0 : -EINVAL;
+}
+
 /* none, or IPv4:PORT or [IPv6]:PORT with numeric address and port (0: any free port). */
 static int check_listen(const char *v, const char **why)
 {
@@ -293,6 +299,14 @@ const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_USER_NAT_SUBNET6] = { "user_nat_subnet6", "user-nat-subnet6", "PREFIX", "fd8c:7a1e:f1ee::/64", false,
 		"IPv6 unique local prefix cut into one /126 per user agent with --network nat (by uid, as "
 		"user_nat_subnet), NATed out through the host; empty: no IPv6 in agents' networks", check_nat_subnet6 },
+	/* GET /metrics over TCP for Prometheus (docs/metrics.md): off unless set; loopback unless allowed. */
+	[CFG_METRICS_LISTEN] = { "metrics_listen", "metrics-listen", "ADDR", "none", false,
+		"address:port serving GET /metrics (Prometheus's text format) and nothing else, e.g. 127.0.0.1:9470 "
+		"(IPv6 as [ADDR]:PORT; port 0: any free one); none: only on the control socket. A non-loopback "
+		"address is refused unless metrics_allow_remote is yes", check_listen },
+	[CFG_METRICS_ALLOW_REMOTE] = { "metrics_allow_remote", "metrics-allow-remote", "yes|no", "no", false,
+		"yes lets metrics_listen be an address other hosts can reach (the metrics name agents, routes "
+		"and their counts, and need no credentials: put a firewall in front)", check_yes_no },
 };
 
 void config_init(struct config *c)

@@ -24,6 +24,8 @@ struct hooks;
 struct listener;
 struct secret_hold;
 struct secrets;
+struct metrics;
+struct metrics_http;
 
 struct fleetd {
 	struct event_base *base;
@@ -48,6 +50,8 @@ struct fleetd {
 	struct listener *listener;		/* listener.c: the webhook listener process, NULL when off */
 	struct secret_hold *secret_holds;	/* secret_hold.c: agents with secrets in memory now */
 	struct secrets *secrets;		/* secrets.c: the host key of agents' secrets */
+	struct metrics *metrics;		/* metrics.c: counters and histograms since start, NULL: none */
+	struct metrics_http *metrics_http;	/* api/metrics_http.c: metrics_listen, NULL when off */
 };
 
 #endif

@@ -38,7 +38,8 @@ static void on_request(struct evhttp_request *req, void *arg)
 		evhttp_send_error(req, HTTP_NOTFOUND, "only /metrics is served here");
 		return;
 	}
-	if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
+	if (evhttp_request_get_command(req) != EVHTTP_REQ_GET && evhttp_request_get_command(req) != EVHTTP_REQ_HEAD) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
 		evhttp_send_error(req, HTTP_BADMETHOD, "only GET");
 		return;
 	}
@@ -131,7 +132,9 @@ int metrics_http_start(struct fleetd *f)
 		close(fd);
 		return -ENOMEM;
 	}
-	evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+	/* Other methods reach on_request, which answers 405 (evhttp itself would say 501). */
+	evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+				   EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
 	evhttp_set_max_headers_size(m->http, METRICS_HEADERS_MAX);
 	evhttp_set_max_body_size(m->http, 0);
 	evhttp_set_timeout(m->http, METRICS_TIMEOUT_S);

@@ -31,6 +31,8 @@ PACKAGES=(
 	strace
 	# the webhook tests' raw HTTP client (tests/lib/hookraw.py, standard library only)
 	python3
+	# tests/integration/metrics.sh: promtool checks GET /metrics, a real Prometheus scrapes it
+	prometheus
 	# test_cron's DST tests need the zone files (they skip without, and CI fails)
 	tzdata
 )

@@ -32,6 +32,9 @@ is "$(ex -- cat "$STATE/users/urb/work/repo/main.c" 2>&1)" code "the work tree i
 is "$(stat -c %a "$STATE/users/urb")" 700 "the home is 0700 again"
 like "$("$FLEETCTL" show urb)" "rollback: .*restored 'good1' after: " "show says what the rollback did"
 like "$("$FLEETCTL" audit --limit 100)" "auto.rollback +urb/good1 +ok" "the audit log records it"
+# rollbacks: the fleet_rollbacks_total lines of GET /metrics (docs/metrics.md)
+rollbacks() { curl -sS --unix-socket "$SOCK" http://fleet/metrics | grep '^fleet_rollbacks_total'; }
+is "$(rollbacks)" 'fleet_rollbacks_total{outcome="ok"} 1' "GET /metrics counts the rollback"
 
 # By hand: restore a named snapshot.
 ex -- sh -c 'echo changed > ~/memory/keep'
@@ -58,6 +61,8 @@ ex -- touch broken
 deadline=$((SECONDS + 60))
 until state_is bad || [ $SECONDS -ge $deadline ]; do sleep 0.3; done
 like "$("$FLEETCTL" show urb)" "rolled back 3 times within 3600 s already; not again" "the fourth is refused: state bad"
+is "$(rollbacks | sort)" $'fleet_rollbacks_total{outcome="failed"} 1\nfleet_rollbacks_total{outcome="ok"} 3' \
+	"GET /metrics counts 3 rollbacks that ended healthy and the refused one as failed"
 kill -9 "$FLEETD_PID"; sleep 0.3
 user_fleetd_start; ok $? "fleetd starts again after kill -9"
 ex -- rm -f broken

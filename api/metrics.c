@@ -192,8 +192,10 @@ static void write_webhooks(struct fleetd *f, struct evbuffer *out)
 		put_sample(out, "fleet_webhook_refusals_total", st, (const char *[]){ statuses[i] }, 1,
 			   (double)ls.refused_by[i]);
 	put_head(out, "fleet_webhook_signature_failures_total", "counter",
-		 "Webhook requests refused because their signature or token did not verify.");
-	evbuffer_add_printf(out, "fleet_webhook_signature_failures_total %lld\n", (long long)ls.refused_by[1]);
+		 "Webhook requests refused because their signature or token did not verify, by the route's source.");
+	for (int i = 0; i < HOOK_SOURCE__COUNT; i++)
+		put_sample(out, "fleet_webhook_signature_failures_total", (const char *[]){ "source" },
+			   (const char *[]){ hook_source_to_string((enum hook_source)i) }, 1, (double)ls.sig_failed[i]);
 	put_head(out, "fleet_webhook_connections", "gauge", "Connections open to the webhook listener.");
 	evbuffer_add_printf(out, "fleet_webhook_connections %lld\n", (long long)ls.connections);
 	put_head(out, "fleet_webhook_connections_dropped_total", "counter",

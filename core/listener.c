@@ -70,6 +70,7 @@ struct listener {
 	int64_t refused_base;		/* refusals counted by children that are gone */
 	int64_t refused_base_by[6];	/* the same by status, as hook_stats.refused */
 	int64_t dropped_base;		/* connections they closed by a limit */
+	int64_t sig_failed_base[HOOK_SOURCE__COUNT];	/* their signature failures, by source */
 	struct hook_stats stats;	/* the current child's last */
 	/* The source of each route in the table last sent: a delivery's label in the metrics. */
 	struct route_source { char *name; const char *source; } *sources;
@@ -751,6 +752,8 @@ static void child_release(struct listener *l)
 	for (int i = 0; i < 6; i++)
 		l->refused_base_by[i] += l->stats.refused[i];
 	l->dropped_base += l->stats.dropped;
+	for (int i = 0; i < HOOK_SOURCE__COUNT; i++)
+		l->sig_failed_base[i] += l->stats.sig_failed[i];
 	memset(&l->stats, 0, sizeof(l->stats));
 	l->pid = 0;
 	l->hello = false;
@@ -966,6 +969,8 @@ void listener_status(struct fleetd *f, struct listener_status *st)
 	for (int i = 0; i < 6; i++)
 		st->refused_by[i] = l->refused_base_by[i] + s->refused[i];
 	st->dropped = l->dropped_base + s->dropped;
+	for (int i = 0; i < HOOK_SOURCE__COUNT; i++)
+		st->sig_failed[i] = l->sig_failed_base[i] + s->sig_failed[i];
 	st->connections = s->connections;
 }
 

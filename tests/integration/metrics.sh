@@ -51,6 +51,9 @@ deliver() {	# deliver ID SECRET: prints the status
 }
 is "$(deliver mtr-1 "$SECRET")" 202 "a signed delivery is accepted"
 is "$(deliver mtr-2 not-the-secret-at-all-0123)" 401 "a forged one is refused 401"
+# The listener reports its refusals once a second: wait for fleetd to have this one (at most 30 s).
+deadline=$((SECONDS + 30))
+until [ "$("$FLEETCTL" --json status | jq .hooks.refused)" -ge 1 ] || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
 run=$("$FLEETCTL" --json events --route mtr-gh | jq -r '.[0].runs[0]')
 is "$(run_wait mtr-a "$run")" succeeded "the delivery's run succeeds"
 "$FLEETCTL" snapshot mtr-a s1 >/dev/null; ok $? "take a snapshot"
@@ -73,7 +76,7 @@ is "$(m 'fleet_run_duration_seconds_count{agent="mtr-a",outcome="succeeded"}')" 
 is "$(m 'fleet_run_duration_seconds_bucket{agent="mtr-a",outcome="succeeded",le="+Inf"}')" 1 "in the +Inf bucket"
 is "$(m 'fleet_webhook_deliveries_total{route="mtr-gh",source="github",answer="202"}')" 1 \
 	"the delivery by route, source and answer"
-is "$(m 'fleet_webhook_signature_failures_total')" 1 "the forged one as a signature failure"
+is "$(m 'fleet_webhook_signature_failures_total{source="github"}')" 1 "the forged one as a github signature failure"
 is "$(m 'fleet_webhook_refusals_total{status="401"}')" 1 "and a refusal with status 401"
 is "$(m 'fleet_run_queue_depth{agent="mtr-a"}')" 0 "its queue is empty"
 is "$(m 'fleet_snapshot_duration_seconds_count{backend="user",outcome="ok"}')" 1 "the snapshot is observed"

@@ -33,6 +33,7 @@ user_fleetd_start --hooks-listen 127.0.0.1:0 --hooks-user "$HUSER" --metrics-lis
 ok $? "fleetd starts with metrics_listen 127.0.0.1:0"
 maddr=$("$FLEETCTL" --json status | jq -r .metrics_listen)
 like "$maddr" '^127\.0\.0\.1:[1-9][0-9]*$' "status says where the metrics are served: $maddr"
+like "$("$FLEETCTL" status)" "metrics:  GET /metrics on the socket and on $maddr" "fleetctl status says so too"
 until [ "$("$FLEETCTL" --json status | jq -r .hooks.state)" = up ] || [ $SECONDS -ge 60 ]; do sleep 0.2; done
 HPORT=$("$FLEETCTL" --json status | jq -r .hooks.listen); HPORT=${HPORT##*:}
 

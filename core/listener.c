@@ -461,18 +461,24 @@ static void routes_sources_free(struct listener *l)
 	l->n_sources = 0;
 }
 
-/* Count each answered delivery by route, the route's source and the answer's status. */
+/*
+ * Count each answered delivery by route, the route's source and the answer's
+ * status. A route the table does not have (the listener is not trusted to
+ * name only real ones) counts as "unknown": labels stay within the table.
+ */
 static void count_answers(struct listener *l, const struct hook_delivery *d, const struct hook_answer *a, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		const char *source = "unknown";
+		const char *route = "unknown", *source = "unknown";
 		char status[8];
 
 		for (size_t k = 0; k < l->n_sources; k++)
-			if (strcmp(l->sources[k].name, d[i].route) == 0)
+			if (strcmp(l->sources[k].name, d[i].route) == 0) {
+				route = l->sources[k].name;
 				source = l->sources[k].source;
+			}
 		snprintf(status, sizeof(status), "%d", a[i].status);
-		metrics_inc(l->f, M_DELIVERIES, (const char *[]){ d[i].route, source, status });
+		metrics_inc(l->f, M_DELIVERIES, (const char *[]){ route, source, status });
 	}
 }
 
@@ -749,7 +755,7 @@ static void child_release(struct listener *l)
 	evtimer_del(l->ev_hello);
 	l->refused_base += l->stats.refused[0] + l->stats.refused[1] + l->stats.refused[2] + l->stats.refused[3] +
 			   l->stats.refused[4] + l->stats.refused[5];
-	for (int i = 0; i < 6; i++)
+	for (size_t i = 0; i < ARRAY_SIZE(l->refused_base_by); i++)
 		l->refused_base_by[i] += l->stats.refused[i];
 	l->dropped_base += l->stats.dropped;
 	for (int i = 0; i < HOOK_SOURCE__COUNT; i++)
@@ -966,7 +972,7 @@ void listener_status(struct fleetd *f, struct listener_status *st)
 	/* fleetd's own refusals (429, 503) reach the child's counters too ("other"): count those once, there. */
 	st->refused = l->refused_base + s->refused[0] + s->refused[1] + s->refused[2] + s->refused[3] + s->refused[4] +
 		      s->refused[5];
-	for (int i = 0; i < 6; i++)
+	for (size_t i = 0; i < ARRAY_SIZE(st->refused_by); i++)
 		st->refused_by[i] = l->refused_base_by[i] + s->refused[i];
 	st->dropped = l->dropped_base + s->dropped;
 	for (int i = 0; i < HOOK_SOURCE__COUNT; i++)

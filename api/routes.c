@@ -11,6 +11,7 @@
 #include "api/hooks.h"
 #include "api/images.h"
 #include "api/memory.h"
+#include "api/metrics.h"
 #include "api/runs.h"
 #include "api/schedules.h"
 #include "api/secrets.h"
@@ -31,6 +32,8 @@
 const struct api_route api_routes[] = {
 	{ "GET", "/v1/status", api_status_get, NULL, API_NO_BODY },
 	{ "GET", "/v1/audit", api_audit_get, NULL, API_NO_BODY },
+	/* Prometheus's text format (docs/metrics.md); metrics_listen serves the same over TCP. */
+	{ "GET", "/metrics", api_metrics_get, NULL, API_NO_BODY },
 	{ "GET", "/v1/agents", api_agents_list, NULL, API_NO_BODY },
 	{ "POST", "/v1/agents", api_agents_create, "agent.create", 0 },
 	{ "GET", "/v1/agents/:name", api_agent_get, NULL, API_NO_BODY },

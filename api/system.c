@@ -6,6 +6,7 @@
 
 #include "api/system.h"
 #include "api/server.h"
+#include "api/metrics_http.h"
 #include "core/backends.h"
 #include "core/listener.h"
 #include "core/watch.h"
@@ -38,7 +39,7 @@ void api_status_get(struct api_call *c)
 			  "pid", ls.pid ? json_integer(ls.pid) : json_null(), "restarts", (json_int_t)ls.restarts,
 			  "accepted", (json_int_t)ls.accepted, "refused", (json_int_t)ls.refused,
 			  "connections", (json_int_t)ls.connections);
-	api_reply(c, 200, json_pack("{s:s, s:i, s:s, s:I, s:i, s:s, s:s, s:i, s:I, s:I, s:o, s:o}",
+	api_reply(c, 200, json_pack("{s:s, s:i, s:s, s:I, s:i, s:s, s:s, s:i, s:I, s:I, s:o, s:o, s:s?}",
 		"version", PACKAGE_VERSION,
 		"pid", (int)getpid(),
 		"started_at", format_utc(f->started_at, started, sizeof(started)),
@@ -50,7 +51,8 @@ void api_status_get(struct api_call *c)
 		"api_connections", (json_int_t)api_connections(f->api),
 		"watchers", (json_int_t)watch_count(f),
 		"backends", backends,
-		"hooks", hooks));
+		"hooks", hooks,
+		"metrics_listen", metrics_http_address(f)));
 }
 
 void api_audit_get(struct api_call *c)

@@ -133,6 +133,13 @@ struct backend_host {
 	int (*list_agents)(struct fleetd *f, enum backend_kind kind, struct agent ***ret);
 };
 
+/* What an environment uses of the host (backend_ops.usage). */
+struct agent_usage {
+	bool known;
+	long long memory_bytes;		/* -1 unknown */
+	double cpu_seconds;		/* -1 unknown */
+};
+
 struct backend_ops {
 	const char *name;	/* "vm", "user" */
 
@@ -247,6 +254,14 @@ struct backend_ops {
 	 * new value is stored; 0 or -errno with *why (-EBUSY: refused).
 	 */
 	int (*memory_quota_apply)(struct fleetd *f, const struct agent *a, int old_mib, char **why);
+
+	/*
+	 * Resource use (optional; for GET /metrics): of each of agents[0..n)
+	 * (all of this backend), the host memory its environment holds now and
+	 * the CPU time it has used, into ret[i]; ret[i].known false for one
+	 * that has none (not running). 0 or -errno (then nothing is known).
+	 */
+	int (*usage)(struct fleetd *f, struct agent *const *agents, size_t n, struct agent_usage *ret);
 };
 
 #endif

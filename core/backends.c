@@ -79,3 +79,14 @@ char *backend_status(struct fleetd *f, enum backend_kind kind)
 		return xasprintf("unavailable: %s", f->backend_why[kind] ? f->backend_why[kind] : "unknown");
 	return xstrdup("available");
 }
+
+int backend_usage(struct fleetd *f, enum backend_kind kind, struct agent *const *agents, size_t n,
+		  struct agent_usage *ret)
+{
+	const char *why;
+	const struct backend_ops *ops = backend_get(f, kind, &why);
+
+	if (!ops || !ops->usage)
+		return -EOPNOTSUPP;
+	return ops->usage(f, agents, n, ret);
+}

@@ -40,6 +40,13 @@ const struct backend_ops *backend_caps(enum backend_kind kind);
 /* The backend for kind, or NULL with *why (static or owned by f) saying why not. */
 const struct backend_ops *backend_get(struct fleetd *f, enum backend_kind kind, const char **why);
 
+/*
+ * Usage of agents[0..n), all of kind, by its backend (backend_ops.usage):
+ * 0, or -EOPNOTSUPP when the backend is unavailable or cannot say, -errno.
+ */
+int backend_usage(struct fleetd *f, enum backend_kind kind, struct agent *const *agents, size_t n,
+		  struct agent_usage *ret);
+
 /* "available", "unavailable: WHY" or "not built in" for /v1/status; caller frees. */
 char *backend_status(struct fleetd *f, enum backend_kind kind);
 

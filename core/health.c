@@ -12,6 +12,7 @@
 #include "store/db.h"
 #include "model/fleetd.h"
 #include "core/lifecycle.h"
+#include "core/metrics.h"
 #include "core/redaction.h"
 #include "common/log.h"
 #include "core/snapshots.h"
@@ -58,6 +59,7 @@ struct check {
 	void *userdata;
 	uint64_t seq;		/* activity_seq() when it began */
 	bool quiet;		/* no exec of fleet's ran in the environment when it began */
+	long long t_begin;	/* now_usec() when it began */
 	struct check *prev, *next;	/* in struct health's checks */
 };
 
@@ -112,6 +114,8 @@ static void check_report(struct check *c, int healthy, const char *detail)
 		    activity_seq(c->f, c->agent) == c->seq;
 	t->passed_seq = c->seq;
 	t->passed_usec = now_usec();
+	metrics_observe(c->f, M_HEALTH_DURATION, (const char *[]){ c->ops->name, healthy == 1 ? "healthy" : "unhealthy" },
+			(now_usec() - c->t_begin) / 1e6);
 	if ((r = db_agent_set_health(c->f->db, c->agent, healthy, detail)) < 0 && r != -ENOENT)
 		log_error("agent '%s': cannot record its health: %s", c->agent, strerror(-r));
 	watch_publish(c->f, "health", c->agent, json_pack("{s:b, s:s?}", "healthy", healthy == 1, "detail", detail));
@@ -243,6 +247,7 @@ int health_check(struct fleetd *f, const char *agent, health_done_fn done, void 
 	c->f = f;
 	c->agent = xstrdup(agent);
 	c->ops = ops;
+	c->t_begin = now_usec();
 	c->seq = activity_seq(f, agent);
 	c->quiet = activity_running(f, agent) == 0;
 	tracked_get(state(f), agent)->checks++;
@@ -340,6 +345,7 @@ static void rollback_give_up(struct rollback *rb, const char *why)
 	(void)db_agent_set_rollback(rb->f->db, rb->agent, what);
 	audit_rollback(rb, "failed", why);
 	watch_publish(rb->f, "rollback.failed", rb->agent, json_pack("{s:s?, s:s}", "snapshot", rb->snap, "error", why));
+	metrics_inc(rb->f, M_ROLLBACKS, (const char *[]){ "failed" });
 	rollback_free(rb);
 }
 
@@ -363,6 +369,7 @@ static void rollback_verified(void *userdata, int healthy, const char *detail)
 	log_notice("agent '%s': rolled back to snapshot '%s' and healthy again", rb->agent, rb->snap);
 	audit_rollback(rb, "ok", what);
 	watch_publish(rb->f, "rollback.finished", rb->agent, json_pack("{s:s, s:s}", "snapshot", rb->snap, "cause", rb->cause));
+	metrics_inc(rb->f, M_ROLLBACKS, (const char *[]){ "ok" });
 	rollback_free(rb);
 }
 

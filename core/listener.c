@@ -33,6 +33,7 @@
 #include "common/util.h"
 #include "core/deliveries.h"
 #include "core/hooks.h"
+#include "core/metrics.h"
 #include "hooks/proto.h"
 #include "model/config.h"
 #include "model/fleetd.h"
@@ -67,7 +68,13 @@ struct listener {
 	time_t up_since;	/* monotonic s (+1, never 0): a wall clock step must not fake stability */
 	int64_t accepted, refused_by_fleetd;
 	int64_t refused_base;		/* refusals counted by children that are gone */
+	int64_t refused_base_by[6];	/* the same by status, as hook_stats.refused */
+	int64_t dropped_base;		/* connections they closed by a limit */
+	int64_t sig_failed_base[HOOK_SOURCE__COUNT];	/* their signature failures, by source */
 	struct hook_stats stats;	/* the current child's last */
+	/* The source of each route in the table last sent: a delivery's label in the metrics. */
+	struct route_source { char *name; const char *source; } *sources;
+	size_t n_sources;
 
 	/* The current child; pid 0 when none. */
 	pid_t pid;
@@ -446,6 +453,36 @@ static void on_grace(evutil_socket_t fd, short what, void *arg)
 	listener_routes_changed(((struct listener *)arg)->f);
 }
 
+static void routes_sources_free(struct listener *l)
+{
+	for (size_t i = 0; i < l->n_sources; i++)
+		free(l->sources[i].name);
+	free(l->sources);
+	l->sources = NULL;
+	l->n_sources = 0;
+}
+
+/*
+ * Count each answered delivery by route, the route's source and the answer's
+ * status. A route the table does not have (the listener is not trusted to
+ * name only real ones) counts as "unknown": labels stay within the table.
+ */
+static void count_answers(struct listener *l, const struct hook_delivery *d, const struct hook_answer *a, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *route = "unknown", *source = "unknown";
+		char status[8];
+
+		for (size_t k = 0; k < l->n_sources; k++)
+			if (strcmp(l->sources[k].name, d[i].route) == 0) {
+				route = l->sources[k].name;
+				source = l->sources[k].source;
+			}
+		snprintf(status, sizeof(status), "%d", a[i].status);
+		metrics_inc(l->f, M_DELIVERIES, (const char *[]){ route, source, status });
+	}
+}
+
 /* The route table and limits down the link; the grace timer set to the earliest rotation that ends. */
 static void send_routes(struct listener *l)
 {
@@ -466,6 +503,11 @@ static void send_routes(struct listener *l)
 		log_error("webhooks: cannot read the routes for the listener: %s", strerror(-r));
 		return;
 	}
+	routes_sources_free(l);
+	l->sources = xcalloc(t->n ? t->n : 1, sizeof(*l->sources));
+	for (size_t i = 0; i < t->n; i++)
+		l->sources[l->n_sources++] = (struct route_source){ xstrdup(t->routes[i].name),
+								    hook_source_to_string(t->routes[i].source) };
 	for (size_t i = 0; i < t->n; i++)
 		if (t->routes[i].n_secrets > 1) {
 			int64_t until = 0;
@@ -646,6 +688,7 @@ static void on_link(evutil_socket_t fd, short what, void *arg)
 	/* What came before a bad frame was verified by the child when it was still sane: answer it. */
 	answers = xcalloc(n ? n : 1, sizeof(*answers));
 	(void)deliveries_commit(l->f, group, n, answers);
+	count_answers(l, group, answers, n);
 	send_answers(l, answers, n);
 	free(answers);
 	for (size_t i = 0; i < n; i++)
@@ -713,6 +756,11 @@ static void child_release(struct listener *l)
 	evtimer_del(l->ev_hello);
 	l->refused_base += l->stats.refused[0] + l->stats.refused[1] + l->stats.refused[2] + l->stats.refused[3] +
 			   l->stats.refused[4] + l->stats.refused[5];
+	for (size_t i = 0; i < ARRAY_SIZE(l->refused_base_by); i++)
+		l->refused_base_by[i] += l->stats.refused[i];
+	l->dropped_base += l->stats.dropped;
+	for (int i = 0; i < HOOK_SOURCE__COUNT; i++)
+		l->sig_failed_base[i] += l->stats.sig_failed[i];
 	memset(&l->stats, 0, sizeof(l->stats));
 	l->pid = 0;
 	l->hello = false;
@@ -925,6 +973,11 @@ void listener_status(struct fleetd *f, struct listener_status *st)
 	/* fleetd's own refusals (429, 503) reach the child's counters too ("other"): count those once, there. */
 	st->refused = l->refused_base + s->refused[0] + s->refused[1] + s->refused[2] + s->refused[3] + s->refused[4] +
 		      s->refused[5];
+	for (size_t i = 0; i < ARRAY_SIZE(st->refused_by); i++)
+		st->refused_by[i] = l->refused_base_by[i] + s->refused[i];
+	st->dropped = l->dropped_base + s->dropped;
+	for (int i = 0; i < HOOK_SOURCE__COUNT; i++)
+		st->sig_failed[i] = l->sig_failed_base[i] + s->sig_failed[i];
 	st->connections = s->connections;
 }
 
@@ -958,6 +1011,7 @@ void listener_shutdown(struct fleetd *f)
 		event_free(l->ev_fail);
 	if (l->listen_fd >= 0)
 		close(l->listen_fd);
+	routes_sources_free(l);
 	free(l->root);
 	free(l->pid_path);
 	free(l);

@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "hooks/verify.h"
+
 struct fleetd;
 
 enum listener_state { LISTENER_OFF, LISTENER_STARTING, LISTENER_UP, LISTENER_DOWN };
@@ -29,6 +31,9 @@ struct listener_status {
 	int64_t accepted;		/* deliveries answered 2xx since fleetd started */
 	int64_t refused;		/* refused by the listener (its counters, over every child) and by fleetd */
 	int64_t connections;		/* open now, as the listener last said */
+	int64_t refused_by[6];		/* refused, by status: 400, 401 (bad signature), 404, 405, 413, other */
+	int64_t dropped;		/* connections the listener closed by a limit (all its children) */
+	int64_t sig_failed[HOOK_SOURCE__COUNT];	/* 401s by the route's source: signatures that did not verify */
 };
 
 /*

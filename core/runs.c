@@ -17,6 +17,7 @@
 #include "store/db.h"
 #include "model/fleetd.h"
 #include "core/lifecycle.h"
+#include "core/metrics.h"
 #include "core/health.h"
 #include "common/log.h"
 #include "core/snapshots.h"
@@ -55,6 +56,7 @@ struct active {
 	int retries;		/* of the run: a retry appends to its log */
 	struct active *next_start;	/* in runs.to_start */
 	char *trigger;
+	long long t_start;	/* now_usec() when it was taken off the queue */
 };
 
 /*
@@ -148,6 +150,9 @@ static void finish(struct active *act, enum run_state state, int exit_code, cons
 	int r;
 
 	*e = (struct ended){ .id = act->id, .state = state, .exit_code = exit_code, .error = error ? xstrdup(error) : NULL };
+	metrics_inc(q->f, M_RUNS, (const char *[]){ agent, run_state_to_string(state) });
+	metrics_observe(q->f, M_RUN_DURATION, (const char *[]){ agent, run_state_to_string(state) },
+			(now_usec() - act->t_start) / 1e6);
 	*q->ended_tail = e;	/* written by the next dispatch, kicked below */
 	q->ended_tail = &e->next;
 	if (error)
@@ -427,6 +432,7 @@ static struct active *take_run(struct runs *q, const struct run *run)
 	act->log_fd = -1;
 	act->retries = run->retries;
 	act->trigger = xstrdup(run->trigger);
+	act->t_start = now_usec();
 	act->next = q->active;
 	q->active = act;
 	q->n_active++;

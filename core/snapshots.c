@@ -11,6 +11,7 @@
 #include "store/db.h"
 #include "model/fleetd.h"
 #include "core/lifecycle.h"
+#include "core/metrics.h"
 #include "core/secret_hold.h"
 #include "core/watch.h"
 #include "common/log.h"
@@ -119,6 +120,8 @@ static void take_fail(struct take *t, int r, const char *why)
 					     why ? why : strerror(-r));
 
 	forget_row(t);
+	metrics_observe(t->f, M_SNAPSHOT_DURATION, (const char *[]){ t->ops->name, "failed" },
+			(now_usec() - t->t_begin) / 1e6);
 	log_error("%s", msg);
 	t->done(t->userdata, r, msg, NULL);
 	take_free(t);
@@ -156,6 +159,7 @@ static void take_created(void *userdata, const struct snapshot_result *res)
 		 (t->t_checked - t->t_begin) / 1e6, t->reused ? " (a recent one's)" : "",
 		 (t->t_backend - t->t_checked) / 1e6, (now_usec() - t->t_backend) / 1e6);
 	watch_publish(t->f, "snapshot.taken", t->agent, json_pack("{s:s, s:s, s:o}", "snapshot", t->snap, "kind", snapshot_kind_to_string(res->kind), "good", t->good >= 0 ? json_boolean(t->good) : json_null()));
+	metrics_observe(t->f, M_SNAPSHOT_DURATION, (const char *[]){ t->ops->name, "ok" }, (now_usec() - t->t_begin) / 1e6);
 	(void)snapshots_prune(t->f, t->agent);
 	t->done(t->userdata, 0, NULL, s);
 	snapshot_free(s);
@@ -437,6 +441,8 @@ static void restore_finish(struct restore *rs, int r, const char *why)
 	enum agent_state st;
 
 	(void)db_agent_set_restoring(rs->f->db, rs->agent->name, NULL);
+	metrics_observe(rs->f, M_RESTORE_DURATION, (const char *[]){ rs->ops->name, r < 0 ? "failed" : "ok" },
+			(now_usec() - rs->t_begin) / 1e6);
 	if (r < 0) {
 		msg = xasprintf("agent '%s': restore of '%s' failed: %s", rs->agent->name, rs->snap,
 				why ? why : strerror(-r));

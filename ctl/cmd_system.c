@@ -37,6 +37,9 @@ int cmd_status(struct ctl *ctl, const struct command *cmd, int argc, char **argv
 				printf(", %lld restart(s)", num(h, "restarts"));
 			putchar('\n');
 		}
+		v = json_object_get(j, "metrics_listen");
+		printf("metrics:  GET /metrics on the socket%s%s\n", json_is_string(v) ? " and on " : "",
+		       json_is_string(v) ? json_string_value(v) : "");
 	}
 	json_decref(j);
 	return 0;

@@ -18,6 +18,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include "api/metrics_http.h"
 #include "api/routes.h"
 #include "api/server.h"
 #include "core/activity.h"
@@ -26,6 +27,7 @@
 #include "core/health.h"
 #include "core/host.h"
 #include "core/lifecycle.h"
+#include "core/metrics.h"
 #include "core/runs.h"
 #include "core/hooks.h"
 #include "core/listener.h"
@@ -209,6 +211,7 @@ static int open_log_file(const struct config *cfg)
 static int finish(struct fleetd *f, int code)
 {
 	listener_shutdown(f);	/* no new deliveries while the rest goes down */
+	metrics_http_stop(f);
 	api_stop(f->api);
 	f->api = NULL;
 	hooks_shutdown(f);
@@ -223,6 +226,7 @@ static int finish(struct fleetd *f, int code)
 	secret_hold_free(f);	/* after the last run and exec let go */
 	activity_free(f);
 	watch_free(f);	/* after the last publisher */
+	metrics_free(f);
 	if (f->base)
 		event_base_free(f->base);
 	f->base = NULL;
@@ -359,6 +363,10 @@ int main(int argc, char **argv)
 		return finish(&f, 1);
 	}
 	f.started_at = time(NULL);
+	if (metrics_init(&f) < 0) {
+		log_error("cannot make the metrics registry");
+		return finish(&f, 1);
+	}
 	backends_init(&f, &core_backend_host);
 	lifecycle_reconcile(&f);
 	health_init(&f);
@@ -371,6 +379,8 @@ int main(int argc, char **argv)
 		return finish(&f, 1);
 	}
 	if (api_start(&f, api_routes, api_n_routes, &f.api) < 0)
+		return finish(&f, 1);
+	if (metrics_http_start(&f) < 0)
 		return finish(&f, 1);
 	(void)autostart_init(&f);	/* after a host reboot: logged, and a failure starts nothing */
 	ev_term = evsignal_new(f.base, SIGTERM, on_stop_signal, &f);

@@ -673,23 +673,53 @@ int hook_msg_delivery_parse(const json_t *msg, const unsigned char *body, size_t
 
 /* ---- stats ---- */
 
-json_t *hook_msg_stats(const struct hook_stats *s)
+/* counts[0..n) as a JSON array, or NULL (out of memory). */
+static json_t *count_array(const int64_t *counts, size_t n)
 {
-	json_t *refused = json_array();
+	json_t *a = json_array();
 
-	if (!refused)
+	if (!a)
 		return NULL;
-	for (size_t i = 0; i < ARRAY_SIZE(s->refused); i++)
-		if (json_array_append_new(refused, json_integer((json_int_t)s->refused[i])) < 0) {
-			json_decref(refused);
+	for (size_t i = 0; i < n; i++)
+		if (json_array_append_new(a, json_integer((json_int_t)counts[i])) < 0) {
+			json_decref(a);
 			return NULL;
 		}
-	return json_pack("{s:s, s:I, s:o, s:I, s:I}", "t", "stats", "accepted", (json_int_t)s->accepted,
-			 "refused", refused, "connections", (json_int_t)s->connections,
-			 "dropped", (json_int_t)s->dropped);
+	return a;
 }
 
-static const char *const stats_keys[] = { "t", "accepted", "refused", "connections", "dropped", NULL };
+/* An array of exactly n counts from 0 to COUNT_MAX into out; false if it is not one. */
+static bool count_array_parse(const json_t *a, int64_t *out, size_t n)
+{
+	json_t *v;
+	size_t i;
+
+	if (!json_is_array(a) || json_array_size(a) != n)
+		return false;
+	json_array_foreach(a, i, v) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > COUNT_MAX)
+			return false;
+		out[i] = json_integer_value(v);
+	}
+	return true;
+}
+
+json_t *hook_msg_stats(const struct hook_stats *s)
+{
+	json_t *refused = count_array(s->refused, ARRAY_SIZE(s->refused));
+	json_t *sig = count_array(s->sig_failed, ARRAY_SIZE(s->sig_failed));
+
+	if (!refused || !sig) {
+		json_decref(refused);
+		json_decref(sig);
+		return NULL;
+	}
+	return json_pack("{s:s, s:I, s:o, s:I, s:I, s:o}", "t", "stats", "accepted", (json_int_t)s->accepted,
+			 "refused", refused, "connections", (json_int_t)s->connections,
+			 "dropped", (json_int_t)s->dropped, "sig_failed", sig);
+}
+
+static const char *const stats_keys[] = { "t", "accepted", "refused", "connections", "dropped", "sig_failed", NULL };
 
 int hook_msg_stats_parse(const json_t *msg, struct hook_stats *s, const char **why)
 {
@@ -727,6 +757,10 @@ int hook_msg_stats_parse(const json_t *msg, struct hook_stats *s, const char **w
 		return -EBADMSG;
 	}
 	out.dropped = x;
+	if (!count_array_parse(json_object_get(msg, "sig_failed"), out.sig_failed, ARRAY_SIZE(out.sig_failed))) {
+		*why = "stats' sig_failed is not an array of a count per source";
+		return -EBADMSG;
+	}
 	*s = out;
 	return 0;
 }

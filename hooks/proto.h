@@ -24,7 +24,8 @@
  *     hello     after it dropped its privileges; it serves nothing before
  *               its first routes message.
  *     delivery  a verified delivery, waiting for its answer.
- *     stats     counters (refusals by status, connections), now and then.
+ *     stats     counters (refusals by status, signature failures by source,
+ *               connections), now and then.
  *
  * libc, jansson and common/ only, like the rest of hooks/.
  */
@@ -98,6 +99,7 @@ struct hook_stats {
 	int64_t refused[6];		/* 400, 401, 404, 405, 413, other (429, 503, 408, ...) */
 	int64_t connections;		/* open now */
 	int64_t dropped;		/* connections closed by a limit (per source, total, deadline) */
+	int64_t sig_failed[HOOK_SOURCE__COUNT];	/* of the 401s: by the route's source (its signature did not verify) */
 };
 
 /*

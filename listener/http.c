@@ -334,6 +334,8 @@ static void handle(struct evhttp_request *req, void *arg)
 		reply_error(srv, req, 400, "malformed", res.why ? res.why : "the delivery cannot be understood");
 		break;
 	default:
+		if ((unsigned)route->source < HOOK_SOURCE__COUNT)
+			srv->stats.sig_failed[route->source]++;
 		reply_error(srv, req, 401, "unauthorized", res.why ? res.why : "the signature does not verify");
 		break;
 	}

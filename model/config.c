@@ -145,6 +145,12 @@ static int check_public_url(const char *v, const char **why)
 	return 0;
 }
 
+static int check_yes_no(const char *v, const char **why)
+{
+	*why = "must be yes or no";
+	return strcmp(v, "yes") == 0 || strcmp(v, "no") == 0 ? 0 : -EINVAL;
+}
+
 /* none, or IPv4:PORT or [IPv6]:PORT with numeric address and port (0: any free port). */
 static int check_listen(const char *v, const char **why)
 {
@@ -301,6 +307,14 @@ const struct config_def config_defs[CFG__COUNT] = {
 		"most event bytes GET /v1/watch holds for one watcher that reads too slowly (and the size of its "
 		"socket's send buffer); past that the watcher gets a last overflow line and is cut off",
 		.range = { 4096, 16L << 20, "a number of bytes" } },
+	/* GET /metrics over TCP for Prometheus (docs/metrics.md): off unless set; loopback unless allowed. */
+	[CFG_METRICS_LISTEN] = { "metrics_listen", "metrics-listen", "ADDR", "none", false,
+		"address:port serving GET /metrics (Prometheus's text format) and nothing else, e.g. 127.0.0.1:9470 "
+		"(IPv6 as [ADDR]:PORT; port 0: any free one); none: only on the control socket. A non-loopback "
+		"address is refused unless metrics_allow_remote is yes", check_listen },
+	[CFG_METRICS_ALLOW_REMOTE] = { "metrics_allow_remote", "metrics-allow-remote", "yes|no", "no", false,
+		"yes lets metrics_listen be an address other hosts can reach (the metrics name agents, routes "
+		"and their counts, and need no credentials: put a firewall in front)", check_yes_no },
 };
 
 void config_init(struct config *c)

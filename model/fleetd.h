@@ -26,6 +26,8 @@ struct secret_hold;
 struct secrets;
 struct autostart;
 struct watch_bus;
+struct metrics;
+struct metrics_http;
 
 struct fleetd {
 	struct event_base *base;
@@ -53,6 +55,8 @@ struct fleetd {
 	struct secrets *secrets;		/* secrets.c: the host key of agents' secrets */
 	struct autostart *autostart;		/* autostart.c: starts after a host reboot, while going */
 	struct watch_bus *watch;		/* watch.c: the event bus of GET /v1/watch */
+	struct metrics *metrics;		/* metrics.c: counters and histograms since start, NULL: none */
+	struct metrics_http *metrics_http;	/* api/metrics_http.c: metrics_listen, NULL when off */
 };
 
 #endif

@@ -33,6 +33,8 @@ PACKAGES=(
 	strace
 	# the webhook tests' raw HTTP client (tests/lib/hookraw.py, standard library only)
 	python3
+	# tests/integration/metrics.sh: promtool checks GET /metrics, a real Prometheus scrapes it
+	prometheus
 	# test_cron's DST tests need the zone files (they skip without, and CI fails)
 	tzdata
 )
@@ -57,5 +59,20 @@ else
 	apt-get update -q
 	apt-get install -y -q "${PACKAGES[@]}"
 fi
+# Debian's prometheus package starts its own server (on every address, :9090) and, as a
+# recommended package, node-exporter (:9100). fleet's tests start a Prometheus of their own on
+# loopback: services this script brought in are stopped and disabled, not left listening.
+new_prometheus=
+case " ${missing[*]} " in *" prometheus "*) new_prometheus=1 ;; esac
+[ "${FLEET_FORCE_APT:-}" = 1 ] && new_prometheus=1
+for svc in ${new_prometheus:+prometheus prometheus-node-exporter}; do
+	dpkg-query -W -f='${Status}' "$svc" 2>/dev/null | grep -q "install ok installed" || continue
+	if [ -d /run/systemd/system ]; then
+		systemctl disable --now "$svc.service" >/dev/null 2>&1 || true
+	elif [ -x "/etc/init.d/$svc" ]; then
+		"/etc/init.d/$svc" stop >/dev/null 2>&1 || true
+		update-rc.d "$svc" disable >/dev/null 2>&1 || true
+	fi
+done
 # Into /var/cache/fleet/dropbear-src (FLEET_DROPBEAR_SRC); skipped when there.
 bash "$(dirname "$0")/../images/fetch-dropbear-source.sh"

@@ -121,6 +121,11 @@ int db_run_list(struct db *db, const char *agent, int state, int limit, struct r
  */
 int db_run_heads(struct db *db, struct run ***ret, size_t *n);
 /*
+ * Every agent's count of queued runs (agents.queued_runs, kept by the queue):
+ * names[i] (caller frees each and the array) and counts[i] (caller frees), by name.
+ */
+int db_run_queue_depths(struct db *db, char ***names, long **counts, size_t *n);
+/*
  * A pass of the run queue (core/runs.c) as a savepoint inside the caller's
  * transaction: begin, then end keeping what it wrote (-errno if that fails:
  * then nothing of it stays) or not (keep false: all of it undone; 0).

@@ -249,6 +249,40 @@ int db_run_heads(struct db *db, struct run ***ret, size_t *n)
 	return collect_runs(db, st, ret, n);
 }
 
+int db_run_queue_depths(struct db *db, char ***names, long **counts, size_t *n)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	size_t k = 0, alloc = 16;
+	char **nm;
+	long *ct;
+	int r;
+
+	if ((r = db_prepare(db, &st, "SELECT name, queued_runs FROM agents ORDER BY name")) < 0)
+		return r;
+	nm = xcalloc(alloc, sizeof(*nm));
+	ct = xcalloc(alloc, sizeof(*ct));
+	while ((r = db_step(db, st)) > 0) {
+		if (k == alloc) {
+			alloc *= 2;
+			nm = xrealloc(nm, alloc * sizeof(*nm));
+			ct = xrealloc(ct, alloc * sizeof(*ct));
+		}
+		nm[k] = xstrdup((const char *)sqlite3_column_text(st, 0));
+		ct[k++] = (long)sqlite3_column_int64(st, 1);
+	}
+	if (r < 0) {
+		while (k > 0)
+			free(nm[--k]);
+		free(nm);
+		free(ct);
+		return r;
+	}
+	*names = nm;
+	*counts = ct;
+	*n = k;
+	return 0;
+}
+
 int db_runs_pass_begin(struct db *db)
 {
 	return db_exec_cached(db, "SAVEPOINT runs_pass");

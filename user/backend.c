@@ -550,6 +550,21 @@ static int user_network_refused(struct fleetd *f, const struct agent *a, long lo
 	return firewall_agent_refused(a->name, packets);
 }
 
+/* Each running sandbox's memory and CPU, from its cgroup. */
+static int user_usage(struct fleetd *f, struct agent *const *agents, size_t n, struct agent_usage *ret)
+{
+	(void)f;
+	if (!us || !us->cg || !cgroup_host_usable(us->cg))
+		return -EOPNOTSUPP;
+	for (size_t i = 0; i < n; i++) {
+		ret[i] = (struct agent_usage){ .memory_bytes = -1, .cpu_seconds = -1 };
+		if (agents[i]->state == AGENT_RUNNING &&
+		    cgroup_usage(us->cg, agents[i]->name, &ret[i].memory_bytes, &ret[i].cpu_seconds) == 0)
+			ret[i].known = true;
+	}
+	return 0;
+}
+
 /* agentd's checks, in the shell (no agentd in a user agent's sandbox): the home takes a write, a shell runs. */
 static const char *const user_health_default[] = {
 	"/bin/sh", "-c",
@@ -581,4 +596,5 @@ const struct backend_ops backend_user_ops = {
 	.network_refused = user_network_refused,
 	.network_change = user_network_change,
 	.memory_quota_apply = user_memory_quota_apply,
+	.usage = user_usage,
 };

@@ -453,6 +453,40 @@ static void kill_pid(pid_t pid)
 	(void)kill(pid, SIGKILL);
 }
 
+int cgroup_usage(const struct cgroup_host *h, const char *name, long long *memory_bytes, double *cpu_seconds)
+{
+	int m = limit_hier(h, H_MEMORY), t = tracker(h);
+	char buf[4096];
+	long long v;
+
+	*memory_bytes = -1;
+	*cpu_seconds = -1;
+	if (t < 0 || !cgroup_exists(h, name))
+		return -ENOENT;
+	if (m >= 0) {
+		_cleanup_free_ char *d = xasprintf("%s/%s", h->base[m], name);
+
+		if (read_file(d, m == H_V2 ? "memory.current" : "memory.usage_in_bytes", buf, sizeof(buf)) > 0 &&
+		    sscanf(buf, "%lld", &v) == 1)
+			*memory_bytes = v;
+	}
+	if (h->base[H_V2]) {
+		_cleanup_free_ char *d = xasprintf("%s/%s", h->base[H_V2], name);
+		const char *p;
+
+		/* cpu.stat's usage_usec is there even without the cpu controller. */
+		if (read_file(d, "cpu.stat", buf, sizeof(buf)) > 0 && (p = strstr(buf, "usage_usec ")) &&
+		    sscanf(p + 11, "%lld", &v) == 1)
+			*cpu_seconds = v / 1e6;
+	} else if (h->base[H_CPU]) {
+		_cleanup_free_ char *d = xasprintf("%s/%s", h->base[H_CPU], name);
+
+		if (read_file(d, "cpuacct.usage", buf, sizeof(buf)) > 0 && sscanf(buf, "%lld", &v) == 1)
+			*cpu_seconds = v / 1e9;	/* nanoseconds */
+	}
+	return 0;
+}
+
 int cgroup_count(const struct cgroup_host *h, const char *name)
 {
 	int t = tracker(h);

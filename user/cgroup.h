@@ -56,6 +56,14 @@ bool cgroup_exists(const struct cgroup_host *h, const char *name);
  */
 int cgroup_open_join_fds(const struct cgroup_host *h, const char *name, int *fds, size_t max);
 
+/*
+ * What the group uses: its memory charge in bytes (v2 memory.current, v1
+ * memory.usage_in_bytes) and its CPU time in seconds (v2 cpu.stat's
+ * usage_usec, v1 cpuacct.usage where cpuacct shares the cpu hierarchy);
+ * -1 for what this host's hierarchies do not say. -ENOENT without the group.
+ */
+int cgroup_usage(const struct cgroup_host *h, const char *name, long long *memory_bytes, double *cpu_seconds);
+
 /* Number of processes in the group (0 if it does not exist); -errno. */
 int cgroup_count(const struct cgroup_host *h, const char *name);
 /* Up to max pids of the group's processes in pids; the number of processes (may exceed max), 0 without the group, -errno. */

@@ -642,6 +642,32 @@ static void vm_shutdown(struct fleetd *f)
 /* agentd's own checks inside the guest. */
 static const char *const vm_health_default[] = { "agentd", "health", NULL };
 
+/* Every running guest's memory and CPU in one bulk libvirt call, matched to agents by domain name. */
+static int vm_usage(struct fleetd *f, struct agent *const *agents, size_t n, struct agent_usage *ret)
+{
+	struct vm_backend *b = vm_backend_of(f);
+	struct virt_domain_usage *u = NULL;
+	size_t nu = 0;
+	int r;
+
+	if (!b || !b->virt)
+		return -ENOTCONN;
+	if ((r = virt_domain_usage_all(b->virt, DOMAIN_PREFIX, &u, &nu)) < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_free_ char *dom = vm_domain_name(agents[i]->name);
+
+		ret[i] = (struct agent_usage){ .memory_bytes = -1, .cpu_seconds = -1 };
+		for (size_t k = 0; k < nu; k++)
+			if (strcmp(u[k].name, dom) == 0)
+				ret[i] = (struct agent_usage){ true, u[k].memory_bytes, u[k].cpu_seconds };
+	}
+	for (size_t k = 0; k < nu; k++)
+		free(u[k].name);
+	free(u);
+	return 0;
+}
+
 const struct backend_ops backend_vm_ops = {
 	.name = "vm",
 	.env_word = "guest",
@@ -666,4 +692,5 @@ const struct backend_ops backend_vm_ops = {
 	.network_apply = vm_network_apply,
 	.network_refused = vm_network_refused,
 	.memory_quota_apply = vm_memory_quota_apply,
+	.usage = vm_usage,
 };

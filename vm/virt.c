@@ -451,6 +451,40 @@ int virt_domain_list(struct virt *v, const char *prefix, bool active_only, char 
 	return 0;
 }
 
+int virt_domain_usage_all(struct virt *v, const char *prefix, struct virt_domain_usage **ret, size_t *n)
+{
+	virDomainStatsRecordPtr *recs = NULL;
+	struct virt_domain_usage *u;
+	size_t k = 0;
+	int count, r;
+
+	if ((r = virt_connect(v, NULL)) < 0)
+		return r;
+	count = virConnectGetAllDomainStats(v->conn, VIR_DOMAIN_STATS_CPU_TOTAL | VIR_DOMAIN_STATS_BALLOON, &recs,
+					    VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE);
+	if (count < 0)
+		return last_error("cannot read domain statistics", NULL);
+	u = xcalloc((size_t)count + 1, sizeof(*u));
+	for (int i = 0; i < count; i++) {
+		const char *name = virDomainGetName(recs[i]->dom);
+		unsigned long long val;
+
+		if (!name || strncmp(name, prefix, strlen(prefix)) != 0)
+			continue;
+		u[k] = (struct virt_domain_usage){ .name = xstrdup(name), .memory_bytes = -1, .cpu_seconds = -1 };
+		if (virTypedParamsGetULLong(recs[i]->params, recs[i]->nparams, "cpu.time", &val) == 1)
+			u[k].cpu_seconds = (double)val / 1e9;
+		if (virTypedParamsGetULLong(recs[i]->params, recs[i]->nparams, "balloon.rss", &val) == 1 ||
+		    virTypedParamsGetULLong(recs[i]->params, recs[i]->nparams, "balloon.current", &val) == 1)
+			u[k].memory_bytes = (long long)val * 1024;	/* KiB */
+		k++;
+	}
+	virDomainStatsRecordListFree(recs);
+	*ret = u;
+	*n = k;
+	return 0;
+}
+
 int virt_network_ensure(struct virt *v, const char *name, const char *xml, char **why)
 {
 	virNetworkPtr net;

@@ -9,6 +9,7 @@
 #define FLEET_VIRT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct event_base;
 struct virt;
@@ -58,6 +59,19 @@ int virt_domain_uuid(struct virt *v, const char *name, char *buf);
  * running or paused); NULL-terminated, caller frees each and the array.
  */
 int virt_domain_list(struct virt *v, const char *prefix, bool active_only, char ***ret);
+
+/* One running domain's use of the host, from libvirt's bulk domain statistics. */
+struct virt_domain_usage {
+	char *name;
+	long long memory_bytes;		/* balloon.rss: its QEMU's resident memory (balloon.current without it); -1 unknown */
+	double cpu_seconds;		/* cpu.time; -1 unknown */
+};
+/*
+ * The usage of every running domain whose name starts with prefix, in one
+ * virConnectGetAllDomainStats call: *ret (caller frees each name and the
+ * array) and *n, or -errno.
+ */
+int virt_domain_usage_all(struct virt *v, const char *prefix, struct virt_domain_usage **ret, size_t *n);
 
 /* Define and start the network from xml unless one of that name is active. */
 int virt_network_ensure(struct virt *v, const char *name, const char *xml, char **why);

@@ -40,7 +40,8 @@ delivery = {"t": "delivery", "seq": 1, "route": "gh", "id": "72d3162e-cc78-11e3"
             "body_len": len(body)}
 slack = {"t": "delivery", "seq": 2, "route": "sl", "id": "Ev0PV52K21", "no_run": True, "received_at": 1764600000,
          "headers": {}, "body_len": 0, "reply_body": "3eZbrw1aBm2r", "reply_type": "text/plain"}
-stats = {"t": "stats", "accepted": 3, "refused": [1, 2, 0, 0, 1, 0], "connections": 2, "dropped": 0}
+stats = {"t": "stats", "accepted": 3, "refused": [1, 2, 0, 0, 1, 0], "connections": 2, "dropped": 0,
+         "sig_failed": [2, 0, 0, 0, 0, 0]}
 write("proto", [
     frame({"t": "hello", "pid": 4242}),
     frame({"t": "routes", "limits": limits, "routes": [route, hmac, dd, tw]}),

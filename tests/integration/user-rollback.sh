@@ -45,6 +45,9 @@ is "$(jq -r 'select(.type | test("^(health|rollback|restore)")) | "\(.type) \(if
 like "$(jq -r 'select(.type == "rollback.finished") | .snapshot + " " + .cause' "$TEST_TMP/watch")" "^good1 " \
 	"and the rollback's end, with its cause"
 kill "$watch_pid"; wait "$watch_pid" 2>/dev/null
+# rollbacks: the fleet_rollbacks_total lines of GET /metrics (docs/metrics.md)
+rollbacks() { curl -sS --unix-socket "$SOCK" http://fleet/metrics | grep '^fleet_rollbacks_total'; }
+is "$(rollbacks)" 'fleet_rollbacks_total{outcome="ok"} 1' "GET /metrics counts the rollback"
 
 # By hand: restore a named snapshot.
 ex -- sh -c 'echo changed > ~/memory/keep'
@@ -71,6 +74,8 @@ ex -- touch broken
 deadline=$((SECONDS + 60))
 until state_is bad || [ $SECONDS -ge $deadline ]; do sleep 0.3; done
 like "$("$FLEETCTL" show urb)" "rolled back 3 times within 3600 s already; not again" "the fourth is refused: state bad"
+is "$(rollbacks | sort)" $'fleet_rollbacks_total{outcome="failed"} 1\nfleet_rollbacks_total{outcome="ok"} 3' \
+	"GET /metrics counts 3 rollbacks that ended healthy and the refused one as failed"
 kill -9 "$FLEETD_PID"; sleep 0.3
 user_fleetd_start; ok $? "fleetd starts again after kill -9"
 ex -- rm -f broken

@@ -153,6 +153,18 @@ int main(void)
 		       "user_nat_subnet6 '%s' is refused", *bad);
 	config_free(&c);
 
+	/* metrics_listen: off by default, the same syntax as hooks_listen (loopback is fleetd's check, at start). */
+	config_init(&c);
+	is_str(config_get(&c, CFG_METRICS_LISTEN), "none", "metrics_listen defaults to none");
+	is_str(config_get(&c, CFG_METRICS_ALLOW_REMOTE), "no", "metrics_allow_remote defaults to no");
+	is_int(config_set(&c, CFG_METRICS_LISTEN, "[::1]:9470", CFG_FROM_CMDLINE, 0, &why), 0, "metrics_listen [::1]:9470 is taken");
+	is_int(config_set(&c, CFG_METRICS_LISTEN, "localhost:9470", CFG_FROM_CMDLINE, 0, &why), -EINVAL,
+	       "metrics_listen localhost:9470 is refused (numeric only)");
+	is_int(config_set(&c, CFG_METRICS_ALLOW_REMOTE, "yes", CFG_FROM_CMDLINE, 0, &why), 0, "metrics_allow_remote yes");
+	is_int(config_set(&c, CFG_METRICS_ALLOW_REMOTE, "true", CFG_FROM_CMDLINE, 0, &why), -EINVAL,
+	       "metrics_allow_remote true is refused: %s", why);
+	config_free(&c);
+
 	n = config_load(&c, "/nonexistent/fleetd.conf", true, NULL, &errors);
 	is_int(n, 1, "a missing --config file is an error");
 	ok(errors && strstr(errors, "/nonexistent/fleetd.conf: cannot open"), "error names the file: %s", errors);

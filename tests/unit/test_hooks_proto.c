@@ -726,7 +726,8 @@ static void test_delivery(void)
 
 static void test_stats(void)
 {
-	struct hook_stats in = { .accepted = 5, .refused = { 1, 2, 3, 4, 5, 6 }, .connections = 7, .dropped = 8 }, out;
+	struct hook_stats in = { .accepted = 5, .refused = { 1, 2, 3, 4, 5, 6 }, .connections = 7, .dropped = 8,
+				 .sig_failed = { 9, 10, 11, 12, 13, 14 } }, out;
 	const char *why = NULL;
 	json_t *msg = hook_msg_stats(&in), *back = through_frame(msg), *m;
 
@@ -746,9 +747,19 @@ static void test_stats(void)
 		      "connections", 0);
 	is_int(stats_result(m), -EBADMSG, "stats: without dropped refused");
 	json_decref(m);
-	m = json_pack("{s:s, s:I, s:[i,i,i,i,i,i], s:i, s:i}", "t", "stats", "accepted", (json_int_t)(1LL << 53),
-		      "refused", 1, 2, 3, 4, 5, 6, "connections", 0, "dropped", 0);
+	m = json_pack("{s:s, s:I, s:[i,i,i,i,i,i], s:i, s:i, s:[i,i,i,i,i,i]}", "t", "stats", "accepted",
+		      (json_int_t)(1LL << 53), "refused", 1, 2, 3, 4, 5, 6, "connections", 0, "dropped", 0,
+		      "sig_failed", 1, 0, 0, 0, 0, 0);
 	is_int(stats_result(m), 0, "stats: 2^53 accepted");
+	json_decref(m);
+	/* Signature failures: one count per source (HOOK_SOURCE__COUNT), no more, no fewer. */
+	m = json_pack("{s:s, s:i, s:[i,i,i,i,i,i], s:i, s:i, s:[i,i,i,i,i]}", "t", "stats", "accepted", 1,
+		      "refused", 1, 2, 3, 4, 5, 6, "connections", 0, "dropped", 0, "sig_failed", 1, 0, 0, 0, 0);
+	is_int(stats_result(m), -EBADMSG, "stats: 5 signature failure counts refused");
+	json_decref(m);
+	m = json_pack("{s:s, s:i, s:[i,i,i,i,i,i], s:i, s:i}", "t", "stats", "accepted", 1, "refused", 1, 2, 3, 4, 5, 6,
+		      "connections", 0, "dropped", 0);
+	is_int(stats_result(m), -EBADMSG, "stats: without sig_failed refused");
 	json_decref(m);
 }
 

@@ -756,9 +756,10 @@ static void test_stats(struct lst *L, const struct hook_stats *want)
 			match = memcmp(&got, want, sizeof(got)) == 0;
 		json_decref(msg);
 	}
-	ok(match, "stats reach fleetd: accepted %lld, refused 400:%lld 401:%lld 404:%lld 405:%lld 413:%lld other:%lld",
-	   (long long)got.accepted, (long long)got.refused[0], (long long)got.refused[1], (long long)got.refused[2],
-	   (long long)got.refused[3], (long long)got.refused[4], (long long)got.refused[5]);
+	ok(match, "stats reach fleetd: accepted %lld, refused 400:%lld 401:%lld 404:%lld 405:%lld 413:%lld other:%lld, "
+	   "github signature failures %lld", (long long)got.accepted, (long long)got.refused[0],
+	   (long long)got.refused[1], (long long)got.refused[2], (long long)got.refused[3], (long long)got.refused[4],
+	   (long long)got.refused[5], (long long)got.sig_failed[HOOK_GITHUB]);
 }
 
 /* hooks_max_per_source: one more connection from the address is refused at accept, before it sends. */
@@ -1128,7 +1129,8 @@ int main(void)
 	test_route_cap(&L);
 	{
 		/* evhttp's own answers (400, 413) counted too: it answered 2 of the 7 400s and 3 of the 5 413s. */
-		struct hook_stats want = { .accepted = 5, .refused = { 7, 3, 2, 2, 5, 0 } };
+		/* The three 401s were to route gh: github signatures that did not verify. */
+		struct hook_stats want = { .accepted = 5, .refused = { 7, 3, 2, 2, 5, 0 }, .sig_failed = { [HOOK_GITHUB] = 3 } };
 
 		test_stats(&L, &want);
 	}

@@ -3,6 +3,8 @@
 # serial console (a window-title change, a screen clear, a cursor move, a
 # lone CR): on a terminal (fleetctl run under script(1)) they are shown in a
 # visible form and never reach the terminal; piped, the bytes are raw.
+# While the guest runs, GET /metrics shows its memory and CPU time from
+# libvirt's bulk domain statistics (docs/metrics.md).
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 command -v script >/dev/null || skip_all "script (util-linux) not installed"
@@ -12,6 +14,11 @@ vmfleet_setup --tcg
 fleetd_ns_start; ok $? "fleetd starts inside the namespace"
 "$FLEETCTL" create con --backend vm --memory 256 >/dev/null; ok $? "create a VM agent"
 "$FLEETCTL" start con >/dev/null 2>&1; ok $? "start it"
+metrics=$(curl -sS --unix-socket "$SOCK" http://fleet/metrics)
+like "$metrics" '^fleet_agent_memory_bytes\{agent="con",backend="vm"\} [1-9][0-9]+$' \
+	"GET /metrics: the guest's memory, from libvirt's bulk domain statistics"
+like "$metrics" '^fleet_agent_cpu_seconds_total\{agent="con",backend="vm"\} [0-9]*\.?[0-9]*[1-9]' "and its CPU time"
+like "$metrics" '^fleet_agents\{backend="vm",state="running"\} 1$' "fleet_agents counts it running"
 # The guest writes to its own serial console, as anything in it could.
 "$FLEETCTL" exec con --root -- sh -c \
 	'printf "fleet-mark-1 \033]0;fleet-pwned\007\033[2J\033[10;10Hfleet-mark-2\rfake\n" > /dev/ttyS0'

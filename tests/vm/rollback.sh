@@ -62,6 +62,8 @@ wait_rollback 3; ok $? "with its SSH server gone, fleet rolls back by itself"
 back_again "no SSH server"
 
 like "$("$FLEETCTL" audit --limit 1000)" "auto.rollback +rb/good1 +ok" "the audit log records each rollback"
+like "$(curl -sS --unix-socket "$SOCK" http://fleet/metrics)" '^fleet_rollbacks_total\{outcome="ok"\} 3$' \
+	"and GET /metrics counts them"
 
 # A check that fails whatever is restored, after three rollbacks this hour:
 # the rate limit holds, the agent stays bad, nothing flaps.

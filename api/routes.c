@@ -17,6 +17,7 @@
 #include "api/server.h"
 #include "api/snapshots.h"
 #include "api/system.h"
+#include "api/doctor.h"
 
 /* exec carries the command's stdin in its body. */
 #define EXEC_MAX_BODY (16u << 20)
@@ -30,6 +31,7 @@
 const struct api_route api_routes[] = {
 	{ "GET", "/v1/status", api_status_get, NULL, API_NO_BODY },
 	{ "GET", "/v1/audit", api_audit_get, NULL, API_NO_BODY },
+	{ "GET", "/v1/doctor", api_doctor_get, NULL, API_NO_BODY },
 	{ "GET", "/v1/agents", api_agents_list, NULL, API_NO_BODY },
 	{ "POST", "/v1/agents", api_agents_create, "agent.create", 0 },
 	{ "GET", "/v1/agents/:name", api_agent_get, NULL, API_NO_BODY },

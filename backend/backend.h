@@ -24,6 +24,7 @@
 
 #include "model/agent.h"
 #include "model/snapshot.h"
+#include "model/doctor.h"
 
 struct fleetd;
 
@@ -247,6 +248,13 @@ struct backend_ops {
 	 * new value is stored; 0 or -errno with *why (-EBUSY: refused).
 	 */
 	int (*memory_quota_apply)(struct fleetd *f, const struct agent *a, int old_mib, char **why);
+
+	/*
+	 * `fleetctl doctor` (optional): check what this backend needs of the
+	 * host (libvirtd, KVM, the guest image; cgroup controllers) and append
+	 * one finding per fact to r, each with its fix. Quick and read-only.
+	 */
+	void (*doctor)(struct fleetd *f, struct doctor_report *r);
 };
 
 #endif

@@ -581,4 +581,5 @@ const struct backend_ops backend_user_ops = {
 	.network_refused = user_network_refused,
 	.network_change = user_network_change,
 	.memory_quota_apply = user_memory_quota_apply,
+	.doctor = user_doctor,
 };

@@ -666,4 +666,5 @@ const struct backend_ops backend_vm_ops = {
 	.network_apply = vm_network_apply,
 	.network_refused = vm_network_refused,
 	.memory_quota_apply = vm_memory_quota_apply,
+	.doctor = vm_doctor,
 };

@@ -33,6 +33,8 @@ PACKAGES=(
 	python3
 	# test_cron's DST tests need the zone files (they skip without, and CI fails)
 	tzdata
+	# the man pages' lint (tests/integration/manpages.sh: mandoc -T lint)
+	mandoc
 )
 
 if [ "${1:-}" = --list ]; then

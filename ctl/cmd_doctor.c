@@ -69,7 +69,7 @@ static void check_socket_group(struct ctl *ctl, struct findings *fs)
 	if (geteuid() == 0 || geteuid() == st.st_uid)
 		add(fs, "socket-group", "OK", NULL, "group %s, mode %04o; you own it or are root", gname,
 		    (unsigned)(st.st_mode & 07777));
-	else if (st.st_gid != 0 && (st.st_mode & 0020) && in_group(st.st_gid))
+	else if ((st.st_mode & 0020) && in_group(st.st_gid))
 		add(fs, "socket-group", "OK", NULL, "group %s, mode %04o; you are in group %s", gname,
 		    (unsigned)(st.st_mode & 07777), gname);
 	else

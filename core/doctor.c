@@ -102,6 +102,9 @@ static void check_listener(struct fleetd *f, struct doctor_report *r)
 			   ls.listen ? ls.listen : "?", (long)ls.pid);
 		break;
 	case LISTENER_STARTING:
+		doctor_add(r, "listener", DOCTOR_WARN, "run doctor again in a moment",
+			   "the webhook listener on %s is starting", ls.listen ? ls.listen : "?");
+		break;
 	case LISTENER_DOWN:
 		doctor_add(r, "listener", DOCTOR_FAIL,
 			   "read fleetd's log (journalctl -u fleetd) for why fleet-hooksd exits; fleetd restarts it",

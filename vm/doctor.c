@@ -4,7 +4,6 @@
  * fallback. The guest image is core's check (core/doctor.c), through the
  * image store (images.h).
  */
-#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 

@@ -1,11 +1,14 @@
 #!/bin/bash
 # fleetctl doctor (#14): each check broken on purpose, its line read. One
 # fleetd serving user agents, started with a libvirt URI nothing answers and
-# an image dir we control; a second on a tiny tmpfs for space and inodes.
+# an image dir we control; a second on a tiny tmpfs for space and inodes,
+# with its webhook listener up.
 # All in network and mount namespaces of the test's own (tests/lib/own-netns.sh):
 # the NAT agent's nftables table is deleted there, never on the host.
 . "$FLEET_SRCDIR/tests/lib/own-netns.sh"
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+HOOKS_USER=udr-hooks	# the second fleetd's listener runs as this user (tests/lib/hooks.sh)
+. "$FLEET_SRCDIR/tests/lib/hooks.sh"
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 own_netns_ready
@@ -97,8 +100,12 @@ SMALL=$TEST_TMP/small
 mkdir -p "$SMALL"
 mount -t tmpfs -o size=64m,nr_inodes=3000,mode=0755 fleet-doctor "$SMALL" || fail_all "cannot mount a tmpfs"
 on_exit "umount -l '$SMALL'"
-start_fleetd small/state --libvirt-uri "$NOVIRT" || fail_all "fleetd on the tmpfs does not start"
+start_fleetd small/state --libvirt-uri "$NOVIRT" --hooks-listen 127.0.0.1:0 --hooks-user "$HOOKS_USER" ||
+	fail_all "fleetd on the tmpfs does not start"
+hooks_wait_up; ok $? "its webhook listener comes up (on the test's own loopback)"
 out=$("$FLEETCTL" doctor)
+like "$(line listener)" "^OK +listener +the webhook listener is up on $HOOKS_ADDR \(pid $HOOKS_PID\)" "the listener up: OK" ||
+	diag "$out"
 like "$(line state-dir-space)" "^(OK|WARN) +state-dir-space +$SMALL/state: [0-9]+ MiB free of 64 MiB" "a roomy tmpfs: not FAIL" ||
 	diag "$out"
 fallocate -l 56m "$SMALL/fill" || dd if=/dev/zero of="$SMALL/fill" bs=1M count=56 status=none

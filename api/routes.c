@@ -19,6 +19,7 @@
 #include "api/snapshots.h"
 #include "api/system.h"
 #include "api/watch.h"
+#include "api/doctor.h"
 
 /* exec carries the command's stdin in its body. */
 #define EXEC_MAX_BODY (16u << 20)
@@ -34,6 +35,7 @@ const struct api_route api_routes[] = {
 	{ "GET", "/v1/audit", api_audit_get, NULL, API_NO_BODY },
 	/* Prometheus's text format (docs/metrics.md); metrics_listen serves the same over TCP. */
 	{ "GET", "/metrics", api_metrics_get, NULL, API_NO_BODY },
+	{ "GET", "/v1/doctor", api_doctor_get, NULL, API_NO_BODY },
 	{ "GET", "/v1/agents", api_agents_list, NULL, API_NO_BODY },
 	{ "POST", "/v1/agents", api_agents_create, "agent.create", 0 },
 	{ "GET", "/v1/agents/:name", api_agent_get, NULL, API_NO_BODY },

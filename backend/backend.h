@@ -24,6 +24,7 @@
 
 #include "model/agent.h"
 #include "model/snapshot.h"
+#include "model/doctor.h"
 
 struct fleetd;
 
@@ -262,6 +263,13 @@ struct backend_ops {
 	 * that has none (not running). 0 or -errno (then nothing is known).
 	 */
 	int (*usage)(struct fleetd *f, struct agent *const *agents, size_t n, struct agent_usage *ret);
+
+	/*
+	 * `fleetctl doctor` (optional): check what this backend needs of the
+	 * host (libvirtd, KVM, the guest image; cgroup controllers) and append
+	 * one finding per fact to r, each with its fix. Quick and read-only.
+	 */
+	void (*doctor)(struct fleetd *f, struct doctor_report *r);
 };
 
 #endif

@@ -259,6 +259,11 @@ int firewall_agent_refused(const char *agent, long long *packets)
 	return counter_packets(T, agent, packets);
 }
 
+bool firewall_base_present(void)
+{
+	return nft("list chain " T " input", false, NULL, NULL) == 0 && nft("list chain " T " forward", false, NULL, NULL) == 0;
+}
+
 bool firewall_agent_present(const char *agent)
 {
 	_cleanup_free_ char *cmd = xasprintf("list chain " T " agent-%s", agent);

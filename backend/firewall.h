@@ -60,6 +60,8 @@ int firewall_agent_apply(const char *agent, const char *iface, const char *egres
 int firewall_agent_remove(const char *agent, const char *iface, char **why);
 /* Packets the agent's allow list refused so far: 0 and *packets, -ENOENT without a counter, or -errno. */
 int firewall_agent_refused(const char *agent, long long *packets);
+/* Is fleet's `inet fleet` table there with its base chains (for `fleetctl doctor`)? */
+bool firewall_base_present(void);
 /* Is the agent's chain there (for reconciling at start)? */
 bool firewall_agent_present(const char *agent);
 

@@ -56,7 +56,7 @@ struct mcall {
  * fleetd's own. Next to fleetd (installed together), in a build tree's
  * agentd/, else where make install puts it. NULL when there is none.
  */
-static char *host_agentd(void)
+char *memory_host_agentd(void)
 {
 	char self[4096], *dir;
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -185,7 +185,7 @@ int memory_call(struct fleetd *f, const char *agent, enum memory_verb verb, cons
 		*why = xasprintf("the %s backend is unavailable: %s", backend_kind_to_string(a->backend), reason);
 		return -EAGAIN;
 	}
-	if (!ops->agentd && !(agentd = host_agentd())) {
+	if (!ops->agentd && !(agentd = memory_host_agentd())) {
 		*why = xstrdup("agentd is installed neither next to fleetd nor at " FLEET_AGENTD_PATH);
 		return -ENOEXEC;
 	}

@@ -46,6 +46,13 @@ typedef void (*memory_done_fn)(void *userdata, const struct memory_result *res);
 int memory_call(struct fleetd *f, const char *agent, enum memory_verb verb, const char *key, const void *in,
 		size_t in_len, memory_done_fn done, void *userdata, char **why);
 
+/*
+ * The agentd on the host: next to fleetd, in a build tree's agentd/, else
+ * where make install puts it (user agents run it; doctor compares the guest
+ * image's with it). Caller frees; NULL when there is none.
+ */
+char *memory_host_agentd(void);
+
 typedef void (*memory_restored_fn)(void *userdata, int r, const char *why);
 
 /*

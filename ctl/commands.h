@@ -15,6 +15,8 @@ CMD_HANDLER(cmd_status);
 CMD_HANDLER(cmd_audit);
 /* cmd_watch.c */
 CMD_HANDLER(cmd_watch);
+/* cmd_doctor.c */
+CMD_HANDLER(cmd_doctor);
 /* cmd_agents.c: start, stop and restart share cmd_lifecycle */
 CMD_HANDLER(cmd_create);
 CMD_HANDLER(cmd_list);

@@ -242,6 +242,14 @@ static const struct command commands[] = {
 	  "Secrets are written as references to fill: from_env FLEET_SECRET_AGENT_KEY and\n"
 	  "FLEET_HOOK_SECRET_ROUTE (docs/apply.md); 'apply' of the file on an empty fleet\n"
 	  "makes the same fleet.\n", cmd_export },
+	{ "doctor", "", "Check the host fleet runs on; say what to fix (exit 1 on any FAIL).",
+	  "Each line is OK, WARN or FAIL, what was found and, unless OK, the fix: fleetd\n"
+	  "reachable and who may use its socket; libvirtd and its version; KVM or the\n"
+	  "TCG fallback; the guest image and its agentd; fleet's firewall table (with NAT\n"
+	  "agents); free space and inodes of the state dir; cgroup controllers for user\n"
+	  "agents; the clock synchronised; the webhook listener. Without fleetd it says\n"
+	  "so (FAIL) and checks what it can from here. --json: the same as JSON.\n",
+	  cmd_doctor },
 	{ "help", "[COMMAND]", "Show help for fleetctl or one command.", NULL, cmd_help },
 };
 
@@ -251,6 +259,16 @@ static const struct command *find_command(const char *name)
 		if (strcmp(commands[i].name, name) == 0)
 			return &commands[i];
 	return NULL;
+}
+
+/*
+ * --commands (not in the help: for tools): every command, one a line, from
+ * this table. The bash completion and the man page check read it.
+ */
+static void list_commands(void)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		puts(commands[i].name);
 }
 
 static void usage(FILE *out)
@@ -288,7 +306,8 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' }, { "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' }, { "version", no_argument, NULL, 'V' }, { 0 },
+		{ "help", no_argument, NULL, 'h' }, { "version", no_argument, NULL, 'V' },
+		{ "commands", no_argument, NULL, 'C' }, { 0 },
 	};
 	struct ctl ctl = { .socket = getenv("FLEET_SOCKET") };
 	const struct command *cmd;
@@ -303,6 +322,7 @@ int main(int argc, char **argv)
 		case 'j': ctl.json = true; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("fleetctl %s\n", PACKAGE_VERSION); return 0;
+		case 'C': list_commands(); return 0;
 		default:
 			return usage_error(NULL, "unknown option '%s' or missing value", argv[optind - 1]);
 		}

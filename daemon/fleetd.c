@@ -40,7 +40,7 @@
 #include "common/log.h"
 #include "common/util.h"
 
-enum { OPT_FOREGROUND = 1000, OPT_CONFIG, OPT_CHECK, OPT_HELP, OPT_VERSION, OPT_SETTING };
+enum { OPT_FOREGROUND = 1000, OPT_CONFIG, OPT_CHECK, OPT_HELP, OPT_VERSION, OPT_CONFIG_KEYS, OPT_SETTING };
 
 static void usage(FILE *out)
 {
@@ -244,7 +244,7 @@ static int finish(struct fleetd *f, int code)
 int main(int argc, char **argv)
 {
 	struct fleetd f = { .config_path = DEFAULT_CONFIG_PATH, .lock_fd = -1 };
-	struct option opts[CFG__COUNT + 6];
+	struct option opts[CFG__COUNT + 7];
 	_cleanup_free_ char *errors = NULL;
 	struct event *ev_term = NULL, *ev_int = NULL, *ev_hup = NULL;
 	bool foreground = false, check_only = false;
@@ -268,7 +268,9 @@ int main(int argc, char **argv)
 	opts[CFG__COUNT + 2] = (struct option){ "check-config", no_argument, NULL, OPT_CHECK };
 	opts[CFG__COUNT + 3] = (struct option){ "help", no_argument, NULL, OPT_HELP };
 	opts[CFG__COUNT + 4] = (struct option){ "version", no_argument, NULL, OPT_VERSION };
-	opts[CFG__COUNT + 5] = (struct option){ 0 };
+	/* Not in the help: for tools (fleetd.conf(5)'s check reads the key table through it). */
+	opts[CFG__COUNT + 5] = (struct option){ "config-keys", no_argument, NULL, OPT_CONFIG_KEYS };
+	opts[CFG__COUNT + 6] = (struct option){ 0 };
 
 	while ((c = getopt_long(argc, argv, "", opts, &idx)) != -1) {
 		const char *why;
@@ -285,6 +287,10 @@ int main(int argc, char **argv)
 		case OPT_CHECK: check_only = true; break;
 		case OPT_HELP: usage(stdout); return finish(&f, 0);
 		case OPT_VERSION: printf("fleetd %s\n", PACKAGE_VERSION); return finish(&f, 0);
+		case OPT_CONFIG_KEYS:
+			for (int i = 0; i < CFG__COUNT; i++)
+				printf("%s %s\n", config_defs[i].key, config_defs[i].option);
+			return finish(&f, 0);
 		default: usage(stderr); return finish(&f, 2);
 		}
 	}

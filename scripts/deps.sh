@@ -37,6 +37,8 @@ PACKAGES=(
 	prometheus
 	# test_cron's DST tests need the zone files (they skip without, and CI fails)
 	tzdata
+	# the man pages' lint (tests/integration/manpages.sh: mandoc -T lint)
+	mandoc
 )
 
 if [ "${1:-}" = --list ]; then

@@ -597,4 +597,5 @@ const struct backend_ops backend_user_ops = {
 	.network_change = user_network_change,
 	.memory_quota_apply = user_memory_quota_apply,
 	.usage = user_usage,
+	.doctor = user_doctor,
 };

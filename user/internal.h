@@ -46,6 +46,9 @@ struct user_state {
 };
 extern struct user_state *us;
 
+/* doctor.c: cgroup controllers for `fleetctl doctor` (backend_ops.doctor) */
+void user_doctor(struct fleetd *f, struct doctor_report *r);
+
 /* backend.c */
 int user_ensure_init(struct fleetd *f, char **why);
 /* Every verb on a provisioned agent first: its uid, no snapshot job of it running, nothing left frozen. */

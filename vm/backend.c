@@ -693,4 +693,5 @@ const struct backend_ops backend_vm_ops = {
 	.network_refused = vm_network_refused,
 	.memory_quota_apply = vm_memory_quota_apply,
 	.usage = vm_usage,
+	.doctor = vm_doctor,
 };

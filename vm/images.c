@@ -472,3 +472,39 @@ int image_remove(const char *state_dir, const char *id, char **why)
 	}
 	return 0;
 }
+
+int image_dir_inspect(const char *image_dir, char **agentd_sha256, char **why)
+{
+	_cleanup_free_ char *mpath = xasprintf("%s/" MANIFEST, image_dir), *text = NULL;
+	size_t len = 0;
+	json_t *m;
+	int r;
+
+	*agentd_sha256 = NULL;
+	for (size_t i = 0; i < ARRAY_SIZE(id_files); i++) {
+		_cleanup_free_ char *p = xasprintf("%s/%s", image_dir, id_files[i]);
+		struct stat st;
+
+		if (stat(p, &st) < 0) {
+			r = -errno;
+			*why = xasprintf("%s: %s", p, strerror(errno));
+			return r;
+		}
+	}
+	if ((r = read_small(mpath, &text, &len)) < 0) {
+		*why = xasprintf("%s: %s", mpath, strerror(-r));
+		return r;
+	}
+	if (!(m = json_loadb(text, len, 0, NULL))) {
+		*why = xasprintf("%s: not JSON", mpath);
+		return -EBADMSG;
+	}
+	*agentd_sha256 = manifest_string(m, "agentd_sha256");
+	json_decref(m);
+	return 0;
+}
+
+int image_file_sha256(const char *path, char sum[IMAGE_ID_LEN + 1])
+{
+	return copy_hash(path, NULL, sum);
+}

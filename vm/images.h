@@ -55,6 +55,15 @@ void image_info_free(struct image_info *v, size_t n);
 /* The one stored image whose ID starts with prefix (at least 4 hex digits); -ENOENT, -EINVAL, with *why. */
 int image_resolve(const char *state_dir, const char *prefix, char id[IMAGE_ID_LEN + 1], char **why);
 
+/*
+ * What `fleetctl doctor` compares: the image in image_dir (its four files
+ * there, and the agentd_sha256 its manifest names: *agentd_sha256, caller
+ * frees; NULL when the manifest names none), and a file's SHA-256 in hex.
+ * -ENOENT with *why naming the first file missing, or -errno.
+ */
+int image_dir_inspect(const char *image_dir, char **agentd_sha256, char **why);
+int image_file_sha256(const char *path, char sum[IMAGE_ID_LEN + 1]);
+
 /* Delete a stored image (the caller has checked no agent uses it). */
 int image_remove(const char *state_dir, const char *id, char **why);
 

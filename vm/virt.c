@@ -190,6 +190,34 @@ bool virt_is_connected(struct virt *v)
 	return v->conn && virConnectIsAlive(v->conn) == 1;
 }
 
+const char *virt_uri(struct virt *v)
+{
+	return v->uri;
+}
+
+static void format_version(unsigned long ver, char out[32])
+{
+	snprintf(out, 32, "%lu.%lu.%lu", ver / 1000000, ver / 1000 % 1000, ver % 1000);
+}
+
+int virt_versions(struct virt *v, char libvirt[32], char hypervisor[32], char **why)
+{
+	unsigned long lib = 0, hv = 0;
+
+	if (!virt_is_connected(v)) {
+		*why = xasprintf("not connected to %s", v->uri);
+		return -ENOTCONN;
+	}
+	if (virConnectGetLibVersion(v->conn, &lib) < 0)
+		return last_error("cannot ask libvirtd its version", why);
+	format_version(lib, libvirt);
+	if (virConnectGetVersion(v->conn, &hv) < 0 || hv == 0)
+		snprintf(hypervisor, 32, "unknown");
+	else
+		format_version(hv, hypervisor);
+	return 0;
+}
+
 static void on_reconnect_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct virt *v = arg;

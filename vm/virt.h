@@ -41,6 +41,13 @@ void virt_close(struct virt *v);
 /* (Re)connect now if not connected; 0 when connected. */
 int virt_connect(struct virt *v, char **why);
 bool virt_is_connected(struct virt *v);
+/*
+ * The URI connected to, and the versions libvirtd (libvirt) and its
+ * hypervisor (QEMU) report, as "MAJOR.MINOR.RELEASE" (for `fleetctl doctor`).
+ * 0, or -errno with *why when not connected.
+ */
+const char *virt_uri(struct virt *v);
+int virt_versions(struct virt *v, char libvirt[32], char hypervisor[32], char **why);
 
 /* Each returns 0 or -errno with *why; -ENOENT: no such domain. */
 int virt_domain_define(struct virt *v, const char *xml, char **why);

@@ -13,6 +13,7 @@
  *   events.c     libvirt's domain events, reported upward; orphan domains
  *   egress.c     NAT guests' firewall rules and --egress-allow lists
  *   memdisk.c    the memory store's own disk: made on a worker, grown with the quota
+ *   doctor.c     libvirtd and KVM as `fleetctl doctor` reports them
  * All of it runs on fleetd's loop thread, bar snapshots.c's worker (which
  * touches only its job) and virt.c's libvirt event thread.
  */
@@ -113,6 +114,9 @@ void vm_wait_ready(struct vm *v, backend_done_fn done, void *userdata);
 void vm_waiters_finish(struct vm *v, int r, const char *why);
 /* <state_dir>/vms/virt-type: "qemu" once KVM proved unusable here. */
 char *vm_virt_type_file(struct vm_backend *b);
+
+/* doctor.c: libvirtd and KVM for `fleetctl doctor` (backend_ops.doctor) */
+void vm_doctor(struct fleetd *f, struct doctor_report *r);
 
 /* provision.c */
 int vm_provision(struct fleetd *f, const struct agent *a, char **why);

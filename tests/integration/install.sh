@@ -19,5 +19,9 @@ like "$(cat "$unit")" "KillMode=process" "stopping the service leaves guests alo
 for d in NoNewPrivileges=yes ProtectSystem=true PrivateTmp=yes ProtectKernelModules=yes UMask=0077; do
 	like "$(cat "$unit")" "^$d$" "the unit hardens with $d"
 done
+for f in share/man/man1/fleetctl.1 share/man/man8/fleetd.8 share/man/man5/fleetd.conf.5 \
+	share/bash-completion/completions/fleetctl; do
+	check "installs $f" -- test -s "$dest$prefix/$f"
+done
 like "$("$dest$prefix/sbin/fleetd" --version)" "^fleetd " "the installed fleetd runs"
 done_testing

@@ -1,0 +1,123 @@
+#!/bin/bash
+# fleetctl doctor (#14): each check broken on purpose, its line read. One
+# fleetd serving user agents, started with a libvirt URI nothing answers and
+# an image dir we control; a second on a tiny tmpfs for space and inodes,
+# with its webhook listener up.
+# All in network and mount namespaces of the test's own (tests/lib/own-netns.sh):
+# the NAT agent's nftables table is deleted there, never on the host.
+. "$FLEET_SRCDIR/tests/lib/own-netns.sh"
+. "$FLEET_SRCDIR/tests/lib/common.sh"
+HOOKS_USER=udr-hooks	# the second fleetd's listener runs as this user (tests/lib/hooks.sh)
+. "$FLEET_SRCDIR/tests/lib/hooks.sh"
+
+[ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
+own_netns_ready
+for t in nft jq curl; do command -v $t >/dev/null || skip_all "$t missing"; done
+
+# line CHECK: the doctor's line for CHECK from the text output in $out
+line() { printf '%s\n' "$out" | awk -v c="$1" '$2 == c { print; getline; if ($1 == "fix:") print; exit }'; }
+status_of() { printf '%s\n' "$json" | jq -r --arg c "$1" '.checks[] | select(.check == $c) | .status'; }
+
+user_fleetd_setup doctor
+IMG=$STATE.img
+mkdir -p "$IMG"
+on_exit "rm -rf '$IMG'"
+NOVIRT="qemu+unix:///system?socket=$TEST_TMP/no-libvirtd.sock"
+user_fleetd_start --libvirt-uri "$NOVIRT" --image-dir "$IMG" || fail_all "fleetd does not start"
+
+# ---- fleetd's findings as JSON over the API -----------------------------------------------------
+res=$(api GET /v1/doctor)
+is "${res##* }" 200 "GET /v1/doctor answers 200"
+body=${res% *}
+check "every finding has check, status (OK|WARN|FAIL) and detail" -- \
+	jq -e '.checks | length > 5 and all(.[]; (.check|type) == "string" and (.status | test("^(OK|WARN|FAIL)$")) and (.detail|type) == "string")' <<<"$body"
+check "the top status is the worst" -- jq -e '.status == "FAIL"' <<<"$body"
+
+# ---- a libvirtd that is not there ---------------------------------------------------------------
+out=$("$FLEETCTL" doctor); rc=$?
+is "$rc" 1 "doctor exits 1 when a line is FAIL"
+l=$(line libvirt)
+like "$l" "^FAIL libvirt +cannot reach libvirtd at qemu\+unix:///system\?socket=$TEST_TMP/no-libvirtd.sock" \
+	"no libvirtd: FAIL naming the URI" || diag "$out"
+like "$l" "fix: start libvirtd" "with the fix"
+like "$(line kvm)" "^(OK|WARN) +kvm" "KVM or the TCG fallback is reported"
+like "$(line fleetd)" "^OK +fleetd +fleetd answers at $SOCK" "the client reached fleetd"
+like "$(line socket-group)" "^OK +socket-group +group root, mode 0660" "the socket's group and mode"
+
+# ---- the guest image: missing, then not this fleet's agentd, then matching --------------------
+like "$(line guest-image)" "^FAIL guest-image +no complete guest image: $IMG/vmlinuz" "no image: FAIL naming the file"
+like "$(line guest-image)" "fix: build it: images/build-image.sh --out $IMG" "with the command to build it"
+: > "$IMG/vmlinuz"; : > "$IMG/initramfs.img"; : > "$IMG/base.qcow2"
+echo '{"agentd_sha256": "0000000000000000000000000000000000000000000000000000000000000000"}' > "$IMG/manifest.json"
+out=$("$FLEETCTL" doctor)
+like "$(line guest-image)" "^WARN guest-image +the guest image in $IMG has agentd 000000000000, this fleet's" \
+	"an image with another agentd: WARN" || diag "$out"
+like "$(line guest-image)" "fix: rebuild it: .*fleetctl upgrade NAME" "with the rebuild and upgrade as fix"
+echo "{\"agentd_sha256\": \"$(sha256sum "$AGENTD" | cut -d' ' -f1)\"}" > "$IMG/manifest.json"
+out=$("$FLEETCTL" doctor)
+like "$(line guest-image)" "^OK +guest-image +guest image in $IMG, its agentd is this fleet's" "the matching image: OK"
+
+# ---- the listener off -----------------------------------------------------------------------------
+like "$(line listener)" "^WARN listener +the webhook listener is off \(hooks_listen = none\)" "hooks_listen none: WARN"
+like "$(line listener)" "fix: set hooks_listen in fleetd.conf" "with the fix"
+
+# ---- cgroups, the clock, the state dir: reported ----------------------------------------------
+like "$(line cgroups)" "^(OK|WARN|FAIL) +cgroups +" "the cgroup controllers are reported"
+like "$(line clock)" "^(OK|WARN) +clock +" "the clock's synchronisation is reported"
+like "$(line state-dir-space)" "^OK +state-dir-space +$STATE: [0-9]+ MiB free" "state dir space OK"
+
+# ---- fleet's firewall table with a NAT agent, then deleted -------------------------------------
+like "$(line firewall)" "^OK +firewall +no agent has --network nat" "no NAT agent: no rules needed"
+"$FLEETCTL" create dr-nat --backend user --network nat >/dev/null; ok $? "a NAT user agent is created"
+out=$("$FLEETCTL" doctor)
+like "$(line firewall)" "^OK +firewall +table inet fleet present \(1 NAT agent" "its table is there: OK"
+nft delete table inet fleet; ok $? "fleet's table is deleted (in the test's network namespace)"
+out=$("$FLEETCTL" doctor)
+like "$(line firewall)" "^FAIL firewall +table inet fleet or its chains are missing: 1 NAT agent" "missing table: FAIL" ||
+	diag "$out"
+like "$(line firewall)" "fix: restart fleetd" "with the fix"
+json=$("$FLEETCTL" --json doctor)
+is "$(status_of firewall)" FAIL "--json carries the same finding"
+"$FLEETCTL" rm --force dr-nat >/dev/null; ok $? "the agent is removed"
+
+# ---- a socket this user may not use -----------------------------------------------------------
+NOBODY_OUT=$(setpriv --reuid=nobody --regid=nogroup --clear-groups "$FLEETCTL" -s "$SOCK" doctor); rc=$?
+is "$rc" 1 "as nobody: exit 1"
+out=$NOBODY_OUT
+like "$(line socket-group)" "^FAIL socket-group +group root, mode 0660: you may not connect" \
+	"as nobody: the socket's group says why" || diag "$out"
+
+# ---- fleetd not running ------------------------------------------------------------------------
+stop_fleetd; ok $? "fleetd stops"
+out=$("$FLEETCTL" doctor); rc=$?
+is "$rc" 1 "without fleetd: exit 1"
+like "$(line fleetd)" "^FAIL fleetd +fleetd is not running: nothing listens at $SOCK" "says fleetd is not running"
+like "$(line fleetd)" "fix: start it: systemctl start fleetd" "with the fix"
+like "$(line kvm)" "^(OK|WARN) +kvm" "and still checks KVM locally"
+
+# ---- a tiny state dir: space, then inodes ----------------------------------------------------
+SMALL=$TEST_TMP/small
+mkdir -p "$SMALL"
+mount -t tmpfs -o size=64m,nr_inodes=3000,mode=0755 fleet-doctor "$SMALL" || fail_all "cannot mount a tmpfs"
+on_exit "umount -l '$SMALL'"
+start_fleetd small/state --libvirt-uri "$NOVIRT" --hooks-listen 127.0.0.1:0 --hooks-user "$HOOKS_USER" ||
+	fail_all "fleetd on the tmpfs does not start"
+hooks_wait_up; ok $? "its webhook listener comes up (on the test's own loopback)"
+out=$("$FLEETCTL" doctor)
+like "$(line listener)" "^OK +listener +the webhook listener is up on $HOOKS_ADDR \(pid $HOOKS_PID\)" "the listener up: OK" ||
+	diag "$out"
+like "$(line state-dir-space)" "^(OK|WARN) +state-dir-space +$SMALL/state: [0-9]+ MiB free of 64 MiB" "a roomy tmpfs: not FAIL" ||
+	diag "$out"
+fallocate -l 56m "$SMALL/fill" || dd if=/dev/zero of="$SMALL/fill" bs=1M count=56 status=none
+out=$("$FLEETCTL" doctor)
+like "$(line state-dir-space)" "^FAIL state-dir-space +$SMALL/state: [0-9]+ MiB free of 64 MiB" "full: FAIL" || diag "$out"
+like "$(line state-dir-space)" "fix: free space there" "with the fix"
+rm -f "$SMALL/fill"
+mkdir "$SMALL/many" && (cd "$SMALL/many" && seq 1 2400 | xargs touch)
+out=$("$FLEETCTL" doctor)
+like "$(line state-dir-inodes)" "^FAIL state-dir-inodes +$SMALL/state: [0-9]+ inodes free of 3000" "no inodes left: FAIL" ||
+	diag "$out"
+rm -rf "$SMALL/many"
+stop_fleetd; ok $? "the second fleetd stops"
+
+done_testing

@@ -26,14 +26,6 @@ wait_log() {	# wait_log PATTERN: until the log has PATTERN (at most 60 s)
 wait_log "autostart: done after the host booted: 0 started, 0 failed"
 ok $? "its first start in this boot autostarts nothing (no agents yet)"
 is "$(cat "$STATE/boot-id")" "$BOOT_ID" "and records the host's boot id in the state dir"
-keeper_of() {	# the agent's live sandbox init (fleet-init) in its cgroup
-	local p
-	for p in /proc/[0-9]*; do
-		[ "$(cat $p/comm 2>/dev/null)" = fleet-init ] || continue
-		grep -q '^State:[[:space:]]*Z' $p/status 2>/dev/null && continue
-		grep -qE ":/fleet/$1\$" $p/cgroup 2>/dev/null && echo ${p#/proc/}
-	done
-}
 state() { "$FLEETCTL" --json show "$1" | jq -r .state; }
 
 "$FLEETCTL" create ast-a --backend user --autostart on --boot-priority 10 >/dev/null; ok $? "create ast-a (autostart, priority 10)"

@@ -16,14 +16,6 @@ user_fleetd_setup upg
 user_fleetd_start; ok $? "fleetd starts"
 LOG=$STATE/fleetd.log
 
-keeper_of() {	# the agent's live sandbox init (fleet-init) in its cgroup
-	local p
-	for p in /proc/[0-9]*; do
-		[ "$(cat $p/comm 2>/dev/null)" = fleet-init ] || continue
-		grep -q '^State:[[:space:]]*Z' $p/status 2>/dev/null && continue
-		grep -qE ":/fleet/$1\$" $p/cgroup 2>/dev/null && echo ${p#/proc/}
-	done
-}
 
 "$FLEETCTL" create upg-a --backend user --command 'cat; echo; echo ran' >/dev/null; ok $? "create upg-a"
 "$FLEETCTL" start upg-a >/dev/null; ok $? "start upg-a"

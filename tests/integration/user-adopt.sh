@@ -14,15 +14,6 @@ user_fleetd_setup uad
 user_fleetd_start; ok $? "fleetd starts"
 LOG=$STATE/fleetd.log
 
-keeper_of() {	# the agent's keeper: the live sandbox init (fleet-init, root) in the agent's cgroup, whoever its parent
-	local p
-	for p in /proc/[0-9]*; do
-		[ "$(cat $p/comm 2>/dev/null)" = fleet-init ] || continue
-		# A dead one stays a zombie until whoever inherited it (not fleetd) reaps it: not a sandbox.
-		grep -q '^State:[[:space:]]*Z' $p/status 2>/dev/null && continue
-		grep -qE ":/fleet/$1\$" $p/cgroup 2>/dev/null && echo ${p#/proc/}
-	done
-}
 wait_log() {	# wait_log PATTERN: until the log has PATTERN (bounded; the assertion follows)
 	for ((i = 0; i < 6000; i++)); do
 		grep -qE "$1" "$LOG" && return 0

@@ -180,6 +180,18 @@ user_fleetd_start() {
 	FLEETD_PID=$(head -1 "$STATE/fleetd.lock"); _pids+=("$FLEETD_PID"); _sockets+=("$SOCK")
 }
 
+# keeper_of AGENT: the user agent's keeper, the live sandbox init (fleet-init,
+# root) in its cgroup, whoever its parent (fleetd, or init after fleetd died).
+keeper_of() {
+	local p
+	for p in /proc/[0-9]*; do
+		[ "$(cat $p/comm 2>/dev/null)" = fleet-init ] || continue
+		# A dead one stays a zombie until whoever inherited it (not fleetd) reaps it: not a sandbox.
+		grep -q '^State:[[:space:]]*Z' $p/status 2>/dev/null && continue
+		grep -qE ":/fleet/$1\$" $p/cgroup 2>/dev/null && echo ${p#/proc/}
+	done
+}
+
 # stop_fleetd [SIGNAL]: stop the current fleetd and wait for it to exit.
 # Fails when fleetd had already exited before the signal (it crashed, or
 # something else stopped it: a test must not count that as "stopped"), or

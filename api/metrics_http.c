@@ -15,6 +15,7 @@
 
 #include "api/metrics.h"
 #include "common/log.h"
+#include "common/netaddr.h"
 #include "common/util.h"
 #include "model/config.h"
 #include "model/fleetd.h"
@@ -51,41 +52,6 @@ static void on_request(struct evhttp_request *req, void *arg)
 	evbuffer_free(out);
 }
 
-/* "IPV4:PORT" or "[IPV6]:PORT" (checked by config.c), resolved numerically. */
-static int parse_addr(const char *v, struct addrinfo **ai)
-{
-	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE, .ai_socktype = SOCK_STREAM };
-	const char *colon = strrchr(v, ':');
-	char host[64];
-	size_t hl;
-
-	if (!colon)
-		return -EINVAL;
-	hl = (size_t)(colon - v);
-	if (hl >= 2 && v[0] == '[') {
-		v++;
-		hl -= 2;
-	}
-	if (hl == 0 || hl >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, v, hl);
-	host[hl] = '\0';
-	return getaddrinfo(host, colon + 1, &hints, ai) == 0 ? 0 : -EINVAL;
-}
-
-static bool is_loopback(const struct sockaddr *sa)
-{
-	if (sa->sa_family == AF_INET)
-		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-	if (sa->sa_family == AF_INET6) {
-		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-
-		return IN6_IS_ADDR_LOOPBACK(a) ||
-		       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-	}
-	return false;
-}
-
 int metrics_http_start(struct fleetd *f)
 {
 	const char *spec = config_get(&f->cfg, CFG_METRICS_LISTEN);
@@ -95,15 +61,14 @@ int metrics_http_start(struct fleetd *f)
 	socklen_t sl = sizeof(ss);
 	struct metrics_http *m;
 	int one = 1, fd = -1, r;
-	char host[INET6_ADDRSTRLEN] = "?", port[8] = "?";
 
 	if (strcmp(spec, "none") == 0)
 		return 0;
-	if (parse_addr(spec, &ai) < 0) {
+	if (netaddr_resolve(spec, &ai) < 0) {
 		log_error("metrics: metrics_listen '%s' is not an address and port", spec);
 		return -EINVAL;
 	}
-	if (!remote && !is_loopback(ai->ai_addr)) {
+	if (!remote && !netaddr_is_loopback(ai->ai_addr)) {
 		log_error("metrics: metrics_listen '%s' is not a loopback address; the metrics need no credentials, "
 			  "so set metrics_allow_remote = yes to serve them there (behind a firewall)", spec);
 		freeaddrinfo(ai);
@@ -121,9 +86,7 @@ int metrics_http_start(struct fleetd *f)
 	freeaddrinfo(ai);
 	ai = NULL;
 	m = xcalloc(1, sizeof(*m));
-	(void)getnameinfo((const struct sockaddr *)&ss, sl, host, sizeof(host), port, sizeof(port),
-			  NI_NUMERICHOST | NI_NUMERICSERV);
-	snprintf(m->addr, sizeof(m->addr), ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
+	netaddr_format(&ss, m->addr, sizeof(m->addr));
 	if (!(m->http = evhttp_new(f->base)) || !evhttp_accept_socket_with_handle(m->http, fd)) {
 		log_error("metrics: cannot serve %s", m->addr);
 		if (m->http)

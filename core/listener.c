@@ -29,6 +29,7 @@
 
 #include "backend/spawn.h"
 #include "common/log.h"
+#include "common/netaddr.h"
 #include "common/termsafe.h"
 #include "common/util.h"
 #include "core/deliveries.h"
@@ -206,37 +207,6 @@ static int ensure_root(const char *path)
 	return 0;
 }
 
-/* Split hooks_listen ("IPV4:PORT", "[IPV6]:PORT"; checked by config.c) and resolve it numerically. */
-static int parse_listen(const char *v, struct addrinfo **ai)
-{
-	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE, .ai_socktype = SOCK_STREAM };
-	const char *colon = strrchr(v, ':');
-	char host[64];
-	size_t hl;
-
-	if (!colon)
-		return -EINVAL;
-	hl = (size_t)(colon - v);
-	if (hl >= 2 && v[0] == '[') {
-		v++;
-		hl -= 2;
-	}
-	if (hl == 0 || hl >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, v, hl);
-	host[hl] = '\0';
-	return getaddrinfo(host, colon + 1, &hints, ai) == 0 ? 0 : -EINVAL;
-}
-
-static void format_addr(const struct sockaddr_storage *ss, char *buf, size_t len)
-{
-	char host[INET6_ADDRSTRLEN] = "?", port[8] = "?";
-
-	(void)getnameinfo((const struct sockaddr *)ss, sizeof(*ss), host, sizeof(host), port, sizeof(port),
-			  NI_NUMERICHOST | NI_NUMERICSERV);
-	snprintf(buf, len, ss->ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
-}
-
 /*
  * The listener a kill -9 of the previous fleetd left behind still holds the
  * port until it notices its link is gone. If it is still there (stopped,
@@ -287,7 +257,7 @@ static int bind_listen(struct listener *l, const char *spec, uid_t uid)
 	socklen_t sl = sizeof(ss);
 	int one = 1, fd, r;
 
-	if (parse_listen(spec, &ai) < 0) {
+	if (netaddr_resolve(spec, &ai) < 0) {
 		log_error("webhooks: hooks_listen '%s' is not an address and port", spec);
 		return -EINVAL;
 	}
@@ -310,7 +280,7 @@ static int bind_listen(struct listener *l, const char *spec, uid_t uid)
 	if (r < 0 || listen(fd, 1024) < 0 || getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
 		goto fail;
 	freeaddrinfo(ai);
-	format_addr(&ss, l->addr, sizeof(l->addr));
+	netaddr_format(&ss, l->addr, sizeof(l->addr));
 	snprintf(l->f->hooks_bound, sizeof(l->f->hooks_bound), "%s", l->addr);	/* the URLs given to senders (hooks.c) */
 	l->listen_fd = fd;
 	return 0;

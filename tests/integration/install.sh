@@ -1,5 +1,6 @@
 #!/bin/bash
-# make install puts fleetd, fleetctl, agentd, fleet-hooksd, fleet-init and the systemd unit in place.
+# make install puts fleetd, fleetctl, agentd, fleet-hooksd, fleet-init, the systemd unit and the sample
+# fleetd.conf in place.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 dest=$TEST_TMP/root
@@ -19,5 +20,11 @@ like "$(cat "$unit")" "KillMode=process" "stopping the service leaves guests alo
 for d in NoNewPrivileges=yes ProtectSystem=true PrivateTmp=yes ProtectKernelModules=yes UMask=0077; do
 	like "$(cat "$unit")" "^$d$" "the unit hardens with $d"
 done
+# The state dir's mode is fleetd's own (0711: user agents traverse to their homes), and systemd
+# leaves fleetd's cgroup subtree to it (user agents' cgroups), as docs/operations.md says.
+like "$(cat "$unit")" "^StateDirectoryMode=0711$" "the unit gives the state dir fleetd's mode"
+like "$(cat "$unit")" "^Delegate=yes$" "the unit delegates fleetd's cgroup subtree to it"
+docdir=$(sed -n 's/^docdir = //p' "$FLEET_BUILDDIR/Makefile" | sed "s|\${datarootdir}|$prefix/share|; s|\${PACKAGE_TARNAME}|$package|")
+check "installs the sample fleetd.conf into $docdir" -- cmp "$dest$docdir/fleetd.conf.sample" "$FLEET_SRCDIR/systemd/fleetd.conf.sample"
 like "$("$dest$prefix/sbin/fleetd" --version)" "^fleetd " "the installed fleetd runs"
 done_testing

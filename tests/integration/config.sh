@@ -40,6 +40,9 @@ reload_sample=$(awk '/^$/ { r = 0 } /SIGHUP reloads/ { r = 1 }
 reload_fleetd=$("$FLEETD" --help | sed -n "s/.*(key '\\([a-z0-9_]*\\)', default '[^']*', SIGHUP reloads it).*/\\1/p" | sort)
 check "fleetd --help names reloadable keys" -- test -n "$reload_fleetd"
 is "$reload_sample" "$reload_fleetd" "the sample says SIGHUP reloads exactly the keys fleetd reloads"
+listed=$(tr '\n' ' ' < "$FLEET_SRCDIR/docs/operations.md" | sed -n 's/.*The keys SIGHUP reloads: \(.*\)\. The others.*/\1/p' |
+	grep -o '`[a-z0-9_]*`' | tr -d '`' | sort)
+is "$listed" "$reload_fleetd" "docs/operations.md names exactly the keys SIGHUP reloads"
 # A socket_group set in the file must exist; this host need not have 'fleet': root stands in.
 sed 's/^#\([a-z0-9_]* =\)/\1/; s/^socket_group = fleet$/socket_group = root/' "$sample" > "$TEST_TMP/sample.conf"
 out=$("$FLEETD" --check-config --config "$TEST_TMP/sample.conf" 2>&1); ok $? "the sample, uncommented, passes --check-config"

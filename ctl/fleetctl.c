@@ -52,8 +52,9 @@ static const struct command commands[] = {
 	  "Create an agent and its isolated environment.",
 	  "NAME is 1 to 32 characters: a lower-case letter, then lower-case letters, digits or '-'.\n"
 	  "  --backend vm|user   a libvirt VM (default) or a Unix user on the host\n"
-	  "  --memory MIB        guest memory, 64 to 65536 (default 256; vm only)\n"
-	  "  --vcpus N           guest CPUs, 1 to 64 (default 1; vm only)\n"
+	  "  --memory MIB        64 to 65536 (default 256): a VM's memory, a user agent's\n"
+	  "                      cgroup memory limit (and its /tmp's size)\n"
+	  "  --vcpus N           1 to 64 (default 1): a VM's CPUs, a user agent's CPU quota\n"
 	  "  --disk GIB          guest disk size, 1 to 1024 (default 2; vm only)\n"
 	  "  --network none|nat  no network (default) or a NAT network of its own: never the\n"
 	  "                      host, other agents or the metadata address (docs/security.md)\n"

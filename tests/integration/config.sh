@@ -19,6 +19,35 @@ for key in state_dir socket socket_group log_level log_file max_body_bytes user_
 	like "$out" "^$key = " "--check-config prints $key"
 done
 
+# The sample fleetd.conf (systemd/fleetd.conf.sample, installed to the doc dir) names every key
+# --check-config prints, commented out at the default --help gives, and passes once uncommented.
+sample=$FLEET_SRCDIR/systemd/fleetd.conf.sample
+: > "$TEST_TMP/empty.conf"
+keys=$("$FLEETD" --check-config --config "$TEST_TMP/empty.conf" | sed -n 's/^\([a-z0-9_]*\) = .*/\1/p')
+check "--check-config prints keys" -- test "$(printf '%s\n' "$keys" | wc -l)" -ge 30
+missing=""
+for key in $keys; do
+	grep -q "^#$key =\( \|$\)" "$sample" || missing="$missing $key"
+done
+is "$missing" "" "the sample fleetd.conf names every key"
+wrong=""
+while read -r key def; do
+	grep -qxF "#$key =${def:+ $def}" "$sample" || wrong="$wrong $key"
+done < <("$FLEETD" --help | sed -n "s/.*(key '\([a-z0-9_]*\)', default '\([^']*\)'.*/\1 \2/p")
+is "$wrong" "" "the sample gives every key its default"
+reload_sample=$(awk '/^$/ { r = 0 } /SIGHUP reloads/ { r = 1 }
+	/^#[a-z0-9_]+ =( |$)/ && r { sub(/^#/, ""); sub(/ =.*/, ""); print }' "$sample" | sort)
+reload_fleetd=$("$FLEETD" --help | sed -n "s/.*(key '\\([a-z0-9_]*\\)', default '[^']*', SIGHUP reloads it).*/\\1/p" | sort)
+check "fleetd --help names reloadable keys" -- test -n "$reload_fleetd"
+is "$reload_sample" "$reload_fleetd" "the sample says SIGHUP reloads exactly the keys fleetd reloads"
+listed=$(tr '\n' ' ' < "$FLEET_SRCDIR/docs/operations.md" | sed -n 's/.*The keys SIGHUP reloads: \(.*\)\. The others.*/\1/p' |
+	grep -o '`[a-z0-9_]*`' | tr -d '`' | sort)
+is "$listed" "$reload_fleetd" "docs/operations.md names exactly the keys SIGHUP reloads"
+# A socket_group set in the file must exist; this host need not have 'fleet': root stands in.
+sed 's/^#\([a-z0-9_]* =\)/\1/; s/^socket_group = fleet$/socket_group = root/' "$sample" > "$TEST_TMP/sample.conf"
+out=$("$FLEETD" --check-config --config "$TEST_TMP/sample.conf" 2>&1); ok $? "the sample, uncommented, passes --check-config"
+is "$(grep -c '	# file$' <<<"$out")" "$(printf '%s\n' "$keys" | wc -l)" "and sets every key from the file"
+
 cat > "$TEST_TMP/bad.conf" <<CONF
 sokcet = /tmp/x
 log_level = shouty

@@ -1,5 +1,6 @@
 #!/bin/bash
-# make install puts fleetd, fleetctl, agentd, fleet-hooksd, fleet-init and the systemd unit in place.
+# make install puts fleetd, fleetctl, agentd, fleet-hooksd, fleet-init, the systemd unit and the sample
+# fleetd.conf in place.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 dest=$TEST_TMP/root
@@ -23,5 +24,11 @@ for f in share/man/man1/fleetctl.1 share/man/man8/fleetd.8 share/man/man5/fleetd
 	share/bash-completion/completions/fleetctl; do
 	check "installs $f" -- test -s "$dest$prefix/$f"
 done
+# The state dir's mode is fleetd's own (0711: user agents traverse to their homes), and systemd
+# leaves fleetd's cgroup subtree to it (user agents' cgroups), as docs/operations.md says.
+like "$(cat "$unit")" "^StateDirectoryMode=0711$" "the unit gives the state dir fleetd's mode"
+like "$(cat "$unit")" "^Delegate=yes$" "the unit delegates fleetd's cgroup subtree to it"
+docdir=$(sed -n 's/^docdir = //p' "$FLEET_BUILDDIR/Makefile" | sed "s|\${datarootdir}|$prefix/share|; s|\${PACKAGE_TARNAME}|$package|")
+check "installs the sample fleetd.conf into $docdir" -- cmp "$dest$docdir/fleetd.conf.sample" "$FLEET_SRCDIR/systemd/fleetd.conf.sample"
 like "$("$dest$prefix/sbin/fleetd" --version)" "^fleetd " "the installed fleetd runs"
 done_testing

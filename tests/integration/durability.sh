@@ -33,7 +33,7 @@ is "$(stat -c %a "$STATE/fleetd.log")" 600 "log file is 0600"
 is "$(stat -c %a "$STATE/fleetd.lock")" 600 "lock file is 0600"
 is "$(stat -c %a "$STATE/fleet.db")" 600 "database file is 0600"
 is "$(sqlite3 "$STATE/fleet.db" 'PRAGMA journal_mode')" wal "database is in WAL mode"
-is "$(sqlite3 "$STATE/fleet.db" 'PRAGMA user_version')" 16 "schema version is recorded (16: queued-runs counter, secret sizes, memory quotas, egress lists, secret files)"
+is "$(sqlite3 "$STATE/fleet.db" 'PRAGMA user_version')" 17 "schema version is recorded (17: queued-runs counter, secret sizes, memory quotas, egress lists, secret files, autostart)"
 tables=$(sqlite3 "$STATE/fleet.db" "SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name)")
 is "$tables" "agents audit events hook_deliveries hook_routes hook_subscriptions runs schedules secrets snapshots" \
 	"tables for agents, snapshots, runs, events, webhook routes, subscriptions and delivery ids, cron schedules, secrets and audit"

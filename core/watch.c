@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/util.h"
 #include "model/fleetd.h"
@@ -48,6 +49,7 @@ static void sweep(struct watch_bus *bus)
 void watch_publish(struct fleetd *f, const char *type, const char *agent, json_t *fields)
 {
 	struct watch_bus *bus = f->watch;
+	struct timespec now;
 	json_t *ev;
 	char *line;
 	size_t len;
@@ -56,8 +58,10 @@ void watch_publish(struct fleetd *f, const char *type, const char *agent, json_t
 		json_decref(fields);
 		return;
 	}
-	ev = json_pack("{s:I, s:I, s:s}", "seq", (json_int_t)++bus->seq, "time", (json_int_t)(now_usec() / 1000),
-		       "type", type);
+	/* Wall-clock Unix ms, as docs/api.md says (now_usec() is the monotonic clock). */
+	clock_gettime(CLOCK_REALTIME, &now);
+	ev = json_pack("{s:I, s:I, s:s}", "seq", (json_int_t)++bus->seq, "time",
+		       (json_int_t)now.tv_sec * 1000 + now.tv_nsec / 1000000, "type", type);
 	if (!ev)
 		abort();
 	if (agent)

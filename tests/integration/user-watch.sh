@@ -58,6 +58,11 @@ wait_event "$TEST_TMP/all" '.type == "agent.created" and .agent == "wat1" and .b
 ok $? "the watcher sees the create"
 wait_event "$TEST_TMP/all" '.type == "agent.state" and .agent == "wat1" and .state == "stopped"'
 ok $? "and the agent's state change (provisioned: stopped)"
+# time is wall-clock Unix ms (it once was the monotonic clock): within a minute of the test's clock.
+t=$(jq -r 'select(.type == "agent.created" and .agent == "wat1") | .time' "$TEST_TMP/all")
+now=$(date +%s%3N)
+ok $([ -n "$t" ] && [ $((now - t)) -ge 0 ] && [ $((now - t)) -lt 60000 ] && echo 0 || echo 1) \
+	"an event's time is Unix ms ($t, now $now)"
 
 id=$("$FLEETCTL" --json trigger wat1 | jq -r .id)
 is "$(run_wait wat1 "$id")" succeeded "a triggered run succeeds"

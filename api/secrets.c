@@ -60,26 +60,60 @@ void api_secrets_list(struct api_call *c)
 	api_reply(c, 200, json_pack("{s:s, s:o}", "agent", a->name, "secrets", arr));
 }
 
+/* Wipes the request body: the buffer is freed without a wipe, and it may hold a secret's value. */
+static void wipe_body(struct api_call *c)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
+	size_t len = evbuffer_get_length(in);
+
+	if (len > 0)
+		explicit_bzero(evbuffer_pullup(in, -1), len);
+}
+
+/*
+ * The agent and secret KEY of the path, and the value in the body (into the request buffer; ""
+ * when empty). false: answered (400, 404 or 413) and the body wiped. true: the caller wipes it
+ * with wipe_body() once the value is used. target holds the audit's NAME/KEY.
+ */
+static bool secret_value_param(struct api_call *c, char *target, size_t target_len, struct agent **ret_agent,
+			       unsigned char **ret_value, size_t *ret_len)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
+	size_t len = evbuffer_get_length(in);
+	struct agent *a;
+
+	if (!(a = api_agent_param(c)))
+		goto wipe;
+	if (!key_param(c, a, target, target_len))
+		goto free_wipe;
+	if (len > SECRET_VALUE_MAX) {
+		api_error(c, 413, "too_large", "a secret's value is at most %u bytes; this one is %zu", SECRET_VALUE_MAX, len);
+		goto free_wipe;
+	}
+	*ret_agent = a;
+	*ret_value = len ? evbuffer_pullup(in, -1) : (unsigned char *)"";
+	*ret_len = len;
+	return true;
+free_wipe:
+	agent_free(a);
+wipe:
+	wipe_body(c);
+	return false;
+}
+
 void api_secret_set(struct api_call *c)
 {
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	_cleanup_free_ char *why = NULL;
-	struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
-	size_t len = evbuffer_get_length(in);
 	unsigned char *value;
+	size_t len;
 	char target[200];
 	int r;
 
-	if (!(a = api_agent_param(c)) || !key_param(c, a, target, sizeof(target)))
-		goto wipe;
-	if (len > SECRET_VALUE_MAX) {
-		api_error(c, 413, "too_large", "a secret's value is at most %u bytes; this one is %zu", SECRET_VALUE_MAX, len);
-		goto wipe;
-	}
-	value = len ? evbuffer_pullup(in, -1) : (unsigned char *)"";
+	if (!secret_value_param(c, target, sizeof(target), &a, &value, &len))
+		return;
 	r = secrets_set(c->fleetd, a->name, c->param2, value, len, &why);
-	if (len)
-		explicit_bzero(value, len);	/* the request buffer is freed without a wipe */
+	wipe_body(c);
 	if (r == -E2BIG) {
 		api_error(c, 409, "limit", "%s", why);
 		return;
@@ -98,10 +132,6 @@ void api_secret_set(struct api_call *c)
 									 REDACT_MIN_LEN));
 		api_reply(c, 200, ans);
 	}
-	return;
-wipe:
-	if ((len = evbuffer_get_length(in)) > 0)
-		explicit_bzero(evbuffer_pullup(in, -1), len);
 }
 
 void api_secret_remove(struct api_call *c)
@@ -124,30 +154,19 @@ void api_secret_compare(struct api_call *c)
 {
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	_cleanup_free_ char *why = NULL;
-	struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
-	size_t len = evbuffer_get_length(in);
 	unsigned char *value;
+	size_t len;
 	char target[200];
 	bool same = false;
 	int r;
 
-	if (!(a = api_agent_param(c)) || !key_param(c, a, target, sizeof(target)))
-		goto wipe;
-	if (len > SECRET_VALUE_MAX) {
-		api_error(c, 413, "too_large", "a secret's value is at most %u bytes; this one is %zu", SECRET_VALUE_MAX, len);
-		goto wipe;
-	}
-	value = len ? evbuffer_pullup(in, -1) : (unsigned char *)"";
+	if (!secret_value_param(c, target, sizeof(target), &a, &value, &len))
+		return;
 	r = secrets_compare(c->fleetd, a->name, c->param2, value, len, &same, &why);
-	if (len)
-		explicit_bzero(value, len);
+	wipe_body(c);
 	if (r < 0) {
 		api_error_core(c, r, why);
 		return;
 	}
 	api_reply(c, 200, json_pack("{s:s, s:s, s:b}", "agent", a->name, "key", c->param2, "same", same));
-	return;
-wipe:
-	if ((len = evbuffer_get_length(in)) > 0)
-		explicit_bzero(evbuffer_pullup(in, -1), len);
 }

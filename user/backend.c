@@ -165,6 +165,7 @@ int user_ensure_init(struct fleetd *f, char **why)
 	us = xcalloc(1, sizeof(*us));
 	us->f = f;
 	cgroup_host_detect(&us->cg);
+	cgroup_host_prepare(us->cg);
 	scan_shared_dirs(f);
 	return 0;
 }

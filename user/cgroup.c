@@ -248,11 +248,37 @@ static void free_dirs(char **dirs, size_t n)
 		free(dirs[i]);
 }
 
+/* Moves every process of cgroup from into cgroup to; the number moved, or -errno. */
+static int move_procs(const char *from, const char *to)
+{
+	_cleanup_free_ char *p = xasprintf("%s/cgroup.procs", from);
+	_cleanup_fclose_ FILE *f = fopen(p, "re");
+	char line[32];
+	int n = 0, r;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		/* ESRCH: it exited meanwhile. Anything else: the caller sees subtree_control still busy. */
+		if ((r = write_file(to, "cgroup.procs", line)) == 0)
+			n++;
+		else if (r != -ESRCH)
+			log_warning("cgroup: cannot move process %s into %s: %s", line, to, strerror(-r));
+	}
+	return n;
+}
+
 /*
  * v2: let the groups below fleetd's own group use the controllers. A group
- * with processes cannot delegate (no internal processes), so fleetd first
- * moves itself into a leaf "fleetd" beside "fleet", as under systemd's
- * Delegate=yes.
+ * with processes cannot delegate (no internal processes), so every process
+ * of fleetd's group moves into a leaf "fleetd" beside "fleet": fleetd, the
+ * children it started before (the webhook listener), and under systemd's
+ * Delegate=yes nothing else (the unit's group is fleetd's alone; without
+ * systemd, whatever started fleetd in its group moves with it, staying in the
+ * same subtree and under the same limits). A few rounds: a process may fork
+ * while they are moved. Called at the user backend's start and before each
+ * agent's group is made.
  */
 static void v2_enable(const struct cgroup_host *h)
 {
@@ -264,14 +290,27 @@ static void v2_enable(const struct cgroup_host *h)
 				 *want ? " " : "", hier_name[k]);
 	if (!*want)
 		return;
-	if (write_file(h->own[H_V2], "cgroup.subtree_control", want) == -EBUSY) {
+	for (int round = 0; round < 3 && write_file(h->own[H_V2], "cgroup.subtree_control", want) == -EBUSY; round++) {
 		_cleanup_free_ char *leaf = xasprintf("%s/fleetd", h->own[H_V2]);
+		int n;
 
-		if ((mkdir(leaf, 0755) == 0 || errno == EEXIST) && write_file(leaf, "cgroup.procs", "0") == 0)
-			log_info("cgroup: moved fleetd into %s to delegate controllers", leaf);
-		(void)write_file(h->own[H_V2], "cgroup.subtree_control", want);
+		if (mkdir(leaf, 0755) < 0 && errno != EEXIST) {
+			log_warning("cgroup: cannot create %s to delegate controllers: %s", leaf, strerror(errno));
+			return;
+		}
+		if ((n = move_procs(h->own[H_V2], leaf)) > 0)
+			log_info("cgroup: moved %d process%s of fleetd's group into %s to delegate controllers", n,
+				 n == 1 ? "" : "es", leaf);
 	}
 	(void)write_file(h->base[H_V2], "cgroup.subtree_control", want);
+}
+
+void cgroup_host_prepare(const struct cgroup_host *h)
+{
+	if (h && h->base[H_V2]) {
+		(void)mkdir(h->base[H_V2], 0755);
+		v2_enable(h);
+	}
 }
 
 static int apply_limits(const struct cgroup_host *h, const char *name, const struct cgroup_limits *l, char **why)

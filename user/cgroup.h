@@ -29,6 +29,9 @@ struct cgroup_limits {
 
 /* Find the cgroup hierarchies and fleetd's place in them. Never fails: no cgroups is a valid answer. */
 void cgroup_host_detect(struct cgroup_host **ret);
+/* fleetd's start (v2): its group's controllers delegated to fleet/, fleetd moved into a leaf if
+ * need be (see cgroup.c). Best effort: cgroup_create() tries again and reports what fails. */
+void cgroup_host_prepare(const struct cgroup_host *h);
 void cgroup_host_free(struct cgroup_host *h);
 
 /* True when a group can be created and killed as a whole (some hierarchy is usable). */

@@ -301,6 +301,13 @@ static void restore_one(struct fleetd *f, struct restore *rs, json_t *e)
 		log_error("restore: the manifest names agent '%s', which the database does not have", name ? name : "?");
 		return;
 	}
+	if (a->state == AGENT_PROVISIONING || a->state == AGENT_REMOVING) {
+		/* A create never acknowledged, or a remove asked for: what the reconcile would finish. */
+		log_notice("restore: agent '%s' was being %s at backup time; not restored", name,
+			   a->state == AGENT_PROVISIONING ? "created" : "removed");
+		(void)db_agent_delete(f->db, name);
+		return;
+	}
 	drop_snapshots(f, name);
 	if (a->state == AGENT_DEFINED)
 		return;	/* never provisioned: nothing to make */

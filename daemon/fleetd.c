@@ -211,9 +211,14 @@ static int open_log_file(const struct config *cfg)
 	return fd;
 }
 
+/* A --restore-from under way (core/restore.h): it holds the backup's host key until restore_agents. */
+static struct restore *restoring;
+
 /* Tear down whatever main() has set up, in reverse order, and exit with code: every exit of main goes here. */
 static int finish(struct fleetd *f, int code)
 {
+	restore_free(restoring);
+	restoring = NULL;
 	listener_shutdown(f);	/* no new deliveries while the rest goes down */
 	metrics_http_stop(f);
 	api_stop(f->api);
@@ -255,7 +260,6 @@ int main(int argc, char **argv)
 	int ready_fd = -1, log_fd = -1, nerr, r, c, idx;
 	const char *state_dir, *restore_from = NULL;
 	_cleanup_free_ char *db_path = NULL;
-	struct restore *rs = NULL;
 
 	/*
 	 * Whatever umask we were started with (a shell's 022), nothing fleetd or
@@ -338,7 +342,7 @@ int main(int argc, char **argv)
 		_cleanup_free_ char *why = NULL;
 
 		/* Before detaching: the passphrase is on our stdin, and every refusal is the caller's to see. */
-		if (!(rs = restore_prepare(restore_from, state_dir, stdin, &why))) {
+		if (!(restoring = restore_prepare(restore_from, state_dir, stdin, &why))) {
 			log_error("restore from %s refused: %s", restore_from, why);
 			return finish(&f, 1);
 		}
@@ -365,12 +369,11 @@ int main(int argc, char **argv)
 			log_error("cannot lock state directory %s: %s", state_dir, strerror(-r));
 		return finish(&f, 1);
 	}
-	if (rs) {
+	if (restoring) {
 		_cleanup_free_ char *why = NULL;
 
-		if ((r = restore_install(rs, state_dir, &why)) < 0) {
+		if ((r = restore_install(restoring, state_dir, &why)) < 0) {
 			log_error("restore from %s failed: %s", restore_from, why);
-			restore_free(rs);
 			return finish(&f, 1);
 		}
 	}
@@ -399,11 +402,11 @@ int main(int argc, char **argv)
 		return finish(&f, 1);
 	}
 	backends_init(&f, &core_backend_host);
-	if (rs) {
+	if (restoring) {
 		/* Each agent provisioned again and its home put back, before the reconcile looks at them. */
-		restore_agents(&f, rs);
-		restore_free(rs);
-		rs = NULL;
+		restore_agents(&f, restoring);
+		restore_free(restoring);
+		restoring = NULL;
 	}
 	lifecycle_reconcile(&f);
 	health_init(&f);

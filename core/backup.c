@@ -22,10 +22,13 @@
 #include "store/db.h"
 #include "user/home_archive.h"
 
+/* A tree to archive as its agent: the home, or (--with-disks) a snapshot's copy of it. */
 struct home_item {
 	char *agent;
+	char *snap;		/* NULL: the home itself */
 	uid_t uid;
-	char *home;
+	char *home;		/* the directory */
+	char *file;		/* its name in the backup */
 	json_t *entry;		/* its object in the manifest's agents (borrowed from the manifest) */
 };
 
@@ -99,7 +102,9 @@ static void job_free(struct backup_job *j)
 {
 	for (size_t i = 0; i < j->n_homes; i++) {
 		free(j->homes[i].agent);
+		free(j->homes[i].snap);
 		free(j->homes[i].home);
+		free(j->homes[i].file);
 	}
 	free(j->homes);
 	json_decref(j->manifest);
@@ -175,7 +180,7 @@ static void work(void *arg)
 
 	for (size_t i = 0; i < j->n_homes && !j->r; i++) {
 		struct home_item *h = &j->homes[i];
-		_cleanup_free_ char *name = xasprintf(BACKUP_HOME_FMT, h->agent);
+		const char *name = h->file;
 		_cleanup_free_ char *why = NULL;
 		int fd = backup_file_create(j->dir, name), r;
 
@@ -190,11 +195,17 @@ static void work(void *arg)
 		close(fd);
 		if (r < 0) {
 			j->r = r;
-			j->why = xasprintf("agent '%s': %s", h->agent, why ? why : strerror(-r));
+			j->why = xasprintf("agent '%s'%s%s: %s", h->agent, h->snap ? ", snapshot " : "", h->snap ? h->snap : "",
+					   why ? why : strerror(-r));
 			break;
 		}
 		if ((j->r = add_file(j, name)) < 0)
 			break;
+		if (h->snap) {
+			json_array_append_new(json_object_get(h->entry, "snapshots"),
+					      json_pack("{s:s, s:s}", "name", h->snap, "file", name));
+			continue;
+		}
 		json_object_set_new(h->entry, "home", json_string(name));
 		json_array_append_new(json_object_get(h->entry, "copied"), json_string("home"));
 		json_array_append_new(json_object_get(h->entry, "copied"), json_string("memory"));
@@ -229,7 +240,36 @@ static void job_done(void *arg)
 	job_free(j);
 }
 
-/* The agents part of the manifest; user agents' homes queued for the worker. */
+static void add_item(struct backup_job *j, const char *agent, const char *snap, uid_t uid, char *dir, json_t *e)
+{
+	j->homes = xrealloc(j->homes, (j->n_homes + 1) * sizeof(*j->homes));
+	j->homes[j->n_homes++] = (struct home_item){
+		.agent = xstrdup(agent), .snap = snap ? xstrdup(snap) : NULL, .uid = uid, .home = dir, .entry = e,
+		.file = snap ? xasprintf(BACKUP_SNAP_FMT, agent, snap) : xasprintf(BACKUP_HOME_FMT, agent),
+	};
+}
+
+/* --with-disks: each finished snapshot of a user agent, its copy of the home archived as the agent. */
+static int add_snapshots(struct backup_job *j, const char *agent, uid_t uid, json_t *e, char **why)
+{
+	struct snapshot **list = NULL;
+	size_t n = 0;
+	int r;
+
+	if ((r = db_snapshot_list(j->f->db, agent, SNAPSHOT_READY, &list, &n)) < 0) {
+		*why = xasprintf("agent '%s': cannot list its snapshots: %s", agent, strerror(-r));
+		return r;
+	}
+	json_object_set_new(e, "snapshots", json_array());
+	if (n)	/* the manifest, written only once all are copied, lists each */
+		json_array_append_new(json_object_get(e, "copied"), json_string("snapshots"));
+	for (size_t i = 0; i < n; i++)
+		add_item(j, agent, list[i]->name, uid, user_snapshot_home_path(j->f, agent, list[i]->name), e);
+	snapshot_list_free(list);
+	return 0;
+}
+
+/* The agents part of the manifest; user agents' homes (and snapshots) queued for the worker. */
 static int list_agents(struct backup_job *j, bool with_disks, char **why)
 {
 	struct agent **list = NULL;
@@ -247,7 +287,6 @@ static int list_agents(struct backup_job *j, bool with_disks, char **why)
 					 "without it (VM agents are then provisioned afresh at restore)", list[i]->name);
 			r = -ENOTSUP;
 		}
-	j->homes = xcalloc(n ? n : 1, sizeof(*j->homes));
 	for (size_t i = 0; i < n && !r; i++) {
 		struct agent *a = list[i];
 		json_t *e = json_pack("{s:s, s:s, s:s, s:[]}", "name", a->name, "backend", backend_kind_to_string(a->backend),
@@ -262,7 +301,9 @@ static int list_agents(struct backup_job *j, bool with_disks, char **why)
 			*why = xasprintf("agent '%s': cannot find its user: %s", a->name, strerror(-r));
 			break;
 		}
-		j->homes[j->n_homes++] = (struct home_item){ .agent = xstrdup(a->name), .uid = uid, .home = home, .entry = e };
+		add_item(j, a->name, NULL, uid, home, e);
+		if (with_disks)
+			r = add_snapshots(j, a->name, uid, e, why);
 	}
 	agent_list_free(list);
 	return r;

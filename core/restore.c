@@ -272,25 +272,69 @@ static int unpack_home(struct fleetd *f, struct restore *rs, const char *agent, 
 	return user_home_unpack(uid, home, fd, why);
 }
 
-/* Records of snapshots whose data stayed on the old host: gone, so nothing offers a restore to them. */
-static void drop_snapshots(struct fleetd *f, const char *agent)
+/* Whether the manifest's snapshots of an agent (NULL: none) list snap. */
+static bool snap_kept(const json_t *snaps, const char *snap)
+{
+	const json_t *e;
+	size_t i;
+
+	json_array_foreach(snaps, i, e)
+		if (strcmp(json_string_value(json_object_get(e, "name")) ?: "", snap) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Records of snapshots whose data stayed on the old host (all of them,
+ * unless the backup was --with-disks): gone, so nothing offers a restore to them.
+ */
+static void drop_snapshots(struct fleetd *f, const char *agent, const json_t *kept)
 {
 	struct snapshot **list = NULL;
-	size_t n = 0;
+	size_t n = 0, dropped = 0;
 
 	if (db_snapshot_list(f->db, agent, DB_ANY_STATE, &list, &n) < 0)
 		return;
 	for (size_t i = 0; i < n; i++)
-		(void)db_snapshot_delete(f->db, agent, list[i]->name);
-	if (n)
-		log_notice("restore: agent '%s': %zu snapshot record(s) dropped (a backup holds no snapshots)", agent, n);
+		if (!snap_kept(kept, list[i]->name) && db_snapshot_delete(f->db, agent, list[i]->name) == 0)
+			dropped++;
+	if (dropped)
+		log_notice("restore: agent '%s': %zu snapshot record(s) dropped (not in the backup)", agent, dropped);
 	snapshot_list_free(list);
+}
+
+/* --with-disks: each snapshot's copy of the home, extracted as the new user; a failure drops its record. */
+static void unpack_snapshots(struct fleetd *f, struct restore *rs, const char *agent, const json_t *snaps)
+{
+	const json_t *e;
+	size_t i;
+
+	json_array_foreach(snaps, i, e) {
+		const char *snap = json_string_value(json_object_get(e, "name"));
+		const char *file = json_string_value(json_object_get(e, "file"));
+		_cleanup_free_ char *why = NULL;
+		_cleanup_close_ int fd = -1;
+		int r = -EINVAL;
+
+		if (!snap || !file || strchr(file, '/') || strchr(snap, '/') || snap[0] == '.')
+			why = xstrdup("a malformed snapshot entry in the manifest");
+		else if ((fd = openat(rs->dir, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+			why = xasprintf("cannot open %s of the backup", file);
+		else
+			r = user_snapshot_unpack(f, agent, snap, fd, &why);
+		if (r < 0) {
+			log_error("restore: agent '%s': snapshot '%s' not restored: %s", agent, snap ? snap : "?", why);
+			if (snap)
+				(void)db_snapshot_delete(f->db, agent, snap);
+		}
+	}
 }
 
 static void restore_one(struct fleetd *f, struct restore *rs, json_t *e)
 {
 	const char *name = json_string_value(json_object_get(e, "name"));
 	const char *home = json_string_value(json_object_get(e, "home"));
+	const json_t *snaps;
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	_cleanup_free_ char *why = NULL;
 	const struct backend_ops *ops;
@@ -308,7 +352,8 @@ static void restore_one(struct fleetd *f, struct restore *rs, json_t *e)
 		(void)db_agent_delete(f->db, name);
 		return;
 	}
-	drop_snapshots(f, name);
+	snaps = a->backend == BACKEND_USER ? json_object_get(e, "snapshots") : NULL;
+	drop_snapshots(f, name, snaps);
 	if (a->state == AGENT_DEFINED)
 		return;	/* never provisioned: nothing to make */
 	if (!(ops = backend_get(f, a->backend, &bwhy))) {
@@ -325,13 +370,16 @@ static void restore_one(struct fleetd *f, struct restore *rs, json_t *e)
 		char *w = xasprintf("restored without its home: %s", why ? why : strerror(-r));
 		free(why);
 		why = w;
+		unpack_snapshots(f, rs, name, snaps);
 		(void)lifecycle_set_state(f, name, AGENT_STOPPED, why);
 		log_error("restore: agent '%s': %s", name, why);
 		return;
 	}
+	unpack_snapshots(f, rs, name, snaps);
 	(void)lifecycle_set_state(f, name, AGENT_STOPPED, NULL);
-	log_notice("restore: agent '%s' (%s) restored%s", name, backend_kind_to_string(a->backend),
-		   a->backend == BACKEND_USER && home ? " with its home and memory store"
+	log_notice("restore: agent '%s' (%s) restored%s%s", name, backend_kind_to_string(a->backend),
+		   a->backend == BACKEND_USER && home ? " with its home and memory store" : "",
+		   json_array_size(snaps) ? " and its snapshots"
 		   : a->backend == BACKEND_VM ? " from its base image (its disk and memory store were not in the backup)" : "");
 	return;
 fail:

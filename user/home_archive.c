@@ -5,12 +5,15 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/util.h"
+#include "model/config.h"
+#include "model/fleetd.h"
 #include "user/internal.h"
 
 int user_home_of(struct fleetd *f, const char *agent, uid_t *uid, char **home)
@@ -24,11 +27,14 @@ int user_home_of(struct fleetd *f, const char *agent, uid_t *uid, char **home)
 }
 
 /*
- * Run tar (argv after the program) as uid:uid in home, data_fd as its stdin
+ * Run tar (argv after the program) as uid:uid in the directory dir_fd (opened
+ * by root without following a link: the child enters it before it drops
+ * root, so it may lie under directories the agent cannot traverse, as a
+ * snapshot does), data_fd as its stdin
  * (unpack) or stdout (archive); the end of its stderr in *why on failure.
  * tar's exit 1 ("some files differ", a file changed while read) is success.
  */
-static int tar_as(uid_t uid, const char *home, const char *const *args, int data_fd, bool data_is_stdout, char **why)
+static int tar_as(uid_t uid, int dir_fd, const char *const *args, int data_fd, bool data_is_stdout, char **why)
 {
 	_cleanup_free_ char *tar = account_find_tool("tar");
 	static const char *const env[] = { "PATH=/usr/bin:/bin", "LC_ALL=C", "HOME=/", NULL };
@@ -63,13 +69,10 @@ static int tar_as(uid_t uid, const char *home, const char *const *args, int data
 		if (dup2(data_is_stdout ? null_fd : data_fd, 0) < 0 || dup2(data_is_stdout ? data_fd : null_fd, 1) < 0 ||
 		    dup2(p[1], 2) < 0)
 			_exit(126);
+		if (fchdir(dir_fd) < 0)
+			_exit(126);
 		if (setgroups(0, NULL) < 0 || setgid(uid) < 0 || setuid(uid) < 0 || setuid(0) == 0)
 			_exit(126);
-		if (chdir(home) < 0) {
-			static const char msg[] = "cannot enter the home\n";
-			(void)!write(2, msg, sizeof(msg) - 1);
-			_exit(126);
-		}
 		execve(tar, (char *const *)argv, (char *const *)env);
 		_exit(127);
 	}
@@ -100,6 +103,25 @@ static int tar_as(uid_t uid, const char *home, const char *const *args, int data
 	return -EIO;
 }
 
+/* dir, which must be a directory of uid's (not a link): an fd, or -errno with *why. */
+static int open_tree(const char *dir, uid_t uid, char **why)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), r;
+	struct stat st;
+
+	if (fd < 0) {
+		r = -errno;
+		*why = xasprintf("cannot open %s: %s", dir, strerror(errno));
+		return r;
+	}
+	if (fstat(fd, &st) < 0 || st.st_uid != uid) {
+		close(fd);
+		*why = xasprintf("%s is not the agent's (uid %ld)", dir, (long)uid);
+		return -EPERM;
+	}
+	return fd;
+}
+
 int user_home_archive(uid_t uid, const char *home, int out_fd, char **why)
 {
 	/* Sorted names and numeric owners: the same home gives the same bytes. */
@@ -107,7 +129,11 @@ int user_home_archive(uid_t uid, const char *home, int out_fd, char **why)
 					    "--ignore-failed-read", "--warning=no-file-ignored",
 					    "--warning=no-file-changed", ".", NULL };
 
-	return tar_as(uid, home, args, out_fd, true, why);
+	_cleanup_close_ int fd = open_tree(home, uid, why);
+
+	if (fd < 0)
+		return fd;
+	return tar_as(uid, fd, args, out_fd, true, why);
 }
 
 int user_home_unpack(uid_t uid, const char *home, int in_fd, char **why)
@@ -116,5 +142,54 @@ int user_home_unpack(uid_t uid, const char *home, int in_fd, char **why)
 	static const char *const args[] = { "--extract", "--file=-", "--no-same-owner", "--preserve-permissions",
 					    "--no-overwrite-dir", NULL };
 
-	return tar_as(uid, home, args, in_fd, false, why);
+	_cleanup_close_ int fd = open_tree(home, uid, why);
+
+	if (fd < 0)
+		return fd;
+	return tar_as(uid, fd, args, in_fd, false, why);
+}
+
+char *user_snapshot_home_path(struct fleetd *f, const char *agent, const char *snap)
+{
+	return xasprintf("%s/snapshots/%s/%s/home", config_get(&f->cfg, CFG_STATE_DIR), agent, snap);
+}
+
+int user_snapshot_unpack(struct fleetd *f, const char *agent, const char *snap, int in_fd, char **why)
+{
+	const char *state = config_get(&f->cfg, CFG_STATE_DIR);
+	_cleanup_free_ char *sd = xasprintf("%s/snapshots", state), *ad = xasprintf("%s/%s", sd, agent);
+	_cleanup_free_ char *tmp = xasprintf("%s/.%s.tmp", ad, snap), *final = xasprintf("%s/%s", ad, snap);
+	_cleanup_free_ char *home = account_home_dir(f, agent), *hdir = xasprintf("%s/home", tmp);
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	uid_t uid;
+	int r;
+
+	if ((r = account_lookup(f, agent, &uid)) < 0) {
+		*why = xasprintf("its user is not there: %s", strerror(-r));
+		return r;
+	}
+	if ((r = account_private_dir(sd, why)) < 0 || (r = account_private_dir(ad, why)) < 0)
+		return r;
+	/* The snapshot's home/ as a snapshot makes it: the agent's, with its home's mode. */
+	if (lstat(home, &st) < 0)
+		st.st_mode = 0700;
+	if (mkdir(tmp, 0700) < 0 || mkdir(hdir, 0700) < 0 || lchown(hdir, uid, uid) < 0 ||
+	    chmod(hdir, st.st_mode & 07777) < 0) {
+		r = -errno;
+		*why = xasprintf("cannot make %s: %s", hdir, strerror(errno));
+		return r;
+	}
+	if ((fd = open_tree(hdir, uid, why)) < 0)
+		return fd;
+	if ((r = tar_as(uid, fd, (const char *const[]){ "--extract", "--file=-", "--no-same-owner",
+							"--preserve-permissions", "--no-overwrite-dir", NULL },
+			in_fd, false, why)) < 0)
+		return r;
+	if (rename(tmp, final) < 0) {
+		r = -errno;
+		*why = xasprintf("cannot rename %s: %s", tmp, strerror(errno));
+		return r;
+	}
+	return 0;
 }

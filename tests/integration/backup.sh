@@ -62,6 +62,8 @@ ok $? "hook add bkp-b (github route bkp-gh)"
 "$FLEETCTL" schedule add bkp-a '17 3 * * *' >/dev/null; ok $? "schedule add bkp-a"
 "$FLEETCTL" exec bkp-a -- sh -c "echo home-data > ~/work.txt && mkdir -p ~/d && echo deep > ~/d/f && ln -s '$HOSTFILE' ~/host-link"
 ok $? "bkp-a writes files in its home and plants a symlink to a root-only host file"
+"$FLEETCTL" snapshot bkp-a s1 >/dev/null; ok $? "snapshot bkp-a s1"
+"$FLEETCTL" exec bkp-a -- sh -c 'echo after > ~/later.txt'; ok $? "bkp-a writes a file after the snapshot"
 OLD_UID=$(id -u fleet-bkp-a)
 OLD_MODE=$(stat -c %a "$STATE/users/bkp-a/work.txt")
 
@@ -79,15 +81,16 @@ is "$(ls "$TEST_TMP/full")" "x" "and nothing was written through it"
 is "$(ls "$B" 2>&1 | grep -c 'No such')" 1 "a refused backup made no directory"
 
 # --- backup ---
-out=$(printf 'correct horse\n' | "$FLEETCTL" backup "$B"); ok $? "fleetctl backup DIR (passphrase on stdin)"
-like "$out" "backup of 2 agent\(s\) in $B: 4 file\(s\)" "it says what it copied"
+out=$(printf 'correct horse\n' | "$FLEETCTL" backup "$B" --with-disks); ok $? "fleetctl backup DIR --with-disks (passphrase on stdin)"
+like "$out" "backup of 2 agent\(s\) in $B: 5 file\(s\)" "it says what it copied"
 is "$(stat -c '%a %u' "$B")" "700 0" "DIR is 0700 root"
 is "$(stat -c '%a %u' "$B"/* | sort -u)" "600 0" "every file in it is 0600 root"
 M=$B/manifest.json
 is "$(jq -r '.format, .schema_version > 0, (.files | map(.name) | sort | join(","))' "$M" | paste -sd' ')" \
-	"1 true fleet.db,home-bkp-a.tar,home-bkp-b.tar,secret.key.enc" "the manifest: format 1, a schema version, every file"
-is "$(jq -r '.agents | map(.name + ":" + .backend + ":" + (.copied | join("+"))) | join(" ")' "$M")" \
-	"bkp-a:user:home+memory bkp-b:user:home+memory" "and each agent with what was copied"
+	"1 true fleet.db,home-bkp-a.tar,home-bkp-b.tar,secret.key.enc,snap-bkp-a-s1.tar" \
+	"the manifest: format 1, a schema version, every file"
+is "$(jq -r '.agents | map(.name + ":" + .backend + ":" + (.copied | sort | join("+"))) | join(" ")' "$M")" \
+	"bkp-a:user:home+memory+snapshots bkp-b:user:home+memory" "and each agent with what was copied"
 bad=0
 for n in $(jq -r '.files[].name' "$M"); do
 	[ "$(sha256sum < "$B/$n" | cut -d' ' -f1)" = "$(jq -r --arg n "$n" '.files[] | select(.name == $n) | .sha256' "$M")" ] || bad=1
@@ -96,6 +99,8 @@ done
 ok $bad "each file's size and SHA-256 are the manifest's"
 grep -qaF "$TOKEN" "$B"/*; is $? 1 "the secret's value is in no file of the backup (sealed)"
 grep -qaF "$HOSTSECRET" "$B"/*; is $? 1 "the root-only file the symlink points at is not in the backup"
+is "$(tar -tf "$B/snap-bkp-a-s1.tar" | grep -c later.txt)" 0 "the snapshot's archive is the home as it was then"
+is "$(tar -xOf "$B/snap-bkp-a-s1.tar" ./work.txt)" "home-data" "with its files"
 like "$(tar -tvf "$B/home-bkp-a.tar" ./host-link)" "^l.* \./host-link -> $HOSTFILE" "the symlink is in it as a symlink"
 is "$(tar -xOf "$B/home-bkp-a.tar" ./memory/note)" "alpha value" "bkp-a's memory store is in its home's archive"
 is "$(jq -r --arg b "$B" '.[] | select(.action == "backup.create" and .target == $b) | .outcome' <<<"$("$FLEETCTL" --json audit)")" \
@@ -158,6 +163,14 @@ out=$(deliver bkp-after-restore-1); is "${out##* }" 202 "the route accepts a del
 id=$("$FLEETCTL" --json events --route bkp-gh | jq -r '.[0].runs[0]')
 is "$(run_wait bkp-b "$id")" succeeded "its run of bkp-b succeeds"
 is "$("$FLEETCTL" logs bkp-b "$id" | jq -r .body)" '{"ref":"refs/heads/main"}' "with the delivery on its stdin"
+
+# The snapshot came back too, with the new uid's files.
+is "$("$FLEETCTL" --json snapshots bkp-a | jq -r 'map(.name) | join(" ")')" "s1" "bkp-a's snapshot s1 is listed"
+"$FLEETCTL" stop bkp-a >/dev/null && "$FLEETCTL" restore bkp-a s1 >/dev/null; ok $? "restore bkp-a s1"
+ok "$([ ! -e "$H/later.txt" ] && echo 0 || echo 1)" "the home is as it was at the snapshot"
+is "$(stat -c %u "$H/work.txt") $(cat "$H/work.txt")" "$NEW_UID home-data" "its files the new uid's"
+is "$("$FLEETCTL" memory bkp-a get note)" "alpha value" "its memory store too"
+like "$("$FLEETD" --help)" "--restore-from DIR" "fleetd --help documents --restore-from"
 
 # A state dir with a database is refused.
 restore "$B" "correct horse"; is $? 1 "--restore-from onto a state dir with a database is refused"

@@ -295,7 +295,9 @@ static int list_agents(struct backup_job *j, bool with_disks, char **why)
 		char *home;
 
 		json_array_append_new(agents, e);
-		if (a->backend != BACKEND_USER || a->state == AGENT_DEFINED || a->state == AGENT_MISSING)
+		/* What has no home (never made, gone, being made or removed): its record is all there is. */
+		if (a->backend != BACKEND_USER || a->state == AGENT_DEFINED || a->state == AGENT_MISSING ||
+		    a->state == AGENT_PROVISIONING || a->state == AGENT_REMOVING)
 			continue;
 		if ((r = user_home_of(j->f, a->name, &uid, &home)) < 0) {
 			*why = xasprintf("agent '%s': cannot find its user: %s", a->name, strerror(-r));

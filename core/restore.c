@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "backend/backend.h"
@@ -122,12 +123,28 @@ static int verify_files(struct restore *rs, char **why)
 	return 0;
 }
 
-/* The first line of in, without its newline: 0, or -EINVAL (empty, too long, none). */
+/* The first line of in (from a terminal: asked for, not echoed), without its newline: 0, or -EINVAL (empty, too long, none). */
 static int read_passphrase(FILE *in, char *buf, size_t len, size_t *ret_len)
 {
+	struct termios old, quiet;
+	bool tty = isatty(fileno(in)), echo_off = false;
+	char *got;
 	size_t n;
 
-	if (!fgets(buf, (int)len, in))
+	if (tty) {
+		fprintf(stderr, "passphrase of the backup's secrets key (not shown): ");
+		if (tcgetattr(fileno(in), &old) == 0) {
+			quiet = old;
+			quiet.c_lflag &= ~(tcflag_t)ECHO;
+			echo_off = tcsetattr(fileno(in), TCSAFLUSH, &quiet) == 0;
+		}
+	}
+	got = fgets(buf, (int)len, in);
+	if (echo_off)
+		(void)tcsetattr(fileno(in), TCSAFLUSH, &old);
+	if (tty)
+		fputc('\n', stderr);
+	if (!got)
 		return -EINVAL;
 	n = strlen(buf);
 	if (n && buf[n - 1] == '\n')

@@ -62,6 +62,7 @@ ok $? "hook add bkp-b (github route bkp-gh)"
 "$FLEETCTL" schedule add bkp-a '17 3 * * *' >/dev/null; ok $? "schedule add bkp-a"
 "$FLEETCTL" exec bkp-a -- sh -c "echo home-data > ~/work.txt && mkdir -p ~/d && echo deep > ~/d/f && ln -s '$HOSTFILE' ~/host-link"
 ok $? "bkp-a writes files in its home and plants a symlink to a root-only host file"
+"$FLEETCTL" stop bkp-b >/dev/null; ok $? "bkp-b is stopped when the backup is made"
 "$FLEETCTL" snapshot bkp-a s1 >/dev/null; ok $? "snapshot bkp-a s1"
 "$FLEETCTL" exec bkp-a -- sh -c 'echo after > ~/later.txt'; ok $? "bkp-a writes a file after the snapshot"
 OLD_UID=$(id -u fleet-bkp-a)

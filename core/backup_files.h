@@ -16,8 +16,8 @@
 #define BACKUP_KEY "secret.key.enc"
 /* A user agent's home: "home-NAME.tar" (agent names are safe file names). */
 #define BACKUP_HOME_FMT "home-%s.tar"
-/* --with-disks: a user agent's snapshot "snap-NAME-SNAP.tar" ('-' may be in both, the manifest says which). */
-#define BACKUP_SNAP_FMT "snap-%s-%s.tar"
+/* --with-disks: a user agent's snapshot "snap-NAME@SNAP.tar" (no name holds an @: no two give one file name). */
+#define BACKUP_SNAP_FMT "snap-%s@%s.tar"
 /* The largest manifest read back: agents are at most a few thousand. */
 #define BACKUP_MANIFEST_MAX (16u << 20)
 

@@ -11,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "common/log.h"
+#include "common/names.h"
 #include "common/util.h"
 #include "core/backends.h"
 #include "core/backup_files.h"
@@ -333,7 +334,9 @@ static void unpack_snapshots(struct fleetd *f, struct restore *rs, const char *a
 		_cleanup_close_ int fd = -1;
 		int r = -EINVAL;
 
-		if (!snap || !file || strchr(file, '/') || strchr(snap, '/') || snap[0] == '.')
+		const char *bad;
+
+		if (!snap || !file || strchr(file, '/') || snapshot_name_check(snap, &bad) < 0)
 			why = xstrdup("a malformed snapshot entry in the manifest");
 		else if ((fd = openat(rs->dir, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 			why = xasprintf("cannot open %s of the backup", file);

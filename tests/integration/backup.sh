@@ -91,7 +91,7 @@ is "$(stat -c '%a %u' "$B")" "700 0" "DIR is 0700 root"
 is "$(stat -c '%a %u' "$B"/* | sort -u)" "600 0" "every file in it is 0600 root"
 M=$B/manifest.json
 is "$(jq -r '.format, .schema_version > 0, (.files | map(.name) | sort | join(","))' "$M" | paste -sd' ')" \
-	"1 true fleet.db,home-bkp-a.tar,home-bkp-b.tar,secret.key.enc,snap-bkp-a-s1.tar" \
+	"1 true fleet.db,home-bkp-a.tar,home-bkp-b.tar,secret.key.enc,snap-bkp-a@s1.tar" \
 	"the manifest: format 1, a schema version, every file"
 is "$(jq -r '.agents | map(.name + ":" + .backend + ":" + (.copied | sort | join("+"))) | join(" ")' "$M")" \
 	"bkp-a:user:home+memory+snapshots bkp-b:user:home+memory" "and each agent with what was copied"
@@ -103,8 +103,8 @@ done
 ok $bad "each file's size and SHA-256 are the manifest's"
 grep -qaF "$TOKEN" "$B"/*; is $? 1 "the secret's value is in no file of the backup (sealed)"
 grep -qaF "$HOSTSECRET" "$B"/*; is $? 1 "the root-only file the symlink points at is not in the backup"
-is "$(tar -tf "$B/snap-bkp-a-s1.tar" | grep -c later.txt)" 0 "the snapshot's archive is the home as it was then"
-is "$(tar -xOf "$B/snap-bkp-a-s1.tar" ./work.txt)" "home-data" "with its files"
+is "$(tar -tf "$B/snap-bkp-a@s1.tar" | grep -c later.txt)" 0 "the snapshot's archive is the home as it was then"
+is "$(tar -xOf "$B/snap-bkp-a@s1.tar" ./work.txt)" "home-data" "with its files"
 like "$(tar -tvf "$B/home-bkp-a.tar" ./host-link)" "^l.* \./host-link -> $HOSTFILE" "the symlink is in it as a symlink"
 is "$(tar -xOf "$B/home-bkp-a.tar" ./memory/note)" "alpha value" "bkp-a's memory store is in its home's archive"
 is "$(jq -r --arg b "$B" '.[] | select(.action == "backup.create" and .target == $b) | .outcome' <<<"$("$FLEETCTL" --json audit)")" \

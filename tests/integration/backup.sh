@@ -60,7 +60,7 @@ printf '%s' "$TOKEN" | "$FLEETCTL" secret set bkp-a TOKEN >/dev/null; ok $? "sec
 printf '%s\n' "$HOOKSECRET" | "$FLEETCTL" hook add bkp-b --source github --route bkp-gh >/dev/null
 ok $? "hook add bkp-b (github route bkp-gh)"
 "$FLEETCTL" schedule add bkp-a '17 3 * * *' >/dev/null; ok $? "schedule add bkp-a"
-"$FLEETCTL" exec bkp-a -- sh -c "echo home-data > ~/work.txt && mkdir -p ~/d && echo deep > ~/d/f && ln -s '$HOSTFILE' ~/host-link"
+"$FLEETCTL" exec bkp-a -- sh -c "echo home-data > ~/work.txt && mkdir -p ~/d && echo deep > ~/d/f && ln -s '$HOSTFILE' ~/host-link && echo x > ~/locked && chmod 000 ~/locked"
 ok $? "bkp-a writes files in its home and plants a symlink to a root-only host file"
 "$FLEETCTL" stop bkp-b >/dev/null; ok $? "bkp-b is stopped when the backup is made"
 "$FLEETCTL" snapshot bkp-a s1 >/dev/null; ok $? "snapshot bkp-a s1"
@@ -107,6 +107,7 @@ is "$(tar -tf "$B/snap-bkp-a@s1.tar" | grep -c later.txt)" 0 "the snapshot's arc
 is "$(tar -xOf "$B/snap-bkp-a@s1.tar" ./work.txt)" "home-data" "with its files"
 like "$(tar -tvf "$B/home-bkp-a.tar" ./host-link)" "^l.* \./host-link -> $HOSTFILE" "the symlink is in it as a symlink"
 is "$(tar -xOf "$B/home-bkp-a.tar" ./memory/note)" "alpha value" "bkp-a's memory store is in its home's archive"
+is "$(tar -tf "$B/home-bkp-a.tar" | grep -c locked)" 0 "a file the agent made unreadable to itself is left out, the backup done"
 is "$(jq -r --arg b "$B" '.[] | select(.action == "backup.create" and .target == $b) | .outcome' <<<"$("$FLEETCTL" --json audit)")" \
 	"ok" "the audit log has the backup (and the refusals)"
 grep -qF "correct horse" "$STATE/fleetd.log"; is $? 1 "the passphrase is not in fleetd's log"

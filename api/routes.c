@@ -7,6 +7,7 @@
 #include "model/run.h"
 
 #include "api/agents.h"
+#include "api/backup.h"
 #include "api/exec.h"
 #include "api/hooks.h"
 #include "api/images.h"
@@ -33,6 +34,8 @@
 const struct api_route api_routes[] = {
 	{ "GET", "/v1/status", api_status_get, NULL, API_NO_BODY },
 	{ "GET", "/v1/audit", api_audit_get, NULL, API_NO_BODY },
+	/* fleetctl backup: the passphrase in the body only. */
+	{ "POST", "/v1/backup", api_backup_create, "backup.create", 0 },
 	/* Prometheus's text format (docs/metrics.md); metrics_listen serves the same over TCP. */
 	{ "GET", "/metrics", api_metrics_get, NULL, API_NO_BODY },
 	{ "GET", "/v1/doctor", api_doctor_get, NULL, API_NO_BODY },

@@ -143,6 +143,39 @@ void secrets_free(struct fleetd *f)
 	f->secrets = NULL;
 }
 
+int secrets_host_key_copy(struct fleetd *f, unsigned char *out, size_t len)
+{
+	if (!f->secrets || len != sizeof(f->secrets->key))
+		return -ENOKEY;
+	memcpy(out, f->secrets->key, len);
+	return 0;
+}
+
+int secrets_host_key_install(const char *state_dir, const unsigned char *key, size_t len, char **why)
+{
+	_cleanup_free_ char *path = xasprintf("%s/" HOST_KEY_FILE, state_dir);
+	int fd, r = 0;
+
+	if (len != SECRET_BOX_KEY_LEN) {
+		*why = xstrdup("the host key has the wrong length");
+		return -EINVAL;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
+	if (fd < 0) {
+		r = -errno;
+		*why = xasprintf("cannot create the host key %s: %s", path, strerror(errno));
+		return r;
+	}
+	if ((r = write_all(fd, key, len)) < 0 || (fsync(fd) < 0 && (r = -errno) < 0)) {
+		close(fd);
+		(void)unlink(path);
+		*why = xasprintf("cannot write the host key %s: %s", path, strerror(-r));
+		return r;
+	}
+	close(fd);
+	return 0;
+}
+
 int secrets_set(struct fleetd *f, const char *agent, const char *key, const unsigned char *value, size_t len,
 		char **why)
 {

@@ -47,6 +47,10 @@ int secret_key_check(const char *key);
 /* Open or create the host key (called by fleetd at start): 0, or -errno with *why. */
 int secrets_init(struct fleetd *f, char **why);
 void secrets_free(struct fleetd *f);
+/* A copy of the host key (32 bytes) for a backup (core/backup.c); -ENOKEY without one. */
+int secrets_host_key_copy(struct fleetd *f, unsigned char *out, size_t len);
+/* Write key as STATE/secret.key (0400, O_EXCL: never over anything) for a restore; 0 or -errno with *why. */
+int secrets_host_key_install(const char *state_dir, const unsigned char *key, size_t len, char **why);
 
 /* Seal and store (replacing) agent's key: 0, -ENOENT no such agent, -EINVAL bad key or value, -E2BIG too many keys; *why set on failure. */
 int secrets_set(struct fleetd *f, const char *agent, const char *key, const unsigned char *value, size_t len,

@@ -13,6 +13,8 @@
 /* cmd_system.c */
 CMD_HANDLER(cmd_status);
 CMD_HANDLER(cmd_audit);
+/* cmd_backup.c */
+CMD_HANDLER(cmd_backup);
 /* cmd_watch.c */
 CMD_HANDLER(cmd_watch);
 /* cmd_doctor.c */

@@ -209,6 +209,15 @@ static const struct command commands[] = {
 	  "gets it in its environment ('exec --secrets' too). 'secret ls' shows names,\n"
 	  "sizes and dates, never values. Secrets go with their agent when it is removed.\n",
 	  cmd_secret },
+	{ "backup", "DIR [--with-disks]", "Back up the fleet into a new directory (fleetd --restore-from brings it back).",
+	  "  --with-disks   also each user agent's snapshots (VM agents' disks: not supported\n"
+	  "                 yet, refused while there is a VM agent)\n"
+	  "DIR is an absolute path on fleetd's host that does not exist yet (or is an empty\n"
+	  "directory of root's); fleetd makes it 0700. It gets a consistent copy of the\n"
+	  "database, the secrets host key sealed with a passphrase read from stdin (one\n"
+	  "line, never an argument; keep it: a restore asks for it), each user agent's home\n"
+	  "with its memory store, and last manifest.json: every file's size and SHA-256.\n"
+	  "A directory without manifest.json is an incomplete backup.\n", cmd_backup },
 	{ "audit", "[--limit N]", "Show the audit log: who changed what, when, and the outcome.",
 	  "  --limit N   show the newest N records (default 50, at most 10000)\n", cmd_audit },
 	{ "watch", "[NAME]", "Follow what happens (to one agent, or to all) as it happens, until Ctrl-C.",

@@ -28,6 +28,7 @@
 #include "core/host.h"
 #include "core/lifecycle.h"
 #include "core/metrics.h"
+#include "core/restore.h"
 #include "core/runs.h"
 #include "core/hooks.h"
 #include "core/listener.h"
@@ -40,7 +41,7 @@
 #include "common/log.h"
 #include "common/util.h"
 
-enum { OPT_FOREGROUND = 1000, OPT_CONFIG, OPT_CHECK, OPT_HELP, OPT_VERSION, OPT_CONFIG_KEYS, OPT_SETTING };
+enum { OPT_FOREGROUND = 1000, OPT_CONFIG, OPT_CHECK, OPT_HELP, OPT_VERSION, OPT_CONFIG_KEYS, OPT_SETTING, OPT_RESTORE };
 
 static void usage(FILE *out)
 {
@@ -54,6 +55,9 @@ static void usage(FILE *out)
 		"                        default file is fine, a missing FILE is an error)\n"
 		"  --check-config        check the config file and options, print the effective\n"
 		"                        configuration and exit (1 on errors, printed as FILE:LINE: ...)\n"
+		"  --restore-from DIR    on a state directory without a database: restore the fleet\n"
+		"                        from the backup in DIR (fleetctl backup), reading its\n"
+		"                        passphrase as the first line of stdin, then start\n"
 		"  --help                show this help\n"
 		"  --version             show the version\n"
 		"\n"
@@ -207,9 +211,14 @@ static int open_log_file(const struct config *cfg)
 	return fd;
 }
 
+/* A --restore-from under way (core/restore.h): it holds the backup's host key until restore_agents. */
+static struct restore *restoring;
+
 /* Tear down whatever main() has set up, in reverse order, and exit with code: every exit of main goes here. */
 static int finish(struct fleetd *f, int code)
 {
+	restore_free(restoring);
+	restoring = NULL;
 	listener_shutdown(f);	/* no new deliveries while the rest goes down */
 	metrics_http_stop(f);
 	api_stop(f->api);
@@ -244,12 +253,12 @@ static int finish(struct fleetd *f, int code)
 int main(int argc, char **argv)
 {
 	struct fleetd f = { .config_path = DEFAULT_CONFIG_PATH, .lock_fd = -1 };
-	struct option opts[CFG__COUNT + 7];
+	struct option opts[CFG__COUNT + 8];
 	_cleanup_free_ char *errors = NULL;
 	struct event *ev_term = NULL, *ev_int = NULL, *ev_hup = NULL;
 	bool foreground = false, check_only = false;
 	int ready_fd = -1, log_fd = -1, nerr, r, c, idx;
-	const char *state_dir;
+	const char *state_dir, *restore_from = NULL;
 	_cleanup_free_ char *db_path = NULL;
 
 	/*
@@ -270,7 +279,8 @@ int main(int argc, char **argv)
 	opts[CFG__COUNT + 4] = (struct option){ "version", no_argument, NULL, OPT_VERSION };
 	/* Not in the help: for tools (fleetd.conf(5)'s check reads the key table through it). */
 	opts[CFG__COUNT + 5] = (struct option){ "config-keys", no_argument, NULL, OPT_CONFIG_KEYS };
-	opts[CFG__COUNT + 6] = (struct option){ 0 };
+	opts[CFG__COUNT + 6] = (struct option){ "restore-from", required_argument, NULL, OPT_RESTORE };
+	opts[CFG__COUNT + 7] = (struct option){ 0 };
 
 	while ((c = getopt_long(argc, argv, "", opts, &idx)) != -1) {
 		const char *why;
@@ -285,6 +295,7 @@ int main(int argc, char **argv)
 		case OPT_FOREGROUND: foreground = true; break;
 		case OPT_CONFIG: f.config_path = optarg; f.config_must_exist = true; break;
 		case OPT_CHECK: check_only = true; break;
+		case OPT_RESTORE: restore_from = optarg; break;
 		case OPT_HELP: usage(stdout); return finish(&f, 0);
 		case OPT_VERSION: printf("fleetd %s\n", PACKAGE_VERSION); return finish(&f, 0);
 		case OPT_CONFIG_KEYS:
@@ -327,6 +338,15 @@ int main(int argc, char **argv)
 		log_error("cannot create state directory %s: %s", state_dir, strerror(r < 0 ? -r : errno));
 		return finish(&f, 1);
 	}
+	if (restore_from) {
+		_cleanup_free_ char *why = NULL;
+
+		/* Before detaching: the passphrase is on our stdin, and every refusal is the caller's to see. */
+		if (!(restoring = restore_prepare(restore_from, state_dir, stdin, &why))) {
+			log_error("restore from %s refused: %s", restore_from, why);
+			return finish(&f, 1);
+		}
+	}
 	if (!foreground) {
 		/* Until ready, log lines go to the log file and to the terminal. */
 		log_fd = open_log_file(&f.cfg);
@@ -348,6 +368,14 @@ int main(int argc, char **argv)
 		if (r != -EBUSY)
 			log_error("cannot lock state directory %s: %s", state_dir, strerror(-r));
 		return finish(&f, 1);
+	}
+	if (restoring) {
+		_cleanup_free_ char *why = NULL;
+
+		if ((r = restore_install(restoring, state_dir, &why)) < 0) {
+			log_error("restore from %s failed: %s", restore_from, why);
+			return finish(&f, 1);
+		}
 	}
 	db_path = xasprintf("%s/fleet.db", state_dir);
 	if ((r = db_open(db_path, &f.db)) < 0) {
@@ -374,6 +402,12 @@ int main(int argc, char **argv)
 		return finish(&f, 1);
 	}
 	backends_init(&f, &core_backend_host);
+	if (restoring) {
+		/* Each agent provisioned again and its home put back, before the reconcile looks at them. */
+		restore_agents(&f, restoring);
+		restore_free(restoring);
+		restoring = NULL;
+	}
 	lifecycle_reconcile(&f);
 	health_init(&f);
 	snapshots_recover(&f);

@@ -49,6 +49,12 @@ int db_open_at(const char *path, int version, struct db **ret);
 void db_close(struct db *db);
 static inline void db_closep(struct db **db) { db_close(*db); }
 
+/*
+ * Copy the database, consistent at one moment, into the empty file at path
+ * (store/backup.c; a link there is refused); 0 or -errno.
+ */
+int db_backup_to(struct db *db, const char *path);
+
 /* The schema version this build writes. */
 int db_schema_version(void);
 

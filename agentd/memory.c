@@ -96,6 +96,10 @@ static struct {
 	__typeof__(archive_write_set_format_pax_restricted) *archive_write_set_format_pax_restricted;
 } la;
 
+#if defined(__x86_64__) && defined(__linux__)
+#define ABI_LOADER "/lib64/ld-linux-x86-64.so.2"	/* the x86-64 psABI's PT_INTERP */
+#endif
+
 static int archive_load(void)
 {
 	static const char *const names[] = { "libarchive.so.13", "libarchive.so" };
@@ -105,6 +109,17 @@ static int archive_load(void)
 		return 0;
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !h; i++)
 		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+#ifdef ABI_LOADER
+	/*
+	 * A static agentd (configure.ac) has no dynamic loader mapped, and
+	 * libc.so needs one: its own dlopen finds it only in the library
+	 * directories, where the guest image has none (it is at the ABI path,
+	 * the one every dynamic program names). Load it from there first.
+	 */
+	if (!h && dlopen(ABI_LOADER, RTLD_NOW | RTLD_LOCAL))
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !h; i++)
+			h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+#endif
 	if (!h)
 		return fail(MEMORY_EXIT_FAIL, "export and import need libarchive, which this environment does not have (%s)",
 			    dlerror());

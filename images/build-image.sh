@@ -284,9 +284,11 @@ done
 
 # copy_with_libs BIN DEST: the binary plus every shared object ldd names.
 copy_with_libs() {
-    local bin=$1 dest=$2 lib
+    local bin=$1 dest=$2 lib libs
     install -D -m 0755 "$bin" "$ROOT$dest"
-    ldd "$bin" 2>/dev/null | grep -oE '(/[^ ]+)' | while read -r lib; do
+    # a static program (agentd: configure.ac) has none: ldd says so and fails
+    libs=$(ldd "$bin" 2>/dev/null | grep -oE '(/[^ ]+)') || libs=
+    for lib in $libs; do
         [ -e "$ROOT$lib" ] && continue
         mkdir -p "$ROOT${lib%/*}"
         cp -L "$lib" "$ROOT$lib"

@@ -38,15 +38,19 @@ static void mark(void)
 __attribute__((constructor)) static void ctor(void) { mark(); }
 EOF
 gcc -shared -fPIC -o "$TEST_TMP/x.so" "$TEST_TMP/mark.c"; ok $? "build the LD_PRELOAD library on the host"
+# The agent's own dynamically linked program: agentd is static where the
+# build allows (configure.ac) and busybox is, so neither can show a load.
+echo 'int main(void) { return 0; }' > "$TEST_TMP/dyn.c"
+gcc -o "$TEST_TMP/dyn" "$TEST_TMP/dyn.c"; ok $? "build a dynamically linked program on the host"
 # For LD_LIBRARY_PATH: a "libc.so.6" that filters the real libc (so the
 # program still runs) and carries the constructor. ld.so wants the version
-# names agentd needs, and two locking functions and the early init of
+# names the program needs, and two locking functions and the early init of
 # whatever is called libc.so.6 first.
-LIBC=$(ldd "$AGENTD" | awk '$1 == "libc.so.6" {print $3}')
+LIBC=$(ldd "$TEST_TMP/dyn" | awk '$1 == "libc.so.6" {print $3}')
 {
 	echo 'GLIBC_2.2.5 { global: pthread_mutex_lock; pthread_mutex_unlock; local: *; };'
 	prev=GLIBC_2.2.5
-	for v in $(readelf -V "$AGENTD" | grep -o 'Name: GLIBC_[0-9.]*' | cut -d' ' -f2 | sort -uV); do
+	for v in $(readelf -V "$TEST_TMP/dyn" | grep -o 'Name: GLIBC_[0-9.]*' | cut -d' ' -f2 | sort -uV); do
 		[ "$v" = GLIBC_2.2.5 ] && continue
 		echo "$v { } $prev;"
 		prev=$v
@@ -69,13 +73,14 @@ fleetd_ns_start; ok $? "fleetd starts inside the namespace"
 AUID=$(ex -- id -u)
 like "$AUID" '^[1-9][0-9]*$' "the agent's uid is not 0 ($AUID)"
 ex -- sh -c 'cat > /home/agent/x.so' < "$TEST_TMP/x.so"; ok $? "the agent puts x.so in its home"
+ex -- sh -c 'cat > /home/agent/dyn && chmod +x /home/agent/dyn' < "$TEST_TMP/dyn"; ok $? "and a program of its own"
 ex -- sh -c 'mkdir -p /home/agent/lib && cat > /home/agent/lib/libc.so.6' < "$TEST_TMP/libc.so.6"
 ok $? "and a libc.so.6 in ~/lib"
 clear_marks
 is "$(marks)" "" "no marks in the guest's /tmp yet"
 
-# LD_PRELOAD: agentd itself is the guest's dynamically linked program (busybox is static).
-ex --env LD_PRELOAD=/home/agent/x.so -- /usr/bin/agentd --version >/dev/null; ok $? "exec --env LD_PRELOAD=~/x.so"
+# LD_PRELOAD: the command is dynamically linked; root's agentd runs first.
+ex --env LD_PRELOAD=/home/agent/x.so -- /home/agent/dyn; ok $? "exec --env LD_PRELOAD=~/x.so"
 m=$(marks)
 unlike "$m" "preload-uid-0 " "LD_PRELOAD did not run the agent's library as guest root ($m)"
 like "$m" "preload-uid-$AUID " "but it did load for the agent's own command (as uid $AUID)"
@@ -83,8 +88,8 @@ ex --env LD_PRELOAD=/home/agent/x.so -- true; ok $? "exec --env LD_PRELOAD=~/x.s
 unlike "$(marks)" "preload-uid-0 " "not as root with a static command either"
 clear_marks
 
-# LD_LIBRARY_PATH: ld.so would take the agent's libc.so.6 for root's agentd.
-ex --env LD_LIBRARY_PATH=/home/agent/lib -- /usr/bin/agentd --version >/dev/null
+# LD_LIBRARY_PATH: ld.so would take the agent's libc.so.6 for a dynamic program run as root.
+ex --env LD_LIBRARY_PATH=/home/agent/lib -- /home/agent/dyn
 ok $? "exec --env LD_LIBRARY_PATH=~/lib"
 m=$(marks)
 unlike "$m" "preload-uid-0 " "LD_LIBRARY_PATH did not run the agent's library as guest root ($m)"
@@ -92,7 +97,7 @@ like "$m" "preload-uid-$AUID " "but it did load for the agent's own command"
 clear_marks
 
 # Asked for: --root runs the command as root, and the env then is root's to give.
-ex --root --env LD_PRELOAD=/home/agent/x.so -- /usr/bin/agentd --version >/dev/null
+ex --root --env LD_PRELOAD=/home/agent/x.so -- /home/agent/dyn
 ok $? "exec --root --env LD_PRELOAD=~/x.so"
 like "$(marks)" "preload-uid-0 " "with --root the library runs as root, as asked"
 clear_marks

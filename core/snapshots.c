@@ -140,7 +140,7 @@ static void take_created(void *userdata, const struct snapshot_result *res)
 		take_fail(t, res->error, res->why);
 		return;
 	}
-	if ((r = db_snapshot_ready(db, t->agent, t->snap, res->kind, res->size_bytes)) < 0 ||
+	if ((r = db_snapshot_ready(db, t->agent, t->snap, res->kind, res->size_bytes, t->good)) < 0 ||
 	    (r = db_snapshot_get(db, t->agent, t->snap, &s)) < 0) {
 		msg = xasprintf("agent '%s': snapshot '%s' was made but cannot be recorded: %s", t->agent, t->snap,
 				strerror(-r));
@@ -148,10 +148,6 @@ static void take_created(void *userdata, const struct snapshot_result *res)
 		t->done(t->userdata, r, msg, NULL);
 		take_free(t);
 		return;
-	}
-	if (t->good >= 0) {
-		(void)db_snapshot_set_good(db, t->agent, t->snap, t->good);
-		s->good = t->good;
 	}
 	log_info("agent '%s': snapshot '%s' taken (%s, %s) in %.3f s: health check %.3f s%s, backend %.3f s, "
 		 "records %.3f s", t->agent, t->snap, snapshot_kind_to_string(res->kind),

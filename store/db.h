@@ -89,9 +89,14 @@ int db_agent_delete(struct db *db, const char *name);
 
 /* Record the intent to make a snapshot (state 'creating'); -EEXIST if the name is taken. */
 int db_snapshot_begin(struct db *db, const char *agent, const char *name, const char *note, bool pinned);
-/* The snapshot exists now: state 'ready' with its kind and size. */
+/*
+ * The snapshot exists now: state 'ready' with its kind, size and what the
+ * health check before it said (good: 1, 0, or -1 unknown), in one statement:
+ * one commit (one fsync) on the snapshot's path, and never a ready row
+ * without its verdict.
+ */
 int db_snapshot_ready(struct db *db, const char *agent, const char *name, enum snapshot_kind kind,
-		      long long size_bytes);
+		      long long size_bytes, int good);
 int db_snapshot_get(struct db *db, const char *agent, const char *name, struct snapshot **ret);
 /* Snapshots of agent (all agents if NULL) in state (an enum snapshot_state, or DB_ANY_STATE), oldest first;
  * NULL-terminated. */
@@ -100,8 +105,6 @@ int db_snapshot_delete(struct db *db, const char *agent, const char *name);
 /* SNAPSHOT_DELETING: a delete under way, finished at start if interrupted. */
 int db_snapshot_set_state(struct db *db, const char *agent, const char *name, enum snapshot_state state);
 int db_snapshot_set_pinned(struct db *db, const char *agent, const char *name, bool pinned);
-/* good: 1, 0, or -1 (unknown). */
-int db_snapshot_set_good(struct db *db, const char *agent, const char *name, int good);
 
 /*
  * Queue a run of agent (durable once this returns 0), in one transaction

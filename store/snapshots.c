@@ -33,7 +33,7 @@ int db_snapshot_begin(struct db *db, const char *agent, const char *name, const 
 }
 
 int db_snapshot_ready(struct db *db, const char *agent, const char *name, enum snapshot_kind kind,
-		      long long size_bytes)
+		      long long size_bytes, int good)
 {
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;
 	int r;
@@ -42,7 +42,7 @@ int db_snapshot_ready(struct db *db, const char *agent, const char *name, enum s
 	if (kind == SNAPSHOT_KIND_PENDING || (unsigned)kind >= SNAPSHOT_KIND__COUNT)
 		return -EINVAL;
 	if ((r = db_prepare(db, &st,
-			    "UPDATE snapshots SET state = ?, kind = ?, size_bytes = ?"
+			    "UPDATE snapshots SET state = ?, kind = ?, size_bytes = ?, good = ?"
 			    " WHERE name = ? AND agent_id = (SELECT id FROM agents WHERE name = ?)")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, snapshot_state_to_string(SNAPSHOT_READY), -1, SQLITE_STATIC);
@@ -51,8 +51,12 @@ int db_snapshot_ready(struct db *db, const char *agent, const char *name, enum s
 		sqlite3_bind_int64(st, 3, size_bytes);
 	else
 		sqlite3_bind_null(st, 3);
-	sqlite3_bind_text(st, 4, name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 5, agent, -1, SQLITE_STATIC);
+	if (good < 0)
+		sqlite3_bind_null(st, 4);
+	else
+		sqlite3_bind_int(st, 4, good ? 1 : 0);
+	sqlite3_bind_text(st, 5, name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 6, agent, -1, SQLITE_STATIC);
 	return db_step_change(db, st);
 }
 
@@ -167,21 +171,6 @@ int db_snapshot_set_pinned(struct db *db, const char *agent, const char *name, b
 				     " AND agent_id = (SELECT id FROM agents WHERE name = ?3)", agent, name, &st)) < 0)
 		return r;
 	sqlite3_bind_int(st, 1, pinned ? 1 : 0);
-	return db_step_change(db, st);
-}
-
-int db_snapshot_set_good(struct db *db, const char *agent, const char *name, int good)
-{
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
-	int r;
-
-	if ((r = snapshot_update(db, "UPDATE snapshots SET good = ?1 WHERE name = ?2"
-				     " AND agent_id = (SELECT id FROM agents WHERE name = ?3)", agent, name, &st)) < 0)
-		return r;
-	if (good < 0)
-		sqlite3_bind_null(st, 1);
-	else
-		sqlite3_bind_int(st, 1, good);
 	return db_step_change(db, st);
 }
 

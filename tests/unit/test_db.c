@@ -214,7 +214,7 @@ int main(void)
 
 		is_int(db_snapshot_begin(db, "triage", "s1", "a note", false), 0, "snapshot row begins 'creating'");
 		is_int(db_snapshot_begin(db, "triage", "s1", NULL, false), -EEXIST, "a taken snapshot name is -EEXIST");
-		is_int(db_snapshot_ready(db, "triage", "s1", SNAPSHOT_KIND_DIR, 4096), 0, "snapshot ready");
+		is_int(db_snapshot_ready(db, "triage", "s1", SNAPSHOT_KIND_DIR, 4096, 1), 0, "snapshot ready");
 		is_int(db_snapshot_set_pinned(db, "triage", "s1", true), 0, "pin");
 		is_int(db_snapshot_set_pinned(db, "triage", "nope", true), -ENOENT, "pin of unknown is -ENOENT");
 		is_int(db_snapshot_set_state(db, "triage", "s1", SNAPSHOT_DELETING), 0, "mark deleting");
@@ -226,11 +226,12 @@ int main(void)
 		snapshot_list_free(snaps);
 		is_int(db_snapshot_get(db, "triage", "s1", &sn), 0, "get snapshot");
 		ok(sn->pinned && sn->size_bytes == 4096 && sn->kind == SNAPSHOT_KIND_DIR, "pinned, size and kind stored");
+		is_int(sn->good, 1, "the health verdict is stored with the ready row");
 		snapshot_free(sn);
 		sn = NULL;
 		is_str(sql_line(path, "SELECT kind, state FROM snapshots WHERE name = 's1'"), "dir|deleting",
 		       "kind and state are stored as their words");
-		is_int(db_snapshot_ready(db, "triage", "s1", SNAPSHOT_KIND_PENDING, 1), -EINVAL,
+		is_int(db_snapshot_ready(db, "triage", "s1", SNAPSHOT_KIND_PENDING, 1, -1), -EINVAL,
 		       "pending is no kind a snapshot is made as");
 
 		/* A word this fleetd does not know (a newer one's, or damage) is an error, never a guess. */

@@ -124,7 +124,8 @@ size_t deliveries_commit(struct fleetd *f, const struct hook_delivery *d, size_t
 			continue;
 		answer_ok(&answers[i], &d[i], &res[i]);
 		log_outcome(&d[i], &res[i]);
-		watch_publish(f, "delivery", NULL, json_pack("{s:s, s:s, s:s?, s:s, s:i}", "route", d[i].route, "delivery", d[i].delivery_id, "event_type", d[i].event_type, "outcome", res[i].outcome, "runs", (int)res[i].n_runs));
+		if (watch_active(f))
+			watch_publish(f, "delivery", NULL, json_pack("{s:s, s:s, s:s?, s:s, s:i}", "route", d[i].route, "delivery", d[i].delivery_id, "event_type", d[i].event_type, "outcome", res[i].outcome, "runs", (int)res[i].n_runs));
 		runs += res[i].n_runs;
 		ok++;
 	}

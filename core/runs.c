@@ -159,7 +159,8 @@ static void finish(struct active *act, enum run_state state, int exit_code, cons
 		log_warning("agent '%s': run %" PRId64 " %s: %s", agent, act->id, run_state_to_string(state), error);
 	else
 		log_info("agent '%s': run %" PRId64 " %s (exit %d)", agent, act->id, run_state_to_string(state), exit_code);
-	watch_publish(q->f, "run.finished", agent, json_pack("{s:I, s:s, s:i, s:s?}", "run", (json_int_t)act->id, "state", run_state_to_string(state), "exit_code", exit_code, "error", error));
+	if (watch_active(q->f))
+		watch_publish(q->f, "run.finished", agent, json_pack("{s:I, s:s, s:i, s:s?}", "run", (json_int_t)act->id, "state", run_state_to_string(state), "exit_code", exit_code, "error", error));
 	active_free(act);
 	if (check_health) {
 		r = health_check_and_act(q->f, agent);
@@ -436,7 +437,8 @@ static struct active *take_run(struct runs *q, const struct run *run)
 	act->next = q->active;
 	q->active = act;
 	q->n_active++;
-	watch_publish(f, "run.started", run->agent, json_pack("{s:I, s:s}", "run", (json_int_t)run->id, "trigger", run->trigger));
+	if (watch_active(f))
+		watch_publish(f, "run.started", run->agent, json_pack("{s:I, s:s}", "run", (json_int_t)run->id, "trigger", run->trigger));
 	return act;
 }
 

@@ -46,6 +46,11 @@ static void sweep(struct watch_bus *bus)
 	}
 }
 
+bool watch_active(const struct fleetd *f)
+{
+	return f->watch && f->watch->head;
+}
+
 void watch_publish(struct fleetd *f, const char *type, const char *agent, json_t *fields)
 {
 	struct watch_bus *bus = f->watch;

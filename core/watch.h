@@ -11,6 +11,7 @@
 #define FLEET_CORE_WATCH_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 struct fleetd;
@@ -23,6 +24,9 @@ struct watcher;
  * Cheap when no one watches; never fails for the publisher.
  */
 void watch_publish(struct fleetd *f, const char *type, const char *agent, json_t *fields);
+
+/* Whether anyone watches now: a publisher on a per-delivery or per-run path builds no fields for nobody. */
+bool watch_active(const struct fleetd *f);
 
 /*
  * Get every event from now on (only agent's when agent is not NULL). A

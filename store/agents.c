@@ -125,10 +125,10 @@ static struct agent *agent_from_row(sqlite3_stmt *st)
 
 int db_agent_get(struct db *db, const char *name, struct agent **ret)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	int r;
 
-	if ((r = db_prepare(db, &st, "SELECT " AGENT_COLUMNS " FROM agents WHERE name = ?")) < 0)
+	if ((r = db_prepare_cached(db, &st, "SELECT " AGENT_COLUMNS " FROM agents WHERE name = ?")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
 	if ((r = db_step(db, st)) <= 0)
@@ -139,12 +139,12 @@ int db_agent_get(struct db *db, const char *name, struct agent **ret)
 
 int db_agent_list(struct db *db, struct agent ***ret, size_t *n)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	struct agent **list = NULL;
 	size_t count = 0, cap = 0;
 	int r;
 
-	if ((r = db_prepare(db, &st, "SELECT " AGENT_COLUMNS " FROM agents ORDER BY name")) < 0)
+	if ((r = db_prepare_cached(db, &st, "SELECT " AGENT_COLUMNS " FROM agents ORDER BY name")) < 0)
 		return r;
 	while ((r = db_step(db, st)) > 0) {
 		if (count + 1 >= cap) {
@@ -180,10 +180,10 @@ int db_agent_count(struct db *db, long *ret)
 
 int db_agent_set_state(struct db *db, const char *name, enum agent_state state, const char *detail)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	int r;
 
-	if ((r = db_prepare(db, &st, "UPDATE agents SET state = ?, updated_at = ?, state_detail = ? WHERE name = ?")) < 0)
+	if ((r = db_prepare_cached(db, &st, "UPDATE agents SET state = ?, updated_at = ?, state_detail = ? WHERE name = ?")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, agent_state_to_string(state), -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, unix_now());
@@ -194,10 +194,10 @@ int db_agent_set_state(struct db *db, const char *name, enum agent_state state, 
 
 int db_agent_set_health(struct db *db, const char *name, int healthy, const char *detail)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	int r;
 
-	if ((r = db_prepare(db, &st, "UPDATE agents SET health = ?, health_at = ?, health_detail = ? WHERE name = ?")) < 0)
+	if ((r = db_prepare_cached(db, &st, "UPDATE agents SET health = ?, health_at = ?, health_detail = ? WHERE name = ?")) < 0)
 		return r;
 	sqlite3_bind_int(st, 1, healthy ? 1 : 0);
 	sqlite3_bind_int64(st, 2, unix_now());

@@ -13,7 +13,7 @@
 
 #include "common/util.h"
 
-#define DB_STMT_CACHE 16
+#define DB_STMT_CACHE 48
 
 struct db {
 	sqlite3 *h;

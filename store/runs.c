@@ -142,11 +142,11 @@ int db_run_insert(struct db *db, const char *agent, const char *trigger, int64_t
 
 int db_event_get(struct db *db, int64_t id, struct run_event **ret)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	struct run_event *e;
 	int r;
 
-	if ((r = db_prepare(db, &st, "SELECT id, source, route, delivery_id, received_at, headers, body, event_type"
+	if ((r = db_prepare_cached(db, &st, "SELECT id, source, route, delivery_id, received_at, headers, body, event_type"
 				     " FROM events WHERE id = ?")) < 0)
 		return r;
 	sqlite3_bind_int64(st, 1, id);
@@ -175,10 +175,10 @@ int db_event_get(struct db *db, int64_t id, struct run_event **ret)
 
 int db_run_get(struct db *db, int64_t id, struct run **ret)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	int r;
 
-	if ((r = db_prepare(db, &st, "SELECT " RUN_COLUMNS " FROM runs r JOIN agents a ON a.id = r.agent_id"
+	if ((r = db_prepare_cached(db, &st, "SELECT " RUN_COLUMNS " FROM runs r JOIN agents a ON a.id = r.agent_id"
 				     " WHERE r.id = ?")) < 0)
 		return r;
 	sqlite3_bind_int64(st, 1, id);
@@ -299,10 +299,10 @@ int db_runs_pass_end(struct db *db, bool keep)
 
 int db_run_start(struct db *db, int64_t id, const char *log_path)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	int r;
 
-	if ((r = db_prepare(db, &st, "UPDATE runs SET state = ?, started_at = ?, log_path = ?"
+	if ((r = db_prepare_cached(db, &st, "UPDATE runs SET state = ?, started_at = ?, log_path = ?"
 				     " WHERE id = ? AND state = ?")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, run_state_to_string(RUN_RUNNING), -1, SQLITE_STATIC);
@@ -327,12 +327,12 @@ int db_run_set_snapshot(struct db *db, int64_t id, const char *snap)
 
 int db_run_finish(struct db *db, int64_t id, enum run_state state, int exit_code, const char *error)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	int r;
 
 	if ((unsigned)state >= RUN_STATE__COUNT)
 		return -EINVAL;
-	if ((r = db_prepare(db, &st, "UPDATE runs SET state = ?, finished_at = ?, exit_code = ?, error = ?"
+	if ((r = db_prepare_cached(db, &st, "UPDATE runs SET state = ?, finished_at = ?, exit_code = ?, error = ?"
 				     " WHERE id = ?")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, run_state_to_string(state), -1, SQLITE_STATIC);

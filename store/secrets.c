@@ -25,10 +25,10 @@ void db_secrets_free(struct db_secret *s, size_t n)
 /* 0 if agent exists, -ENOENT if not, else -errno. */
 static int agent_exists(struct db *db, const char *agent)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	int r;
 
-	if ((r = db_prepare(db, &st, "SELECT 1 FROM agents WHERE name = ?")) < 0)
+	if ((r = db_prepare_cached(db, &st, "SELECT 1 FROM agents WHERE name = ?")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, agent, -1, SQLITE_STATIC);
 	r = db_step(db, st);
@@ -96,14 +96,14 @@ static unsigned char *col_blobdup(sqlite3_stmt *st, int col, size_t *len)
 
 int db_secret_list(struct db *db, const char *agent, bool with_sealed, struct db_secret **ret, size_t *n)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	struct db_secret *list = NULL;
 	size_t count = 0;
 	int r;
 
 	if ((r = agent_exists(db, agent)) < 0)
 		return r;
-	if ((r = db_prepare(db, &st, "SELECT s.name, s.nonce, s.ciphertext, s.size, s.created_at, s.updated_at"
+	if ((r = db_prepare_cached(db, &st, "SELECT s.name, s.nonce, s.ciphertext, s.size, s.created_at, s.updated_at"
 				     " FROM secrets s JOIN agents a ON a.id = s.agent_id WHERE a.name = ? ORDER BY s.name")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, agent, -1, SQLITE_STATIC);

@@ -55,11 +55,13 @@ done
 # What a fleet host needs at run time (useradd, nft, ip, mke2fs for the
 # memory stores, ...) and what the test drives it with (sshd), plus the
 # Debian packages of every library fleet's programs link.
+# libarchive13: agentd loads it at run time (memory export/import), so ldd does not name it.
 PKGS="systemd systemd-sysv udev kmod dbus iproute2 nftables passwd util-linux procps e2fsprogs
-openssh-server ca-certificates"
+openssh-server ca-certificates libarchive13"
 libs=$(for b in "$BUILD"/daemon/fleetd "$BUILD"/daemon/fleet-hooksd "$BUILD"/daemon/fleet-init \
 	"$BUILD"/ctl/fleetctl "$BUILD"/agentd/agentd; do
-	[ -x "$b" ] && ldd "$b" | awk '/=> \//{print $3}'
+	# A static program (agentd, fleet-init) has none: ldd fails, nothing to add.
+	[ -x "$b" ] && { ldd "$b" 2>/dev/null || true; } | awk '/=> \//{print $3}'
 done | sort -u)
 # One dpkg-query for all (it is slow per call), by file name: merged /usr
 # means dpkg may know a library under /lib or /usr/lib.

@@ -20,7 +20,7 @@ PACKAGES=(
 	# with the archive keyring) and what building its server needs
 	dpkg-dev debian-archive-keyring libtomcrypt-dev libtommath-dev zlib1g-dev
 	# user agents
-	passwd util-linux
+	passwd util-linux debootstrap kmod
 	# user agents' --network nat: namespaces and veth pairs (ip), fleet's firewall rules (nft)
 	iproute2 nftables
 	# tests and demo

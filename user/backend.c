@@ -185,6 +185,34 @@ static int reconcile_memory(struct fleetd *f, const struct agent *a, uid_t uid, 
 	return memfs_ensure(f, a->name, uid, memfs_quota(a), why);
 }
 
+/* An agent's cgroup limits, from its record. */
+static struct cgroup_limits agent_limits(const struct agent *a)
+{
+	return (struct cgroup_limits){
+		.memory_bytes = (uint64_t)a->memory_mib << 20,
+		.pids_max = USER_AGENT_PIDS_MAX,
+		.cpus = a->vcpus,
+	};
+}
+
+/*
+ * A reboot empties cgroupfs: a provisioned agent's group is made again, with
+ * its limits, before anything starts it (autostart). One that is there (fleetd
+ * restarted, its sandboxes kept) is left as it is.
+ */
+static int reconcile_cgroup(struct fleetd *f, const struct agent *a, uid_t uid, char **why)
+{
+	struct cgroup_limits lim = agent_limits(a);
+
+	(void)f;
+	(void)uid;
+	if (a->state == AGENT_DEFINED || a->state == AGENT_PROVISIONING || !cgroup_host_usable(us->cg) ||
+	    cgroup_exists(us->cg, a->name))
+		return 0;
+	log_info("agent '%s': its cgroup is gone (the host rebooted): made again", a->name);
+	return cgroup_create(us->cg, a->name, &lim, why);
+}
+
 static void reconcile_each(struct fleetd *f, const struct backend_host *host,
 			   int (*fix)(struct fleetd *, const struct agent *, uid_t, char **), const char *what)
 {
@@ -221,6 +249,7 @@ static int user_init(struct fleetd *f, const struct backend_host *host, char **w
 	account_sweep(f);
 	user_snapshots_sweep(f);
 	memfs_sweep(f);	/* before any store is mounted or built */
+	reconcile_each(f, host, reconcile_cgroup, "make its cgroup again");
 	reconcile_each(f, host, reconcile_memory, "mount its memory store");
 	reconcile_each(f, host, netns_ensure, "restore its network");	/* nothing for --network none */
 	netns_refresh_start(f, host);
@@ -258,11 +287,7 @@ static void user_shutdown(struct fleetd *f)
 
 static int user_provision(struct fleetd *f, const struct agent *a, char **why)
 {
-	struct cgroup_limits lim = {
-		.memory_bytes = (uint64_t)a->memory_mib << 20,
-		.pids_max = USER_AGENT_PIDS_MAX,
-		.cpus = a->vcpus,
-	};
+	struct cgroup_limits lim = agent_limits(a);
 	_cleanup_free_ char *user = NULL, *home = NULL;
 	uid_t uid;
 	int r;

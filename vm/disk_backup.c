@@ -32,6 +32,7 @@ struct vm_disk_copy {
 	char **snaps;
 	size_t n_snaps;
 	long long paused_usec;	/* -1: not paused */
+	char *resume_why;	/* the resume failed: the guest stays paused */
 };
 
 int vm_disk_copy_begin(struct fleetd *f, const char *agent, char *const *snaps, size_t n,
@@ -174,8 +175,14 @@ int vm_disk_copy_run(struct vm_disk_copy *c, int dir, json_t *entry, json_t *nam
 	/* Resumed whatever happened above. */
 	if (t0) {
 		c->paused_usec = now_usec() - t0;
-		if ((rr = virt_domain_resume(c->virt, c->domain, r < 0 ? NULL : why)) < 0 && !r)
-			r = rr;
+		if ((rr = virt_domain_resume(c->virt, c->domain, &c->resume_why)) < 0) {
+			if (!c->resume_why)
+				c->resume_why = xstrdup(strerror(-rr));
+			if (!r) {
+				r = rr;
+				*why = xasprintf("cannot resume its guest after the copy: %s", c->resume_why);
+			}
+		}
 	}
 	return r;
 }
@@ -188,6 +195,10 @@ void vm_disk_copy_end(struct vm_disk_copy *c)
 	if (c->paused_usec >= 0)
 		log_notice("agent '%s': paused %.3f s while its disks were copied for the backup", c->vm->name,
 			   c->paused_usec / 1e6);
+	if (c->resume_why)
+		log_error("agent '%s': its guest stays paused, the resume after the backup copy failed: %s "
+			  "(fleetctl restart %s)", c->vm->name, c->resume_why, c->vm->name);
+	free(c->resume_why);
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++)
 		free(c->paths[i]);
 	for (size_t i = 0; i < c->n_snaps; i++)

@@ -14,7 +14,8 @@
  *   egress.c     NAT guests' firewall rules and --egress-allow lists
  *   memdisk.c    the memory store's own disk: made on a worker, grown with the quota
  *   doctor.c     libvirtd and KVM as `fleetctl doctor` reports them
- * All of it runs on fleetd's loop thread, bar snapshots.c's worker (which
+ *   disk_backup.c  backup --with-disks and its restore (public: disk_backup.h)
+ * All of it runs on fleetd's loop thread, bar snapshots.c's and disk_backup.c's workers (which
  * touches only its job) and virt.c's libvirt event thread.
  */
 #ifndef FLEET_VM_INTERNAL_H

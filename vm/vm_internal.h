@@ -16,7 +16,7 @@
  *   doctor.c     libvirtd and KVM as `fleetctl doctor` reports them
  *   disk_backup.c  backup --with-disks and its restore (public: disk_backup.h)
  * All of it runs on fleetd's loop thread, bar snapshots.c's and disk_backup.c's workers (which
- * touches only its job) and virt.c's libvirt event thread.
+ * touch only their jobs) and virt.c's libvirt event thread.
  */
 #ifndef FLEET_VM_INTERNAL_H
 #define FLEET_VM_INTERNAL_H

@@ -21,6 +21,7 @@
 #include "model/fleetd.h"
 #include "store/db.h"
 #include "user/home_archive.h"
+#include "vm/disk_backup.h"
 
 /* A tree to archive as its agent: the home, or (--with-disks) a snapshot's copy of it. */
 struct home_item {
@@ -32,6 +33,13 @@ struct home_item {
 	json_t *entry;		/* its object in the manifest's agents (borrowed from the manifest) */
 };
 
+/* --with-disks: a VM agent's disks, copied on the worker. */
+struct vm_item {
+	struct vm_disk_copy *copy;
+	char *agent;
+	json_t *entry;		/* borrowed from the manifest */
+};
+
 struct backup_job {
 	struct fleetd *f;
 	int dir;
@@ -39,6 +47,8 @@ struct backup_job {
 	json_t *manifest;	/* owned; "files" and "agents" filled as the job goes */
 	struct home_item *homes;
 	size_t n_homes;
+	struct vm_item *vms;
+	size_t n_vms;
 	int r;
 	char *why;
 	backup_done_fn done;
@@ -107,6 +117,11 @@ static void job_free(struct backup_job *j)
 		free(j->homes[i].file);
 	}
 	free(j->homes);
+	for (size_t i = 0; i < j->n_vms; i++) {
+		vm_disk_copy_end(j->vms[i].copy);	/* on the loop: the agent free again */
+		free(j->vms[i].agent);
+	}
+	free(j->vms);
 	json_decref(j->manifest);
 	if (j->dir >= 0)
 		close(j->dir);
@@ -210,6 +225,21 @@ static void work(void *arg)
 		json_array_append_new(json_object_get(h->entry, "copied"), json_string("home"));
 		json_array_append_new(json_object_get(h->entry, "copied"), json_string("memory"));
 	}
+	for (size_t i = 0; i < j->n_vms && !j->r; i++) {
+		struct vm_item *v = &j->vms[i];
+		_cleanup_free_ char *why = NULL;
+		json_t *names = json_array(), *e;
+		size_t k;
+
+		if ((j->r = vm_disk_copy_run(v->copy, j->dir, v->entry, names, &why)) < 0)
+			j->why = xasprintf("agent '%s': %s", v->agent, why ? why : strerror(-j->r));
+		json_array_foreach(names, k, e)
+			if (!j->r && (j->r = add_file(j, json_string_value(e))) < 0)
+				break;
+		json_decref(names);
+		if (!j->r)
+			json_array_append_new(json_object_get(v->entry, "copied"), json_string("disks"));
+	}
 	if (j->r)
 		return;
 	/* Everything is on disk before the manifest says so. */
@@ -269,6 +299,32 @@ static int add_snapshots(struct backup_job *j, const char *agent, uid_t uid, jso
 	return 0;
 }
 
+/* --with-disks: a VM agent's disks and its snapshots' definitions, for the worker. */
+static int add_vm(struct backup_job *j, const char *agent, json_t *e, char **why)
+{
+	struct snapshot **list = NULL;
+	struct vm_disk_copy *c = NULL;
+	char **names;
+	size_t n = 0;
+	int r;
+
+	if ((r = db_snapshot_list(j->f->db, agent, SNAPSHOT_READY, &list, &n)) < 0) {
+		*why = xasprintf("agent '%s': cannot list its snapshots: %s", agent, strerror(-r));
+		return r;
+	}
+	names = xcalloc(n + 1, sizeof(*names));
+	for (size_t i = 0; i < n; i++)
+		names[i] = list[i]->name;
+	r = vm_disk_copy_begin(j->f, agent, names, n, &c, why);
+	free(names);
+	snapshot_list_free(list);
+	if (r < 0)
+		return r;
+	j->vms = xrealloc(j->vms, (j->n_vms + 1) * sizeof(*j->vms));
+	j->vms[j->n_vms++] = (struct vm_item){ .copy = c, .agent = xstrdup(agent), .entry = e };
+	return 0;
+}
+
 /* The agents part of the manifest; user agents' homes (and snapshots) queued for the worker. */
 static int list_agents(struct backup_job *j, bool with_disks, char **why)
 {
@@ -281,12 +337,6 @@ static int list_agents(struct backup_job *j, bool with_disks, char **why)
 		*why = xasprintf("cannot list agents: %s", strerror(-r));
 		return r;
 	}
-	for (size_t i = 0; i < n && !r; i++)
-		if (with_disks && list[i]->backend == BACKEND_VM) {
-			*why = xasprintf("--with-disks is not supported for VM agents yet ('%s' is one); back up "
-					 "without it (VM agents are then provisioned afresh at restore)", list[i]->name);
-			r = -ENOTSUP;
-		}
 	for (size_t i = 0; i < n && !r; i++) {
 		struct agent *a = list[i];
 		json_t *e = json_pack("{s:s, s:s, s:s, s:[]}", "name", a->name, "backend", backend_kind_to_string(a->backend),
@@ -295,6 +345,11 @@ static int list_agents(struct backup_job *j, bool with_disks, char **why)
 		char *home;
 
 		json_array_append_new(agents, e);
+		if (with_disks && a->backend == BACKEND_VM && a->state != AGENT_DEFINED && a->state != AGENT_MISSING &&
+		    a->state != AGENT_PROVISIONING && a->state != AGENT_REMOVING) {
+			r = add_vm(j, a->name, e, why);
+			continue;
+		}
 		/* What has no home (never made, gone, being made or removed): its record is all there is. */
 		if (a->backend != BACKEND_USER || a->state == AGENT_DEFINED || a->state == AGENT_MISSING ||
 		    a->state == AGENT_PROVISIONING || a->state == AGENT_REMOVING)

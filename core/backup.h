@@ -23,7 +23,7 @@ typedef void (*backup_done_fn)(void *userdata, int r, const char *why, const jso
  * Start a backup into dir (absolute; must not exist, or be an empty
  * directory of root's). 0: done() follows. -errno with *why: nothing
  * started: -EINVAL bad dir or passphrase, -EEXIST dir is not empty,
- * -EBUSY a backup is under way, -ENOTSUP with_disks and a VM agent.
+ * -EBUSY a backup is under way or (with_disks) a VM agent is mid-snapshot.
  */
 int backup_start(struct fleetd *f, const char *dir, const char *pass, size_t pass_len, bool with_disks,
 		 backup_done_fn done, void *userdata, char **why);

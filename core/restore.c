@@ -22,6 +22,7 @@
 #include "model/fleetd.h"
 #include "store/db.h"
 #include "user/home_archive.h"
+#include "vm/disk_backup.h"
 
 struct restore {
 	int dir;
@@ -350,6 +351,41 @@ static void unpack_snapshots(struct fleetd *f, struct restore *rs, const char *a
 	}
 }
 
+/* --with-disks: a VM agent on its own disks, its domain and snapshots defined again. */
+static void restore_vm(struct fleetd *f, struct restore *rs, const struct agent *a, const json_t *e, const json_t *snaps)
+{
+	_cleanup_free_ char *why = NULL;
+	const json_t *s;
+	size_t i, kept = 0;
+	int r;
+
+	if ((r = vm_disk_restore(f, a, rs->dir, e, &why)) < 0) {
+		char *w = xasprintf("not restored: its disks could not be put back: %s", why ? why : strerror(-r));
+
+		log_error("restore: agent '%s': %s", a->name, w);
+		(void)lifecycle_set_state(f, a->name, AGENT_MISSING, w);
+		free(w);
+		return;
+	}
+	json_array_foreach(snaps, i, s) {
+		const char *snap = json_string_value(json_object_get(s, "name"));
+		const char *xml = json_string_value(json_object_get(s, "libvirt_xml"));
+		_cleanup_free_ char *swhy = NULL;
+
+		if (!snap)
+			continue;
+		if (!xml || (r = vm_disk_restore_snapshot(f, a, xml, &swhy)) < 0) {
+			log_error("restore: agent '%s': snapshot '%s' not restored: %s", a->name, snap,
+				  swhy ? swhy : "no definition in the manifest");
+			(void)db_snapshot_delete(f->db, a->name, snap);
+			continue;
+		}
+		kept++;
+	}
+	(void)lifecycle_set_state(f, a->name, AGENT_STOPPED, NULL);
+	log_notice("restore: agent '%s' (vm) restored on its disks (memory store included), %zu snapshot(s)", a->name, kept);
+}
+
 static void restore_one(struct fleetd *f, struct restore *rs, json_t *e)
 {
 	const char *name = json_string_value(json_object_get(e, "name"));
@@ -359,6 +395,7 @@ static void restore_one(struct fleetd *f, struct restore *rs, json_t *e)
 	_cleanup_free_ char *why = NULL;
 	const struct backend_ops *ops;
 	const char *bwhy;
+	bool vm_disks;
 	int r;
 
 	if (!name || db_agent_get(f->db, name, &a) < 0) {
@@ -372,13 +409,18 @@ static void restore_one(struct fleetd *f, struct restore *rs, json_t *e)
 		(void)db_agent_delete(f->db, name);
 		return;
 	}
-	snaps = a->backend == BACKEND_USER ? json_object_get(e, "snapshots") : NULL;
+	vm_disks = a->backend == BACKEND_VM && json_array_size(json_object_get(e, "vm_files"));
+	snaps = a->backend == BACKEND_USER || vm_disks ? json_object_get(e, "snapshots") : NULL;
 	drop_snapshots(f, name, snaps);
 	if (a->state == AGENT_DEFINED)
 		return;	/* never provisioned: nothing to make */
 	if (!(ops = backend_get(f, a->backend, &bwhy))) {
 		why = xasprintf("not restored: the %s backend is unavailable (%s)", backend_kind_to_string(a->backend), bwhy);
 		goto fail;
+	}
+	if (vm_disks) {
+		restore_vm(f, rs, a, e, snaps);
+		return;
 	}
 	if ((r = ops->provision(f, a, &why)) < 0) {
 		char *w = xasprintf("not restored: provision failed: %s", why ? why : strerror(-r));

@@ -210,8 +210,9 @@ static const struct command commands[] = {
 	  "sizes and dates, never values. Secrets go with their agent when it is removed.\n",
 	  cmd_secret },
 	{ "backup", "DIR [--with-disks]", "Back up the fleet into a new directory (fleetd --restore-from brings it back).",
-	  "  --with-disks   also each user agent's snapshots (VM agents' disks: not supported\n"
-	  "                 yet, refused while there is a VM agent)\n"
+	  "  --with-disks   also each user agent's snapshots, and each VM agent's disks\n"
+	  "                 (its overlay with its snapshots, memory disk, seed, keys; a\n"
+	  "                 running guest is paused while they are copied)\n"
 	  "DIR is an absolute path on fleetd's host that does not exist yet (or is an empty\n"
 	  "directory of root's); fleetd makes it 0700. It gets a consistent copy of the\n"
 	  "database, the secrets host key sealed with a passphrase read from stdin (one\n"

@@ -374,6 +374,16 @@ static int with_domain(struct virt *v, const char *name, int (*op)(virDomainPtr)
 	return r;
 }
 
+int virt_domain_suspend(struct virt *v, const char *name, char **why)
+{
+	return with_domain(v, name, virDomainSuspend, "cannot pause domain", why);
+}
+
+int virt_domain_resume(struct virt *v, const char *name, char **why)
+{
+	return with_domain(v, name, virDomainResume, "cannot resume domain", why);
+}
+
 int virt_domain_start(struct virt *v, const char *name, char **why)
 {
 	return with_domain(v, name, virDomainCreate, "cannot start domain", why);
@@ -549,6 +559,48 @@ int virt_snapshot_create(struct virt *v, const char *domain, const char *snap, c
 		return r;
 	s = virDomainSnapshotCreateXML(d, xml, VIR_DOMAIN_SNAPSHOT_CREATE_ATOMIC);
 	r = s ? 0 : last_error("cannot create snapshot", why);
+	if (s)
+		virDomainSnapshotFree(s);
+	virDomainFree(d);
+	return r;
+}
+
+int virt_snapshot_xml(struct virt *v, const char *domain, const char *snap, char **ret_xml, char **why)
+{
+	virDomainSnapshotPtr s;
+	virDomainPtr d;
+	char *xml;
+	int r;
+
+	if ((r = lookup(v, domain, &d, why)) < 0)
+		return r;
+	if (!(s = virDomainSnapshotLookupByName(d, snap, 0))) {
+		r = last_error("cannot find snapshot", why);
+		virDomainFree(d);
+		return r;
+	}
+	/* SECURE: the definition is given back as it was, nothing left out. */
+	xml = virDomainSnapshotGetXMLDesc(s, VIR_DOMAIN_SNAPSHOT_XML_SECURE);
+	r = xml ? 0 : last_error("cannot read snapshot definition", why);
+	if (xml) {
+		*ret_xml = xstrdup(xml);
+		free(xml);
+	}
+	virDomainSnapshotFree(s);
+	virDomainFree(d);
+	return r;
+}
+
+int virt_snapshot_redefine(struct virt *v, const char *domain, const char *xml, char **why)
+{
+	virDomainSnapshotPtr s;
+	virDomainPtr d;
+	int r;
+
+	if ((r = lookup(v, domain, &d, why)) < 0)
+		return r;
+	s = virDomainSnapshotCreateXML(d, xml, VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE);
+	r = s ? 0 : last_error("cannot define snapshot again", why);
 	if (s)
 		virDomainSnapshotFree(s);
 	virDomainFree(d);

@@ -94,6 +94,17 @@ int virt_snapshot_delete(struct virt *v, const char *domain, const char *snap, c
 /* 1 if it exists, 0 if not, -errno. */
 int virt_snapshot_exists(struct virt *v, const char *domain, const char *snap);
 
+/*
+ * For fleetctl backup --with-disks (vm/disk_backup.c): pause and resume a
+ * running domain (QEMU drains and flushes its block layer on a pause), a
+ * snapshot's definition (caller frees), and that definition given back to
+ * the same domain (same UUID) defined again, its qcow2 holding the data.
+ */
+int virt_domain_suspend(struct virt *v, const char *name, char **why);
+int virt_domain_resume(struct virt *v, const char *name, char **why);
+int virt_snapshot_xml(struct virt *v, const char *domain, const char *snap, char **ret_xml, char **why);
+int virt_snapshot_redefine(struct virt *v, const char *domain, const char *xml, char **why);
+
 const char *virt_state_to_string(enum virt_state s);
 
 #endif

@@ -14,8 +14,9 @@
  *   egress.c     NAT guests' firewall rules and --egress-allow lists
  *   memdisk.c    the memory store's own disk: made on a worker, grown with the quota
  *   doctor.c     libvirtd and KVM as `fleetctl doctor` reports them
- * All of it runs on fleetd's loop thread, bar snapshots.c's worker (which
- * touches only its job) and virt.c's libvirt event thread.
+ *   disk_backup.c  backup --with-disks and its restore (public: disk_backup.h)
+ * All of it runs on fleetd's loop thread, bar snapshots.c's and disk_backup.c's workers (which
+ * touch only their jobs) and virt.c's libvirt event thread.
  */
 #ifndef FLEET_VM_INTERNAL_H
 #define FLEET_VM_INTERNAL_H

@@ -127,6 +127,32 @@ is "$(ex -- cat /home/agent/memory/sub/f)" "deep" "subdirectories too"
 is "$(ex -- stat -c '%U' /home/agent/memory/legacy)" "agent" "still the agent's"
 ex -- test -e /home/agent/memory/lost+found; is "$?" 1 "no lost+found left in the store"
 
+# fleetctl backup --with-disks of the running guest, restored into a wiped
+# state dir (#14): the memory store, a file and a snapshot come back.
+printf 'backed up' | m put bk && ex -- sh -c 'echo in-guest > /home/agent/bk-file'; ok $? "a key and a file in the guest"
+"$FLEETCTL" snapshot "$A" bk >/dev/null; ok $? "a snapshot to back up"
+# A running guest's copy is crash-consistent (a power cut's): what it has synced is in it.
+ex -- sh -c 'echo after-snap > /home/agent/bk-file && sync'
+BK=$TEST_TMP/backup
+echo "vm pass" | "$FLEETCTL" backup "$BK" --with-disks >/dev/null; ok $? "backup --with-disks while the guest runs"
+is "$(ex -- cat /home/agent/bk-file)" "after-snap" "the guest is resumed: exec works after"
+like "$(cat "$STATE/fleetd.log")" "agent '$A': paused [0-9.]+ s while its disks were copied" "the pause is logged"
+is "$(jq -r ".agents[] | select(.name == \"$A\") | .copied | join(\" \")" "$BK/manifest.json")" "disks" "the manifest says its disks are in"
+stop_fleetd; ok $? "stop fleetd"
+virsh_ns destroy "fleet-$A" >/dev/null 2>&1
+virsh_ns undefine --snapshots-metadata "fleet-$A" >/dev/null; ok $? "its domain undefined"
+rm -rf "$STATE" && mkdir -p "$STATE/images" "$STATE/vms" && echo qemu > "$STATE/vms/virt-type" &&
+	cp "$IMG/vmlinuz" "$IMG/initramfs.img" "$IMG/base.qcow2" "$STATE/images/"; ok $? "the state dir wiped (the image left in image_dir)"
+printf 'vm pass\n' | vmns_exec "$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" \
+	--restore-from "$BK" 2>>"$TEST_TMP/fleetd.start"; ok $? "fleetd --restore-from"
+FLEETD_PID=$(head -1 "$STATE/fleetd.lock"); _pids+=("$FLEETD_PID")
+like "$(cat "$STATE/fleetd.log")" "restore: agent '$A' \(vm\) restored on its disks" "its log says so"
+"$FLEETCTL" start "$A" >/dev/null; ok $? "the restored agent boots"
+is "$(m get bk)" "backed up" "its memory key is there"
+is "$(ex -- cat /home/agent/bk-file)" "after-snap" "and the file"
+"$FLEETCTL" restore "$A" bk >/dev/null; ok $? "its snapshot restores"
+is "$(ex -- cat /home/agent/bk-file)" "in-guest" "to what the snapshot held"
+
 "$FLEETCTL" rm --force "$A" >/dev/null; ok $? "rm the agent"
 [ ! -e "$STATE/vms/$A/memory.qcow2" ]; ok $? "its memory disk went with it"
 

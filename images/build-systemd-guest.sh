@@ -7,10 +7,10 @@
 #   images/build-systemd-guest.sh --build BUILD_DIR --ssh-key PUBKEY --out DIR
 #
 # The root filesystem comes from Debian's packages through debootstrap
-# (systemd, openssh-server, and the libraries fleet's programs link, found
-# with ldd and dpkg -S), cached as a tarball under $FLEET_CACHE
-# (default /var/cache/fleet)/systemd-guest, keyed by the package list: only the
-# first build downloads anything. Every build then unpacks it, installs fleet
+# (images/fetch-systemd-rootfs.sh, images/systemd-guest.packages), cached as a
+# tarball under $FLEET_CACHE (default /var/cache/fleet)/systemd-guest; this
+# script downloads nothing. Every build unpacks it, checks that every library
+# fleet's programs link is there, installs fleet
 # from BUILD_DIR with `make install DESTDIR=...` (the same binaries the suite
 # tests), enables fleetd.service, and writes:
 #
@@ -19,7 +19,7 @@
 #   DIR/ssh_host_ed25519_key.pub  the guest's host key, to pin (known_hosts)
 #
 # The initramfs is fleet's own (BUILD_DIR/images/out/initramfs.img: virtio
-# modules, then switch_root to /sbin/init, here systemd). The guest gets DHCP
+# modules, then switch_root to init=, here /usr/lib/systemd/systemd). The guest gets DHCP
 # from systemd-networkd on its one NIC (QEMU user networking in the test),
 # root logs in with PUBKEY only.
 set -euo pipefail
@@ -43,65 +43,24 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ -n "$BUILD" ] && [ -n "$OUT" ] && [ -n "$SSH_KEY" ] || usage
-[ "$(id -u)" = 0 ] || die "run as root (debootstrap, make install into the image, file ownership)"
+[ "$(id -u)" = 0 ] || die "run as root (make install into the image, file ownership)"
 BUILD=$(cd "$BUILD" && pwd)
 [ -x "$BUILD/daemon/fleetd" ] || die "no fleetd in $BUILD: build fleet first"
 [ -r "$SSH_KEY" ] || die "--ssh-key $SSH_KEY: not readable"
-for c in debootstrap:debootstrap mke2fs:e2fsprogs dpkg-query:dpkg ssh-keygen:openssh-client depmod:kmod; do
+for c in mke2fs:e2fsprogs ssh-keygen:openssh-client depmod:kmod; do
 	command -v "${c%%:*}" >/dev/null || die "'${c%%:*}' not found; install the Debian package '${c#*:}'"
 done
 
-# ---------------------------------------------------------------- packages
-# What a fleet host needs at run time (useradd, nft, ip, mke2fs for the
-# memory stores, ...) and what the test drives it with (sshd), plus the
-# Debian packages of every library fleet's programs link.
-# libarchive13: agentd loads it at run time (memory export/import), so ldd does not name it.
-PKGS="systemd systemd-sysv udev kmod dbus iproute2 nftables passwd util-linux procps e2fsprogs
-openssh-server ca-certificates libarchive13"
-libs=$(for b in "$BUILD"/daemon/fleetd "$BUILD"/daemon/fleet-hooksd "$BUILD"/daemon/fleet-init \
-	"$BUILD"/ctl/fleetctl "$BUILD"/agentd/agentd; do
-	# A static program (agentd, fleet-init) has none: ldd fails, nothing to add.
-	[ -x "$b" ] && { ldd "$b" 2>/dev/null || true; } | awk '/=> \//{print $3}'
-done | sort -u)
-# One dpkg-query for all (it is slow per call), by file name: merged /usr
-# means dpkg may know a library under /lib or /usr/lib.
-pats=$(for l in $libs; do r=$(readlink -f "$l"); d=${r%/*}; echo "*/${d##*/}/${r##*/}"; done | sort -u)
-# shellcheck disable=SC2086
-owners=$(LC_ALL=C dpkg-query -S $pats 2>&1) ||
-	die "a library fleet links belongs to no Debian package: $(grep -v '^[a-z0-9.+-]*:' <<<"$owners")"
-PKGS="$PKGS $(grep -v '^diversion ' <<<"$owners" | sed -n 's/^\([^:, ]*\)[:,].*/\1/p')"
-PKGS=$(printf '%s\n' $PKGS | sort -u | tr '\n' ' ')
-KEY=$( (echo "v1 bookworm minbase"; echo "$PKGS") | sha256sum | cut -c1-16)
-TARBALL=$CACHE/rootfs-$KEY.tar
-
-# ---------------------------------------------------------------- rootfs (cached)
-mirror() {	# the host's own Debian mirror (Debian's registry is the one reachable)
-	local m
-	m=$(awk '/^URIs:/ && /debian\/?$/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-	[ -n "$m" ] || m=$(awk '$1 == "deb" && $3 == "bookworm" {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
-	echo "${m:-http://deb.debian.org/debian}"
-}
-if [ ! -s "$TARBALL" ]; then
-	mkdir -p "$CACHE"
+# ---------------------------------------------------------------- the root (cached)
+# Fetched by images/fetch-systemd-rootfs.sh (tests/run.sh starts it in the
+# background): wait for a fetch under way, never download here.
+TARBALL=$("$(dirname "$0")/fetch-systemd-rootfs.sh" --print-path)
+if [ -d "$CACHE" ]; then
 	exec 9>"$CACHE/.lock"
 	flock 9
-	if [ ! -s "$TARBALL" ]; then
-		tmp=$(mktemp -d "$CACHE/debootstrap.XXXXXX")
-		echo "$PROG: debootstrap bookworm with: $PKGS (once; cached as $TARBALL)"
-		if ! debootstrap --variant=minbase --include="$(echo $PKGS | tr ' ' ,)" bookworm "$tmp/root" "$(mirror)" \
-			>"$tmp/debootstrap.log" 2>&1; then
-			tail -20 "$tmp/debootstrap.log" >&2
-			umount -R "$tmp/root/proc" "$tmp/root/sys" 2>/dev/null || true
-			rm -rf --one-file-system "$tmp"
-			die "debootstrap failed (log above)"
-		fi
-		rm -rf "$tmp/root/var/cache/apt/archives/"*.deb "$tmp/root/var/lib/apt/lists/"*
-		tar -C "$tmp/root" --numeric-owner -cf "$tmp/rootfs.tar" .
-		mv "$tmp/rootfs.tar" "$TARBALL"
-		rm -rf --one-file-system "$tmp"
-	fi
 	exec 9>&-
 fi
+[ -s "$TARBALL" ] || die "no $TARBALL: run images/fetch-systemd-rootfs.sh as root first (it downloads Debian packages)"
 
 # ---------------------------------------------------------------- this build
 mkdir -p "$OUT"
@@ -109,6 +68,20 @@ OUT=$(cd "$OUT" && pwd)
 ROOT=$(mktemp -d "$OUT/root.XXXXXX")
 trap 'rm -rf --one-file-system "$ROOT"' EXIT
 tar -C "$ROOT" --numeric-owner -xf "$TARBALL"
+
+# Every library fleet's programs link must be in the root (merged /usr: either path).
+missing=
+for b in "$BUILD"/daemon/fleetd "$BUILD"/daemon/fleet-hooksd "$BUILD"/daemon/fleet-init \
+	"$BUILD"/ctl/fleetctl "$BUILD"/agentd/agentd; do
+	# A static program (agentd, fleet-init) has none: ldd fails, nothing to check.
+	for l in $({ ldd "$b" 2>/dev/null || true; } | awk '/=> \//{print $3}'); do
+		n=${l##*/}
+		[ -e "$ROOT/usr/lib/x86_64-linux-gnu/$n" ] || [ -e "$ROOT/lib/x86_64-linux-gnu/$n" ] ||
+			[ -e "$ROOT$l" ] || missing="$missing $n"
+	done
+done
+[ -z "$missing" ] || die "the root lacks libraries fleet links:$missing; add their Debian packages" \
+	"(dpkg -S) to images/systemd-guest.packages"
 
 # fleet, as an operator installs it (docs/operations.md "Deployment").
 make -C "$BUILD" install DESTDIR="$ROOT" >"$OUT/install.log" 2>&1 || { tail -20 "$OUT/install.log" >&2; die "make install failed"; }

@@ -120,4 +120,25 @@ like "$(line state-dir-inodes)" "^FAIL state-dir-inodes +$SMALL/state: [0-9]+ in
 rm -rf "$SMALL/many"
 stop_fleetd; ok $? "the second fleetd stops"
 
+# ---- a listener that keeps dying ---------------------------------------------------------------
+# fleetd runs the fleet-hooksd next to its own executable: a copy of fleetd beside one that
+# exits at once (fault injection) has a listener that is down, restarted with a growing backoff.
+BIN=$TEST_TMP/dying-listener
+mkdir -p "$BIN"
+cp "$FLEETD" "$BIN/fleetd"
+printf '#!/bin/sh\necho "fleet-hooksd: broken on purpose by doctor.sh" >&2\nexit 3\n' > "$BIN/fleet-hooksd"
+chmod 0755 "$BIN/fleetd" "$BIN/fleet-hooksd"
+FLEETD=$BIN/fleetd start_fleetd dying --libvirt-uri "$NOVIRT" --hooks-listen 127.0.0.1:0 \
+	--hooks-user "$HOOKS_USER" || fail_all "fleetd with a dying listener does not start"
+# Between two restarts (backoff 1, 2, 4 s...) the listener is down: ask until doctor sees it so.
+for _ in $(seq 40); do
+	out=$("$FLEETCTL" doctor)
+	case $(line listener) in FAIL*) break ;; esac
+	sleep 0.5
+done
+like "$(line listener)" "^FAIL listener +the webhook listener on 127\.0\.0\.1:[0-9]+ is down after [0-9]+ restart\(s\)" \
+	"a listener that keeps dying: FAIL, with its restarts" || diag "$out"
+like "$(line listener)" "fix: " "with the fix" || diag "$out"
+stop_fleetd; ok $? "that fleetd stops"
+
 done_testing

@@ -54,13 +54,20 @@ if [ -z "${FLEET_SD_IN_NETNS:-}" ] && ! image_ensure >&2; then
 fi
 INITRD=$IMG/initramfs.img
 
-# Everything below runs in a network namespace of the test's own.
+# The guest is built here, with the host's network (debootstrap reaches Debian's
+# mirror the first time); everything after it runs in a network namespace of the
+# test's own, which the build's outcome and its directory are handed to.
 if [ -z "${FLEET_SD_IN_NETNS:-}" ]; then
-	exec unshare --net -- env FLEET_SD_IN_NETNS=1 bash "$0" "$@"
+	T=$(mktemp -d "${TMPDIR:-/tmp}/fleet-sd-test.XXXXXX")
+	ssh-keygen -q -t ed25519 -N '' -f "$T/key"
+	t0=$SECONDS
+	"$REPO/images/build-systemd-guest.sh" --build "$BUILD" --ssh-key "$T/key.pub" --out "$T/guest" > "$T/build.log" 2>&1
+	echo "$? $((SECONDS - t0))" > "$T/build.rc"
+	exec unshare --net -- env FLEET_SD_IN_NETNS=1 FLEET_SD_DIR="$T" bash "$0" "$@"
 fi
 ip link set lo up
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/fleet-sd-test.XXXXXX")
+T=$FLEET_SD_DIR
 QEMU_PID=
 cleanup() {
 	if [ -n "${FLEET_SD_KEEP:-}" ]; then	# debugging: nsenter -t QEMU_PID -n ssh ... -p 2222 root@127.0.0.1
@@ -80,17 +87,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "1..24"
+echo "1..26"
 
 # ---------------------------------------------------------------- the guest
-ssh-keygen -q -t ed25519 -N '' -f "$T/key"
-t0=$SECONDS
-if ! "$REPO/images/build-systemd-guest.sh" --build "$BUILD" --ssh-key "$T/key.pub" --out "$T/guest" > "$T/build.log" 2>&1; then
+read -r build_rc build_s < "$T/build.rc"
+if [ "$build_rc" != 0 ]; then
 	not_ok "the systemd guest builds"
 	tail -20 "$T/build.log" | sed 's/^/# /'
+	fl=$BUILD/fetch-systemd-rootfs.log
+	[ -f "$fl" ] && { echo "# the background fetch of the root (tests/run.sh):"; tail -5 "$fl" | sed 's/^/#   /'; }
 	exit 1
 fi
-ok "the systemd guest builds (images/build-systemd-guest.sh, $((SECONDS - t0)) s)"
+ok "the systemd guest builds (images/build-systemd-guest.sh, $build_s s)"
 
 PORT=2222
 echo "[127.0.0.1]:$PORT $(cut -d' ' -f1,2 "$T/guest/ssh_host_ed25519_key.pub")" > "$T/known_hosts"
@@ -185,6 +193,19 @@ g 'printf remembered | fleetctl memory a1 put note' >/dev/null 2>&1
 is "$(g 'fleetctl memory a1 get note' 2>&1)" remembered "a memory key is stored in a1"
 is "$(g "journalctl -u fleetd -o cat --no-pager | grep -c \"agent 'a1'\"" | awk '{print ($1 > 0)}')" 1 \
 	"fleetd's log goes to journald (journalctl -u fleetd has a1's lines)"
+
+# doctor on a host it can be broken on: cgroup v2 as fleetd uses it, and a clock nothing syncs
+# (the guest has no time service; this machine's own clock is synchronised).
+out=$(g 'fleetctl doctor' 2>&1)
+line() { printf '%s\n' "$out" | awk -v c="$1" '$2 == c { print; exit }'; }
+case $(line cgroups) in
+"OK "*"memory:v2 pids:v2 cpu:v2"*) ok "doctor: cgroups OK, all three controllers in v2" ;;
+*) not_ok "doctor: cgroups OK, all three controllers in v2"; diag "$out" ;;
+esac
+case $(line clock) in
+"WARN "*"not synchronised"*) ok "doctor: an unsynchronised clock is a WARN" ;;
+*) not_ok "doctor: an unsynchronised clock is a WARN"; diag "$out" ;;
+esac
 
 # ---------------------------------------------------------------- reboot
 old=$BOOT_ID

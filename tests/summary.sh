@@ -14,6 +14,18 @@ if [ -z "$pass" ]; then
 	echo "0 passed, 1 failed"
 	exit 1
 fi
+# The slowest test files (a .log's birth to its .trs's last write), so a CI
+# log shows where the suite's time goes (its limit is 45 minutes).
+slowest() {
+	local trs log
+	find "$(dirname "$out")" -name '*.trs' 2>/dev/null | while read -r trs; do
+		log=${trs%.trs}.log
+		[ -f "$log" ] || continue
+		echo "$(( $(stat -c %Y "$trs") - $(stat -c %W "$log") )) ${log#"$(dirname "$out")"/}"
+	done | sort -rn | head -12 | awk '$1 > 0 { printf "  %5d s  %s\n", $1, $2 }'
+}
+echo "slowest test files:"
+slowest
 failed=$(( ${fail:-0} + ${err:-0} + ${xpass:-0} ))
 [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1
 if [ "${CI:-}" = true ] && [ "${skip:-0}" -gt 0 ]; then

@@ -25,6 +25,7 @@
 #include "agentd/memdisk.h"
 #include "agentd/relay.h"
 #include "agentd/shell.h"
+#include "agentd/users.h"
 
 /* Where --files-stdin puts the files, as a user agent's sandbox does (user/launch.h). */
 #define SECRETS_DIR "/run/secrets"
@@ -40,11 +41,12 @@ static void usage(FILE *out)
 		"Commands:\n"
 		"  relay [--port NAME] [--to HOST:PORT]\n"
 		"        relay the virtio-serial port NAME (default " RELAY_DEFAULT_PORT_NAME ") to the\n"
-		"        TCP service at HOST:PORT (default 127.0.0.1:22), reconnecting for each\n"
-		"        new host connection; runs until killed\n"
+		"        TCP service at HOST:PORT (default 127.0.0.1:22; HOST a numeric address),\n"
+		"        reconnecting for each new host connection; runs until killed\n"
 		"\n"
 		"  run-as USER [--env NAME=VALUE]... [--env-stdin] [--files-stdin] -- CMD [ARG]...\n"
-		"        run CMD as USER in a new session (no supplementary groups; in HOME), with\n"
+		"        run CMD as USER in a new session (with the groups /etc/group gives USER;\n"
+		"        in HOME), with\n"
 		"        a clean environment: HOME, USER, LOGNAME, SHELL and PATH, then each --env,\n"
 		"        set only after the drop; fleetd runs every exec through it. --env-stdin\n"
 		"        reads the entries from stdin first, --files-stdin then files, which go on\n"
@@ -95,6 +97,16 @@ static int cmd_relay(int argc, char **argv)
 			}
 		} else {
 			fprintf(stderr, "agentd: relay: unexpected argument '%s'\n", argv[i]);
+			return 2;
+		}
+	}
+	{
+		struct sockaddr_storage ss;
+		socklen_t len;
+
+		if (relay_address(host, (int)port, &ss, &len) < 0) {
+			fprintf(stderr, "agentd: --to needs a numeric IPv4 or IPv6 address (agentd looks no names up), not '%s'\n",
+				host);
 			return 2;
 		}
 	}
@@ -190,32 +202,24 @@ static const char *login_shell(const struct passwd *pw)
 }
 
 /*
- * Become USER and exec CMD (argv[cmd]...) with a clean, fixed environment
- * plus the caller's --env entries (argv[first_env] to argv[cmd - 2]) and
- * stdin_env, applied only after the privileges are dropped: nothing the
- * caller sets may reach a process that still runs as root (LD_PRELOAD for
- * ld.so, say). files (files_len bytes; NULL: no --files-stdin) go to the
- * command's tmpfs. The caller owns them all. Returns only on failure.
+ * As root still, become pw (with groups, ngroups of them) and exec CMD
+ * (argv[cmd]...) with a clean, fixed environment plus the caller's --env
+ * entries (argv[first_env] to argv[cmd - 2]) and stdin_env, applied only
+ * after the privileges are dropped: nothing the caller sets may reach a
+ * process that still runs as root (LD_PRELOAD for ld.so, say). files
+ * (files_len bytes; NULL: no --files-stdin) go to the command's tmpfs. The
+ * caller owns them all. Returns only on failure.
  */
-static int run_as_exec(const char *user, char **argv, int first_env, int cmd, char **stdin_env, char *files,
-		       size_t files_len)
+static int exec_as(const char *user, const struct passwd *pw, const gid_t *groups, size_t ngroups, char **argv,
+		   int first_env, int cmd, char **stdin_env, char *files, size_t files_len)
 {
-	struct passwd *pw;
 	char path[512];
 
-	if (new_session() < 0) {
-		fprintf(stderr, "agentd: run-as %s: cannot start a session: %s\n", user, strerror(errno));
-		return 126;
-	}
-	pw = getpwnam(user);
-	if (!pw) {
-		fprintf(stderr, "agentd: run-as: no user '%s'\n", user);
-		return 126;
-	}
 	/* As root still: the files' tmpfs, in a mount namespace of the command's own. */
 	if (files && files_install(files, files_len, SECRETS_DIR, pw->pw_uid, pw->pw_gid) < 0)
 		return 126;
-	if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0) {
+	/* The groups a login gives (/etc/group's), as initgroups(3) would: users.h. */
+	if (setgroups(ngroups, groups) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0) {
 		fprintf(stderr, "agentd: run-as %s: cannot drop privileges: %s\n", user, strerror(errno));
 		return 126;
 	}
@@ -250,6 +254,44 @@ static int run_as_exec(const char *user, char **argv, int first_env, int cmd, ch
 	execvp(argv[cmd], argv + cmd);
 	fprintf(stderr, "agentd: %s: %s\n", argv[cmd], strerror(errno));
 	return errno == ENOENT ? 127 : 126;
+}
+
+/*
+ * In a new session, look USER up in /etc/passwd and its groups in
+ * /etc/group (users.h: no NSS in a static agentd), then exec_as. Returns
+ * only on failure: 126, and an unknown user or unreadable file says so.
+ */
+static int run_as_exec(const char *user, char **argv, int first_env, int cmd, char **stdin_env, char *files,
+		       size_t files_len)
+{
+	struct user u;
+	gid_t *groups;
+	size_t ngroups;
+	int r;
+
+	if (new_session() < 0) {
+		fprintf(stderr, "agentd: run-as %s: cannot start a session: %s\n", user, strerror(errno));
+		return 126;
+	}
+	r = user_by_name(USERS_PASSWD, user, &u);
+	if (r == -ENOENT) {
+		fprintf(stderr, "agentd: run-as: no user '%s' in " USERS_PASSWD "\n", user);
+		return 126;
+	}
+	if (r < 0) {
+		fprintf(stderr, "agentd: run-as %s: cannot read " USERS_PASSWD ": %s\n", user, strerror(-r));
+		return 126;
+	}
+	r = user_groups(USERS_GROUP, u.pw.pw_name, u.pw.pw_gid, &groups, &ngroups);
+	if (r < 0) {
+		fprintf(stderr, "agentd: run-as %s: cannot read " USERS_GROUP ": %s\n", user, strerror(-r));
+		user_free(&u);
+		return 126;
+	}
+	r = exec_as(user, &u.pw, groups, ngroups, argv, first_env, cmd, stdin_env, files, files_len);
+	free(groups);
+	user_free(&u);
+	return r;
 }
 
 /*
@@ -328,13 +370,18 @@ static int unhealthy(const char *why, const char *what)
 static int cmd_health(void)
 {
 	/* The home passwd names, not $HOME: this may run as root with the caller's environment. */
-	struct passwd *pw = getpwuid(geteuid());
-	const char *home = pw && pw->pw_dir && *pw->pw_dir ? pw->pw_dir : "/";
-	char path[4096];
+	struct user u = { .buf = NULL };
+	bool known = user_by_uid(USERS_PASSWD, geteuid(), &u) == 0;
+	char home[2048], path[4096];
 	struct statvfs vfs;
 	int fd, status;
 	pid_t pid;
 
+	if ((size_t)snprintf(home, sizeof(home), "%s", known && *u.pw.pw_dir ? u.pw.pw_dir : "/") >= sizeof(home)) {
+		user_free(&u);
+		return unhealthy("the home's path is too long", NULL);
+	}
+	user_free(&u);
 	if (statvfs(home, &vfs) < 0)
 		return unhealthy("cannot stat the home file system", strerror(errno));
 	if ((unsigned long long)vfs.f_bavail * vfs.f_frsize < (1ULL << 20))

@@ -14,6 +14,7 @@
  * neither piles up nor counts against the quota.
  */
 #include "agentd/memory.h"
+#include "agentd/users.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -22,7 +23,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pwd.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -194,11 +194,19 @@ static int store_open(struct store *s, const char *dir, bool create)
 			strcpy(parent, "/");
 		strcpy(s->name, slash + 1);
 	} else {
-		struct passwd *pw = getpwuid(geteuid());
+		/* /etc/passwd's, without NSS (a static agentd: users.h). */
+		struct user u;
+		int r = user_by_uid(USERS_PASSWD, geteuid(), &u);
+		bool home = r == 0 && u.pw.pw_dir[0] == '/' && strlen(u.pw.pw_dir) < sizeof(parent);
 
-		if (!pw || !pw->pw_dir || pw->pw_dir[0] != '/' || strlen(pw->pw_dir) >= sizeof(parent))
+		if (home)
+			strcpy(parent, u.pw.pw_dir);
+		if (r == 0)
+			user_free(&u);
+		if (r < 0 && r != -ENOENT)
+			return fail(MEMORY_EXIT_FAIL, "cannot read " USERS_PASSWD ": %s", strerror(-r));
+		if (!home)
 			return fail(MEMORY_EXIT_FAIL, "this user has no home");
-		strcpy(parent, pw->pw_dir);
 		strcpy(s->name, STORE_NAME);
 	}
 	s->parent = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

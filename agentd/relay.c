@@ -41,7 +41,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <netdb.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -244,40 +244,48 @@ static void wait_host_hangup(int fd)
     }
 }
 
-static int connect_tcp(const char *host, int port)
+int relay_address(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len)
+{
+    struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+
+    memset(ss, 0, sizeof(*ss));
+    if (port <= 0 || port > 65535)
+        return -EINVAL;
+    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons((uint16_t)port);
+        *len = sizeof(*in4);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)port);
+        *len = sizeof(*in6);
+        return 0;
+    }
+    return -EINVAL;
+}
+
+static int connect_tcp(const struct sockaddr_storage *ss, socklen_t len, const char *host, int port)
 {
     int64_t deadline = now_ms() + CONNECT_WAIT_MS;
-    struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
-    char service[16];
-    int last = -ECONNREFUSED;
+    int last;
 
-    snprintf(service, sizeof(service), "%d", port);
     for (;;) {
-        struct addrinfo *res, *ai;
-        int r = getaddrinfo(host, service, &hints, &res);
+        int one = 1;
+        int s = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-        if (r != 0) {
-            relay_log("cannot resolve %s: %s", host, gai_strerror(r));
-            return -EHOSTUNREACH;
-        }
-        for (ai = res; ai; ai = ai->ai_next) {
-            int one = 1;
-            int s = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-
-            if (s < 0) {
-                last = -errno;
-                continue;
-            }
-            if (connect(s, ai->ai_addr, ai->ai_addrlen) == 0) {
-                freeaddrinfo(res);
-                setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-                fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK);
-                return s;
-            }
+        if (s < 0) {
+            last = -errno;
+        } else if (connect(s, (const struct sockaddr *)ss, len) == 0) {
+            setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+            fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK);
+            return s;
+        } else {
             last = -errno;
             close(s);
         }
-        freeaddrinfo(res);
         if (now_ms() >= deadline) {
             relay_log("cannot connect to %s:%d: %s", host, port, strerror(-last));
             return last;
@@ -398,8 +406,10 @@ int relay_run(const char *port_name, const char *host, int port)
 {
     sigset_t sigio, old;
     int fd, r;
+    struct sockaddr_storage to;
+    socklen_t to_len;
 
-    if (!port_name || !*port_name || !host || !*host || port <= 0 || port > 65535)
+    if (!port_name || !*port_name || !host || relay_address(host, port, &to, &to_len) < 0)
         return -EINVAL;
 
     fd = open_port(port_name);
@@ -437,7 +447,7 @@ int relay_run(const char *port_name, const char *host, int port)
             from_host.off = from_host.len = 0;
             continue;
         }
-        tcp = connect_tcp(host, port);
+        tcp = connect_tcp(&to, to_len, host, port);
         if (tcp < 0) {
             /* Nothing to relay to; let the host see silence, then hang up.
              * Its bytes are kept for the next try. */

@@ -1,8 +1,11 @@
 /*
- * shell: see shell.h. libc only; the LINE is split by wordexp(3) (no
- * command substitution), and taken only when quoting its words again gives
- * back exactly what came: then the words are what /bin/sh would have made
- * of it, with no expansion, glob or operator in play.
+ * shell: see shell.h. libc only. The LINE is split into the words it would
+ * be if ssh_quote() made it (split_quoted), and taken only when quoting
+ * those words again gives back exactly what came: then the words are what
+ * /bin/sh would have made of it, with no expansion, glob or operator in
+ * play. Not wordexp(3): its tilde expansion links getpwnam_r, whose NSS
+ * must not be in a static agentd (agentd/users.h); the round trip makes
+ * this small inverse of ssh_quote() as strict as the quoting itself.
  */
 #include "agentd/shell.h"
 
@@ -12,7 +15,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <wordexp.h>
 
 /* What fleetd's line starts with (vm/ssh_quote.c): the pid, then the exec. */
 static const char line_head[] = "echo $$ >&2; exec ";
@@ -30,12 +32,12 @@ bool shell_is_self(const char *path)
 	       a.st_ino == b.st_ino;
 }
 
+/* The bytes ssh_quote() leaves unquoted: none of them means anything to /bin/sh. */
+static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./,:+@%-";
+
 /* Append word to out at *len (the caller made room) quoted as ssh_quote() does. */
 static void quote_append(char *out, size_t *len, const char *word)
 {
-	static const char safe[] =
-		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./,:+@%-";
-
 	if (*word && word[strspn(word, safe)] == '\0') {
 		memcpy(out + *len, word, strlen(word));
 		*len += strlen(word);
@@ -88,10 +90,67 @@ static int fallback(const char *line)
 	return errno == ENOENT ? 127 : 126;
 }
 
+/*
+ * rest split as /bin/sh splits a line of ssh_quote()d words joined by
+ * spaces: a safe byte stands for itself, '...' for what is inside, \' for
+ * a quote, a space ends a word. Anything else (an operator, $, a glob, an
+ * open quote) is not such a line: false, and the line is the shell's.
+ * *words_ret (NULL-terminated, *n_ret words) points into *buf_ret; both
+ * the caller's.
+ */
+static bool split_quoted(const char *rest, char ***words_ret, size_t *n_ret, char **buf_ret)
+{
+	size_t len = strlen(rest), room = 2, n = 0;
+	char *buf, *o, **words;
+	const char *p = rest;
+
+	for (const char *c = rest; *c; c++)
+		room += *c == ' ';
+	buf = malloc(len + 1);
+	words = calloc(room, sizeof(*words));
+	if (!buf || !words)
+		goto bad;
+	o = buf;
+	while (*p) {
+		words[n++] = o;
+		while (*p && *p != ' ') {
+			if (*p == '\'') {
+				const char *end = strchr(p + 1, '\'');
+
+				if (!end)
+					goto bad;
+				memcpy(o, p + 1, (size_t)(end - p - 1));
+				o += end - p - 1;
+				p = end + 1;
+			} else if (p[0] == '\\' && p[1] == '\'') {
+				*o++ = '\'';
+				p += 2;
+			} else if (strchr(safe, *p)) {
+				*o++ = *p++;
+			} else {
+				goto bad;
+			}
+		}
+		*o++ = '\0';
+		if (*p == ' ' && !*++p)
+			goto bad;	/* a trailing space: not ssh_quote()'s */
+	}
+	*words_ret = words;
+	*n_ret = n;
+	*buf_ret = buf;
+	return true;
+bad:
+	free(words);
+	free(buf);
+	return false;
+}
+
 int shell_main(int argc, char **argv, int (*run_as)(int argc, char **argv))
 {
 	const char *line, *rest;
-	wordexp_t we;
+	char **words, *buf;
+	size_t n;
+	int r;
 
 	if (argc != 3 || strcmp(argv[1], "-c") != 0)
 		return fallback(NULL);
@@ -99,15 +158,18 @@ int shell_main(int argc, char **argv, int (*run_as)(int argc, char **argv))
 	if (strncmp(line, line_head, sizeof(line_head) - 1) != 0)
 		return fallback(line);
 	rest = line + sizeof(line_head) - 1;
-	if (wordexp(rest, &we, WRDE_NOCMD | WRDE_UNDEF) != 0)
+	if (!split_quoted(rest, &words, &n, &buf))
 		return fallback(line);
-	if (we.we_wordc < 3 || strcmp(we.we_wordv[1], "run-as") != 0 || !canonical(rest, we.we_wordv, we.we_wordc) ||
-	    !shell_is_self(we.we_wordv[0])) {
-		wordfree(&we);
+	if (n < 3 || strcmp(words[1], "run-as") != 0 || !canonical(rest, words, n) || !shell_is_self(words[0])) {
+		free(words);
+		free(buf);
 		return fallback(line);
 	}
 	/* What `echo $$ >&2` printed: this process becomes the command, as the shell's did. */
 	dprintf(STDERR_FILENO, "%ld\n", (long)getpid());
-	/* we's words stay: run_as keeps pointers into them until it execs. */
-	return run_as((int)we.we_wordc - 1, we.we_wordv + 1);
+	/* run_as keeps pointers into words until it execs; it returns only on failure. */
+	r = run_as((int)n - 1, words + 1);
+	free(words);
+	free(buf);
+	return r;
 }

@@ -52,6 +52,14 @@ shell_run st "echo \$\$ >&2; exec $A run-as nobody -- sh -c $(q 'exit 7')"
 is "$?" 7 "the command's exit status comes back"
 shell_run st "echo \$\$ >&2; exec $A run-as nobody -- /no/such/program"
 is "$?" 127 "a missing command exits 127"
+shell_run st "echo \$\$ >&2; exec $A run-as no-such-user -- true"
+is "$?" 126 "an unknown user exits 126"
+is "$(tail -1 "$T/err")" "agentd: run-as: no user 'no-such-user' in /etc/passwd" "  and says so"
+
+# The words as ssh_quote() made them, nothing expanded: quotes, a quote inside, a tilde, an empty word.
+shell_run words "echo \$\$ >&2; exec $A run-as nobody -- printf '%s|' $(q "it's") $(q '~root') $(q '$HOME *') $(q '')"
+is "$(cat "$T/out")" "it's|~root|\$HOME *||" "quoted words reach the command as they were, by agentd"
+is "$(execs "$T/words")" 2 "  with no shell"
 
 # Anything else is /bin/sh's: fleetd's kill line, a person's command, lines that only look alike.
 shell_run other 'echo hi; echo "$SHELL"; exit 3'
@@ -64,7 +72,14 @@ like "$(cat "$T/other")" 'execve\("/bin/sh", \["sh", "-c", ' "and it went throug
 shell_run other "echo \$\$ >&2; exec  $A run-as nobody -- true"
 like "$(cat "$T/other")" 'execve\("/bin/sh", \["sh", "-c", ' "two spaces (not fleetd's form): through /bin/sh"
 shell_run other "echo \$\$ >&2; exec $A run-as nobody -- echo \$(id -un)"
-is "$(cat "$T/out")" root "a command substitution: the shell's, as before (wordexp runs none)"
+is "$(cat "$T/out")" root "a command substitution: the shell's, as before (agentd takes none)"
+shell_run other "echo \$\$ >&2; exec $A run-as nobody -- echo ~root"
+is "$(cat "$T/out")" "$(getent passwd root | cut -d: -f6)" "an unquoted ~root: the shell's tilde expansion, as before"
+like "$(cat "$T/other")" 'execve\("/bin/sh", \["sh", "-c", ' "  through /bin/sh"
+shell_run other "echo \$\$ >&2; exec $A run-as nobody -- echo 'a b"
+like "$(cat "$T/other")" 'execve\("/bin/sh", \["sh", "-c", ' "an open quote: through /bin/sh"
+shell_run other "echo \$\$ >&2; exec $A run-as nobody -- true "
+like "$(cat "$T/other")" 'execve\("/bin/sh", \["sh", "-c", ' "a trailing space: through /bin/sh"
 shell_run other "echo \$\$ >&2; exec /bin/echo run-as nobody -- hi"
 is "$(cat "$T/out")" "run-as nobody -- hi" "run-as after a program that is not agentd: that program runs, by /bin/sh"
 

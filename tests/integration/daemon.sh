@@ -58,7 +58,17 @@ like "$("$AGENTD" --help)" "relay \[--port NAME\]" "agentd --help lists its comm
 is "$("$AGENTD" run-as nobody -- id -un)" nobody "agentd run-as drops to the user"
 is "$("$AGENTD" run-as nobody -- id -G)" "$(id -g nobody)" "with no supplementary groups"
 is "$("$AGENTD" run-as nobody -- sh -c 'echo $HOME $USER')" "$(getent passwd nobody | cut -d: -f6) nobody" "and its HOME and USER"
-"$AGENTD" run-as no-such-user -- true 2>/dev/null; is "$?" 126 "run-as an unknown user exits 126"
+err=$("$AGENTD" run-as no-such-user -- true 2>&1); is "$?" 126 "run-as an unknown user exits 126"
+is "$err" "agentd: run-as: no user 'no-such-user' in /etc/passwd" "and says so (no NSS crash in the static agentd)"
+# A user with supplementary groups gets /etc/group's, as a login does (agentd/users.h).
+groupadd "fltdg$$" && on_exit "groupdel fltdg$$"
+if useradd -M -N -g nogroup -G "fltdg$$" -s /usr/sbin/nologin "fltd$$"; then
+	on_exit "userdel fltd$$"
+	is "$("$AGENTD" run-as "fltd$$" -- id -G)" "$(id -G "fltd$$")" "run-as: a user's supplementary groups, as id(1) lists them"
+	like " $("$AGENTD" run-as "fltd$$" -- id -G) " " $(getent group "fltdg$$" | cut -d: -f3) " "  the new group among them"
+else
+	ok 0 "useradd works"
+fi
 "$AGENTD" run-as nobody -- /no/such/program 2>/dev/null; is "$?" 127 "run-as a missing program exits 127"
 is "$(FLEET_LEAK=x "$AGENTD" run-as nobody --env A=1 --env 'B=x y' -- sh -c 'echo "$A|$B|${FLEET_LEAK-unset}"')" \
 	"1|x y|unset" "run-as: --env reaches the command, its caller's environment does not"

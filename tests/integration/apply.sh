@@ -4,7 +4,10 @@
 # file and from the environment), schedules, snapshot policies and a webhook
 # route with subscribers; a second apply says "no changes" and changes
 # nothing (audit log, updated_at); --dry-run prints the plan and changes
-# nothing; an edited field changes only that field; --prune removes only with
+# nothing; an edited field changes only that field; a field taken out of the
+# file goes back to its default (the plan says so), and an agent created
+# with every default applies as no changes; a schedule's payload goes in and
+# comes back byte for byte (curl GET of the schedule); --prune removes only with
 # the flag; export -> wipe -> apply round-trips; bad files (unknown key, wrong
 # type, bad YAML, duplicate agent) are refused with FILE:LINE:COLUMN, and a
 # missing from_env before anything changes; a change that cannot be made in

@@ -75,7 +75,8 @@ like "$(line cgroups)" "^(OK|WARN|FAIL) +cgroups +" "the cgroup controllers are 
 # not synchronised. A synchronised host's clock is not unsynchronised by the test: adjtimex's
 # status is the host's own (no namespace holds it), and marking it would touch every program's
 # time there. Where it is unsynchronised already (no time service, as on the CI's containers)
-# the WARN is the real one. The ProtectClock= case (reading denied) is tests/vm/systemd-host.sh's.
+# the WARN is the real one. Reading denied (the unit's ProtectClock=): below, and in
+# tests/vm/systemd-host.sh under systemd itself.
 clock_state=$(python3 -c 'import ctypes; b = ctypes.create_string_buffer(1024); print(ctypes.CDLL(None).adjtimex(b))' 2>/dev/null)
 case $clock_state in
 5)	like "$(line clock)" "^WARN clock +the clock is not synchronised: cron slots drift" "an unsynchronised clock: WARN" ||
@@ -176,7 +177,9 @@ BROKEN=$TEST_TMP/broken-host
 mkdir -p "$BROKEN"
 cat > "$BROKEN/fleetd" <<'EOF'
 #!/bin/sh
-# CGROUPS: "none", or comma-separated v1 controllers (each its own hierarchy); REAL_FLEETD: fleetd.
+# CGROUPS: "none", or comma-separated v1 controllers (each its own hierarchy); REAL_FLEETD: fleetd;
+# DENY_CLOCK: tests/lib/deny-clock-read.py, to run it under (ProtectClock='s filter); TIMESYNC: 1
+# for systemd-timesyncd's mark of a synchronised clock.
 exec unshare --mount --propagation private -- sh -c '
 	set -e
 	if [ -e /dev/kvm ]; then mount --bind /dev/null /dev/kvm; fi
@@ -188,12 +191,22 @@ exec unshare --mount --propagation private -- sh -c '
 			mount -t cgroup -o $c cgroup /sys/fs/cgroup/$c
 		done
 	fi
+	if [ -n "$TIMESYNC" ]; then	# systemd-timesyncd says synchronised (its mark, in a /run of our own)
+		mount -t tmpfs -o size=1m,mode=0755 doctor-run /run
+		mkdir -p /run/systemd/timesync
+		: > /run/systemd/timesync/synchronized
+	fi
+	if [ -n "$DENY_CLOCK" ]; then exec python3 "$DENY_CLOCK" "$REAL_FLEETD" "$@"; fi
 	exec "$REAL_FLEETD" "$@"' fleetd "$@"
 EOF
 chmod 0755 "$BROKEN/fleetd"
 export REAL_FLEETD=$FLEETD
 # broken_start NAME CGROUPS: a fleetd on such a host
 broken_start() { CGROUPS=$2 FLEETD=$BROKEN/fleetd start_fleetd "$1" --libvirt-uri "$NOVIRT"; }
+# The clock's state unreadable, as under fleetd's unit (ProtectClock=yes: systemd's seccomp filter
+# refuses adjtimex, even to read): with timesyncd's mark, then without. x86_64 only (its numbers).
+export DENY_CLOCK= TIMESYNC=
+[ "$(uname -m)" = x86_64 ] && DENY_CLOCK=$FLEET_SRCDIR/tests/lib/deny-clock-read.py TIMESYNC=1
 if broken_start nocg none; then
 	out=$("$FLEETCTL" doctor); rc=$?
 	is "$rc" 1 "no cgroups at all: exit 1"
@@ -202,7 +215,12 @@ if broken_start nocg none; then
 	like "$(line cgroups)" "fix: mount cgroup2 on /sys/fs/cgroup" "with the fix"
 	like "$(line kvm)" "^WARN kvm +/dev/kvm is missing or unusable: guests run under TCG" \
 		"/dev/kvm unusable (missing, or /dev/null in its place): WARN" || diag "$out"
+	if [ -n "$DENY_CLOCK" ]; then
+		like "$(line clock)" "^OK +clock +synchronised \(systemd-timesyncd says so; the kernel's own state is not readable under the unit's ProtectClock=yes\)" \
+			"the clock unreadable, timesyncd says synchronised: OK, saying whose word it is" || diag "$out"
+	fi
 	stop_fleetd; ok $? "that fleetd stops"
+	TIMESYNC=
 	# KVM that ran no guest: fleetd remembers TCG in vms/virt-type (vm/channel.c's watchdog).
 	echo qemu > "$STATE/vms/virt-type"
 	if broken_start nocg freezer; then
@@ -213,7 +231,13 @@ if broken_start nocg none; then
 		like "$(line cgroups)" "^WARN cgroups +memory:none pids:none cpu:none; processes tracked by freezer: without memory and pids" \
 			"only the freezer: WARN, limits by rlimits only" || diag "$out"
 		like "$(line cgroups)" "fix: enable the memory and pids controllers" "with the fix"
+		if [ -n "$DENY_CLOCK" ]; then
+			like "$(line clock)" "^WARN clock +cannot tell whether the clock is synchronised: fleetd's unit has ProtectClock=yes" \
+				"the clock unreadable, no timesyncd: WARN, saying why" || diag "$out"
+			like "$(line clock)" "fix: check the host's time service: timedatectl status" "with the fix"
+		fi
 		stop_fleetd; ok $? "that fleetd stops"
+		DENY_CLOCK=
 	else
 		ok 1 "fleetd with only the v1 freezer starts (a kernel booted with cgroup_no_v1= has none)"
 	fi

@@ -52,7 +52,7 @@ void api_backup_create(struct api_call *c)
 	case -EINVAL: api_error(d, 400, "invalid", "%s", why); break;
 	case -EEXIST: api_error(d, 409, "exists", "%s", why); break;
 	case -EBUSY: api_error(d, 409, "busy", "%s", why); break;
-	case -ENOTSUP: api_error(d, 501, "not_supported", "%s", why); break;
+	case -ENODEV: api_error(d, 503, "unavailable", "%s", why); break;
 	default: api_error_errno(d, r, "%s", why ? why : strerror(-r)); break;
 	}
 }

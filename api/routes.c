@@ -60,6 +60,7 @@ const struct api_route api_routes[] = {
 	{ "GET", "/v1/agents/:name/runs/:id", api_run_get, NULL, API_NO_BODY },
 	{ "GET", "/v1/agents/:name/schedules", api_schedules_list, NULL, API_NO_BODY },
 	{ "POST", "/v1/agents/:name/schedules", api_schedule_add, "schedule.add", SCHEDULE_MAX_BODY },
+	{ "GET", "/v1/agents/:name/schedules/:id", api_schedule_get, NULL, API_NO_BODY },
 	{ "DELETE", "/v1/agents/:name/schedules/:id", api_schedule_delete, "schedule.remove", API_NO_BODY },
 	{ "GET", "/v1/schedules", api_schedules_list_all, NULL, API_NO_BODY },
 	{ "POST", "/v1/agents/:name/runs/:id/cancel", api_run_cancel, "run.cancel", API_NO_BODY },

@@ -121,6 +121,44 @@ out:
 	json_decref(body);
 }
 
+/* GET /v1/agents/NAME/schedules/ID: the SCHEDULE with its "payload" (a string, or null): what export writes. */
+void api_schedule_get(struct api_call *c)
+{
+	_cleanup_(agent_freep) struct agent *a = NULL;
+	struct schedule **list = NULL;
+	json_t *j = NULL;
+	size_t n = 0;
+	long id;
+	int r;
+
+	if (!(a = api_agent_param(c)))
+		return;
+	if (parse_long(c->param2, 1, INT64_MAX, &id) < 0) {
+		api_error(c, 400, "invalid", "a schedule id is a positive number");
+		return;
+	}
+	if ((r = db_schedule_list(c->fleetd->db, a->name, &list, &n)) < 0) {
+		api_error_errno(c, r, "cannot list schedules: %s", strerror(-r));
+		return;
+	}
+	for (size_t i = 0; i < n && !j; i++)
+		if (list[i]->id == id) {
+			/* UTF-8 text of payload_bytes bytes: POST takes it as a JSON string (checked again here). */
+			json_t *p = list[i]->payload ? json_stringn(list[i]->payload, list[i]->payload_len) : json_null();
+
+			j = schedule_to_json(list[i], time(NULL));
+			json_object_set_new(j, "payload", p ? p : json_null());
+			if (!p)
+				json_object_set_new(j, "payload_error", json_string("the stored payload is not UTF-8 text"));
+		}
+	schedule_list_free(list);
+	if (!j) {
+		api_error(c, 404, "not_found", "agent '%s' has no schedule %ld", a->name, id);
+		return;
+	}
+	api_reply(c, 200, j);
+}
+
 void api_schedule_delete(struct api_call *c)
 {
 	_cleanup_(agent_freep) struct agent *a = NULL;

@@ -7,6 +7,7 @@ struct api_call;
 void api_schedules_list(struct api_call *c);
 void api_schedules_list_all(struct api_call *c);
 void api_schedule_add(struct api_call *c);
+void api_schedule_get(struct api_call *c);
 void api_schedule_delete(struct api_call *c);
 
 #endif

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "core/backup_files.h"
+#include "core/backends.h"
 #include "core/backup_key.h"
 #include "core/secret_box.h"
 #include "core/secrets.h"
@@ -304,10 +305,17 @@ static int add_vm(struct backup_job *j, const char *agent, json_t *e, char **why
 {
 	struct snapshot **list = NULL;
 	struct vm_disk_copy *c = NULL;
+	const char *off = NULL;
 	char **names;
 	size_t n = 0;
 	int r;
 
+	/* A backend that failed to start has no guests to pause nor disks it answers for. */
+	if (!backend_get(j->f, BACKEND_VM, &off)) {
+		*why = xasprintf("agent '%s': the vm backend is unavailable (%s): its disks cannot be copied; back up "
+				 "without --with-disks, or fix the backend first (fleetctl doctor)", agent, off ? off : "?");
+		return -ENODEV;
+	}
 	if ((r = db_snapshot_list(j->f->db, agent, SNAPSHOT_READY, &list, &n)) < 0) {
 		*why = xasprintf("agent '%s': cannot list its snapshots: %s", agent, strerror(-r));
 		return r;

@@ -69,6 +69,18 @@ static void log_outcome(const struct hook_delivery *d, const struct db_hook_resu
 		 d->event_type ? d->event_type : "no type", res->outcome, runs);
 }
 
+/* A stored delivery for the watchers, and each run it queued (as runs_enqueue_event says a run queued). */
+static void publish(struct fleetd *f, const struct hook_delivery *d, const struct db_hook_result *res)
+{
+	watch_publish(f, "delivery", NULL,
+		      json_pack("{s:s, s:s, s:s?, s:s, s:i}", "route", d->route, "delivery", d->delivery_id,
+				"event_type", d->event_type, "outcome", res->outcome, "runs", (int)res->n_runs));
+	for (size_t k = 0; k < res->n_runs && res->run_agents && res->run_agents[k]; k++)
+		watch_publish(f, "run.queued", res->run_agents[k],
+			      json_pack("{s:I, s:s}", "run", (json_int_t)res->run_ids[k], "trigger",
+					res->trigger ? res->trigger : "webhook"));
+}
+
 size_t deliveries_commit(struct fleetd *f, const struct hook_delivery *d, size_t n, struct hook_answer *answers)
 {
 	struct db_hook_result *res = xcalloc(n ? n : 1, sizeof(*res));
@@ -117,15 +129,17 @@ size_t deliveries_commit(struct fleetd *f, const struct hook_delivery *d, size_t
 	runs_pass_write(f);	/* the run queue's ends and starts share this commit's fsync */
 	if ((r = db_commit(f->db)) < 0)
 		goto failed;
+	/* Committed: watchers see each delivery and its runs queued before the pass's starts (runs_pass_done). */
+	for (size_t i = 0; i < n && watch_active(f); i++)
+		if (!answers[i].status)
+			publish(f, &d[i], &res[i]);
 	runs_pass_done(f, true);
-	/* Committed: now, and only now, the answers may say so. */
+	/* Now, and only now, the answers may say so. */
 	for (size_t i = 0; i < n; i++) {
 		if (answers[i].status)
 			continue;
 		answer_ok(&answers[i], &d[i], &res[i]);
 		log_outcome(&d[i], &res[i]);
-		if (watch_active(f))
-			watch_publish(f, "delivery", NULL, json_pack("{s:s, s:s, s:s?, s:s, s:i}", "route", d[i].route, "delivery", d[i].delivery_id, "event_type", d[i].event_type, "outcome", res[i].outcome, "runs", (int)res[i].n_runs));
 		runs += res[i].n_runs;
 		ok++;
 	}

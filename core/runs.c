@@ -437,9 +437,7 @@ static struct active *take_run(struct runs *q, const struct run *run)
 	act->next = q->active;
 	q->active = act;
 	q->n_active++;
-	if (watch_active(f))
-		watch_publish(f, "run.started", run->agent, json_pack("{s:I, s:s}", "run", (json_int_t)run->id, "trigger", run->trigger));
-	return act;
+	return act;	/* run.started once the pass is committed (runs_pass_done) */
 }
 
 /* A taken run whose 'running' row is durable: it fails at once (with a reason) if the agent cannot run it. */
@@ -602,8 +600,15 @@ void runs_pass_done(struct fleetd *f, bool committed)
 	if (committed) {
 		ended_drop_written(q);
 		for (size_t i = 0; i < q->n_taken; i++) {
-			q->taken[i]->next_start = q->to_start;
-			q->to_start = q->taken[i];
+			struct active *act = q->taken[i];
+
+			/* Said only now: a pass rolled back started nothing, and a delivery's runs are said
+			 * queued between its commit and here (deliveries_commit). */
+			if (watch_active(f))
+				watch_publish(f, "run.started", act->agent,
+					      json_pack("{s:I, s:s}", "run", (json_int_t)act->id, "trigger", act->trigger));
+			act->next_start = q->to_start;
+			q->to_start = act;
 		}
 		if (q->n_taken)
 			kick(q);

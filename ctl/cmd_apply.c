@@ -80,14 +80,6 @@ static json_t *current_field(json_t *agent, const struct fleet_field *fd)
 	return v ? json_incref(v) : json_null();
 }
 
-static const struct fleet_field *field(const char *name)
-{
-	for (size_t i = 0; i < fleet_n_fields; i++)
-		if (strcmp(fleet_fields[i].name, name) == 0)
-			return &fleet_fields[i];
-	return NULL;
-}
-
 static void plan_create_agent(struct plan *p, const char *name, json_t *fields)
 {
 	json_t *body = json_deep_copy(fields), *v;
@@ -128,31 +120,59 @@ static const char *cannot_change(const struct fleet_field *fd, json_t *cur, json
 	return NULL;
 }
 
+/*
+ * What the file wants of a field: its value, or for a field it leaves out the default (a removed setting
+ * goes back to it). NULL: left out, and no way back to the default (command). New reference.
+ */
+static json_t *wanted_field(json_t *fields, const struct fleet_field *fd)
+{
+	json_t *v = json_object_get(fields, fd->name);
+
+	if (v)
+		return json_incref(v);
+	/* A snapshot_schedule alone means the cron policy (as POST and PATCH take it). */
+	if (strcmp(fd->name, "snapshot_policy") == 0 && (v = json_object_get(fields, "snapshot_schedule")) &&
+	    json_string_length(v) > 0)
+		return json_string("cron");
+	if (!fd->default_json)
+		return NULL;
+	if (!(v = json_loads(fd->default_json, JSON_DECODE_ANY, NULL)))
+		abort();	/* the table's own text */
+	return v;
+}
+
 static void plan_update_agent(struct plan *p, const char *name, json_t *fields, json_t *agent)
 {
-	json_t *patch = json_object(), *want;
+	json_t *patch = json_object();
 	char *text = NULL, *next;
-	const char *key;
 
-	json_object_foreach(fields, key, want) {
-		const struct fleet_field *fd = field(key);
-		json_t *cur = current_field(agent, fd);
-		const char *why;
+	for (size_t i = 0; i < fleet_n_fields; i++) {
+		const struct fleet_field *fd = &fleet_fields[i];
+		const char *key = fd->name, *why, *note = json_object_get(fields, key) ? "" : " (not in the file: the default)";
+		json_t *cur = current_field(agent, fd), *want = wanted_field(fields, fd);
 
-		if (!json_equal(cur, want)) {
+		if (!want) {
+			if (!json_is_null(cur)) {
+				_cleanup_free_ char *from = shown(cur);
+
+				plan_error(p, "agent '%s': %s is %s and the file leaves it out: it cannot be unset; give it "
+					      "in the file (or re-create the agent)", name, key, from);
+			}
+		} else if (!json_equal(cur, want)) {
 			_cleanup_free_ char *from = shown(cur), *to = shown(want);
 
 			if ((why = cannot_change(fd, cur, want, agent)))
-				plan_error(p, "agent '%s': %s is %s, the file says %s: %s", name, key, from, to, why);
+				plan_error(p, "agent '%s': %s is %s, the file says %s%s: %s", name, key, from, to, note, why);
 			else {
 				json_object_set(patch, key, want);
-				next = xasprintf("%s%s~ agent %s: %s: %s -> %s", text ? text : "", text ? "\n" : "", name,
-						 key, from, to);
+				next = xasprintf("%s%s~ agent %s: %s: %s -> %s%s", text ? text : "", text ? "\n" : "", name,
+						 key, from, to, note);
 				free(text);
 				text = next;
 			}
 		}
 		json_decref(cur);
+		json_decref(want);
 	}
 	if (json_object_size(patch) == 0) {
 		json_decref(patch);
@@ -205,14 +225,34 @@ static int plan_secrets(struct ctl *ctl, struct plan *p, struct plan *prune, con
 	return 0;
 }
 
-/* A schedule as the file has it: {"cron", "tz" (absent: the host's zone), "catch_up"}. New reference. */
+/*
+ * A schedule as the file has it: {"cron", "tz" (absent: the host's zone), "catch_up", "payload" (absent:
+ * none)}; a fleet's schedule has its payload from fleet_read. New reference.
+ */
 static json_t *schedule_key(json_t *s)
 {
 	json_t *k = json_pack("{s:O, s:O}", "cron", json_object_get(s, "cron"), "catch_up", json_object_get(s, "catch_up"));
 
 	if (json_is_string(json_object_get(s, "tz")))
 		json_object_set(k, "tz", json_object_get(s, "tz"));
+	if (json_is_string(json_object_get(s, "payload")))
+		json_object_set(k, "payload", json_object_get(s, "payload"));
 	return k;
+}
+
+/* A schedule as the plan shows it: its payload by size (it may be a megabyte). The caller frees it. */
+static char *shown_schedule(json_t *k)
+{
+	json_t *copy = json_deep_copy(k), *p = json_object_get(k, "payload");
+	char *text;
+
+	if (p) {
+		json_object_del(copy, "payload");
+		json_object_set_new(copy, "payload_bytes", json_integer((json_int_t)json_string_length(p)));
+	}
+	text = shown(copy);
+	json_decref(copy);
+	return text;
 }
 
 static void plan_schedules(struct plan *p, struct plan *prune, const char *name, json_t *want, json_t *all,
@@ -231,7 +271,7 @@ static void plan_schedules(struct plan *p, struct plan *prune, const char *name,
 			json_decref(k);
 		}
 		if (!found) {
-			_cleanup_free_ char *text = shown(w);
+			_cleanup_free_ char *text = shown_schedule(w);
 
 			plan_add(p, xasprintf("+ schedule %s %s", name, text), "POST",
 				 xasprintf("/v1/agents/%s/schedules", name), json_incref(w), NULL);
@@ -246,7 +286,7 @@ static void plan_schedules(struct plan *p, struct plan *prune, const char *name,
 		json_array_foreach(want, i, w)
 			named |= json_equal(k, w);
 		if (strcmp(str(s, "agent"), name) == 0 && !named) {
-			_cleanup_free_ char *text = shown(k);
+			_cleanup_free_ char *text = shown_schedule(k);
 
 			plan_add(prune, xasprintf("- schedule %s #%lld %s", name, num(s, "id"), text), "DELETE",
 				 xasprintf("/v1/agents/%s/schedules/%lld", name, num(s, "id")), NULL, NULL);
@@ -370,6 +410,30 @@ struct fleet_now {
 	json_t *agents, *schedules, *hooks;
 };
 
+/* Each schedule with a payload gets it as "payload" (the list gives only payload_bytes): 0 or -1. */
+static int read_payloads(struct ctl *ctl, json_t *schedules)
+{
+	json_t *s, *one = NULL, *p;
+	size_t i;
+
+	json_array_foreach(schedules, i, s) {
+		if (num(s, "payload_bytes") <= 0)
+			continue;
+		if (callf(ctl, "GET", NULL, &one, "/v1/agents/%s/schedules/%lld", str(s, "agent"), num(s, "id")) != 0)
+			return -1;
+		if (!json_is_string(p = json_object_get(one, "payload"))) {
+			fprintf(stderr, "fleetctl: schedule %lld of '%s': %s\n", num(s, "id"), str(s, "agent"),
+				str(one, "payload_error"));
+			json_decref(one);
+			return -1;
+		}
+		json_object_set(s, "payload", p);
+		json_decref(one);
+		one = NULL;
+	}
+	return 0;
+}
+
 static int fleet_read(struct ctl *ctl, struct fleet_now *now)
 {
 	json_t *a = NULL, *s = NULL, *h = NULL;
@@ -386,7 +450,7 @@ static int fleet_read(struct ctl *ctl, struct fleet_now *now)
 	json_decref(a);
 	json_decref(s);
 	json_decref(h);
-	return 0;
+	return read_payloads(ctl, now->schedules);
 }
 
 static void fleet_now_free(struct fleet_now *now)

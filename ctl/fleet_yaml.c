@@ -17,28 +17,32 @@
 
 #define SECRET_VALUE_MAX (64u << 10)	/* fleetd's limit (core/secrets.h) */
 
+/* The defaults are POST /v1/agents' (api/agents.c); apply.sh checks that an agent created with none
+ * given matches them all ("no changes"). */
+#define J_(x) #x
+#define J(x) J_(x)
 const struct fleet_field fleet_fields[] = {
-	{ "backend", FIELD_STR, NULL, "backend", false, false },
-	{ "memory_mib", FIELD_INT, NULL, "memory_mib", false, false },
-	{ "vcpus", FIELD_INT, NULL, "vcpus", false, false },
-	{ "disk_gib", FIELD_INT, NULL, "disk_gib", false, false },
-	{ "network", FIELD_STR, NULL, "network", true, false },
-	{ "egress_allow", FIELD_STR, NULL, "egress_allow", true, true },
-	{ "restart", FIELD_STR, NULL, "restart", false, false },
-	{ "command", FIELD_STR, NULL, "command", true, false },
-	{ "health_command", FIELD_STR, "health", "command", true, true },
-	{ "health_interval_s", FIELD_INT, "health", "interval_s", true, false },
-	{ "auto_rollback", FIELD_BOOL, "health", "auto_rollback", true, false },
-	{ "snapshot_policy", FIELD_STR, "snapshots", "policy", true, false },
-	{ "snapshot_schedule", FIELD_STR, "snapshots", "schedule", true, true },
-	{ "snapshot_keep", FIELD_INT, "snapshots", "keep", true, false },
-	{ "run_timeout_s", FIELD_INT, "runs", "timeout_s", true, false },
-	{ "max_queued", FIELD_INT, "runs", "max_queued", true, false },
-	{ "retry_interrupted", FIELD_INT, "runs", "retry_interrupted", true, false },
-	{ "secret_files", FIELD_BOOL, "runs", "secret_files", true, false },
-	{ "memory_quota_mib", FIELD_INT, "memory", "quota_mib", true, false },
-	{ "autostart", FIELD_BOOL, "boot", "autostart", true, false },
-	{ "boot_priority", FIELD_INT, "boot", "priority", true, false },
+	{ "backend", FIELD_STR, NULL, "backend", false, false, "\"vm\"" },
+	{ "memory_mib", FIELD_INT, NULL, "memory_mib", false, false, J(AGENT_MEMORY_DEFAULT) },
+	{ "vcpus", FIELD_INT, NULL, "vcpus", false, false, "1" },
+	{ "disk_gib", FIELD_INT, NULL, "disk_gib", false, false, J(AGENT_DISK_DEFAULT) },
+	{ "network", FIELD_STR, NULL, "network", true, false, "\"none\"" },
+	{ "egress_allow", FIELD_STR, NULL, "egress_allow", true, true, "\"\"" },
+	{ "restart", FIELD_STR, NULL, "restart", false, false, "\"on-failure\"" },
+	{ "command", FIELD_STR, NULL, "command", true, false, NULL },
+	{ "health_command", FIELD_STR, "health", "command", true, true, "\"\"" },
+	{ "health_interval_s", FIELD_INT, "health", "interval_s", true, false, J(HEALTH_INTERVAL_DEFAULT) },
+	{ "auto_rollback", FIELD_BOOL, "health", "auto_rollback", true, false, "false" },
+	{ "snapshot_policy", FIELD_STR, "snapshots", "policy", true, false, "\"none\"" },
+	{ "snapshot_schedule", FIELD_STR, "snapshots", "schedule", true, true, "\"\"" },
+	{ "snapshot_keep", FIELD_INT, "snapshots", "keep", true, false, "0" },
+	{ "run_timeout_s", FIELD_INT, "runs", "timeout_s", true, false, J(RUN_TIMEOUT_DEFAULT) },
+	{ "max_queued", FIELD_INT, "runs", "max_queued", true, false, J(MAX_QUEUED_DEFAULT) },
+	{ "retry_interrupted", FIELD_INT, "runs", "retry_interrupted", true, false, "0" },
+	{ "secret_files", FIELD_BOOL, "runs", "secret_files", true, false, "false" },
+	{ "memory_quota_mib", FIELD_INT, "memory", "quota_mib", true, false, J(MEMORY_QUOTA_DEFAULT) },
+	{ "autostart", FIELD_BOOL, "boot", "autostart", true, false, "false" },
+	{ "boot_priority", FIELD_INT, "boot", "priority", true, false, "0" },
 };
 const size_t fleet_n_fields = ARRAY_SIZE(fleet_fields);
 
@@ -297,7 +301,7 @@ static bool schedule_pair(struct loader *l, const char *key, yaml_node_t *k, yam
 
 static bool schedules(struct loader *l, struct agent_ctx *a, yaml_node_t *n)
 {
-	static const char *const keys[] = { "cron", "tz", "catch_up", NULL };
+	static const char *const keys[] = { "cron", "tz", "catch_up", "payload", NULL };
 	json_t *list = json_array();
 
 	json_object_set_new(a->agent, "schedules", list);
@@ -711,15 +715,14 @@ static void write_agent(struct writer *w, json_t *a, json_t *secrets, json_t *sc
 			continue;
 		if (!any)
 			put_str(w, "schedules"), put_seq(w, true, false), any = true;
-		if (json_integer_value(json_object_get(s, "payload_bytes")) > 0)
-			fprintf(stderr, "fleetctl: warning: schedule %lld of '%s' has a payload, which export does not "
-					"write (the file format has no payload)\n",
-				(long long)json_integer_value(json_object_get(s, "id")), name);
 		put_map(w, true);
 		put_kv(w, "cron", json_object_get(s, "cron"));
 		if (json_is_string(json_object_get(s, "tz")))
 			put_kv(w, "tz", json_object_get(s, "tz"));
 		put_kv(w, "catch_up", json_object_get(s, "catch_up"));
+		/* Inline: a payload is UTF-8 text, which a YAML string holds whole (quoted and escaped as need be). */
+		if (json_is_string(json_object_get(s, "payload")))
+			put_kv(w, "payload", json_object_get(s, "payload"));
 		put_map(w, false);
 	}
 	if (any)

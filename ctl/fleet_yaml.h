@@ -23,6 +23,8 @@ struct fleet_field {
 	const char *member;		/* its name there */
 	bool patchable;			/* PATCH /v1/agents/NAME changes it */
 	bool empty_is_unset;		/* "" in the file is the same as null/absent in the AGENT */
+	const char *default_json;	/* what a new agent gets (POST /v1/agents), as JSON text; NULL: no way
+					 * back to it (command: once set, PATCH takes no "unset") */
 };
 
 extern const struct fleet_field fleet_fields[];

@@ -246,13 +246,14 @@ static const struct command commands[] = {
 	  "subscribers. apply reads the fleet, prints each change and makes it; a second\n"
 	  "apply prints 'no changes'. A file with an error (FILE:LINE:COLUMN) or a change\n"
 	  "that cannot be made (a vm's disk, a route's settings...) changes nothing.\n"
+	  "A setting the file leaves out goes back to its default (the plan says so).\n"
 	  "  --dry-run   print the plan, field by field, and change nothing\n"
 	  "  --prune     also remove agents, secrets, schedules and subscriptions the\n"
 	  "              file does not name (never without it)\n", cmd_apply },
 	{ "export", "", "Write the fleet as a fleet file (YAML) to standard output.",
 	  "Secrets are written as references to fill: from_env FLEET_SECRET_AGENT_KEY and\n"
-	  "FLEET_HOOK_SECRET_ROUTE (docs/apply.md); 'apply' of the file on an empty fleet\n"
-	  "makes the same fleet.\n", cmd_export },
+	  "FLEET_HOOK_SECRET_ROUTE (docs/apply.md); schedules' payloads inline; 'apply'\n"
+	  "of the file on an empty fleet makes the same fleet.\n", cmd_export },
 	{ "doctor", "", "Check the host fleet runs on; say what to fix (exit 1 on any FAIL).",
 	  "Each line is OK, WARN or FAIL, what was found and, unless OK, the fix: fleetd\n"
 	  "reachable and who may use its socket; libvirtd and its version; KVM or the\n"

@@ -232,6 +232,8 @@ struct db_hook_result {
 	const char *outcome;
 	int64_t event_id;
 	int64_t *run_ids;		/* n_runs of them */
+	char **run_agents;		/* whose each run is (NULL-terminated, n_runs of them) */
+	char *trigger;			/* the runs' trigger: the route's source */
 	size_t n_runs;
 	char *full_agent;		/* on -EDQUOT: the agent whose queue is full */
 };

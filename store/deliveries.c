@@ -89,6 +89,8 @@ static int matching(struct db *db, int64_t route_id, const char *type, db_hook_f
 void db_hook_result_clear(struct db_hook_result *res)
 {
 	free(res->run_ids);
+	strv_free(res->run_agents);
+	free(res->trigger);
 	free(res->full_agent);
 	memset(res, 0, sizeof(*res));
 }
@@ -140,6 +142,9 @@ static int record(struct db *db, const struct db_hook_delivery *d, db_hook_filte
 		}
 		res->n_runs++;
 	}
+	/* For the watchers' run.queued, once committed (core/deliveries.c). */
+	res->run_agents = TAKE_PTR(agents);
+	res->trigger = TAKE_PTR(source);
 	return 0;
 }
 

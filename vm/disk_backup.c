@@ -84,8 +84,10 @@ static int copy_sparse(int in, int out)
 	while (pos < st.st_size) {
 		off_t data = lseek(in, pos, SEEK_DATA);
 
+		if (data < 0 && errno == ENXIO)
+			break;	/* only a hole is left */
 		if (data < 0)
-			break;	/* ENXIO: only a hole is left */
+			return -errno;	/* a read error is no hole: copying zeros there would lose data */
 		if ((end = lseek(in, data, SEEK_HOLE)) < 0)
 			return -errno;
 		for (pos = data; pos < end;) {

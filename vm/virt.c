@@ -548,21 +548,29 @@ int virt_network_ensure(struct virt *v, const char *name, const char *xml, char 
 	return 0;
 }
 
-int virt_snapshot_create(struct virt *v, const char *domain, const char *snap, char **why)
+/* virDomainSnapshotCreateXML: a new snapshot and a redefined one are the same call with other XML and flags. */
+static int snapshot_create_xml(struct virt *v, const char *domain, const char *xml, unsigned int flags,
+			       const char *what, char **why)
 {
-	_cleanup_free_ char *xml = xasprintf("<domainsnapshot><name>%s</name></domainsnapshot>", snap);
 	virDomainSnapshotPtr s;
 	virDomainPtr d;
 	int r;
 
 	if ((r = lookup(v, domain, &d, why)) < 0)
 		return r;
-	s = virDomainSnapshotCreateXML(d, xml, VIR_DOMAIN_SNAPSHOT_CREATE_ATOMIC);
-	r = s ? 0 : last_error("cannot create snapshot", why);
+	s = virDomainSnapshotCreateXML(d, xml, flags);
+	r = s ? 0 : last_error(what, why);
 	if (s)
 		virDomainSnapshotFree(s);
 	virDomainFree(d);
 	return r;
+}
+
+int virt_snapshot_create(struct virt *v, const char *domain, const char *snap, char **why)
+{
+	_cleanup_free_ char *xml = xasprintf("<domainsnapshot><name>%s</name></domainsnapshot>", snap);
+
+	return snapshot_create_xml(v, domain, xml, VIR_DOMAIN_SNAPSHOT_CREATE_ATOMIC, "cannot create snapshot", why);
 }
 
 int virt_snapshot_xml(struct virt *v, const char *domain, const char *snap, char **ret_xml, char **why)
@@ -593,18 +601,8 @@ int virt_snapshot_xml(struct virt *v, const char *domain, const char *snap, char
 
 int virt_snapshot_redefine(struct virt *v, const char *domain, const char *xml, char **why)
 {
-	virDomainSnapshotPtr s;
-	virDomainPtr d;
-	int r;
-
-	if ((r = lookup(v, domain, &d, why)) < 0)
-		return r;
-	s = virDomainSnapshotCreateXML(d, xml, VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE);
-	r = s ? 0 : last_error("cannot define snapshot again", why);
-	if (s)
-		virDomainSnapshotFree(s);
-	virDomainFree(d);
-	return r;
+	return snapshot_create_xml(v, domain, xml, VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE, "cannot define snapshot again",
+				   why);
 }
 
 /* Run op on the named snapshot of domain. */

@@ -4,7 +4,10 @@
 # file and from the environment), schedules, snapshot policies and a webhook
 # route with subscribers; a second apply says "no changes" and changes
 # nothing (audit log, updated_at); --dry-run prints the plan and changes
-# nothing; an edited field changes only that field; --prune removes only with
+# nothing; an edited field changes only that field; a field taken out of the
+# file goes back to its default (the plan says so), and an agent created
+# with every default applies as no changes; a schedule's payload goes in and
+# comes back byte for byte (curl GET of the schedule); --prune removes only with
 # the flag; export -> wipe -> apply round-trips; bad files (unknown key, wrong
 # type, bad YAML, duplicate agent) are refused with FILE:LINE:COLUMN, and a
 # missing from_env before anything changes; a change that cannot be made in
@@ -45,6 +48,7 @@ agents:
         tz: UTC
         catch_up: skip
       - cron: "@daily"
+        payload: "{\"digest\": true,\n \"note\": \"naïve 'quotes'\"}\n"
   ap-review:
     backend: user
     command: "echo review"
@@ -167,6 +171,16 @@ is "$("$FLEETCTL" --json schedule ls ap-triage | jq -r '[.[] | .cron + "/" + (.t
 is "$("$FLEETCTL" --json hook ls | jq -r '.[] | .route + " " + .source + " " + ([.subscribers[] | .agent + ":" + ((.events // ["*"]) | join(","))] | sort | join(" "))')" \
 	"ap-github github ap-review:pull_request.opened,push ap-triage:*" "the route and its subscriptions"
 
+# A schedule's payload is in the file (inline, a YAML string): fleetd has it byte for byte.
+PAYLOAD=$(printf '{"digest": true,\n "note": "na\xc3\xafve '"'"'quotes'"'"'"}\n'; echo x); PAYLOAD=${PAYLOAD%x}
+sid=$("$FLEETCTL" --json schedule ls ap-triage | jq -r '.[] | select(.cron == "@daily") | .id')
+out=$(api GET "/v1/agents/ap-triage/schedules/$sid")
+is "${out##* }" 200 "curl: GET one schedule answers 200"
+is "$(jq -j .payload <<<"${out% *}"; echo x)" "${PAYLOAD}x" "with the payload the file gave, byte for byte"
+is "$(jq -r .payload_bytes <<<"${out% *}")" "$(printf %s "$PAYLOAD" | wc -c)" "and its size"
+out=$(api GET /v1/agents/ap-triage/schedules/999999); is "${out##* }" 404 "curl: no such schedule: 404"
+out=$(api GET /v1/agents/ap-triage/schedules/x1); is "${out##* }" 400 "curl: a bad id: 400"
+
 # --- a second apply changes nothing ---
 n1=$(audit_count); u1=$(agent_json ap-triage | jq -r .updated_at)
 out=$("$FLEETCTL" apply "$D/fleet.yaml"); ok $? "a second apply"
@@ -212,6 +226,26 @@ is "$(agent_json ap-review | jq -r .snapshots.schedule)" "0 * * * *" "the refuse
 out=$("$FLEETCTL" apply "$D/fleet.yaml"); ok $? "apply the good file"
 is "$out" "~ agent ap-triage: run_timeout_s: 901 -> 900
 applied 1 change" "only what differs is planned again"
+
+# --- a setting taken out of the file goes back to its default, shown in the plan ---
+grep -v -e '^    max_queued: 10$' -e '^    boot_priority: 7$' "$D/fleet.yaml" > "$D/removed.yaml"
+out=$("$FLEETCTL" apply --dry-run "$D/removed.yaml")
+is "$out" "~ agent ap-triage: max_queued: 10 -> 100 (not in the file: the default)
+~ agent ap-triage: boot_priority: 7 -> 0 (not in the file: the default)
+1 change planned; nothing changed (--dry-run)" "the plan resets the two removed settings"
+"$FLEETCTL" apply "$D/removed.yaml" >/dev/null; ok $? "apply the file without them"
+is "$(agent_json ap-triage | jq -r '[.runs.max_queued, .boot.priority, .runs.timeout_s] | join(" ")')" "100 0 900" \
+	"they are back to their defaults, the rest as it was"
+is "$("$FLEETCTL" apply "$D/removed.yaml")" "no changes" "and that file applies as no changes now"
+out=$("$FLEETCTL" apply "$D/fleet.yaml"); ok $? "the full file again"
+is "$(agent_json ap-triage | jq -r '[.runs.max_queued, .boot.priority] | join(" ")')" "10 7" "sets them again"
+# A removed command cannot be: PATCH has no "unset" for it; a removed backend is the default (vm): re-create.
+grep -v -e '^    command: echo triage$' -e '^    backend: user$' "$D/fleet.yaml" > "$D/nocommand.yaml"
+out=$("$FLEETCTL" apply "$D/nocommand.yaml" 2>&1); is $? 1 "a removed command and backend are refused"
+like "$out" "agent 'ap-triage': command is \"echo triage\" and the file leaves it out: it cannot be unset" \
+	"the command: it cannot be unset"
+like "$out" "agent 'ap-triage': backend is \"user\", the file says \"vm\" \(not in the file: the default\): it cannot be changed" \
+	"the backend: its default would need a new agent"
 
 # --- changes that cannot be made are refused whole ---
 sed 's/run_timeout_s: 900/run_timeout_s: 901/; s/^    backend: user$/    backend: vm/' "$D/fleet.yaml" > "$D/cannot.yaml"
@@ -266,6 +300,9 @@ is "$("$FLEETCTL" --json hook ls | jq -r '[.[].route] | join(" ")')" "ap-github"
 printf 'extra-secret-0123456789' | "$FLEETCTL" secret set ap-triage EXTRA >/dev/null
 "$FLEETCTL" schedule add ap-triage '@hourly' >/dev/null
 out=$("$FLEETCTL" apply "$D/fleet.yaml"); is "$out" "no changes" "without --prune, extra things stay: no changes"
+# fleetctl's table of defaults is fleetd's: an agent made with none given, named with none, is as the file says.
+sed 's/^agents:$/agents:\n  ap-extra:\n    backend: user/' "$D/fleet.yaml" > "$D/extra.yaml"
+is "$("$FLEETCTL" apply --dry-run "$D/extra.yaml")" "no changes" "an agent created with every default: no changes"
 is "$("$FLEETCTL" --json list | jq -r '[.[].name] | sort | join(" ")')" "ap-extra ap-review ap-triage" "ap-extra is there"
 out=$("$FLEETCTL" apply --prune --dry-run "$D/fleet.yaml"); ok $? "apply --prune --dry-run"
 like "$out" "- agent ap-extra" "the plan removes ap-extra"
@@ -296,6 +333,10 @@ diff -u "$D/export1.yaml" "$D/export2.yaml" >"$TEST_TMP/export.diff"; ok $? "the
 [ -s "$TEST_TMP/export.diff" ] && sed 's/^/# /' "$TEST_TMP/export.diff"
 is "$("$FLEETCTL" exec ap-triage --no-stdin --secrets -- sh -c 'printf %s "$API_KEY"')" "$APPLY_TRIAGE_KEY" \
 	"the secret came back from its reference"
+like "$(cat "$D/export1.yaml")" "payload: " "the export holds the schedule's payload"
+sid=$("$FLEETCTL" --json schedule ls ap-triage | jq -r '.[] | select(.cron == "@daily") | .id')
+is "$(api GET "/v1/agents/ap-triage/schedules/$sid" | sed '$ s/ [0-9]*$//' | jq -j .payload; echo x)" "${PAYLOAD}x" \
+	"the payload came back byte for byte"
 is "$("$FLEETCTL" apply "$D/fleet.yaml")" "no changes" "and the original file sees the same fleet"
 
 done_testing

@@ -181,4 +181,35 @@ like "$("$FLEETD" --help)" "--restore-from DIR" "fleetd --help documents --resto
 restore "$B" "correct horse"; is $? 1 "--restore-from onto a state dir with a database is refused"
 like "$(cat "$TEST_TMP/restore.err")" "fleet.db exists" "saying so"
 
+# A VM agent's record while the vm backend is unavailable (its vms/ dir cannot be made: a dangling
+# link is in the way): --with-disks cannot copy its disks and says so (503), nothing is written,
+# fleetd lives on (it once followed a NULL backend there), and a backup without disks still works.
+# (A second fleetd beside the restored one, which the cleanup removes agents through.)
+RESTORED_PID=$FLEETD_PID RESTORED_SOCK=$SOCK RESTORED_STATE=$STATE
+NOVIRT="qemu+unix:///system?socket=$TEST_TMP/no-libvirtd.sock"
+start_fleetd novm --libvirt-uri "$NOVIRT"; ok $? "a fleetd with a libvirt nothing answers"
+stop_fleetd; ok $? "it stops, its database made"
+# The record of a VM agent provisioned before the backend broke (a real one needs libvirt and a
+# guest image, and would not make the backend unavailable).
+sqlite3 "$STATE/fleet.db" "INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)
+	VALUES ('bkp-vm', 'vm', 'stopped', 256, 1, 2, strftime('%s'), strftime('%s'))"; ok $? "a stopped vm agent's record"
+rm -rf "$STATE/vms" && ln -s "$TEST_TMP/nowhere" "$STATE/vms"
+start_fleetd novm --libvirt-uri "$NOVIRT"; ok $? "fleetd starts again, its vm backend unavailable"
+like "$("$FLEETCTL" --json status | jq -r .backends.vm)" "unavailable" "status says the vm backend is unavailable"
+out=$(api POST /v1/backup "{\"dir\": \"$TEST_TMP/bkp-novm\", \"passphrase\": \"x\", \"with_disks\": true}")
+is "${out##* }" 503 "curl: backup with_disks answers 503"
+like "$(jq -r .error <<<"${out% *}")" \
+	"agent 'bkp-vm': the vm backend is unavailable .*: its disks cannot be copied" "naming the agent and why"
+ok $([ ! -e "$TEST_TMP/bkp-novm" ] && echo 0 || echo 1) "nothing was written"
+out=$(printf 'x\n' | "$FLEETCTL" backup "$TEST_TMP/bkp-novm2" --with-disks 2>&1); is $? 1 "fleetctl backup --with-disks: exit 1"
+like "$out" "the vm backend is unavailable" "and says why"
+ok $(kill -0 "$FLEETD_PID" 2>/dev/null; echo $?) "fleetd lives on"
+printf 'x\n' | "$FLEETCTL" backup "$TEST_TMP/bkp-novm3" >/dev/null; ok $? "a backup without disks works"
+is "$(jq -r '.agents[] | select(.name == "bkp-vm") | .copied | length' "$TEST_TMP/bkp-novm3/manifest.json")" 0 \
+	"with the vm agent's record only"
+"$FLEETCTL" rm --force bkp-vm >/dev/null 2>&1
+stop_fleetd; ok $? "that fleetd stops"
+FLEETD_PID=$RESTORED_PID SOCK=$RESTORED_SOCK STATE=$RESTORED_STATE FLEET_SOCKET=$RESTORED_SOCK
+
 done_testing
+

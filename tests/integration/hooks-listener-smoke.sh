@@ -111,8 +111,13 @@ is "$(jq -r .body <<<"$log")" '{"action":"opened","number":7}' "and the body, by
 for ((i = 0; i < 600; i++)); do grep -q "\"run.finished\".*\"run\":$run," "$TEST_TMP/watch" && break; sleep 0.05; done
 is "$(jq -r 'select(.type == "delivery") | "\(.route) \(.delivery) \(.event_type) \(.outcome) \(.runs)"' "$TEST_TMP/watch")" \
 	"hkfs-gh hkfs-1 pull_request.opened queued 1" "fleetctl watch shows the delivery"
-is "$(jq -r "select(.run == $run) | .type" "$TEST_TMP/watch" | tr '\n' ' ')" "run.started run.finished " \
-	"and its run starting and finishing"
+# A webhook-queued run is said queued like a manual one (it once went from delivery straight to started).
+is "$(jq -r "select(.run == $run) | .type" "$TEST_TMP/watch" | tr '\n' ' ')" "run.queued run.started run.finished " \
+	"and its run queued, starting and finishing"
+is "$(jq -r "select(.type == \"run.queued\" and .run == $run) | \"\(.agent) \(.trigger)\"" "$TEST_TMP/watch")" \
+	"hkfs-a github" "run.queued names its agent, and the route's source as trigger"
+is "$(jq -r 'select(.type == "delivery" or .type == "run.queued") | .type' "$TEST_TMP/watch" | tr '\n' ' ')" \
+	"delivery run.queued " "the delivery comes before the run it queued"
 kill "$watch_pid"; wait "$watch_pid" 2>/dev/null
 like "$("$FLEETCTL" status)" "webhooks: up on 127\.0\.0\.1:$PORT \(pid [0-9]+\), 2 accepted" \
 	"fleetctl status shows the listener up"

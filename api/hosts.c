@@ -87,6 +87,14 @@ void api_host_add(struct api_call *c)
 		goto out;
 	}
 	c->target = name;	/* the body's own string: valid until the call's reply */
+	{
+		const char *why_name;
+
+		if (agent_name_check(name, &why_name) < 0) {
+			api_error(c, 400, "invalid_name", "invalid host name: %s", why_name);
+			goto out;
+		}
+	}
 	if (json_object_get(body, "max_agents"))
 		max = json_integer_value(json_object_get(body, "max_agents"));
 	if (json_object_get(body, "reserve_memory_mib"))

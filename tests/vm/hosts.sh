@@ -33,6 +33,8 @@ H2_SOCK=/proc/${H2[0]}/root/run/libvirt/libvirt-sock
 H2_URI="qemu+unix:///system?socket=$H2_SOCK"
 h2_libvirtd_pid() { cat "/proc/${H2[0]}/root/run/libvirtd.pid" 2>/dev/null; }
 
+# api, its reply on one line (the status follows the body after a newline).
+apiq() { api "$@" | tr -d "\n"; }
 hosts_json() { "$FLEETCTL" --json host ls; }
 host_field() { hosts_json | jq -r --arg h "$1" ".[] | select(.name == \$h) | $2"; }
 
@@ -52,18 +54,18 @@ out=$("$FLEETCTL" host add bad "qemu+unix:///system?socket=$TEST_TMP/no-such.soc
 isnt_rc() { [ "$1" != 0 ]; }
 check "a URI that does not answer is refused" -- isnt_rc "$rc"
 like "$out" "no-such.sock" "with libvirt's error naming the socket: $out"
-resp=$(api POST /v1/hosts "{\"name\":\"bad\",\"uri\":\"qemu+unix:///system?socket=$TEST_TMP/no-such.sock\"}")
+resp=$(apiq POST /v1/hosts "{\"name\":\"bad\",\"uri\":\"qemu+unix:///system?socket=$TEST_TMP/no-such.sock\"}")
 like "$resp" '"unreachable".* 400$' "the API says 400 unreachable"
 is "$(hosts_json | jq -r '.[].name' | tr '\n' ' ')" "local " "and the host is not recorded"
 "$FLEETCTL" host add Bad_Name "$H2_URI" >/dev/null 2>&1; is $? 2 "fleetctl refuses a host name an agent could not have (usage, exit 2)"
-like "$(api POST /v1/hosts "{\"name\":\"Bad_Name\",\"uri\":\"$H2_URI\"}")" '"invalid_name".* 400$' "so does the API (400 invalid_name)"
-like "$(api POST /v1/hosts '{"name":"sp","uri":"qemu:///system foo"}')" '"invalid".* 400$' "a URI with a space: 400"
-like "$(api POST /v1/hosts "{\"name\":\"h2\",\"uri\":\"$H2_URI\",\"max_agents\":-1}")" ' 400$' "a negative max_agents: 400"
+like "$(apiq POST /v1/hosts "{\"name\":\"Bad_Name\",\"uri\":\"$H2_URI\"}")" '"invalid_name".* 400$' "so does the API (400 invalid_name)"
+like "$(apiq POST /v1/hosts '{"name":"sp","uri":"qemu:///system foo"}')" '"invalid".* 400$' "a URI with a space: 400"
+like "$(apiq POST /v1/hosts "{\"name\":\"h2\",\"uri\":\"$H2_URI\",\"max_agents\":-1}")" ' 400$' "a negative max_agents: 400"
 
 out=$("$FLEETCTL" host add h2 "$H2_URI" --max-agents 3 --reserve-memory 64); ok $? "host add h2 over the second libvirtd's socket"
 like "$out" "host 'h2' added \(libvirt [0-9.]+, QEMU [0-9.]+, (kvm|tcg)\)" "it says what it found: $out"
-like "$(api POST /v1/hosts "{\"name\":\"h2\",\"uri\":\"$H2_URI\"}")" '"exists".* 409$' "a second h2: 409 exists"
-like "$(api POST /v1/hosts "{\"name\":\"local\",\"uri\":\"$H2_URI\"}")" '"exists".* 409$' "and so is 'local'"
+like "$(apiq POST /v1/hosts "{\"name\":\"h2\",\"uri\":\"$H2_URI\"}")" '"exists".* 409$' "a second h2: 409 exists"
+like "$(apiq POST /v1/hosts "{\"name\":\"local\",\"uri\":\"$H2_URI\"}")" '"exists".* 409$' "and so is 'local'"
 is "$(host_field h2 .reachable)" true "h2 is reachable"
 is "$(host_field h2 .uri)" "$H2_URI" "with its URI"
 like "$(host_field h2 .libvirt_version)" '^[0-9]+\.[0-9]+\.[0-9]+$' "its libvirt version"
@@ -78,13 +80,13 @@ out=$("$FLEETCTL" create far --host h2 --health-interval 0 2>&1); rc=$?
 check "a VM agent placed on h2 is refused for now" -- isnt_rc "$rc"
 like "$out" "placed on host h2.*remote image path.*not built yet" "saying the remote image path is not built yet: $out"
 "$FLEETCTL" show far >/dev/null 2>&1; isnt_rc $?; ok $? "and nothing of it is kept"
-like "$(api POST /v1/agents '{"name":"nowhere","host":"nowhere"}')" "no host 'nowhere'.* 404$" "--host of no such host: 404"
-like "$(api POST /v1/agents '{"name":"usr","backend":"user","host":"h2"}')" "user agents run on fleetd's own host.* 400$" \
+like "$(apiq POST /v1/agents '{"name":"nowhere","host":"nowhere"}')" "no host 'nowhere'.* 404$" "--host of no such host: 404"
+like "$(apiq POST /v1/agents '{"name":"usr","backend":"user","host":"h2"}')" "user agents run on fleetd's own host.* 400$" \
 	"--host for a user agent: 400"
 "$FLEETCTL" host drain h2 >/dev/null; ok $? "host drain h2"
 is "$(host_field h2 .draining)" true "h2 drains"
 like "$("$FLEETCTL" host ls)" "h2 +draining" "the table says so"
-like "$(api POST /v1/agents '{"name":"far","host":"h2"}')" "cannot place a 256 MiB agent on h2: draining.* 409$" \
+like "$(apiq POST /v1/agents '{"name":"far","host":"h2"}')" "cannot place a 256 MiB agent on h2: draining.* 409$" \
 	"--host of a draining host: 409 with the reason"
 out=$("$FLEETCTL" create la --health-interval 0 --restart never); ok $? "with h2 draining, an agent is placed automatically"
 like "$out" "host local" "on local: $out"
@@ -93,12 +95,12 @@ like "$("$FLEETCTL" list)" "la +vm +stopped .* local " "list shows its host"
 is "$("$FLEETCTL" --json list | jq -r '.[] | select(.name == "la") | .host')" local "and list --json"
 is "$(host_field local .agents)" 1 "host ls counts it on local"
 "$FLEETCTL" host drain local >/dev/null; ok $? "drain local too"
-resp=$(api POST /v1/agents '{"name":"none"}')
+resp=$(apiq POST /v1/agents '{"name":"none"}')
 like "$resp" "no host can take a 256 MiB agent now: local: draining; h2: draining.* 409$" "none fits: 409, host by host"
 "$FLEETCTL" host undrain local >/dev/null; ok $? "host undrain local"
 "$FLEETCTL" host drain h2 --undo >/dev/null; ok $? "host drain h2 --undo"
 is "$(hosts_json | jq -r '[.[].draining] | map(tostring) | join(" ")')" "false false" "neither drains"
-like "$(api PATCH /v1/hosts/nowhere '{"draining":true}')" ' 404$' "drain of no such host: 404"
+like "$(apiq PATCH /v1/hosts/nowhere '{"draining":true}')" ' 404$' "drain of no such host: 404"
 
 # --- rm: refused while an agent is placed there ---------------------------------------------------
 stop_fleetd; ok $? "fleetd stops"
@@ -109,8 +111,8 @@ is "$(host_field h2 .agents)" 1 "with la counted there"
 out=$("$FLEETCTL" host rm h2 2>&1); rc=$?
 check "host rm h2 is refused while la is placed there" -- isnt_rc "$rc"
 like "$out" "host 'h2' still has 1 agent placed on it \(la\)" "naming the agent: $out"
-like "$(api DELETE /v1/hosts/h2)" '"in_use".* 409$' "the API says 409 in_use"
-like "$(api DELETE /v1/hosts/local)" "fleetd's own libvirt_uri.* 409$" "'local' is never removed: 409"
+like "$(apiq DELETE /v1/hosts/h2)" '"in_use".* 409$' "the API says 409 in_use"
+like "$(apiq DELETE /v1/hosts/local)" "fleetd's own libvirt_uri.* 409$" "'local' is never removed: 409"
 stop_fleetd; ok $? "fleetd stops"
 sqlite3 "$STATE/fleet.db" "UPDATE agents SET host = 'local' WHERE name = 'la'"; ok $? "la's record back on local"
 fleetd_ns_start; ok $? "fleetd starts again"
@@ -125,7 +127,7 @@ wait_for 30 h2_down; ok $? "host ls says h2 is unreachable"
 like "$(host_field h2 .error)" "." "with why: $(host_field h2 .error)"
 like "$("$FLEETCTL" host ls)" "h2 +unreachable" "the table says unreachable"
 is "$(host_field local .reachable)" true "local is unaffected"
-like "$(api POST /v1/agents '{"name":"far","host":"h2"}')" "cannot place a 256 MiB agent on h2: unreachable.* 409$" \
+like "$(apiq POST /v1/agents '{"name":"far","host":"h2"}')" "cannot place a 256 MiB agent on h2: unreachable.* 409$" \
 	"--host of an unreachable host: 409"
 nsenter -t "${H2[0]}" -m -n -- libvirtd -d; ok $? "h2's libvirtd is started again"
 h2_up() { [ "$(host_field h2 .reachable)" = true ]; }
@@ -136,7 +138,7 @@ like "$(host_field h2 .libvirt_version)" '^[0-9]+\.[0-9]+\.[0-9]+$' "with its ve
 out=$("$FLEETCTL" host rm h2); ok $? "host rm h2, now empty"
 is "$out" "host 'h2' removed" "it says so"
 is "$(hosts_json | jq -r '.[].name' | tr '\n' ' ')" "local " "host ls lists local only again"
-like "$(api DELETE /v1/hosts/h2)" ' 404$' "a second rm: 404"
+like "$(apiq DELETE /v1/hosts/h2)" ' 404$' "a second rm: 404"
 grep -q "host h2: connection closed" "$STATE/fleetd.log"; ok $? "fleetd closed h2's connection"
 like "$(sqlite3 "$STATE/fleet.db" "SELECT group_concat(action, ' ') FROM audit WHERE action LIKE 'host.%'")" \
 	"host.add.*host.update.*host.remove" "host add, drain and rm are audited"

@@ -127,12 +127,15 @@ wait_for 30 h2_down; ok $? "host ls says h2 is unreachable"
 like "$(host_field h2 .error)" "." "with why: $(host_field h2 .error)"
 like "$("$FLEETCTL" host ls)" "h2 +unreachable" "the table says unreachable"
 is "$(host_field local .reachable)" true "local is unaffected"
+like "$("$FLEETCTL" doctor 2>&1)" "WARN +host-h2 +host h2 \(qemu\+unix[^)]*\) unreachable: .*0 agent" \
+	"doctor warns that h2 is unreachable (no agent there: a warning)"
 like "$(apiq POST /v1/agents '{"name":"far","host":"h2"}')" "cannot place a 256 MiB agent on h2: unreachable.* 409$" \
 	"--host of an unreachable host: 409"
 nsenter -t "${H2[0]}" -m -n -- libvirtd -d; ok $? "h2's libvirtd is started again"
 h2_up() { [ "$(host_field h2 .reachable)" = true ]; }
 wait_for 60 h2_up; ok $? "host ls says h2 is reachable again (fleetd reconnected with backoff)"
 like "$(host_field h2 .libvirt_version)" '^[0-9]+\.[0-9]+\.[0-9]+$' "with its versions"
+like "$("$FLEETCTL" doctor 2>&1)" "OK +host-h2 +host h2 reachable at qemu\+unix" "and doctor says it is reachable"
 
 # --- rm: accepted when empty -----------------------------------------------------------------------
 out=$("$FLEETCTL" host rm h2); ok $? "host rm h2, now empty"

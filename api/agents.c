@@ -543,8 +543,11 @@ void api_agents_create(struct api_call *c)
 	if (!command_field(c, body, a) || !egress_field(c, body, a))
 		goto out;
 
-	/* Where a VM agent goes (core/hosts.c): before anything is recorded. */
-	if (backend_built_in(a->backend)) {
+	/*
+	 * Where a VM agent goes (core/hosts.c): before anything is recorded. A
+	 * backend that is not running is create_agent's 503, not a placement's.
+	 */
+	if (backend_built_in(a->backend) && backend_get(c->fleetd, a->backend, &why)) {
 		_cleanup_free_ char *msg = NULL;
 		const char *host = json_string_value(json_object_get(body, "host"));
 

@@ -309,14 +309,16 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
 	pthread_mutex_unlock(&v->lock);
 	for (size_t i = 0; i < n; i++)
 		v->fn(v->userdata, batch[i].domain, batch[i].kind);
-	if (lost && v->conn) {
+	if (lost) {
 		log_warning("libvirt: lost the connection to %s; reconnecting (after %d s, then backing off to %d s)",
 			    v->uri, RECONNECT_SECONDS, RECONNECT_MAX_SECONDS);
 		disconnect(v);
 		free(v->connect_error);
 		v->connect_error = xasprintf("lost the connection to %s", v->uri);
-		v->backoff_s = RECONNECT_SECONDS;
-		schedule_reconnect(v);
+		if (!evtimer_pending(v->reconnect_ev, NULL)) {
+			v->backoff_s = RECONNECT_SECONDS;
+			schedule_reconnect(v);
+		}
 	}
 }
 

@@ -18,6 +18,7 @@ static bool host_name_ok(const struct command *cmd, const char *name)
 
 struct host_opts {
 	const struct command *cmd;
+	struct ctl *ctl;
 	json_t *body;
 	bool undo;
 };
@@ -28,6 +29,9 @@ static int host_opt(int c, const char *arg, void *data)
 	long v;
 
 	switch (c) {
+	case 'j':	/* `host ls --json`, as the issue writes it: the global --json */
+		o->ctl->json = true;
+		return 0;
 	case 'u':
 		o->undo = true;
 		return 0;
@@ -73,9 +77,10 @@ int cmd_host(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "max-agents", required_argument, NULL, 'x' }, { "reserve-memory", required_argument, NULL, 'r' },
-		{ "undo", no_argument, NULL, 'u' }, { "help", no_argument, NULL, 'h' }, { 0 },
+		{ "undo", no_argument, NULL, 'u' }, { "json", no_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' },
+		{ 0 },
 	};
-	struct host_opts o = { cmd, json_object(), false };
+	struct host_opts o = { cmd, ctl, json_object(), false };
 	json_t *j = NULL;
 	const char *sub;
 	int r, status = 1;

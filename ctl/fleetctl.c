@@ -237,7 +237,7 @@ static const struct command commands[] = {
 	  "boot, or through snapshots taken before an upgrade. 'image rm ID' (a unique\n"
 	  "prefix will do) removes an image no agent uses, and refuses otherwise.\n",
 	  cmd_image },
-	{ "host", "ls  |  host add NAME URI [--max-agents N] [--reserve-memory MIB]  |  host drain NAME [--undo]\n"
+	{ "host", "ls [--json]  |  host add NAME URI [--max-agents N] [--reserve-memory MIB]  |  host drain NAME [--undo]\n"
 	  "                |  host undrain NAME  |  host rm NAME",
 	  "List, add, drain or remove the hypervisor hosts VM agents are placed on.",
 	  "A host is a libvirt URI (qemu+ssh://root@host/system, qemu+tls://host/system);\n"

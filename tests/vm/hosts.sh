@@ -73,6 +73,8 @@ like "$(host_field h2 .qemu_version)" '^[0-9]+\.[0-9]+\.[0-9]+$' "its QEMU versi
 like "$(host_field h2 .free_memory_mib)" '^[1-9][0-9]*$' "its free memory"
 is "$(host_field h2 '"\(.max_agents) \(.reserve_memory_mib) \(.agents) \(.draining)"')" "3 64 0 false" \
 	"max 3 agents, 64 MiB reserved, none placed, not draining"
+is "$("$FLEETCTL" host ls --json | jq -c '[.[] | {name, uri, max_agents}]')" \
+	"$(hosts_json | jq -c '[.[] | {name, uri, max_agents}]')" "host ls --json is --json host ls"
 like "$("$FLEETCTL" host ls)" "h2 +ready +[0-9.]+ +[0-9.]+ +(kvm|tcg) +[0-9]+MiB +0/3 +qemu\+unix" "the table shows h2 ready, 0/3 agents"
 
 # --- placement -----------------------------------------------------------------------------------

@@ -19,9 +19,10 @@ vmfleet_setup --tcg jq sqlite3 curl
 # --- the second libvirtd: vmns.sh's variables swapped around a second vmns_start ----------------
 NS1=("$VMNS_PID" "$VMNS_DIR" "$VMNS_VARLIB" "$VMNS_ID")
 VMNS_PID= VMNS_DIR= VMNS_VARLIB= VMNS_ID=
-vmns_start || fail_all "cannot start a second private libvirtd"
+vmns_start; rc=$?	# on failure it has stopped what it started
 H2=("$VMNS_PID" "$VMNS_DIR" "$VMNS_VARLIB" "$VMNS_ID")
-VMNS_PID=${NS1[0]} VMNS_DIR=${NS1[1]} VMNS_VARLIB=${NS1[2]} VMNS_ID=${NS1[3]}
+VMNS_PID=${NS1[0]} VMNS_DIR=${NS1[1]} VMNS_VARLIB=${NS1[2]} VMNS_ID=${NS1[3]}	# the first one's cleanup is on_exit's
+[ "$rc" = 0 ] || fail_all "cannot start a second private libvirtd"
 h2_stop() {	# vmns_stop of the second namespace, the first one's variables kept
 	local keep=("$VMNS_PID" "$VMNS_DIR" "$VMNS_VARLIB" "$VMNS_ID")
 	VMNS_PID=${H2[0]} VMNS_DIR=${H2[1]} VMNS_VARLIB=${H2[2]} VMNS_ID=${H2[3]}

@@ -18,7 +18,7 @@ vmfleet_setup --tcg jq sqlite3 curl
 
 # --- the second libvirtd: vmns.sh's variables swapped around a second vmns_start ----------------
 NS1=("$VMNS_PID" "$VMNS_DIR" "$VMNS_VARLIB" "$VMNS_ID")
-VMNS_PID= VMNS_DIR= VMNS_VARLIB= VMNS_ID=
+VMNS_PID='' VMNS_DIR='' VMNS_VARLIB='' VMNS_ID=''
 vmns_start; rc=$?	# on failure it has stopped what it started
 H2=("$VMNS_PID" "$VMNS_DIR" "$VMNS_VARLIB" "$VMNS_ID")
 VMNS_PID=${NS1[0]} VMNS_DIR=${NS1[1]} VMNS_VARLIB=${NS1[2]} VMNS_ID=${NS1[3]}	# the first one's cleanup is on_exit's

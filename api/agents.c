@@ -79,15 +79,18 @@ static json_t *agent_to_brief_json(const struct agent *a)
 {
 	char created[32];
 
-	return json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s?}",
+	json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:s}",
 		"name", a->name,
 		"backend", backend_kind_to_string(a->backend),
 		"state", agent_state_to_string(a->state),
 		"memory_mib", a->memory_mib,
 		"vcpus", a->vcpus,
 		"network", network_kind_to_string(a->network),
-		"created_at", format_utc(a->created_at, created, sizeof(created)),
-		"host", a->host);
+		"created_at", format_utc(a->created_at, created, sizeof(created)));
+
+	if (a->host)	/* vm agents only */
+		json_object_set_new(j, "host", json_string(a->host));
+	return j;
 }
 
 void api_agents_list(struct api_call *c)
@@ -550,6 +553,14 @@ void api_agents_create(struct api_call *c)
 	if (backend_built_in(a->backend) && backend_get(c->fleetd, a->backend, &why)) {
 		_cleanup_free_ char *msg = NULL;
 		const char *host = json_string_value(json_object_get(body, "host"));
+		struct agent *old = NULL;
+
+		/* A taken name is that, whatever the hosts say (the insert checks again). */
+		if (db_agent_get(c->fleetd->db, a->name, &old) == 0) {
+			agent_free(old);
+			api_error(c, 409, "exists", "agent '%s': already exists", a->name);
+			goto out;
+		}
 
 		if (host && agent_name_check(host, &why) < 0) {
 			api_error(c, 400, "invalid_name", "invalid host name: %s", why);

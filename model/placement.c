@@ -16,7 +16,8 @@ static enum verdict judge(const struct host *h, int memory_mib, long long *room,
 	if (h->draining)
 		return *why = xasprintf("%s: draining", h->name), BUSY;
 	if (!h->facts.reachable)
-		return *why = xasprintf("%s: unreachable (%s)", h->name, h->facts.error ? h->facts.error : "no connection"), BUSY;
+		return *why = xasprintf("%s: unreachable (is libvirtd running there? %s)", h->name,
+					h->facts.error ? h->facts.error : "no connection"), BUSY;
 	if (h->max_agents > 0 && h->agents >= h->max_agents)
 		return *why = xasprintf("%s: %d of %d agents placed", h->name, h->agents, h->max_agents), BUSY;
 	if (h->facts.free_memory_bytes < 0)

@@ -19,6 +19,7 @@
 #include "core/lifecycle.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "core/hosts.h"
 #include "core/runs.h"
 #include "core/snapshots.h"
 #include "common/cron.h"
@@ -60,6 +61,8 @@ static json_t *agent_to_json(const struct agent *a)
 		"secret_files", a->secret_files));
 	json_object_set_new(j, "memory", json_pack("{s:i}", "quota_mib", a->memory_quota_mib));
 	json_object_set_new(j, "boot", json_pack("{s:b, s:i}", "autostart", a->autostart, "priority", a->boot_priority));
+	if (a->host)
+		json_object_set_new(j, "host", json_string(a->host));
 	if (a->egress_allow)
 		json_object_set_new(j, "egress_allow", json_string(a->egress_allow));
 	if (a->state_detail)
@@ -76,7 +79,7 @@ static json_t *agent_to_brief_json(const struct agent *a)
 {
 	char created[32];
 
-	return json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:s}",
+	json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:s}",
 		"name", a->name,
 		"backend", backend_kind_to_string(a->backend),
 		"state", agent_state_to_string(a->state),
@@ -84,6 +87,10 @@ static json_t *agent_to_brief_json(const struct agent *a)
 		"vcpus", a->vcpus,
 		"network", network_kind_to_string(a->network),
 		"created_at", format_utc(a->created_at, created, sizeof(created)));
+
+	if (a->host)	/* vm agents only */
+		json_object_set_new(j, "host", json_string(a->host));
+	return j;
 }
 
 void api_agents_list(struct api_call *c)
@@ -471,7 +478,7 @@ void api_agents_create(struct api_call *c)
 		"health_command:s", "health_interval_s:i", "auto_rollback:b",
 		"snapshot_policy:s", "snapshot_schedule:s", "snapshot_keep:i",
 		"run_timeout_s:i", "max_queued:i", "retry_interrupted:i", "memory_quota_mib:i", "egress_allow:s", "secret_files:b",
-		"autostart:b", "boot_priority:i", NULL,
+		"autostart:b", "boot_priority:i", "host:s", NULL,
 	};
 	_cleanup_(agent_freep) struct agent *a = NULL;
 	json_t *body, *v;
@@ -539,6 +546,31 @@ void api_agents_create(struct api_call *c)
 	if (!command_field(c, body, a) || !egress_field(c, body, a))
 		goto out;
 
+	/*
+	 * Where a VM agent goes (core/hosts.c): before anything is recorded. A
+	 * backend that is not running is create_agent's 503, not a placement's.
+	 */
+	if (backend_built_in(a->backend) && backend_get(c->fleetd, a->backend, &why)) {
+		_cleanup_free_ char *msg = NULL;
+		const char *host = json_string_value(json_object_get(body, "host"));
+		struct agent *old = NULL;
+
+		/* A taken name is that, whatever the hosts say (the insert checks again). */
+		if (db_agent_get(c->fleetd->db, a->name, &old) == 0) {
+			agent_free(old);
+			api_error(c, 409, "exists", "agent '%s': already exists", a->name);
+			goto out;
+		}
+
+		if (host && agent_name_check(host, &why) < 0) {
+			api_error(c, 400, "invalid_name", "invalid host name: %s", why);
+			goto out;
+		}
+		if ((r = hosts_place(c->fleetd, a, host, &msg)) < 0) {
+			api_error_errno(c, r, "agent '%s': %s", a->name, msg);
+			goto out;
+		}
+	}
 	r = create_agent(c, a);
 	if (r == 0)
 		api_reply(c, 201, agent_to_json(a));

@@ -10,6 +10,7 @@
 #include "api/backup.h"
 #include "api/exec.h"
 #include "api/hooks.h"
+#include "api/hosts.h"
 #include "api/images.h"
 #include "api/memory.h"
 #include "api/metrics.h"
@@ -73,6 +74,11 @@ const struct api_route api_routes[] = {
 	{ "DELETE", "/v1/agents/:name/memory/:key", api_memory_delete, "memory.remove", API_NO_BODY },
 	{ "GET", "/v1/agents/:name/memory-archive", api_memory_export, NULL, API_NO_BODY },
 	{ "PUT", "/v1/agents/:name/memory-archive", api_memory_import, "memory.import", MEMORY_MAX_BODY },
+	/* Hypervisor hosts (#15): VM agents are placed on them. */
+	{ "GET", "/v1/hosts", api_hosts_list, NULL, API_NO_BODY },
+	{ "POST", "/v1/hosts", api_host_add, "host.add", 0 },
+	{ "PATCH", "/v1/hosts/:name", api_host_update, "host.update", 0 },
+	{ "DELETE", "/v1/hosts/:name", api_host_delete, "host.remove", API_NO_BODY },
 	{ "GET", "/v1/images", api_images_list, NULL, API_NO_BODY },
 	{ "DELETE", "/v1/images/:id", api_image_delete, "image.remove", API_NO_BODY },
 	/* Webhooks (#11): secrets only in bodies, never in a path or query. */

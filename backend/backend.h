@@ -25,6 +25,7 @@
 #include "model/agent.h"
 #include "model/snapshot.h"
 #include "model/doctor.h"
+#include "model/host.h"
 
 struct fleetd;
 
@@ -132,6 +133,12 @@ struct backend_host {
 	int (*set_images)(struct fleetd *f, const char *agent, const struct agent_images *im);
 	/* Every agent of one backend kind, by name; a NULL-terminated list the caller frees with agent_list_free(). */
 	int (*list_agents)(struct fleetd *f, enum backend_kind kind, struct agent ***ret);
+	/*
+	 * The libvirt URI of a host an agent is placed on (struct agent.host):
+	 * *ret (caller frees) is NULL for HOST_LOCAL (the configured one);
+	 * -ENOENT if there is no such host.
+	 */
+	int (*host_uri)(struct fleetd *f, const char *host, char **ret);
 };
 
 /* What an environment uses of the host (backend_ops.usage). */
@@ -270,6 +277,19 @@ struct backend_ops {
 	 * one finding per fact to r, each with its fix. Quick and read-only.
 	 */
 	void (*doctor)(struct fleetd *f, struct doctor_report *r);
+
+	/*
+	 * Hypervisor hosts (optional; the VM backend, #15). The backend owns one
+	 * connection per host, named by host (uri NULL: HOST_LOCAL, the
+	 * configured one). host_connect opens it now, or -errno with *why (the
+	 * transport's own message) and nothing kept. host_facts says what the
+	 * host is now, opening its connection if none is open (a failed one is
+	 * retried in the background, with backoff); never fails: an
+	 * unreachable host is a fact. host_forget closes it (host rm).
+	 */
+	int (*host_connect)(struct fleetd *f, const char *host, const char *uri, char **why);
+	void (*host_facts)(struct fleetd *f, const char *host, const char *uri, struct host_facts *ret);
+	void (*host_forget)(struct fleetd *f, const char *host);
 };
 
 #endif

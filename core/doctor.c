@@ -17,6 +17,7 @@
 #include "common/util.h"
 #include "core/backends.h"
 #include "core/doctor.h"
+#include "core/hosts.h"
 #include "core/listener.h"
 #include "core/memory.h"
 #include "model/fleetd.h"
@@ -214,6 +215,33 @@ static void check_firewall(struct agent **agents, size_t n, struct doctor_report
 			   "each other and the metadata address", nat);
 }
 
+/* Each host added with `host add` (local is the backend's own "libvirt" check): reachable or why not. */
+static void check_hosts(struct fleetd *f, struct doctor_report *r)
+{
+	struct host *v = NULL;
+	size_t n = 0;
+
+	if (hosts_list(f, true, &v, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_free_ char *check = xasprintf("host-%s", v[i].name);
+
+		if (strcmp(v[i].name, HOST_LOCAL) == 0)
+			continue;
+		if (v[i].facts.reachable)
+			doctor_add(r, check, DOCTOR_OK, NULL, "host %s reachable at %s (libvirt %s, %s, %d agent(s))%s",
+				   v[i].name, v[i].uri, v[i].facts.libvirt, v[i].facts.kvm ? "KVM" : "TCG", v[i].agents,
+				   v[i].draining ? ", draining" : "");
+		else
+			doctor_add(r, check, v[i].agents ? DOCTOR_FAIL : DOCTOR_WARN,
+				   "check that host's libvirtd and the way there (SSH keys, TLS certificates); fleetd "
+				   "reconnects by itself, or 'fleetctl host rm' an empty host no longer wanted",
+				   "host %s (%s) unreachable: %s; %d agent(s) placed there", v[i].name, v[i].uri,
+				   v[i].facts.error ? v[i].facts.error : "not connected", v[i].agents);
+	}
+	host_list_free(v, n);
+}
+
 int doctor_run(struct fleetd *f, struct doctor_report *r, char **why)
 {
 	struct agent **agents = NULL;
@@ -230,6 +258,7 @@ int doctor_run(struct fleetd *f, struct doctor_report *r, char **why)
 	check_state_dir(f, r);
 	check_clock(r);
 	check_listener(f, r);
+	check_hosts(f, r);
 	agent_list_free(agents);
 	return 0;
 }

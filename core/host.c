@@ -1,6 +1,8 @@
 /* host: see host.h. Thin on purpose: the store answers, lifecycle.c decides. */
 #include "core/host.h"
 
+#include "common/util.h"
+
 #include "core/lifecycle.h"
 #include "model/fleetd.h"
 #include "store/db.h"
@@ -35,9 +37,22 @@ static int host_list_agents(struct fleetd *f, enum backend_kind kind, struct age
 	return 0;
 }
 
+static int host_host_uri(struct fleetd *f, const char *host, char **ret)
+{
+	struct host h = { 0 };
+	int r;
+
+	if ((r = db_host_get(f->db, host, &h)) < 0)
+		return r;
+	*ret = TAKE_PTR(h.uri);
+	host_clear(&h);
+	return 0;
+}
+
 const struct backend_host core_backend_host = {
 	.on_event = lifecycle_on_event,
 	.get_images = host_get_images,
 	.set_images = host_set_images,
 	.list_agents = host_list_agents,
+	.host_uri = host_host_uri,
 };

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "common/cron.h"
+#include "common/names.h"
 #include "ctl/commands.h"
 #include "model/agent.h"
 
@@ -63,6 +64,8 @@ static void print_agent_details(json_t *a)
 			printf("boot:       autostart %s, priority %lld\n",
 			       json_is_true(json_object_get(boot, "autostart")) ? "on" : "off", num(boot, "priority"));
 	}
+	if (json_is_string(json_object_get(a, "host")))
+		printf("host:       %s\n", str(a, "host"));
 	if (json_is_string(json_object_get(a, "egress_allow")))
 		printf("egress:     only %s\n", str(a, "egress_allow"));
 	if (json_is_integer(json_object_get(a, "egress_refused_packets")))
@@ -109,6 +112,16 @@ static int create_opt(int c, const char *arg, void *data)
 	case 'c':
 		json_object_set_new(o->body, "command", json_string(arg));
 		return 0;
+	case 'W': {	/* --host: a VM agent's hypervisor host (fleetctl host ls) */
+		const char *why;
+
+		if (agent_name_check(arg, &why) < 0) {
+			usage_error(o->cmd, "invalid host name '%s': %s", arg, why);
+			return -1;
+		}
+		json_object_set_new(o->body, "host", json_string(arg));
+		return 0;
+	}
 	case 'E':	/* checked by fleetd (model/egress.c), which also resolves the names */
 		json_object_set_new(o->body, "egress_allow", json_string(arg));
 		return 0;
@@ -214,7 +227,7 @@ int cmd_create(struct ctl *ctl, const struct command *cmd, int argc, char **argv
 		{ "restart", required_argument, NULL, 'R' }, { "health-cmd", required_argument, NULL, 'H' },
 		{ "health-interval", required_argument, NULL, 'I' }, { "auto-rollback", no_argument, NULL, 'A' },
 		{ "snapshot-policy", required_argument, NULL, 'P' }, { "snapshot-schedule", required_argument, NULL, 'S' },
-		{ "snapshot-keep", required_argument, NULL, 'K' },
+		{ "snapshot-keep", required_argument, NULL, 'K' }, { "host", required_argument, NULL, 'W' },
 		RUN_OPTIONS,
 		{ "help", no_argument, NULL, 'h' }, { 0 },
 	};
@@ -246,7 +259,9 @@ int cmd_create(struct ctl *ctl, const struct command *cmd, int argc, char **argv
 	if (ctl->json) {
 		print_json(a);
 	} else {
-		printf("agent '%s' created (backend %s, state %s)\n", str(a, "name"), str(a, "backend"), str(a, "state"));
+		printf("agent '%s' created (backend %s, state %s%s%s)\n", str(a, "name"), str(a, "backend"),
+		       str(a, "state"), json_is_string(json_object_get(a, "host")) ? ", host " : "",
+		       json_is_string(json_object_get(a, "host")) ? str(a, "host") : "");
 		if (json_object_get(a, "note"))
 			printf("note: %s\n", str(a, "note"));
 	}
@@ -271,12 +286,12 @@ int cmd_list(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
 	} else if (json_array_size(agents) == 0) {
 		puts("no agents");
 	} else {
-		printf("%-32s %-7s %-12s %8s %5s %-7s %s\n", "NAME", "BACKEND", "STATE", "MEMORY", "VCPUS", "NETWORK",
-		       "CREATED");
+		printf("%-32s %-7s %-12s %8s %5s %-7s %-12s %s\n", "NAME", "BACKEND", "STATE", "MEMORY", "VCPUS",
+		       "NETWORK", "HOST", "CREATED");
 		json_array_foreach(agents, i, a)
-			printf("%-32s %-7s %-12s %5lldMiB %5lld %-7s %s\n", str(a, "name"), str(a, "backend"),
+			printf("%-32s %-7s %-12s %5lldMiB %5lld %-7s %-12s %s\n", str(a, "name"), str(a, "backend"),
 			       str(a, "state"), num(a, "memory_mib"), num(a, "vcpus"), str(a, "network"),
-			       str(a, "created_at"));
+			       json_is_string(json_object_get(a, "host")) ? str(a, "host") : "-", str(a, "created_at"));
 	}
 	json_decref(j);
 	return 0;

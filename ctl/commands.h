@@ -51,6 +51,8 @@ CMD_HANDLER(cmd_secret);
 /* cmd_images.c */
 CMD_HANDLER(cmd_image);
 CMD_HANDLER(cmd_upgrade);
+/* cmd_hosts.c */
+CMD_HANDLER(cmd_host);
 /* cmd_apply.c */
 CMD_HANDLER(cmd_apply);
 CMD_HANDLER(cmd_export);

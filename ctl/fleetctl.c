@@ -48,7 +48,7 @@ static const struct command commands[] = {
 	  "                [--snapshot-schedule CRON] [--snapshot-keep N] [--run-timeout S]\n"
 	  "                [--max-queued N] [--retry-interrupted N] [--memory-quota MIB]\n"
 	  "                [--egress-allow LIST] [--secret-files on|off] [--autostart on|off]\n"
-	  "                [--boot-priority N]",
+	  "                [--boot-priority N] [--host HOST]",
 	  "Create an agent and its isolated environment.",
 	  "NAME is 1 to 32 characters: a lower-case letter, then lower-case letters, digits or '-'.\n"
 	  "  --backend vm|user   a libvirt VM (default) or a Unix user on the host\n"
@@ -65,6 +65,8 @@ static const struct command commands[] = {
 	  "  --health-interval S seconds between checks while it runs (default 60; 0: none)\n"
 	  "  --auto-rollback     when a check fails, restore the newest good snapshot\n"
 	  "  --command CMD       what the agent runs when triggered\n"
+	  "  --host HOST         the hypervisor host of a VM agent (fleetctl host ls); default:\n"
+	  "                      the reachable, non-draining host with room and most free memory\n"
 	  SNAPSHOT_OPTIONS_HELP RUN_OPTIONS_HELP,
 	  cmd_create },
 	{ "list", "", "List agents with their backend and state.", NULL, cmd_list },
@@ -235,6 +237,21 @@ static const struct command commands[] = {
 	  "boot, or through snapshots taken before an upgrade. 'image rm ID' (a unique\n"
 	  "prefix will do) removes an image no agent uses, and refuses otherwise.\n",
 	  cmd_image },
+	{ "host", "ls [--json]  |  host add NAME URI [--max-agents N] [--reserve-memory MIB]  |  host drain NAME [--undo]\n"
+	  "                |  host undrain NAME  |  host rm NAME",
+	  "List, add, drain or remove the hypervisor hosts VM agents are placed on.",
+	  "A host is a libvirt URI (qemu+ssh://root@host/system, qemu+tls://host/system);\n"
+	  "nothing of fleet's is installed there (docs/multi-host.md). 'local' is fleetd's\n"
+	  "own libvirt_uri, there without 'host add'. NAME is checked as an agent's name.\n"
+	  "  add        connect to URI now (refused with libvirt's error if it does not answer)\n"
+	  "  --max-agents N        place at most N agents there (default 0: no limit)\n"
+	  "  --reserve-memory MIB  keep MIB of its free memory for the host (default 0)\n"
+	  "  ls         reachable or not (and why), libvirt and QEMU versions, KVM or TCG,\n"
+	  "             free memory, agents placed (of at most)\n"
+	  "  drain      place no new agents there (--undo, or 'host undrain': again)\n"
+	  "  rm         forget the host and close its connection; refused while agents are\n"
+	  "             placed on it\n",
+	  cmd_host },
 	{ "upgrade", "NAME", "Make a VM agent boot the image now in image_dir (new agentd, kernel).",
 	  "The agent keeps its disk (still on the base it was made on); from its next\n"
 	  "start it boots the current image's kernel and initramfs, which install that\n"

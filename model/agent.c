@@ -41,6 +41,7 @@ void agent_free(struct agent *a)
 	free(a->last_rollback);
 	free(a->snapshot_schedule);
 	free(a->restoring);
+	free(a->host);
 	free(a);
 }
 
@@ -58,6 +59,7 @@ struct agent *agent_copy(const struct agent *a)
 	c->last_rollback = a->last_rollback ? xstrdup(a->last_rollback) : NULL;
 	c->snapshot_schedule = a->snapshot_schedule ? xstrdup(a->snapshot_schedule) : NULL;
 	c->restoring = a->restoring ? xstrdup(a->restoring) : NULL;
+	c->host = a->host ? xstrdup(a->host) : NULL;
 	return c;
 }
 

@@ -76,6 +76,8 @@ struct agent {
 	/* after a host reboot (core/autostart.c) */
 	bool autostart;		/* started when fleetd first starts after the host booted */
 	int boot_priority;	/* higher first; equal ones by name */
+	/* the hypervisor host a VM agent is placed on (core/hosts.c); NULL for user agents */
+	char *host;
 };
 
 #define HEALTH_INTERVAL_DEFAULT 60

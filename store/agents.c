@@ -23,8 +23,8 @@ int db_agent_insert(struct db *db, struct agent *a)
 			    " network, command, created_at, updated_at, restart_policy, health_command,"
 			    " health_interval_s, auto_rollback, snapshot_policy, snapshot_schedule, snapshot_keep,"
 			    " run_timeout_s, max_queued, retry_interrupted, memory_quota_mib, egress_allow, secret_files,"
-			    " autostart, boot_priority)"
-			    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")) < 0)
+			    " autostart, boot_priority, host)"
+			    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, backend_kind_to_string(a->backend), -1, SQLITE_STATIC);
@@ -64,6 +64,7 @@ int db_agent_insert(struct db *db, struct agent *a)
 	sqlite3_bind_int(st, 23, a->secret_files ? 1 : 0);
 	sqlite3_bind_int(st, 24, a->autostart ? 1 : 0);
 	sqlite3_bind_int(st, 25, a->boot_priority);
+	bind_text_or_null(st, 26, a->host);
 	if ((r = db_step(db, st)) < 0)
 		return r;
 	a->id = sqlite3_last_insert_rowid(db->h);
@@ -75,7 +76,7 @@ int db_agent_insert(struct db *db, struct agent *a)
 	" updated_at, restart_policy, health_command, health_interval_s, auto_rollback, health, health_at," \
 	" health_detail, last_rollback, snapshot_policy, snapshot_schedule, snapshot_keep, restoring, state_detail," \
 	" run_timeout_s, max_queued, retry_interrupted, memory_quota_mib, egress_allow, secret_files, autostart," \
-	" boot_priority"
+	" boot_priority, host"
 
 /* Copy one row of AGENT_COLUMNS; never keeps a pointer into the statement. */
 static struct agent *agent_from_row(sqlite3_stmt *st)
@@ -120,6 +121,7 @@ static struct agent *agent_from_row(sqlite3_stmt *st)
 	a->secret_files = sqlite3_column_int(st, 29) != 0;
 	a->autostart = sqlite3_column_int(st, 30) != 0;
 	a->boot_priority = sqlite3_column_int(st, 31);
+	a->host = col_strdup(st, 32);
 	return a;
 }
 

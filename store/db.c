@@ -302,6 +302,24 @@ static const char *const migrations[] = {
 	 */
 	"ALTER TABLE agents ADD COLUMN autostart INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE agents ADD COLUMN boot_priority INTEGER NOT NULL DEFAULT 0;",
+	/*
+	 * 18 (#15 more hosts): the hypervisor hosts VM agents are placed on, and
+	 * each VM agent's host. uri NULL: the configured libvirt_uri (the host
+	 * `local`, there without `host add`, which every VM agent made before
+	 * was on). max_agents 0: no limit.
+	 */
+	"CREATE TABLE hosts ("
+	"  id INTEGER PRIMARY KEY,"
+	"  name TEXT NOT NULL UNIQUE CHECK (length(name) BETWEEN 1 AND 32),"
+	"  uri TEXT,"
+	"  max_agents INTEGER NOT NULL DEFAULT 0,"
+	"  reserve_memory_mib INTEGER NOT NULL DEFAULT 0,"
+	"  draining INTEGER NOT NULL DEFAULT 0,"
+	"  added_at INTEGER NOT NULL"
+	");"
+	"INSERT INTO hosts (name, uri, added_at) VALUES ('local', NULL, CAST(strftime('%s', 'now') AS INTEGER));"
+	"ALTER TABLE agents ADD COLUMN host TEXT;"
+	"UPDATE agents SET host = 'local' WHERE backend = 'vm';",
 };
 
 /* Migrations (by their index in migrations[]) that rebuild a referenced table: foreign keys off around them. */

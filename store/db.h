@@ -23,6 +23,7 @@
 
 #include "common/cron.h"
 #include "model/agent.h"
+#include "model/host.h"
 #include "model/run.h"
 #include "model/snapshot.h"
 
@@ -83,6 +84,18 @@ int db_agent_get_images(struct db *db, const char *name, struct agent_images *re
 int db_agent_set_images(struct db *db, const char *name, const struct agent_images *im);
 /* Delete the agent and (by foreign keys) its snapshots, runs and secrets; -ENOENT. */
 int db_agent_delete(struct db *db, const char *name);
+
+/*
+ * Hosts (store/hosts.c). insert: -EEXIST if the name is taken. list: every
+ * host, `local` first, each with its agents counted (caller frees with
+ * host_list_free). get: one (host_clear it), -ENOENT. delete: -EBUSY while
+ * an agent is placed on it (or it is `local`), -ENOENT.
+ */
+int db_host_insert(struct db *db, const struct host *h);
+int db_host_list(struct db *db, struct host **ret, size_t *n);
+int db_host_get(struct db *db, const char *name, struct host *ret);
+int db_host_set_draining(struct db *db, const char *name, bool draining);
+int db_host_delete(struct db *db, const char *name);
 
 /* A state filter of db_snapshot_list and db_run_list: any state. */
 #define DB_ANY_STATE (-1)

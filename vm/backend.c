@@ -214,14 +214,18 @@ static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn don
 	struct vm_backend *b = vm_backend_of(f);
 	_cleanup_free_ char *dom = vm_domain_name(a->name);
 	struct vm *v = vm_get(b, a->name);
+	struct virt *virt = vm_agent_virt(b, a, why);
 	enum virt_state st;
 	int r;
 
+	if (!virt)
+		return -ENOTCONN;
 	if (v->busy) {
 		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
 		return -EBUSY;
 	}
-	if ((r = virt_domain_state(b->virt, dom, &st)) < 0) {
+	v->virt = virt;
+	if ((r = virt_domain_state(virt, dom, &st)) < 0) {
 		*why = r == -ENOENT ? xasprintf("its domain %s is gone from libvirt", dom)
 				    : xstrdup("cannot reach libvirt (is libvirtd running?)");
 		return r;
@@ -246,12 +250,12 @@ static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn don
 		vm_drop_session(v);
 		if (st != VIRT_OFF) {
 			v->stopping = true;	/* clearing a crashed domain is not another crash */
-			(void)virt_domain_destroy(b->virt, dom, NULL);
+			(void)virt_domain_destroy(virt, dom, NULL);
 		}
 		if (a->network == NETWORK_NAT) {
 			/* The network may be gone since create (net-destroy, a host reboot). */
 			_cleanup_free_ char *net = vm_network_xml();
-			if ((r = virt_network_ensure(b->virt, NETWORK_NAME, net, why)) < 0)
+			if ((r = virt_network_ensure(virt, NETWORK_NAME, net, why)) < 0)
 				return r;
 			/* What no agent may reach, and its egress list: before the guest runs. */
 			if ((r = vm_egress_apply(b, a, why)) < 0)
@@ -259,7 +263,7 @@ static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn don
 		}
 		if ((r = vm_dir_secure(b, a->name, why)) < 0 || (r = vm_prepare_boot(b, a, why)) < 0 ||
 		    (st == VIRT_OFF && (r = vm_memdisk_fit(b, a, why)) < 0) ||
-		    (r = virt_domain_start(b->virt, dom, why)) < 0)
+		    (r = virt_domain_start(virt, dom, why)) < 0)
 			return r;
 		v->booted_type = b->domain_type;
 		v->started_at = now_usec();
@@ -293,14 +297,14 @@ static void on_stop_timer(evutil_socket_t fd, short what, void *arg)
 	enum virt_state st;
 	int r;
 
-	r = virt_domain_state(v->b->virt, dom, &st);
+	r = virt_domain_state(v->virt, dom, &st);
 	if (r == -ENOENT || (r == 0 && st == VIRT_OFF)) {
 		stop_finish(v, 0, NULL);
 		return;
 	}
 	if (now_usec() >= v->stop_deadline) {
 		log_notice("agent '%s': no clean shutdown in time; destroying domain %s", v->name, dom);
-		r = virt_domain_destroy(v->b->virt, dom, &why);
+		r = virt_domain_destroy(v->virt, dom, &why);
 		stop_finish(v, r == -EINVAL ? 0 : r, why);
 		return;
 	}
@@ -313,17 +317,21 @@ static int vm_stop(struct fleetd *f, const struct agent *a, int timeout_s, backe
 	struct vm_backend *b = vm_backend_of(f);
 	_cleanup_free_ char *dom = vm_domain_name(a->name);
 	struct vm *v = vm_get(b, a->name);
+	struct virt *virt = vm_agent_virt(b, a, why);
 	struct timeval zero = { 0, 0 };
 	int r;
 
+	if (!virt)
+		return -ENOTCONN;
 	if (v->stop_waiter.done || v->busy) {
 		*why = xstrdup(v->busy ? "a snapshot or restore is under way" : "a stop is already under way");
 		return -EBUSY;
 	}
 	v->stopping = true;
+	v->virt = virt;
 	vm_drop_session(v);
 	vm_waiters_finish(v, -ECANCELED, "the agent is being stopped");
-	r = virt_domain_shutdown(b->virt, dom, NULL);	/* an off domain refuses: fine, the timer sees it */
+	r = virt_domain_shutdown(virt, dom, NULL);	/* an off domain refuses: fine, the timer sees it */
 	if (r == -ENOTCONN) {
 		*why = xstrdup("cannot reach libvirt (is libvirtd running?)");
 		return r;
@@ -339,10 +347,13 @@ static int vm_stop(struct fleetd *f, const struct agent *a, int timeout_s, backe
 static int vm_state(struct fleetd *f, const struct agent *a, enum agent_state *ret, char **why)
 {
 	_cleanup_free_ char *dom = vm_domain_name(a->name);
+	struct virt *virt = vm_agent_virt(vm_backend_of(f), a, why);
 	enum virt_state st;
 	int r;
 
-	if ((r = virt_domain_state(vm_backend_of(f)->virt, dom, &st)) < 0) {
+	if (!virt)
+		return -ENOTCONN;
+	if ((r = virt_domain_state(virt, dom, &st)) < 0) {
 		if (r == -ENOENT && why)
 			*why = xasprintf("its libvirt domain %s is gone", dom);
 		return r;
@@ -476,7 +487,9 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
 		return -EBUSY;
 	}
-	r = virt_domain_state(b->virt, dom, &st);
+	struct virt *virt = vm_agent_virt(b, a, NULL);
+
+	r = virt ? virt_domain_state(virt, dom, &st) : -ENOTCONN;
 	if (r == -ENOTCONN) {
 		/*
 		 * libvirtd is away: whether the guest runs is unknown, not "no".
@@ -632,6 +645,7 @@ static void vm_shutdown(struct fleetd *f)
 		vm_free(b->vms);
 	vm_console_watch_stop(b);
 	vm_egress_refresh_stop(b);
+	vm_hosts_close(b);
 	virt_close(b->virt);
 	free(b->state_dir);
 	free(b->image_dir);
@@ -694,4 +708,7 @@ const struct backend_ops backend_vm_ops = {
 	.memory_quota_apply = vm_memory_quota_apply,
 	.usage = vm_usage,
 	.doctor = vm_doctor,
+	.host_connect = vm_host_connect,
+	.host_facts = vm_host_facts,
+	.host_forget = vm_host_forget,
 };

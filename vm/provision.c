@@ -195,6 +195,16 @@ int vm_provision(struct fleetd *f, const struct agent *a, char **why)
 	enum virt_state st;
 	int r;
 
+	/*
+	 * On another host the disks must reach it through libvirt's storage
+	 * volumes (#15), which are not built yet: refused before anything is made.
+	 */
+	if (a->host && strcmp(a->host, HOST_LOCAL) != 0) {
+		*why = xasprintf("placed on host %s, but the remote image path (a fleet storage pool there, the base "
+				 "image uploaded through libvirt's storage volumes) is not built yet; place VM agents on "
+				 "host '" HOST_LOCAL "' for now (docs/multi-host.md)", a->host);
+		return -EOPNOTSUPP;
+	}
 	/* Its own copy of the image as built: a later rebuild in image_dir leaves this agent alone. */
 	if ((r = image_import(b->state_dir, b->image_dir, id, why)) < 0)
 		return r;
@@ -272,14 +282,17 @@ int vm_destroy(struct fleetd *f, const struct agent *a, bool force, char **why)
 	_cleanup_free_ char *dom = vm_domain_name(a->name);
 	_cleanup_free_ char *dir = vm_path(b, a->name, NULL), *keys = vm_key_path(b, a->name, NULL);
 	struct vm *v = vm_find(b, a->name);
+	struct virt *virt = vm_agent_virt(b, a, why);
 	enum virt_state st;
 	int r;
 
+	if (!virt)
+		return -ENOTCONN;
 	if (v && v->busy) {
 		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
 		return -EBUSY;
 	}
-	r = virt_domain_state(b->virt, dom, &st);
+	r = virt_domain_state(virt, dom, &st);
 	if (r == 0 && st != VIRT_OFF) {
 		if (!force) {
 			*why = xasprintf("domain %s is %s; stop it first or use --force", dom, virt_state_to_string(st));
@@ -287,11 +300,11 @@ int vm_destroy(struct fleetd *f, const struct agent *a, bool force, char **why)
 		}
 		if (v)
 			v->stopping = true;
-		if ((r = virt_domain_destroy(b->virt, dom, why)) < 0 && r != -EINVAL)
+		if ((r = virt_domain_destroy(virt, dom, why)) < 0 && r != -EINVAL)
 			return r;
 	}
 	if (r == 0 || r == -EINVAL) {
-		if ((r = virt_domain_undefine(b->virt, dom, why)) < 0 && r != -ENOENT)
+		if ((r = virt_domain_undefine(virt, dom, why)) < 0 && r != -ENOENT)
 			return r;
 	} else if (r != -ENOENT) {
 		*why = xasprintf("cannot reach libvirt to remove domain %s", dom);

@@ -14,7 +14,8 @@
 #include "common/log.h"
 #include "common/util.h"
 
-#define RECONNECT_SECONDS 2
+#define RECONNECT_SECONDS 2		/* the first retry after a lost or failed connection */
+#define RECONNECT_MAX_SECONDS 16	/* doubled each failure up to this */
 #define EVENT_QUEUE_MAX 1024
 
 struct virt_event {
@@ -31,9 +32,7 @@ struct virt {
 	void *userdata;
 
 	/* Events travel from libvirt's thread to ours through a locked queue and a pipe. */
-	pthread_t thread;
-	bool thread_started;
-	volatile int stopping;
+	bool thread_user;		/* counted in event_thread_users */
 	pthread_mutex_t lock;
 	struct virt_event queue[EVENT_QUEUE_MAX];
 	size_t queued;
@@ -41,9 +40,19 @@ struct virt {
 	struct event *wake_ev;
 	struct event *reconnect_ev;
 	bool lost;			/* set from libvirt's thread when the connection closed */
+	int backoff_s;			/* the next reconnect's delay */
+	char *connect_error;		/* why the last connect failed; NULL once connected */
 };
 
 static bool event_impl_registered;
+/*
+ * One thread runs libvirt's event loop for every connection (one per host):
+ * its default implementation must not run in two threads at once. Started
+ * by the first virt_open, stopped with the last virt_close.
+ */
+static pthread_t event_thread_id;
+static int event_thread_users;
+static volatile int event_thread_stopping;
 
 /* libvirt prints every error to stderr by default; ours go through last_error() and our log. */
 static void quiet_errors(void *userdata, virErrorPtr error)
@@ -91,9 +100,7 @@ static int last_error(const char *what, char **why)
 
 static void *event_thread(void *arg)
 {
-	struct virt *v = arg;
-
-	while (!v->stopping)
+	while (!event_thread_stopping)
 		if (virEventRunDefaultImpl() < 0)
 			log_debug("libvirt event loop: %s", virGetLastErrorMessage());
 	return NULL;
@@ -170,8 +177,19 @@ int virt_connect(struct virt *v, char **why)
 		return 0;
 	disconnect(v);
 	v->conn = virConnectOpen(v->uri);
-	if (!v->conn)
-		return (void)last_error(v->uri, why), -ENOTCONN;
+	if (!v->conn) {
+		char *msg = NULL;
+
+		(void)last_error(v->uri, &msg);
+		free(v->connect_error);
+		v->connect_error = msg;
+		if (why)
+			*why = xstrdup(msg);
+		return -ENOTCONN;
+	}
+	free(v->connect_error);
+	v->connect_error = NULL;
+	v->backoff_s = RECONNECT_SECONDS;
 	if (virConnectSetKeepAlive(v->conn, 5, 3) < 0)
 		log_debug("libvirt: keepalive unavailable: %s", virGetLastErrorMessage());
 	virConnectRegisterCloseCallback(v->conn, on_close, v, NULL);
@@ -193,6 +211,46 @@ bool virt_is_connected(struct virt *v)
 const char *virt_uri(struct virt *v)
 {
 	return v->uri;
+}
+
+const char *virt_connect_error(struct virt *v)
+{
+	return v->connect_error;
+}
+
+/* The next reconnect in v->backoff_s, doubled for the one after. */
+static void schedule_reconnect(struct virt *v)
+{
+	struct timeval tv = { v->backoff_s, 0 };
+
+	evtimer_add(v->reconnect_ev, &tv);
+	v->backoff_s = v->backoff_s * 2 > RECONNECT_MAX_SECONDS ? RECONNECT_MAX_SECONDS : v->backoff_s * 2;
+}
+
+int virt_free_memory(struct virt *v, long long *ret, char **why)
+{
+	unsigned long long bytes;
+
+	if (!virt_is_connected(v)) {
+		*why = xasprintf("not connected to %s", v->uri);
+		return -ENOTCONN;
+	}
+	bytes = virNodeGetFreeMemory(v->conn);
+	if (bytes == 0)
+		return last_error("cannot read the host's free memory", why);
+	*ret = (long long)bytes;
+	return 0;
+}
+
+bool virt_kvm(struct virt *v)
+{
+	/* libvirt answers for a virttype "kvm" only where QEMU can use KVM. */
+	char *caps = virt_is_connected(v) ? virConnectGetDomainCapabilities(v->conn, NULL, NULL, NULL, "kvm", 0) : NULL;
+
+	if (!caps)
+		return false;
+	free(caps);
+	return true;
 }
 
 static void format_version(unsigned long ver, char out[32])
@@ -221,12 +279,11 @@ int virt_versions(struct virt *v, char libvirt[32], char hypervisor[32], char **
 static void on_reconnect_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct virt *v = arg;
-	struct timeval tv = { RECONNECT_SECONDS, 0 };
 	_cleanup_free_ char *why = NULL;
 
 	if (virt_connect(v, &why) < 0) {
-		log_debug("libvirt: still cannot reconnect: %s", why ? why : "?");
-		evtimer_add(v->reconnect_ev, &tv);
+		log_debug("libvirt: still cannot reconnect (next try in %d s): %s", v->backoff_s, why ? why : "?");
+		schedule_reconnect(v);
 		return;
 	}
 	log_notice("libvirt: reconnected to %s", v->uri);
@@ -253,15 +310,19 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
 	for (size_t i = 0; i < n; i++)
 		v->fn(v->userdata, batch[i].domain, batch[i].kind);
 	if (lost) {
-		struct timeval tv = { RECONNECT_SECONDS, 0 };
-
-		log_warning("libvirt: lost the connection to %s; reconnecting every %d s", v->uri, RECONNECT_SECONDS);
+		log_warning("libvirt: lost the connection to %s; reconnecting (after %d s, then backing off to %d s)",
+			    v->uri, RECONNECT_SECONDS, RECONNECT_MAX_SECONDS);
 		disconnect(v);
-		evtimer_add(v->reconnect_ev, &tv);
+		free(v->connect_error);
+		v->connect_error = xasprintf("lost the connection to %s", v->uri);
+		if (!evtimer_pending(v->reconnect_ev, NULL)) {
+			v->backoff_s = RECONNECT_SECONDS;
+			schedule_reconnect(v);
+		}
 	}
 }
 
-/* A no-op timer that wakes libvirt's event thread so it can see v->stopping. */
+/* A no-op timer that wakes libvirt's event thread so it can see event_thread_stopping. */
 static void wake_libvirt(int timer, void *opaque)
 {
 }
@@ -284,6 +345,7 @@ int virt_open(struct event_base *base, const char *uri, virt_event_fn fn, void *
 	v->fn = fn;
 	v->userdata = userdata;
 	v->lifecycle_cb = -1;
+	v->backoff_s = RECONNECT_SECONDS;
 	pthread_mutex_init(&v->lock, NULL);
 	if (pipe2(v->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
 		r = -errno;
@@ -294,16 +356,19 @@ int virt_open(struct event_base *base, const char *uri, virt_event_fn fn, void *
 	v->wake_ev = event_new(base, v->wake[0], EV_READ | EV_PERSIST, on_wake, v);
 	v->reconnect_ev = evtimer_new(base, on_reconnect_timer, v);
 	event_add(v->wake_ev, NULL);
-	if (pthread_create(&v->thread, NULL, event_thread, v) != 0) {
-		virt_close(v);
-		*why = xstrdup("cannot start libvirt's event thread");
-		return -EAGAIN;
+	if (event_thread_users == 0) {
+		event_thread_stopping = 0;
+		if (pthread_create(&event_thread_id, NULL, event_thread, NULL) != 0) {
+			virt_close(v);
+			*why = xstrdup("cannot start libvirt's event thread");
+			return -EAGAIN;
+		}
 	}
-	v->thread_started = true;
+	event_thread_users++;
+	v->thread_user = true;
 	*ret = v;
 	if ((r = virt_connect(v, why)) < 0) {
-		struct timeval tv = { RECONNECT_SECONDS, 0 };
-		evtimer_add(v->reconnect_ev, &tv);
+		schedule_reconnect(v);
 		return r;
 	}
 	return 0;
@@ -314,10 +379,10 @@ void virt_close(struct virt *v)
 	if (!v)
 		return;
 	disconnect(v);
-	if (v->thread_started) {
-		v->stopping = 1;
+	if (v->thread_user && --event_thread_users == 0) {
+		event_thread_stopping = 1;
 		int t = virEventAddTimeout(0, wake_libvirt, NULL, NULL);
-		pthread_join(v->thread, NULL);
+		pthread_join(event_thread_id, NULL);
 		if (t >= 0)
 			virEventRemoveTimeout(t);
 	}
@@ -328,6 +393,7 @@ void virt_close(struct virt *v)
 	close(v->wake[0]);
 	close(v->wake[1]);
 	pthread_mutex_destroy(&v->lock);
+	free(v->connect_error);
 	free(v->uri);
 	free(v);
 }

@@ -1,7 +1,8 @@
 /*
  * virt: fleetd's adapter to libvirt, the only file that includes
- * <libvirt/libvirt.h>. It owns the connection (reconnecting after a libvirtd
- * restart), runs libvirt's event loop on its own thread and hands domain
+ * <libvirt/libvirt.h>. A struct virt is one connection, to one host
+ * (reconnecting with backoff after a libvirtd restart or a network loss);
+ * one thread runs libvirt's event loop for all of them and hands domain
  * lifecycle events to fleetd's event loop. It knows nothing about agents:
  * callers speak in domain names and XML.
  */
@@ -48,6 +49,12 @@ bool virt_is_connected(struct virt *v);
  */
 const char *virt_uri(struct virt *v);
 int virt_versions(struct virt *v, char libvirt[32], char hypervisor[32], char **why);
+/* Why the last connect failed or the connection went (libvirt's message); NULL while connected. */
+const char *virt_connect_error(struct virt *v);
+/* The host's free memory in bytes (virNodeGetFreeMemory); -errno with *why. */
+int virt_free_memory(struct virt *v, long long *ret, char **why);
+/* Whether QEMU can use KVM there (libvirt's domain capabilities for virttype kvm). */
+bool virt_kvm(struct virt *v);
 
 /* Each returns 0 or -errno with *why; -ENOENT: no such domain. */
 int virt_domain_define(struct virt *v, const char *xml, char **why);

@@ -15,6 +15,7 @@
  *   memdisk.c    the memory store's own disk: made on a worker, grown with the quota
  *   doctor.c     libvirtd and KVM as `fleetctl doctor` reports them
  *   disk_backup.c  backup --with-disks and its restore (public: disk_backup.h)
+ *   hosts.c      one libvirt connection per hypervisor host (#15); the host ops
  * All of it runs on fleetd's loop thread, bar snapshots.c's and disk_backup.c's workers (which
  * touch only their jobs) and virt.c's libvirt event thread.
  */
@@ -41,6 +42,7 @@ struct fleetd;
 struct event;
 struct ssh_session;
 struct egress_refresh;
+struct vm_host;
 
 struct waiter {
 	backend_done_fn done;
@@ -51,6 +53,7 @@ struct vm {
 	char *name;			/* agent name */
 	struct vm_backend *b;
 	struct ssh_session *ssh;
+	struct virt *virt;		/* its host's connection, as of its last start or stop (hosts.c) */
 	bool ready;
 	/* start: waiting for the control channel */
 	struct waiter *waiters;
@@ -74,7 +77,8 @@ struct vm {
 struct vm_backend {
 	struct fleetd *f;
 	const struct backend_host *host;	/* reports go up, image records come from fleet's store */
-	struct virt *virt;
+	struct virt *virt;		/* HOST_LOCAL's connection (the configured libvirt_uri) */
+	struct vm_host *hosts;		/* every other host's, opened when first needed (hosts.c) */
 	char *state_dir;
 	char *image_dir;
 	const char *domain_type;	/* "kvm" or "qemu" */
@@ -107,6 +111,21 @@ int vm_write_text(const char *path, const char *text, mode_t mode);
 /* Run a host tool; on failure -errno (or -EIO) and *why with its first line of output. */
 int vm_run_tool(const char *const argv[], const char *what, char **why);
 void vm_remove_tree(const char *path);
+
+/* hosts.c */
+/*
+ * The connection of host (NULL or HOST_LOCAL: b->virt), opened if it is not
+ * yet (the URI from fleet's store); -errno with *why (why may be NULL).
+ */
+int vm_host_virt(struct vm_backend *b, const char *host, struct virt **ret, char **why);
+/* The connection of a's host, or NULL with *why. */
+struct virt *vm_agent_virt(struct vm_backend *b, const struct agent *a, char **why);
+/* At shutdown: every host's connection but b->virt closed. */
+void vm_hosts_close(struct vm_backend *b);
+/* The ops' host_connect, host_facts, host_forget (backend.h). */
+int vm_host_connect(struct fleetd *f, const char *host, const char *uri, char **why);
+void vm_host_facts(struct fleetd *f, const char *host, const char *uri, struct host_facts *ret);
+void vm_host_forget(struct fleetd *f, const char *host);
 
 /* channel.c */
 /* Call done once the guest's control channel is up (now, if it is); never inside the call. */

@@ -33,10 +33,10 @@ is "$(stat -c %a "$STATE/fleetd.log")" 600 "log file is 0600"
 is "$(stat -c %a "$STATE/fleetd.lock")" 600 "lock file is 0600"
 is "$(stat -c %a "$STATE/fleet.db")" 600 "database file is 0600"
 is "$(sqlite3 "$STATE/fleet.db" 'PRAGMA journal_mode')" wal "database is in WAL mode"
-is "$(sqlite3 "$STATE/fleet.db" 'PRAGMA user_version')" 17 "schema version is recorded (17: queued-runs counter, secret sizes, memory quotas, egress lists, secret files, autostart)"
+is "$(sqlite3 "$STATE/fleet.db" 'PRAGMA user_version')" 18 "schema version is recorded (18: queued-runs counter, secret sizes, memory quotas, egress lists, secret files, autostart, hosts)"
 tables=$(sqlite3 "$STATE/fleet.db" "SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name)")
-is "$tables" "agents audit events hook_deliveries hook_routes hook_subscriptions runs schedules secrets snapshots" \
-	"tables for agents, snapshots, runs, events, webhook routes, subscriptions and delivery ids, cron schedules, secrets and audit"
+is "$tables" "agents audit events hook_deliveries hook_routes hook_subscriptions hosts runs schedules secrets snapshots" \
+	"tables for agents, snapshots, runs, events, webhook routes, subscriptions and delivery ids, hosts, cron schedules, secrets and audit"
 is "$(sqlite3 "$STATE/fleet.db" 'PRAGMA foreign_key_list(snapshots)' | cut -d'|' -f3,7 | head -1)" "agents|CASCADE" \
 	"snapshots belong to agents (foreign key, cascade)"
 

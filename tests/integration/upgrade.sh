@@ -31,19 +31,21 @@ ok $([ -n "$keeper" ] && echo 0 || echo 1) "its sandbox runs (${keeper:-none})"
 stop_fleetd TERM; ok $? "the old fleetd stops (SIGTERM, as systemctl stop does)"
 check "the agent's sandbox outlives it" -- kill -0 "$keeper"
 # What each migration after 12 added, taken out again (a new migration that adds a column adds its undo here).
-sqlite3 "$STATE/fleet.db" "ALTER TABLE agents DROP COLUMN autostart; ALTER TABLE agents DROP COLUMN boot_priority;
+sqlite3 "$STATE/fleet.db" "DROP TABLE hosts; ALTER TABLE agents DROP COLUMN host;
+	ALTER TABLE agents DROP COLUMN autostart; ALTER TABLE agents DROP COLUMN boot_priority;
 	ALTER TABLE agents DROP COLUMN secret_files; ALTER TABLE agents DROP COLUMN egress_allow;
 	ALTER TABLE agents DROP COLUMN memory_quota_mib; ALTER TABLE secrets DROP COLUMN size; PRAGMA user_version = 12;"
 ok $? "the state dir's database is taken back to schema version 12"
 is "$(sqlite3 "$STATE/fleet.db" 'PRAGMA user_version')" 12 "(user_version 12)"
 
 user_fleetd_start; ok $? "the newer fleetd starts on it"
-for v in 13 14 15 16 17; do
+for v in 13 14 15 16 17 18; do
 	like "$(cat "$LOG")" "database migrated to schema version $v" "and migrates it to version $v"
 done
 newest=$(grep -o 'migrated to schema version [0-9]*' "$LOG" | tail -1 | grep -o '[0-9]*$')
 is "$(sqlite3 "$STATE/fleet.db" 'PRAGMA user_version')" "$newest" "the database is at the newest version ($newest)"
 is "$(sqlite3 "$STATE/fleet.db" 'PRAGMA integrity_check')" ok "and intact"
+is "$("$FLEETCTL" --json host ls | jq -r '.[].name')" local "the host 'local' is there after the upgrade (migration 18)"
 is "$(keeper_of upg-a)" "$keeper" "the agent's sandbox was not touched (the same one, adopted)"
 is "$("$FLEETCTL" --json show upg-a | jq -r .state)" running "upg-a is running"
 is "$("$FLEETCTL" --json show upg-a | jq -r .memory.quota_mib)" 64 "with the default memory quota (migration 14)"

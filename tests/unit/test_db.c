@@ -388,7 +388,7 @@ int main(void)
 			       UNDO_MIGRATION_9
 			       " ALTER TABLE agents DROP COLUMN run_timeout_s; ALTER TABLE agents DROP COLUMN max_queued;"
 			       " ALTER TABLE agents DROP COLUMN retry_interrupted;"
-			       " ALTER TABLE secrets DROP COLUMN size; ALTER TABLE agents DROP COLUMN memory_quota_mib; ALTER TABLE agents DROP COLUMN egress_allow; ALTER TABLE agents DROP COLUMN secret_files; ALTER TABLE agents DROP COLUMN autostart; ALTER TABLE agents DROP COLUMN boot_priority; PRAGMA user_version = 1;"
+			       " ALTER TABLE secrets DROP COLUMN size; ALTER TABLE agents DROP COLUMN memory_quota_mib; ALTER TABLE agents DROP COLUMN egress_allow; ALTER TABLE agents DROP COLUMN secret_files; ALTER TABLE agents DROP COLUMN autostart; ALTER TABLE agents DROP COLUMN boot_priority; ALTER TABLE agents DROP COLUMN host; DROP TABLE hosts; PRAGMA user_version = 1;"
 			       " INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
 			       " VALUES ('old', 'vm', 'stopped', 256, 1, 2, 1, 1);\"", v1);
 		ok(system(mk) == 0, "turned it back into a version-1 database with a row");
@@ -450,7 +450,7 @@ int main(void)
 			       UNDO_MIGRATION_9
 			       " ALTER TABLE agents DROP COLUMN run_timeout_s; ALTER TABLE agents DROP COLUMN max_queued;"
 			       " ALTER TABLE agents DROP COLUMN retry_interrupted;"
-			       " ALTER TABLE secrets DROP COLUMN size; ALTER TABLE agents DROP COLUMN memory_quota_mib; ALTER TABLE agents DROP COLUMN egress_allow; ALTER TABLE agents DROP COLUMN secret_files; ALTER TABLE agents DROP COLUMN autostart; ALTER TABLE agents DROP COLUMN boot_priority; PRAGMA user_version = 4;"
+			       " ALTER TABLE secrets DROP COLUMN size; ALTER TABLE agents DROP COLUMN memory_quota_mib; ALTER TABLE agents DROP COLUMN egress_allow; ALTER TABLE agents DROP COLUMN secret_files; ALTER TABLE agents DROP COLUMN autostart; ALTER TABLE agents DROP COLUMN boot_priority; ALTER TABLE agents DROP COLUMN host; DROP TABLE hosts; PRAGMA user_version = 4;"
 			       " INSERT INTO agents (id, name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)"
 			       " VALUES (7, 'old', 'user', 'stopped', 256, 1, 2, 1, 1);"
 			       " INSERT INTO runs (id, agent_id, trigger, state, queued_at, exit_code, log_path)"
@@ -515,7 +515,7 @@ int main(void)
 			       "  SELECT 11, id, 5, 'hmac', 'succeeded', 3 FROM agents WHERE name = 'ten';"
 			       " INSERT INTO runs (id, agent_id, event_id, trigger, state, queued_at)"
 			       "  SELECT 12, id, 9, 'hmac', 'queued', 4 FROM agents WHERE name = 'ten';"
-			       " ALTER TABLE secrets DROP COLUMN size; ALTER TABLE agents DROP COLUMN memory_quota_mib; ALTER TABLE agents DROP COLUMN egress_allow; ALTER TABLE agents DROP COLUMN secret_files; ALTER TABLE agents DROP COLUMN autostart; ALTER TABLE agents DROP COLUMN boot_priority; PRAGMA user_version = 10;\"", v10);
+			       " ALTER TABLE secrets DROP COLUMN size; ALTER TABLE agents DROP COLUMN memory_quota_mib; ALTER TABLE agents DROP COLUMN egress_allow; ALTER TABLE agents DROP COLUMN secret_files; ALTER TABLE agents DROP COLUMN autostart; ALTER TABLE agents DROP COLUMN boot_priority; ALTER TABLE agents DROP COLUMN host; DROP TABLE hosts; PRAGMA user_version = 10;\"", v10);
 		ok(system(mk) == 0, "turned it into a version-10 database with two events and their runs");
 		free(mk);
 		ok(sql_exec(v10, "INSERT INTO events (source, route, delivery_id, received_at) VALUES "

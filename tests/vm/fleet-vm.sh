@@ -17,7 +17,7 @@ like "$("$FLEETCTL" --json status | jq -r .backends.vm)" "^available" "the vm ba
 
 # --- provisioning -------------------------------------------------------------------
 out=$("$FLEETCTL" create alpha --backend vm --memory 256 2>&1); ok $? "create a VM agent"
-like "$out" "agent 'alpha' created \(backend vm, state stopped\)" "a created VM agent is provisioned and stopped"
+like "$out" "agent 'alpha' created \(backend vm, state stopped, host local\)" "a created VM agent is provisioned and stopped, on the host local"
 "$FLEETCTL" create beta --backend vm >/dev/null; ok $? "create a second VM agent"
 is "$(virsh_ns list --all --name | sort | tr '\n' ' ')" "fleet-alpha fleet-beta " "virsh sees exactly fleet's domains"
 xml=$(virsh_ns dumpxml fleet-alpha)

@@ -1,0 +1,183 @@
+/*
+ * vm/hosts.c: the hypervisor hosts of the VM backend (#15, docs/multi-host.md):
+ * one libvirt connection (struct virt) per host, the one owner of them all.
+ * HOST_LOCAL's is b->virt, opened at init on the configured libvirt_uri;
+ * every other host's is opened when first needed (an agent's operation,
+ * `host ls`), kept, reconnected with backoff by virt.c when it fails or is
+ * lost, and closed by `host rm`. The URI comes from fleet's store through
+ * host->host_uri: this file keeps no list of hosts of its own.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "model/fleetd.h"
+#include "vm/vm_internal.h"
+
+struct vm_host {
+	char *name;
+	struct virt *virt;
+	struct vm_host *next;
+};
+
+static bool is_local(const char *host)
+{
+	return !host || strcmp(host, HOST_LOCAL) == 0;
+}
+
+static struct vm_host *find(struct vm_backend *b, const char *host)
+{
+	for (struct vm_host *h = b->hosts; h; h = h->next)
+		if (strcmp(h->name, host) == 0)
+			return h;
+	return NULL;
+}
+
+/* Open host's connection on uri and keep it (a failed first connect is retried in the background). */
+static struct vm_host *open_host(struct vm_backend *b, const char *host, const char *uri)
+{
+	_cleanup_free_ char *why = NULL;
+	struct vm_host *h = xcalloc(1, sizeof(*h));
+	int r;
+
+	r = virt_open(b->f->base, uri, vm_on_virt_event, b, &h->virt, &why);
+	if (r < 0 && !h->virt) {
+		log_warning("vm backend: host %s: %s", host, why ? why : strerror(-r));
+		free(h);
+		return NULL;
+	}
+	if (r < 0)
+		log_warning("vm backend: host %s not reachable yet (%s); retrying in the background", host,
+			    why ? why : strerror(-r));
+	h->name = xstrdup(host);
+	h->next = b->hosts;
+	b->hosts = h;
+	return h;
+}
+
+int vm_host_virt(struct vm_backend *b, const char *host, struct virt **ret, char **why)
+{
+	_cleanup_free_ char *uri = NULL;
+	struct vm_host *h;
+	int r;
+
+	if (is_local(host)) {
+		*ret = b->virt;
+		return 0;
+	}
+	if (!(h = find(b, host))) {
+		if ((r = b->host->host_uri(b->f, host, &uri)) < 0 || !uri) {
+			if (why)
+				*why = xasprintf("its host %s is not known to fleet (fleetctl host ls)", host);
+			return r < 0 ? r : -ENOENT;
+		}
+		if (!(h = open_host(b, host, uri))) {
+			if (why)
+				*why = xasprintf("cannot open a connection to host %s", host);
+			return -ENOTCONN;
+		}
+	}
+	*ret = h->virt;
+	return 0;
+}
+
+struct virt *vm_agent_virt(struct vm_backend *b, const struct agent *a, char **why)
+{
+	struct virt *v = NULL;
+
+	return vm_host_virt(b, a->host, &v, why) < 0 ? NULL : v;
+}
+
+void vm_hosts_close(struct vm_backend *b)
+{
+	while (b->hosts) {
+		struct vm_host *h = b->hosts;
+
+		b->hosts = h->next;
+		virt_close(h->virt);
+		free(h->name);
+		free(h);
+	}
+}
+
+/* --- the ops (backend.h) ---------------------------------------------------------- */
+
+int vm_host_connect(struct fleetd *f, const char *host, const char *uri, char **why)
+{
+	struct vm_backend *b = vm_backend_of(f);
+	struct virt *v = NULL;
+	int r;
+
+	if (!b)
+		return *why = xstrdup("the vm backend is not running"), -EOPNOTSUPP;
+	if (is_local(host))
+		return virt_connect(b->virt, why);
+	vm_host_forget(f, host);
+	/* A first try that fails keeps nothing: `host add` refuses the host with libvirt's words. */
+	if ((r = virt_open(f->base, uri, vm_on_virt_event, b, &v, why)) < 0) {
+		virt_close(v);
+		return r;
+	}
+	{
+		struct vm_host *h = xcalloc(1, sizeof(*h));
+
+		*h = (struct vm_host){ xstrdup(host), v, b->hosts };
+		b->hosts = h;
+	}
+	log_info("vm backend: host %s connected (%s)", host, uri);
+	return 0;
+}
+
+void vm_host_facts(struct fleetd *f, const char *host, const char *uri, struct host_facts *ret)
+{
+	struct vm_backend *b = vm_backend_of(f);
+	_cleanup_free_ char *why = NULL;
+	struct virt *v = NULL;
+	struct vm_host *h;
+
+	host_facts_clear(ret);
+	if (!b) {
+		ret->error = xstrdup("the vm backend is not running");
+		return;
+	}
+	if (is_local(host))
+		v = b->virt;
+	else if ((h = find(b, host)) || (uri && (h = open_host(b, host, uri))))
+		v = h->virt;
+	if (!v) {
+		ret->error = xasprintf("cannot open a connection to %s", uri ? uri : host);
+		return;
+	}
+	if (virt_versions(v, ret->libvirt, ret->qemu, &why) < 0) {
+		ret->libvirt[0] = ret->qemu[0] = '\0';
+		ret->error = xstrdup(virt_connect_error(v) ? virt_connect_error(v) : why ? why : "not connected");
+		return;
+	}
+	ret->reachable = true;
+	ret->kvm = virt_kvm(v);
+	free(why);
+	why = NULL;
+	if (virt_free_memory(v, &ret->free_memory_bytes, &why) < 0) {
+		log_debug("vm backend: host %s: %s", host, why ? why : "free memory unknown");
+		ret->free_memory_bytes = -1;
+	}
+}
+
+void vm_host_forget(struct fleetd *f, const char *host)
+{
+	struct vm_backend *b = vm_backend_of(f);
+	struct vm_host **pp, *h;
+
+	if (!b || is_local(host))
+		return;
+	for (pp = &b->hosts; *pp && strcmp((*pp)->name, host) != 0; pp = &(*pp)->next)
+		;
+	if (!(h = *pp))
+		return;
+	*pp = h->next;
+	virt_close(h->virt);
+	free(h->name);
+	free(h);
+	log_info("vm backend: host %s: connection closed", host);
+}

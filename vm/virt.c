@@ -227,6 +227,35 @@ static void schedule_reconnect(struct virt *v)
 	v->backoff_s = v->backoff_s * 2 > RECONNECT_MAX_SECONDS ? RECONNECT_MAX_SECONDS : v->backoff_s * 2;
 }
 
+/* *kib = free + buffers + cached over all cells (virNodeGetMemoryStats); -1 when libvirt cannot say. */
+static int node_reclaimable_kib(virConnectPtr conn, unsigned long long *kib)
+{
+	virNodeMemoryStatsPtr params;
+	int n = 0;
+	bool have_free = false;
+
+	if (virNodeGetMemoryStats(conn, VIR_NODE_MEMORY_STATS_ALL_CELLS, NULL, &n, 0) < 0 || n <= 0 || n > 64)
+		return -1;
+	params = calloc((size_t)n, sizeof(*params));
+	if (!params)
+		return -1;
+	if (virNodeGetMemoryStats(conn, VIR_NODE_MEMORY_STATS_ALL_CELLS, params, &n, 0) < 0) {
+		free(params);
+		return -1;
+	}
+	*kib = 0;
+	for (int i = 0; i < n; i++) {
+		if (strcmp(params[i].field, VIR_NODE_MEMORY_STATS_FREE) == 0)
+			have_free = true;
+		else if (strcmp(params[i].field, VIR_NODE_MEMORY_STATS_BUFFERS) != 0 &&
+			 strcmp(params[i].field, VIR_NODE_MEMORY_STATS_CACHED) != 0)
+			continue;
+		*kib += params[i].value;
+	}
+	free(params);
+	return have_free ? 0 : -1;
+}
+
 int virt_free_memory(struct virt *v, long long *ret, char **why)
 {
 	unsigned long long bytes;
@@ -234,6 +263,16 @@ int virt_free_memory(struct virt *v, long long *ret, char **why)
 	if (!virt_is_connected(v)) {
 		*why = xasprintf("not connected to %s", v->uri);
 		return -ENOTCONN;
+	}
+	/*
+	 * Free as a guest can have it: free plus the page cache and buffers the
+	 * kernel gives back on demand. virNodeGetFreeMemory alone is MemFree,
+	 * which a busy host's page cache keeps near zero, and placement would
+	 * refuse every agent there.
+	 */
+	if (node_reclaimable_kib(v->conn, &bytes) == 0) {
+		*ret = (long long)(bytes * 1024);
+		return 0;
 	}
 	bytes = virNodeGetFreeMemory(v->conn);
 	if (bytes == 0)

@@ -8,6 +8,7 @@
 # migrates a database of every schema version (tests/fixtures/schema/),
 # row by row; this test is the whole daemon doing it.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+. "$FLEET_SRCDIR/tests/lib/schema.sh"
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 for t in jq sqlite3; do command -v $t >/dev/null || skip_all "needs $t"; done
@@ -30,16 +31,12 @@ ok $([ -n "$keeper" ] && echo 0 || echo 1) "its sandbox runs (${keeper:-none})"
 
 stop_fleetd TERM; ok $? "the old fleetd stops (SIGTERM, as systemctl stop does)"
 check "the agent's sandbox outlives it" -- kill -0 "$keeper"
-# What each migration after 12 added, taken out again (a new migration that adds a column adds its undo here).
-sqlite3 "$STATE/fleet.db" "DROP TABLE hosts; ALTER TABLE agents DROP COLUMN host;
-	ALTER TABLE agents DROP COLUMN autostart; ALTER TABLE agents DROP COLUMN boot_priority;
-	ALTER TABLE agents DROP COLUMN secret_files; ALTER TABLE agents DROP COLUMN egress_allow;
-	ALTER TABLE agents DROP COLUMN memory_quota_mib; ALTER TABLE secrets DROP COLUMN size; PRAGMA user_version = 12;"
+schema_take_back "$STATE/fleet.db"
 ok $? "the state dir's database is taken back to schema version 12"
 is "$(sqlite3 "$STATE/fleet.db" 'PRAGMA user_version')" 12 "(user_version 12)"
 
 user_fleetd_start; ok $? "the newer fleetd starts on it"
-for v in 13 14 15 16 17 18; do
+for v in $SCHEMA_TAKEN_BACK; do
 	like "$(cat "$LOG")" "database migrated to schema version $v" "and migrates it to version $v"
 done
 newest=$(grep -o 'migrated to schema version [0-9]*' "$LOG" | tail -1 | grep -o '[0-9]*$')

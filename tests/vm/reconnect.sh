@@ -14,6 +14,7 @@
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
+. "$FLEET_SRCDIR/tests/lib/schema.sh"
 vmfleet_setup --tcg
 
 # sshd_conns: connections dropbear accepted so far ("Child connection from ...").
@@ -40,8 +41,17 @@ c=$(sshd_conns)
 sleep 3
 is "$(new_conns "$c")" 0 "while no host is connected, the relay opens no sshd connection"
 
-# --- a fleetd restart ---------------------------------------------------------------------------
+# --- a fleetd restart, as an upgrade: a newer fleetd migrates an older database (#14) ------------
+# The database taken back to schema 12 while the guest runs: the restarted
+# fleetd migrates it and adopts the same QEMU, untouched.
+qemu_pid=$(vmns_exec cat /run/libvirt/qemu/fleet-re.pid)
+schema_take_back "$STATE/fleet.db"; ok $? "the database is taken back to schema version 12 (guest running)"
 fleetd_ns_start; ok $? "fleetd starts again"
+for v in $SCHEMA_TAKEN_BACK; do
+	like "$(cat "$STATE/fleetd.log")" "database migrated to schema version $v" "it migrates the database to version $v"
+done
+is "$(vmns_exec cat /run/libvirt/qemu/fleet-re.pid)" "$qemu_pid" "the guest's QEMU is the same process (pid ${qemu_pid:-none})"
+is "$("$FLEETCTL" --json show re | jq -r .host)" local "the agent is on the local host (migration 18)"
 c=$(sshd_conns); t0=$EPOCHREALTIME
 "$FLEETCTL" exec re -- true; ok $? "the first exec after the restart works"
 diag "first exec after a fleetd restart: $(secs_since "$t0") s"

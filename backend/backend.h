@@ -123,7 +123,7 @@ typedef void (*backend_event_fn)(struct fleetd *f, const struct backend_event *e
 /*
  * What a backend may ask of fleet, given at init: where it reports (above)
  * and what fleet keeps for it. The store sits above the seam; a backend
- * never includes it, it calls these (implemented in core/host.c). All run
+ * never includes it, it calls these (implemented in core/backend_host.c). All run
  * on the loop thread and return 0 or a negative errno.
  */
 struct backend_host {

@@ -15,7 +15,7 @@ struct fleetd;
 
 /*
  * Run each built-in backend's init(), giving it host (fleetd's is
- * core_backend_host, core/host.h): where it reports what happens on its
+ * core_backend_host, core/backend_host.h): where it reports what happens on its
  * own, and what fleet keeps for it. A failure makes that backend
  * unavailable, not fleetd.
  */

@@ -25,7 +25,7 @@
 #include "core/autostart.h"
 #include "core/backends.h"
 #include "core/health.h"
-#include "core/host.h"
+#include "core/backend_host.h"
 #include "core/lifecycle.h"
 #include "core/metrics.h"
 #include "core/restore.h"

@@ -20,7 +20,7 @@
 #include "core/activity.h"
 #include "core/backends.h"
 #include "core/health.h"
-#include "core/host.h"
+#include "core/backend_host.h"
 #include "core/lifecycle.h"
 #include "core/runs.h"
 #include "core/secret_hold.h"

@@ -1,5 +1,5 @@
 /*
- * core/host.c, fleet's side of struct backend_host, on a real database file:
+ * core/backend_host.c, fleet's side of struct backend_host, on a real database file:
  * what a backend reads and writes through it (an agent's image record, the
  * agents of its kind) is what the store holds, and it reports to the
  * lifecycle owner.
@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "core/host.h"
+#include "core/backend_host.h"
 #include "core/lifecycle.h"
 #include "model/fleetd.h"
 #include "store/db.h"

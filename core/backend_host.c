@@ -1,5 +1,5 @@
-/* host: see host.h. Thin on purpose: the store answers, lifecycle.c decides. */
-#include "core/host.h"
+/* backend_host: see backend_host.h. Thin on purpose: the store answers, lifecycle.c decides. */
+#include "core/backend_host.h"
 
 #include "common/util.h"
 

@@ -99,9 +99,8 @@ size_t deliveries_commit(struct fleetd *f, const struct hook_delivery *d, size_t
 		const struct db_hook_delivery dd = {
 			.route = d[i].route, .delivery_id = d[i].delivery_id, .event_type = d[i].event_type,
 			.no_run = d[i].no_run, .received_at = d[i].received_at,
-			/* The one text of the headers: what the events row keeps. */
-			.headers = d[i].headers ? json_dumps(d[i].headers, JSON_COMPACT | JSON_ENSURE_ASCII)
-						: xstrdup("{}"),
+			/* The one text of the headers, made once from the decoded list: what the events row keeps. */
+			.headers = hook_headers_json(d[i].headers, d[i].n_headers),
 			.body = d[i].body, .body_len = d[i].body_len,
 		};
 		_cleanup_free_ char *msg = NULL;

@@ -402,7 +402,7 @@ static void send_msg(struct listener *l, json_t *msg)
 
 	if (!msg)
 		abort();	/* out of memory */
-	r = hook_frame_encode(msg, NULL, 0, &frame, &len);
+	r = hook_frame_encode(msg, &frame, &len);
 	json_decref(msg);
 	if (r < 0) {
 		log_error("webhooks: cannot encode a message for the listener: %s", strerror(-r));
@@ -515,7 +515,6 @@ static void send_answers(struct listener *l, struct hook_answer *a, size_t n)
 	if (!frames)
 		abort();	/* out of memory */
 	for (size_t i = 0; i < n; i++) {
-		json_t *msg = hook_msg_answer(&a[i]);
 		unsigned char *frame = NULL;
 		size_t len = 0;
 		int r;
@@ -524,11 +523,8 @@ static void send_answers(struct listener *l, struct hook_answer *a, size_t n)
 			l->accepted++;
 		else
 			l->refused_by_fleetd++;
+		r = hook_answer_encode(&a[i], &frame, &len);
 		hook_answer_clear(&a[i]);
-		if (!msg)
-			abort();	/* out of memory */
-		r = hook_frame_encode(msg, NULL, 0, &frame, &len);
-		json_decref(msg);
 		if (r < 0) {
 			log_error("webhooks: cannot encode an answer for the listener: %s", strerror(-r));
 			continue;
@@ -555,9 +551,8 @@ static void send_answers(struct listener *l, struct hook_answer *a, size_t n)
 		child_fail(l, "it stopped reading its link");
 }
 
-/* One message; false when it is malformed or out of place (the child is killed). */
-static bool handle(struct listener *l, json_t *msg, const unsigned char *tail, size_t tail_len,
-		   struct hook_delivery **group, size_t *n, const char **why)
+/* One JSON message; false when it is malformed or out of place (the child is killed). */
+static bool handle(struct listener *l, json_t *msg, const char **why)
 {
 	const char *t = hook_msg_type(msg);
 	long pid;
@@ -582,17 +577,41 @@ static bool handle(struct listener *l, json_t *msg, const unsigned char *tail, s
 	}
 	if (t && strcmp(t, "stats") == 0)
 		return hook_msg_stats_parse(msg, &l->stats, why) == 0;
-	if (t && strcmp(t, "delivery") == 0) {
-		struct hook_delivery d = { 0 };
+	*why = "a message of an unknown type";
+	return false;
+}
 
-		if (hook_msg_delivery_parse(msg, tail, tail_len, &d, why) < 0)
+/* One whole frame: a delivery joins the group; false when it is malformed or out of place. */
+static bool handle_frame(struct listener *l, const unsigned char *frame, size_t len, struct hook_delivery **group,
+			 size_t *n, const char **why)
+{
+	int kind = hook_frame_kind(frame, len, why);
+	json_t *msg = NULL;
+	bool ok;
+
+	if (kind == HOOK_KIND_DELIVERY) {
+		struct hook_delivery d;
+
+		if (!l->hello) {
+			*why = "a message before its hello";
+			return false;
+		}
+		if (hook_delivery_decode(frame, len, &d, why) < 0)
 			return false;
 		*group = xrealloc(*group, (*n + 1) * sizeof(**group));
 		(*group)[(*n)++] = d;
 		return true;
 	}
-	*why = "a message of an unknown type";
-	return false;
+	if (kind != HOOK_KIND_JSON) {
+		if (kind >= 0)
+			*why = "an answer from the listener";
+		return false;
+	}
+	if (hook_frame_decode(frame, len, &msg, why) < 0)
+		return false;
+	ok = handle(l, msg, why);
+	json_decref(msg);
+	return ok;
 }
 
 static void on_link(evutil_socket_t fd, short what, void *arg)
@@ -637,9 +656,6 @@ static void on_link(evutil_socket_t fd, short what, void *arg)
 		size_t avail = evbuffer_get_length(l->in);
 		unsigned char *head = evbuffer_pullup(l->in, avail < HOOK_FRAME_HEAD ? (ev_ssize_t)-1 : (ev_ssize_t)HOOK_FRAME_HEAD);
 		long need = hook_frame_need(head, avail);
-		json_t *msg = NULL;
-		const unsigned char *tail = NULL;
-		size_t tail_len = 0;
 
 		if (need < 0) {
 			why = "a frame of a size out of bounds";
@@ -649,10 +665,8 @@ static void on_link(evutil_socket_t fd, short what, void *arg)
 		if (need == 0 || (size_t)need > avail)
 			break;
 		unsigned char *frame = evbuffer_pullup(l->in, need);
-		if (!frame || hook_frame_decode(frame, (size_t)need, &msg, &tail, &tail_len, &why) < 0 ||
-		    !handle(l, msg, tail, tail_len, &group, &n, &why))
+		if (!frame || !handle_frame(l, frame, (size_t)need, &group, &n, &why))
 			bad = true;
-		json_decref(msg);
 		evbuffer_drain(l->in, (size_t)need);
 	}
 	/* What came before a bad frame was verified by the child when it was still sane: answer it. */

@@ -86,9 +86,14 @@ struct runs {
 	size_t n_taken;
 	struct active *to_start;	/* taken by a committed pass, not started yet (next_start) */
 	bool closing;		/* fleetd stops: callbacks only free their run */
+	int cpus;		/* the host's CPUs online, counted at start (host_cpus) */
 };
 
-/* The default of max_concurrent_runs: one run per CPU. */
+/*
+ * The default of max_concurrent_runs: one run per CPU. Counted once, at
+ * start: sysconf opens and reads /sys/devices/system/cpu/online on every
+ * call, and a pass asks on every commit (one openat and close each).
+ */
 static int host_cpus(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -537,7 +542,7 @@ static bool pass_wanted(struct runs *q, int *limit)
 {
 	long max = config_get_long(&q->f->cfg, CFG_MAX_CONCURRENT_RUNS);	/* SIGHUP may change it */
 
-	*limit = max > 0 ? (int)max : host_cpus();
+	*limit = max > 0 ? (int)max : q->cpus;
 	return q->ended || q->n_active < *limit;	/* else not even a look at the queue */
 }
 
@@ -882,6 +887,7 @@ int runs_init(struct fleetd *f)
 			    "(their agent's --retry-interrupted)", n + requeued, n, requeued);
 	(void)sweep_logs(f);	/* failures are logged; the logs stay unreachable, and ids are not reused */
 	q->f = f;
+	q->cpus = host_cpus();
 	q->ended_tail = &q->ended;
 	q->tick = event_new(f->base, -1, EV_PERSIST, on_event, q);
 	q->kick = event_new(f->base, -1, 0, on_event, q);

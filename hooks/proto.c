@@ -8,15 +8,13 @@
  * its JSON type and within its bounds; nothing is kept on failure. Strings
  * that end up in headers, logs or the database are printable ASCII.
  *
- * The wire format of each message (members marked ? are optional):
+ * The JSON messages (members marked ? are optional; the binary delivery
+ * and answer are described in proto.h):
  *   routes    {"t","limits":{"max_connections","max_per_source","request_timeout","header_max"},
  *              "routes":[{"name","source","secrets":[BASE64,...],"header"?,"encoding"?,"prefix"?,
  *                         "datadog_auth"?,"delivery_field"?,"public_url"?,"max_body"}]}
- *   answer    {"t","seq","status","body"?,"content_type"?}
  *   hello     {"t","pid"}
- *   delivery  {"t","seq","route","id","event"?,"no_run","received_at","headers":{NAME:VALUE},
- *              "body_len","reply_body"?,"reply_type"?} and the body as the frame's tail
- *   stats     {"t","accepted","refused":[6 counts],"connections","dropped"}
+ *   stats     {"t","accepted","refused":[6 counts],"connections","dropped","sig_failed":[a count per source]}
  */
 #include "hooks/proto.h"
 
@@ -58,38 +56,55 @@ static void put_be32(unsigned char *p, uint32_t v)
 
 long hook_frame_need(const unsigned char *buf, size_t avail)
 {
-	uint32_t len, json_len;
+	uint32_t len, part_len;
 
 	if (avail < HOOK_FRAME_HEAD)
 		return 0;
 	len = get_be32(buf);
-	json_len = get_be32(buf + 4);
-	if (len > HOOK_FRAME_MAX || json_len < 2 || json_len > len)
+	part_len = get_be32(buf + 4);
+	if (len > HOOK_FRAME_MAX || part_len < 1 || part_len > len)
 		return -EMSGSIZE;
 	return (long)(HOOK_FRAME_HEAD + len);
 }
 
-int hook_frame_encode(const json_t *msg, const void *tail, size_t tail_len, unsigned char **ret, size_t *len)
+int hook_frame_kind(const unsigned char *frame, size_t len, const char **why)
+{
+	long need = hook_frame_need(frame, len);
+
+	if (need <= 0 || (size_t)need != len) {
+		*why = "frame length out of bounds";
+		return -EBADMSG;
+	}
+	switch (frame[HOOK_FRAME_HEAD]) {
+	case HOOK_KIND_DELIVERY:
+	case HOOK_KIND_ANSWER:
+	case HOOK_KIND_JSON:
+		return frame[HOOK_FRAME_HEAD];
+	default:
+		*why = "a frame of an unknown kind";
+		return -EBADMSG;
+	}
+}
+
+int hook_frame_encode(const json_t *msg, unsigned char **ret, size_t *len)
 {
 	size_t n;
 	char *text;
 	unsigned char *out;
 
-	if (!json_is_object(msg) || (tail_len && !tail))
+	if (!json_is_object(msg))
 		return -EINVAL;
-	if (tail_len > HOOK_FRAME_MAX)
-		return -EMSGSIZE;
 	/*
-	 * One pass for the usual message (an answer, a delivery's JSON part):
-	 * dumped into room for FRAME_GUESS bytes; json_dumpb says how much it
-	 * needed, and only a larger one (a table of routes) is dumped again.
+	 * One pass for the usual message (hello, stats): dumped into room for
+	 * FRAME_GUESS bytes; json_dumpb says how much it needed, and only a
+	 * larger one (a table of routes) is dumped again.
 	 */
-	out = malloc(HOOK_FRAME_HEAD + FRAME_GUESS + tail_len);
+	out = malloc(HOOK_FRAME_HEAD + FRAME_GUESS);
 	if (!out)
 		return -ENOMEM;
 	text = (char *)out + HOOK_FRAME_HEAD;
 	n = json_dumpb(msg, text, FRAME_GUESS, JSON_COMPACT | JSON_ENSURE_ASCII);
-	if (n == 0 || n > HOOK_FRAME_MAX || tail_len > HOOK_FRAME_MAX - n) {
+	if (n == 0 || n > HOOK_FRAME_MAX) {
 		explicit_bzero(out, HOOK_FRAME_HEAD + FRAME_GUESS);
 		free(out);
 		return n == 0 ? -ENOMEM : -EMSGSIZE;
@@ -98,7 +113,7 @@ int hook_frame_encode(const json_t *msg, const void *tail, size_t tail_len, unsi
 		/* Not realloc: what was dumped so far may be a routes message's secrets, wiped before it is freed. */
 		explicit_bzero(out, HOOK_FRAME_HEAD + FRAME_GUESS);
 		free(out);
-		if (!(out = malloc(HOOK_FRAME_HEAD + n + tail_len)))
+		if (!(out = malloc(HOOK_FRAME_HEAD + n)))
 			return -ENOMEM;
 		text = (char *)out + HOOK_FRAME_HEAD;
 		if (json_dumpb(msg, text, n, JSON_COMPACT | JSON_ENSURE_ASCII) != n) {
@@ -106,47 +121,42 @@ int hook_frame_encode(const json_t *msg, const void *tail, size_t tail_len, unsi
 			return -ENOMEM;
 		}
 	}
-	if (tail_len)
-		memcpy(out + HOOK_FRAME_HEAD + n, tail, tail_len);
-	put_be32(out, (uint32_t)(n + tail_len));
+	put_be32(out, (uint32_t)n);
 	put_be32(out + 4, (uint32_t)n);
 	*ret = out;
-	*len = HOOK_FRAME_HEAD + n + tail_len;
+	*len = HOOK_FRAME_HEAD + n;
 	return 0;
 }
 
-int hook_frame_decode(const unsigned char *frame, size_t len, json_t **ret, const unsigned char **tail,
-		      size_t *tail_len, const char **why)
+int hook_frame_decode(const unsigned char *frame, size_t len, json_t **ret, const char **why)
 {
-	long need = hook_frame_need(frame, len);
-	size_t json_len;
-	const char *type;
+	int kind = hook_frame_kind(frame, len, why);
+	size_t part_len;
 	json_t *j;
 
-	if (need <= 0 || (size_t)need != len) {
-		*why = "frame length out of bounds";
+	if (kind < 0)
+		return kind;
+	if (kind != HOOK_KIND_JSON) {
+		*why = "a binary frame where a JSON one was expected";
 		return -EBADMSG;
 	}
-	json_len = get_be32(frame + 4);
+	part_len = get_be32(frame + 4);
+	if (len != HOOK_FRAME_HEAD + part_len) {
+		*why = "only a delivery has bytes after its message";
+		return -EBADMSG;
+	}
 	/* Depth-checked first, duplicate members refused, NUL in strings refused (jansson's default). */
-	j = hv_json_object(frame + HOOK_FRAME_HEAD, json_len);
+	j = hv_json_object(frame + HOOK_FRAME_HEAD, part_len);
 	if (!j) {
 		*why = "frame is not one JSON object";
 		return -EBADMSG;
 	}
-	if (!(type = hook_msg_type(j))) {
+	if (!hook_msg_type(j)) {
 		json_decref(j);
 		*why = "message has no type";
 		return -EBADMSG;
 	}
-	if (len > HOOK_FRAME_HEAD + json_len && strcmp(type, "delivery") != 0) {
-		json_decref(j);
-		*why = "only a delivery has bytes after its JSON";
-		return -EBADMSG;
-	}
 	*ret = j;
-	*tail = frame + HOOK_FRAME_HEAD + json_len;
-	*tail_len = len - HOOK_FRAME_HEAD - json_len;
 	return 0;
 }
 
@@ -460,63 +470,6 @@ int hook_msg_routes_parse(const json_t *msg, struct hook_route_set **ret, const 
 	return 0;
 }
 
-/* ---- answer ---- */
-
-json_t *hook_msg_answer(const struct hook_answer *a)
-{
-	json_t *msg = json_pack("{s:s, s:I, s:i}", "t", "answer", "seq", (json_int_t)a->seq, "status", a->status);
-
-	if (msg && a->body && json_object_set_new(msg, "body", json_stringn(a->body, strlen(a->body))) < 0)
-		goto fail;
-	if (msg && a->content_type && json_object_set_new(msg, "content_type", json_string(a->content_type)) < 0)
-		goto fail;
-	return msg;
-fail:
-	json_decref(msg);
-	return NULL;
-}
-
-void hook_answer_clear(struct hook_answer *a)
-{
-	free(a->body);
-	free(a->content_type);
-	*a = (struct hook_answer){ 0 };
-}
-
-static const char *const answer_keys[] = { "t", "seq", "status", "body", "content_type", NULL };
-
-int hook_msg_answer_parse(const json_t *msg, struct hook_answer *a, const char **why)
-{
-	json_t *body;
-	long long seq, status;
-	const char *ctype;
-
-	if (!msg_is(msg, "answer", answer_keys, why))
-		return -EBADMSG;
-	if (!get_int(msg, "seq", 0, COUNT_MAX, &seq) || !get_int(msg, "status", 200, 599, &status)) {
-		*why = "an answer's seq or status is missing or out of bounds";
-		return -EBADMSG;
-	}
-	body = json_object_get(msg, "body");
-	/* A body is any UTF-8 text (jansson checked it) without NUL, up to 64 KiB; it goes out as is. */
-	if (body && !json_is_null(body) && (!json_is_string(body) || json_string_length(body) > ANSWER_BODY_MAX ||
-					    strlen(json_string_value(body)) != json_string_length(body))) {
-		*why = "an answer's body is not text of at most 64 KiB";
-		return -EBADMSG;
-	}
-	if (!get_str(msg, "content_type", CTYPE_MAX, true, &ctype)) {
-		*why = "an answer's content_type is not a short printable string";
-		return -EBADMSG;
-	}
-	*a = (struct hook_answer){
-		.seq = (uint64_t)seq,
-		.status = (int)status,
-		.body = json_is_string(body) ? xstrdup(json_string_value(body)) : NULL,
-		.content_type = ctype ? xstrdup(ctype) : NULL,
-	};
-	return 0;
-}
-
 /* ---- hello ---- */
 
 json_t *hook_msg_hello(long pid)
@@ -540,7 +493,25 @@ int hook_msg_hello_parse(const json_t *msg, long *pid, const char **why)
 	return 0;
 }
 
-/* ---- delivery ---- */
+/* ---- the binary messages: delivery and answer ---- */
+
+enum {
+	D_NO_RUN = 1, D_EVENT = 2, D_REPLY_BODY = 4, D_REPLY_TYPE = 8,	/* a delivery's flags */
+	A_BODY = 1, A_CTYPE = 2,					/* an answer's */
+};
+#define DELIVERY_FIXED (1 + 1 + 8 + 8)	/* kind, flags, seq, received_at */
+#define ANSWER_FIXED (1 + 1 + 8 + 2)	/* kind, flags, seq, status */
+
+static uint64_t get_be64(const unsigned char *p)
+{
+	return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
+}
+
+static void put_be64(unsigned char *p, uint64_t v)
+{
+	put_be32(p, (uint32_t)(v >> 32));
+	put_be32(p + 4, (uint32_t)v);
+}
 
 /* Headers a delivery never carries, whatever the listener says: credentials. */
 static bool header_secret(const char *name)
@@ -549,126 +520,508 @@ static bool header_secret(const char *name)
 	       strcasecmp(name, "Cookie") == 0;
 }
 
-json_t *hook_msg_delivery(const struct hook_delivery *d)
-{
-	json_t *headers = json_is_object(d->headers) ? json_incref(d->headers) : json_object();
-	json_t *msg;
+/* -- writing: into a buffer sized beforehand, so no bounds to check while writing -- */
 
-	msg = json_pack("{s:s, s:I, s:s, s:s, s:b, s:I, s:o, s:I}", "t", "delivery", "seq", (json_int_t)d->seq,
-			"route", d->route, "id", d->delivery_id, "no_run", d->no_run,
-			"received_at", (json_int_t)d->received_at, "headers", headers,
-			"body_len", (json_int_t)d->body_len);
-	if (msg && d->event_type && json_object_set_new(msg, "event", json_string(d->event_type)) < 0)
-		goto fail;
-	if (msg && d->reply_body && json_object_set_new(msg, "reply_body", json_string(d->reply_body)) < 0)
-		goto fail;
-	if (msg && d->reply_type && json_object_set_new(msg, "reply_type", json_string(d->reply_type)) < 0)
-		goto fail;
-	return msg;
-fail:
-	json_decref(msg);
-	return NULL;
+/* Bytes of an s16 (wide false) or s32 field for s; 0 when s does not fit it. */
+static size_t str_size(const char *s, bool wide, size_t *n)
+{
+	*n = strlen(s);
+	if (*n > (wide ? (size_t)UINT32_MAX : (size_t)UINT16_MAX))
+		return 0;
+	return (wide ? 4 : 2) + *n;
 }
 
-void hook_delivery_clear(struct hook_delivery *d)
+static unsigned char *put_str(unsigned char *p, const char *s, bool wide)
 {
-	free(d->route);
-	free(d->delivery_id);
-	free(d->event_type);
-	json_decref(d->headers);
-	free(d->body);
-	free(d->reply_body);
-	free(d->reply_type);
-	*d = (struct hook_delivery){ 0 };
+	size_t n = strlen(s);
+
+	if (wide) {
+		put_be32(p, (uint32_t)n);
+		p += 4;
+	} else {
+		p[0] = (unsigned char)(n >> 8);
+		p[1] = (unsigned char)n;
+		p += 2;
+	}
+	memcpy(p, s, n);
+	return p + n;
 }
 
-/* The headers object: at most HOOK_PROTO_HEADERS_MAX of token -> printable value, no credential, no twice. */
-static bool headers_ok(const json_t *h)
+/* A frame's head and kind byte in a new buffer of part_len + tail_len bytes after the head; NULL when out of memory. */
+static unsigned char *frame_new(size_t part_len, size_t tail_len, int kind)
 {
-	const char *name, *why, *names[HOOK_PROTO_HEADERS_MAX];
-	size_t n = 0;
-	json_t *v;
+	unsigned char *out = malloc(HOOK_FRAME_HEAD + part_len + tail_len);
 
-	if (!json_is_object(h) || json_object_size(h) > HOOK_PROTO_HEADERS_MAX)
+	if (!out)
+		return NULL;
+	put_be32(out, (uint32_t)(part_len + tail_len));
+	put_be32(out + 4, (uint32_t)part_len);
+	out[HOOK_FRAME_HEAD] = (unsigned char)kind;
+	return out;
+}
+
+int hook_delivery_encode(const struct hook_delivery *d, unsigned char **ret, size_t *len)
+{
+	const char *strs[3] = { d->route, d->delivery_id, d->event_type };
+	size_t part = DELIVERY_FIXED + 2, n, sz;
+	unsigned char *out, *p;
+	int flags = (d->no_run ? D_NO_RUN : 0) | (d->event_type ? D_EVENT : 0) | (d->reply_body ? D_REPLY_BODY : 0) |
+		    (d->reply_type ? D_REPLY_TYPE : 0);
+
+	if (!d->route || !d->delivery_id || d->n_headers > HOOK_PROTO_HEADERS_MAX || (d->n_headers && !d->headers) ||
+	    (d->body_len && !d->body) || d->received_at < 0)
+		return -EINVAL;
+	for (size_t i = 0; i < 3; i++) {
+		if (strs[i] && !(sz = str_size(strs[i], false, &n)))
+			return -EINVAL;
+		part += strs[i] ? sz : 0;
+	}
+	for (size_t i = 0; i < d->n_headers; i++) {
+		if (!(sz = str_size(d->headers[i].name, false, &n)))
+			return -EINVAL;
+		part += sz;
+		if (!(sz = str_size(d->headers[i].value, false, &n)))
+			return -EINVAL;
+		part += sz;
+	}
+	if (d->reply_body) {
+		if (!(sz = str_size(d->reply_body, true, &n)))
+			return -EINVAL;
+		part += sz;
+	}
+	if (d->reply_type) {
+		if (!(sz = str_size(d->reply_type, false, &n)))
+			return -EINVAL;
+		part += sz;
+	}
+	if (part > HOOK_FRAME_MAX || d->body_len > HOOK_FRAME_MAX - part)
+		return -EMSGSIZE;
+	if (!(out = frame_new(part, d->body_len, HOOK_KIND_DELIVERY)))
+		return -ENOMEM;
+	p = out + HOOK_FRAME_HEAD + 1;
+	*p++ = (unsigned char)flags;
+	put_be64(p, d->seq);
+	put_be64(p + 8, (uint64_t)d->received_at);
+	p += 16;
+	p = put_str(p, d->route, false);
+	p = put_str(p, d->delivery_id, false);
+	if (d->event_type)
+		p = put_str(p, d->event_type, false);
+	*p++ = (unsigned char)(d->n_headers >> 8);
+	*p++ = (unsigned char)d->n_headers;
+	for (size_t i = 0; i < d->n_headers; i++) {
+		p = put_str(p, d->headers[i].name, false);
+		p = put_str(p, d->headers[i].value, false);
+	}
+	if (d->reply_body)
+		p = put_str(p, d->reply_body, true);
+	if (d->reply_type)
+		p = put_str(p, d->reply_type, false);
+	if (d->body_len)
+		memcpy(p, d->body, d->body_len);
+	*ret = out;
+	*len = HOOK_FRAME_HEAD + part + d->body_len;
+	return 0;
+}
+
+int hook_answer_encode(const struct hook_answer *a, unsigned char **ret, size_t *len)
+{
+	size_t part = ANSWER_FIXED, n, sz;
+	unsigned char *out, *p;
+
+	if (a->status < 0 || a->status > UINT16_MAX)
+		return -EINVAL;
+	if (a->body) {
+		if (!(sz = str_size(a->body, true, &n)))
+			return -EINVAL;
+		part += sz;
+	}
+	if (a->content_type) {
+		if (!(sz = str_size(a->content_type, false, &n)))
+			return -EINVAL;
+		part += sz;
+	}
+	if (part > HOOK_FRAME_MAX)
+		return -EMSGSIZE;
+	if (!(out = frame_new(part, 0, HOOK_KIND_ANSWER)))
+		return -ENOMEM;
+	p = out + HOOK_FRAME_HEAD + 1;
+	*p++ = (unsigned char)((a->body ? A_BODY : 0) | (a->content_type ? A_CTYPE : 0));
+	put_be64(p, a->seq);
+	p[8] = (unsigned char)(a->status >> 8);
+	p[9] = (unsigned char)a->status;
+	p += 10;
+	if (a->body)
+		p = put_str(p, a->body, true);
+	if (a->content_type)
+		p = put_str(p, a->content_type, false);
+	*ret = out;
+	*len = HOOK_FRAME_HEAD + part;
+	return 0;
+}
+
+/* -- reading: a cursor over the message part; every read checks what is left -- */
+
+struct reader {
+	const unsigned char *p, *end;
+};
+
+/* A string's bytes, in the frame (not NUL-ended). */
+struct slice {
+	const unsigned char *p;
+	size_t n;
+};
+
+static bool rd_bytes(struct reader *r, size_t n, const unsigned char **out)
+{
+	if ((size_t)(r->end - r->p) < n)
 		return false;
-	json_object_foreach((json_t *)h, name, v) {
-		if (hook_header_check(name, &why) < 0 || header_secret(name) || !json_is_string(v) ||
-		    json_string_length(v) > HEADER_VALUE_MAX ||
-		    !printable(json_string_value(v), json_string_length(v), true))
+	*out = r->p;
+	r->p += n;
+	return true;
+}
+
+static bool rd_u16(struct reader *r, uint16_t *v)
+{
+	const unsigned char *b;
+
+	if (!rd_bytes(r, 2, &b))
+		return false;
+	*v = (uint16_t)(b[0] << 8 | b[1]);
+	return true;
+}
+
+static bool rd_u64(struct reader *r, uint64_t *v)
+{
+	const unsigned char *b;
+
+	if (!rd_bytes(r, 8, &b))
+		return false;
+	*v = get_be64(b);
+	return true;
+}
+
+/* An s16 (wide false) or s32 string of min..max bytes, none of them NUL. */
+static bool rd_str(struct reader *r, bool wide, size_t min, size_t max, struct slice *s)
+{
+	const unsigned char *b;
+	size_t n;
+
+	if (!rd_bytes(r, wide ? 4 : 2, &b))
+		return false;
+	n = wide ? get_be32(b) : (size_t)(b[0] << 8 | b[1]);
+	if (n < min || n > max || !rd_bytes(r, n, &s->p))
+		return false;
+	s->n = n;
+	return memchr(s->p, '\0', n) == NULL;
+}
+
+/* The message part of a whole frame of kind: a reader over it and the frame's tail, or -EBADMSG. */
+static int rd_start(const unsigned char *frame, size_t len, int kind, struct reader *r, struct slice *tail,
+		    const char **why)
+{
+	int k = hook_frame_kind(frame, len, why);
+	size_t part_len;
+
+	if (k < 0)
+		return k;
+	if (k != kind) {
+		*why = "a frame of another kind than expected";
+		return -EBADMSG;
+	}
+	part_len = get_be32(frame + 4);
+	r->p = frame + HOOK_FRAME_HEAD + 1;
+	r->end = frame + HOOK_FRAME_HEAD + part_len;
+	tail->p = r->end;
+	tail->n = len - HOOK_FRAME_HEAD - part_len;
+	return 0;
+}
+
+/* A copy of s, NUL-ended, at *at (advanced past it). */
+static const char *put_copy(char **at, const struct slice *s)
+{
+	char *out = *at;
+
+	memcpy(out, s->p, s->n);
+	out[s->n] = '\0';
+	*at += s->n + 1;
+	return out;
+}
+
+/* The delivery's fields as the frame has them, checked for shape only (lengths, flags, what is left). */
+struct delivery_view {
+	int flags;
+	uint64_t seq, at;
+	struct slice route, id, event, reply_body, reply_type, body;
+	struct slice names[HOOK_PROTO_HEADERS_MAX], values[HOOK_PROTO_HEADERS_MAX];
+	size_t n_headers;
+};
+
+static bool delivery_view(struct reader *r, struct delivery_view *v, const char **why)
+{
+	const unsigned char *b;
+	uint16_t count;
+
+	if (!rd_bytes(r, 1, &b) || !rd_u64(r, &v->seq) || !rd_u64(r, &v->at)) {
+		*why = "a delivery cut short in its fixed fields";
+		return false;
+	}
+	v->flags = b[0];
+	v->event = v->reply_body = v->reply_type = (struct slice){ 0 };	/* absent unless flagged */
+	if (v->flags & ~(D_NO_RUN | D_EVENT | D_REPLY_BODY | D_REPLY_TYPE)) {
+		*why = "a delivery with an unknown flag";
+		return false;
+	}
+	if (v->at > (uint64_t)COUNT_MAX) {
+		*why = "a delivery's received_at is out of bounds";
+		return false;
+	}
+	if (!rd_str(r, false, 1, HOOK_ROUTE_NAME_MAX, &v->route) || !rd_str(r, false, 1, HV_ID_MAX, &v->id) ||
+	    ((v->flags & D_EVENT) && !rd_str(r, false, 1, HV_ID_MAX, &v->event))) {
+		*why = "a delivery's route, id or event is cut short, empty, too long or has a NUL";
+		return false;
+	}
+	if (!rd_u16(r, &count) || count > HOOK_PROTO_HEADERS_MAX) {
+		*why = "a delivery's header count is missing or over 64";
+		return false;
+	}
+	v->n_headers = count;
+	for (size_t i = 0; i < count; i++)
+		if (!rd_str(r, false, 1, 64, &v->names[i]) || !rd_str(r, false, 0, HEADER_VALUE_MAX, &v->values[i])) {
+			*why = "a delivery's header is cut short, too long or has a NUL";
 			return false;
-		for (size_t k = 0; k < n; k++)
-			if (strcasecmp(names[k], name) == 0)
-				return false;
-		names[n++] = name;
+		}
+	if (((v->flags & D_REPLY_BODY) && !rd_str(r, true, 0, ANSWER_BODY_MAX, &v->reply_body)) ||
+	    ((v->flags & D_REPLY_TYPE) && !rd_str(r, false, 1, CTYPE_MAX, &v->reply_type))) {
+		*why = "a delivery's reply_body (64 KiB) or reply_type (128 bytes) is cut short, too long or has a NUL";
+		return false;
+	}
+	if (r->p != r->end) {
+		*why = "a delivery has bytes after its last field";
+		return false;
+	}
+	if (v->body.n > BODY_MAX) {
+		*why = "a delivery's body is over 16 MiB";
+		return false;
 	}
 	return true;
 }
 
-static const char *const delivery_keys[] = { "t", "seq", "route", "id", "event", "no_run", "received_at",
-					     "headers", "body_len", "reply_body", "reply_type", NULL };
-
-int hook_msg_delivery_parse(const json_t *msg, const unsigned char *body, size_t body_len, struct hook_delivery *d,
-			    const char **why)
+/* The values of a decoded delivery (its strings NUL-ended now): false and *why if one is out of bounds. */
+static bool delivery_values_ok(const struct hook_delivery *d, const char **why)
 {
-	const char *route, *id, *event, *rtype, *name_why;
-	json_t *no_run = json_object_get(msg, "no_run"), *headers = json_object_get(msg, "headers");
-	json_t *reply = json_object_get(msg, "reply_body");
-	long long seq, at, len;
-	unsigned char *copy;
+	const char *name_why;
 
-	if (!msg_is(msg, "delivery", delivery_keys, why))
-		return -EBADMSG;
-	if (!get_int(msg, "seq", 0, COUNT_MAX, &seq) || !get_int(msg, "received_at", 0, COUNT_MAX, &at)) {
-		*why = "a delivery's seq or received_at is missing or out of bounds";
-		return -EBADMSG;
+	if (hook_route_name_check(d->route, &name_why) < 0) {
+		*why = "a delivery's route is not a route name";
+		return false;
 	}
-	if (!get_str(msg, "route", HOOK_ROUTE_NAME_MAX, false, &route) || hook_route_name_check(route, &name_why) < 0) {
-		*why = "a delivery's route is missing or invalid";
-		return -EBADMSG;
+	if (!hv_id_ok(d->delivery_id) || (d->event_type && !hv_id_ok(d->event_type))) {
+		*why = "a delivery's id or event is not printable ASCII without spaces";
+		return false;
 	}
-	if (!get_str(msg, "id", HV_ID_MAX, false, &id) || !hv_id_ok(id) ||
-	    !get_str(msg, "event", HV_ID_MAX, true, &event) || (event && !hv_id_ok(event))) {
-		*why = "a delivery's id or event is missing or invalid";
-		return -EBADMSG;
+	for (size_t i = 0; i < d->n_headers; i++) {
+		const struct hook_header *h = &d->headers[i];
+
+		if (hook_header_check(h->name, &name_why) < 0 || header_secret(h->name) ||
+		    !printable(h->value, strlen(h->value), true)) {
+			*why = "a delivery's header is not a token name with a printable value, or is a credential";
+			return false;
+		}
+		for (size_t k = 0; k < i; k++)
+			if (strcasecmp(d->headers[k].name, h->name) == 0) {
+				*why = "a delivery has a header name twice";
+				return false;
+			}
 	}
-	if (!json_is_boolean(no_run)) {
-		*why = "a delivery's no_run is not true or false";
-		return -EBADMSG;
+	if (d->reply_type && !printable(d->reply_type, strlen(d->reply_type), false)) {
+		*why = "a delivery's reply_type is not printable";
+		return false;
 	}
-	if (!headers_ok(headers)) {
-		*why = "a delivery's headers are not at most 64 distinct names with printable values, without credentials";
+	return true;
+}
+
+int hook_delivery_decode(const unsigned char *frame, size_t len, struct hook_delivery *d, const char **why)
+{
+	struct delivery_view v;
+	struct reader rd;
+	struct hook_header *headers;
+	size_t size;
+	char *at;
+	int r;
+
+	if ((r = rd_start(frame, len, HOOK_KIND_DELIVERY, &rd, &v.body, why)) < 0)
+		return r;
+	if (!delivery_view(&rd, &v, why))
 		return -EBADMSG;
-	}
-	if (reply && !json_is_null(reply) && (!json_is_string(reply) || json_string_length(reply) > ANSWER_BODY_MAX ||
-					      strlen(json_string_value(reply)) != json_string_length(reply))) {
-		*why = "a delivery's reply_body is not text of at most 64 KiB";
-		return -EBADMSG;
-	}
-	if (!get_str(msg, "reply_type", CTYPE_MAX, true, &rtype)) {
-		*why = "a delivery's reply_type is not a short printable string";
-		return -EBADMSG;
-	}
-	if (!get_int(msg, "body_len", 0, BODY_MAX, &len) || (size_t)len != body_len || (body_len && !body)) {
-		*why = "a delivery's body_len is not that of its body, of at most 16 MiB";
-		return -EBADMSG;
-	}
-	copy = xmalloc(body_len + 1);	/* never NULL, even when empty */
-	if (body_len)
-		memcpy(copy, body, body_len);
+	/*
+	 * One allocation for all of it: the header array, then the strings
+	 * NUL-ended, then the body (and a NUL, so it is never NULL, even empty).
+	 */
+	size = v.n_headers * sizeof(*headers) + v.route.n + 1 + v.id.n + 1 + v.event.n + 1 + v.reply_body.n + 1 +
+	       v.reply_type.n + 1 + v.body.n + 1;
+	for (size_t i = 0; i < v.n_headers; i++)
+		size += v.names[i].n + 1 + v.values[i].n + 1;
+	headers = xmalloc(size);
+	at = (char *)(headers + v.n_headers);
 	*d = (struct hook_delivery){
-		.seq = (uint64_t)seq,
-		.route = xstrdup(route),
-		.delivery_id = xstrdup(id),
-		.event_type = event ? xstrdup(event) : NULL,
-		.no_run = json_is_true(no_run),
-		.received_at = (int64_t)at,
-		.headers = json_incref((json_t *)headers),
-		.body = copy,
-		.body_len = body_len,
-		.reply_body = json_is_string(reply) ? xstrdup(json_string_value(reply)) : NULL,
-		.reply_type = rtype ? xstrdup(rtype) : NULL,
+		.seq = v.seq,
+		.no_run = v.flags & D_NO_RUN,
+		.received_at = (int64_t)v.at,
+		.headers = headers,
+		.n_headers = v.n_headers,
+		.block = headers,
+	};
+	d->route = put_copy(&at, &v.route);
+	d->delivery_id = put_copy(&at, &v.id);
+	d->event_type = v.flags & D_EVENT ? put_copy(&at, &v.event) : NULL;
+	for (size_t i = 0; i < v.n_headers; i++) {
+		headers[i].name = put_copy(&at, &v.names[i]);
+		headers[i].value = put_copy(&at, &v.values[i]);
+	}
+	d->reply_body = v.flags & D_REPLY_BODY ? put_copy(&at, &v.reply_body) : NULL;
+	d->reply_type = v.flags & D_REPLY_TYPE ? put_copy(&at, &v.reply_type) : NULL;
+	d->body = (const unsigned char *)put_copy(&at, &v.body);
+	d->body_len = v.body.n;
+	if (!delivery_values_ok(d, why)) {
+		hook_delivery_clear(d);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+void hook_delivery_clear(struct hook_delivery *d)
+{
+	free(d->block);
+	*d = (struct hook_delivery){ 0 };
+}
+
+int hook_answer_decode(const unsigned char *frame, size_t len, struct hook_answer *a, const char **why)
+{
+	struct reader r;
+	struct slice tail, body = { 0 }, ctype = { 0 };
+	const unsigned char *b;
+	uint64_t seq;
+	uint16_t status;
+	int rc;
+
+	if ((rc = rd_start(frame, len, HOOK_KIND_ANSWER, &r, &tail, why)) < 0)
+		return rc;
+	if (tail.n) {
+		*why = "an answer has bytes after its message";
+		return -EBADMSG;
+	}
+	if (!rd_bytes(&r, 1, &b) || !rd_u64(&r, &seq) || !rd_u16(&r, &status)) {
+		*why = "an answer cut short in its fixed fields";
+		return -EBADMSG;
+	}
+	if (b[0] & ~(A_BODY | A_CTYPE)) {
+		*why = "an answer with an unknown flag";
+		return -EBADMSG;
+	}
+	if (status < 200 || status > 599) {
+		*why = "an answer's status is not 200 to 599";
+		return -EBADMSG;
+	}
+	/* A body is any bytes but NUL, up to 64 KiB; it goes out as is. */
+	if ((b[0] & A_BODY) && !rd_str(&r, true, 0, ANSWER_BODY_MAX, &body)) {
+		*why = "an answer's body is cut short, over 64 KiB or has a NUL";
+		return -EBADMSG;
+	}
+	if ((b[0] & A_CTYPE) && (!rd_str(&r, false, 1, CTYPE_MAX, &ctype) ||
+				 !printable((const char *)ctype.p, ctype.n, false))) {
+		*why = "an answer's content_type is cut short, over 128 bytes or not printable";
+		return -EBADMSG;
+	}
+	if (r.p != r.end) {
+		*why = "an answer has bytes after its last field";
+		return -EBADMSG;
+	}
+	*a = (struct hook_answer){
+		.seq = seq,
+		.status = status,
+		.body = b[0] & A_BODY ? xstrndup((const char *)body.p, body.n) : NULL,
+		.content_type = b[0] & A_CTYPE ? xstrndup((const char *)ctype.p, ctype.n) : NULL,
 	};
 	return 0;
+}
+
+void hook_answer_clear(struct hook_answer *a)
+{
+	free(a->body);
+	free(a->content_type);
+	*a = (struct hook_answer){ 0 };
+}
+
+/* The headers through jansson: for what the fast writer below does not take. */
+static char *headers_json_jansson(const struct hook_header *h, size_t n)
+{
+	json_t *o = json_object();
+	char *text;
+
+	if (!o)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (json_object_set_new(o, h[i].name, json_string(h[i].value)) < 0) {
+			json_decref(o);
+			return NULL;
+		}
+	text = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+	json_decref(o);
+	return text;
+}
+
+/*
+ * A decoded delivery's headers are token names and printable ASCII (or
+ * tab) values, so their JSON text needs no more than '"', '\\' and tab
+ * escaped: written here in one pass, the same text jansson's
+ * json_dumps(JSON_COMPACT | JSON_ENSURE_ASCII) makes (test_hooks_proto
+ * compares them), at a tenth of its cost per byte. Anything else (a name
+ * twice, another byte) goes through jansson.
+ */
+char *hook_headers_json(const struct hook_header *h, size_t n)
+{
+	size_t size = 3, at = 0;
+	char *out;
+
+	for (size_t i = 0; i < n; i++) {
+		const char *why;
+
+		if (hook_header_check(h[i].name, &why) < 0 || !printable(h[i].value, strlen(h[i].value), true))
+			return headers_json_jansson(h, n);
+		for (size_t k = 0; k < i; k++)
+			if (strcmp(h[k].name, h[i].name) == 0)
+				return headers_json_jansson(h, n);	/* jansson keeps the last */
+		size += strlen(h[i].name) + 2 * strlen(h[i].value) + 6;	/* "name":"value", every byte escaped at worst */
+	}
+	out = malloc(size);
+	if (!out)
+		return NULL;
+	out[at++] = '{';
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(h[i].name);
+
+		if (i)
+			out[at++] = ',';
+		out[at++] = '"';
+		memcpy(out + at, h[i].name, len);	/* a token: nothing to escape */
+		at += len;
+		out[at++] = '"';
+		out[at++] = ':';
+		out[at++] = '"';
+		for (const char *v = h[i].value; *v; v++) {
+			if (*v == '"' || *v == '\\' || *v == '\t') {
+				out[at++] = '\\';
+				out[at++] = *v == '\t' ? 't' : *v;
+			} else {
+				out[at++] = *v;
+			}
+		}
+		out[at++] = '"';
+	}
+	out[at++] = '}';
+	out[at] = '\0';
+	return out;
 }
 
 /* ---- stats ---- */

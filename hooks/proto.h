@@ -6,11 +6,29 @@
  * both sides.
  *
  * Framing: an 8-byte head, two big-endian 4-byte lengths: of the rest of
- * the frame, and of its JSON part; then one JSON object (jansson) with a
- * "t" member naming its type; then the frame's tail, raw bytes: a
- * delivery's body (its length is in the JSON too, and must match), so the
- * body is neither base64'd nor escaped; no other message has a tail.
- * Secrets are base64 in the JSON. Messages:
+ * the frame, and of its message part (at least 1 byte); then the message;
+ * then the frame's tail, raw bytes: a delivery's body, neither base64'd nor
+ * escaped; no other message has a tail. The message's first byte says how
+ * it is written:
+ *
+ *   '{'   a JSON object (jansson) with a "t" member naming its type: routes,
+ *         hello, stats (rare messages; secrets are base64 in it).
+ *   0x01  a delivery, binary (below): the message per webhook, so no JSON.
+ *   0x02  an answer, binary.
+ *
+ * The binary messages: integers big-endian; s16 is a 2-byte length and that
+ * many bytes, s32 a 4-byte length and that many bytes (no NUL in either);
+ * [x] is there only when its flag is set; nothing may follow the last field.
+ *
+ *   delivery  u8 0x01, u8 flags (1 no_run, 2 event, 4 reply_body, 8
+ *             reply_type; other bits refused), u64 seq, u64 received_at,
+ *             s16 route, s16 id, [s16 event], u16 header count (<= 64),
+ *             that many pairs s16 name, s16 value, [s32 reply_body],
+ *             [s16 reply_type]; the body is the frame's tail.
+ *   answer    u8 0x02, u8 flags (1 body, 2 content_type), u64 seq,
+ *             u16 status, [s32 body], [s16 content_type]; no tail.
+ *
+ * Messages:
  *
  *   fleetd -> listener
  *     routes    the whole route table (replaces the one before) and the HTTP
@@ -64,27 +82,30 @@ struct hook_route_set {
 void hook_route_set_free(struct hook_route_set *s);
 
 /*
- * A verified delivery, as the listener sends it up. Owns its strings and a
- * reference to headers (hook_delivery_clear frees them). headers is a JSON
- * object of the headers a run may see (never Authorization, Cookie or a
- * route's secret header), or NULL for none; body is the raw body.
+ * A verified delivery. Built by the listener from borrowed pointers (block
+ * NULL, never cleared); decoded by fleetd into one allocation, block, that
+ * every pointer here points into (hook_delivery_clear frees it). headers are
+ * those a run may see (never Authorization, Cookie or a route's secret
+ * header); body is the raw body.
  */
 struct hook_delivery {
 	uint64_t seq;			/* the listener's number for the request; the answer carries it */
-	char *route;
-	char *delivery_id;
-	char *event_type;		/* may be NULL */
+	const char *route;
+	const char *delivery_id;
+	const char *event_type;		/* may be NULL */
 	bool no_run;			/* stored and answered, queues nothing (github ping, slack url_verification) */
 	int64_t received_at;		/* unix seconds */
-	json_t *headers;
-	unsigned char *body;
+	const struct hook_header *headers;
+	size_t n_headers;		/* at most HOOK_PROTO_HEADERS_MAX */
+	const unsigned char *body;
 	size_t body_len;
-	char *reply_body;		/* what to answer on success instead of the default (slack's challenge), or NULL */
-	char *reply_type;
+	const char *reply_body;		/* what to answer on success instead of the default (slack's challenge), or NULL */
+	const char *reply_type;
+	void *block;			/* decoded: owns all of the above */
 };
 void hook_delivery_clear(struct hook_delivery *d);
 
-/* fleetd's answer to delivery seq. body and content_type may be NULL (an empty body). */
+/* fleetd's answer to delivery seq. body and content_type may be NULL (an empty body); both owned. */
 struct hook_answer {
 	uint64_t seq;
 	int status;			/* 200..599 */
@@ -102,45 +123,67 @@ struct hook_stats {
 	int64_t sig_failed[HOOK_SOURCE__COUNT];	/* of the 401s: by the route's source (its signature did not verify) */
 };
 
+/* A frame's kind: the first byte of its message part. */
+enum hook_frame_kind {
+	HOOK_KIND_DELIVERY = 0x01,
+	HOOK_KIND_ANSWER = 0x02,
+	HOOK_KIND_JSON = '{',
+};
+
 /*
  * Framing. hook_frame_need: how many bytes the frame starting at buf needs in
  * all (head included) once HOOK_FRAME_HEAD bytes are there; 0 if fewer are;
- * -EMSGSIZE if it claims more than HOOK_FRAME_MAX after the head, a JSON
- * part under 2 bytes or longer than the frame. hook_frame_encode: msg and
- * tail_len bytes of tail (NULL when 0) as one frame (*ret malloc'd, caller
- * frees), or -EINVAL / -ENOMEM / -EMSGSIZE. hook_frame_decode: of one whole
- * frame (len bytes, head included, as hook_frame_need said), the JSON
- * object (caller decrefs) and its tail (pointing into frame), or -EBADMSG
- * with *why (a tail on a message other than a delivery is refused).
+ * -EMSGSIZE if it claims more than HOOK_FRAME_MAX after the head, an empty
+ * message part or one longer than the frame. hook_frame_kind: of one whole
+ * frame (len bytes, head included, as hook_frame_need said), its kind, or
+ * -EBADMSG with *why (a length out of bounds, an unknown kind).
+ * hook_frame_encode: a JSON msg as one frame (*ret malloc'd, caller frees),
+ * or -EINVAL / -ENOMEM / -EMSGSIZE. hook_frame_decode: of one whole JSON
+ * frame, the object (caller decrefs), or -EBADMSG with *why (not JSON, no
+ * "t", a tail).
  */
 long hook_frame_need(const unsigned char *buf, size_t avail);
-int hook_frame_encode(const json_t *msg, const void *tail, size_t tail_len, unsigned char **ret, size_t *len);
-int hook_frame_decode(const unsigned char *frame, size_t len, json_t **ret, const unsigned char **tail,
-		      size_t *tail_len, const char **why);
+int hook_frame_kind(const unsigned char *frame, size_t len, const char **why);
+int hook_frame_encode(const json_t *msg, unsigned char **ret, size_t *len);
+int hook_frame_decode(const unsigned char *frame, size_t len, json_t **ret, const char **why);
 
-/* The "t" of a decoded message: "routes", "answer", "hello", "delivery", "stats"; NULL if it has none. */
+/*
+ * The binary messages. Encoders: one whole frame (*ret malloc'd, caller
+ * frees), or -EINVAL when a field does not fit its length (or more than
+ * HOOK_PROTO_HEADERS_MAX headers), -EMSGSIZE, -ENOMEM. Decoders, of one
+ * whole frame: 0 and the filled struct, or -EBADMSG with a static *why:
+ * another kind, a length past the frame or over its bound, a missing
+ * string, an unknown flag, bytes after the last field, an answer with a
+ * tail, NUL or a control byte in a string, or a value out of its bounds
+ * (route names by hook_route_name_check, ids and types hv_id_ok, header
+ * names hook_header_check, no credential header, no name twice, values
+ * printable up to 8 KiB, bodies 16 MiB, reply and answer bodies 64 KiB
+ * without NUL, status 200..599). Nothing is kept on failure.
+ */
+int hook_delivery_encode(const struct hook_delivery *d, unsigned char **ret, size_t *len);
+int hook_delivery_decode(const unsigned char *frame, size_t len, struct hook_delivery *d, const char **why);
+int hook_answer_encode(const struct hook_answer *a, unsigned char **ret, size_t *len);
+int hook_answer_decode(const unsigned char *frame, size_t len, struct hook_answer *a, const char **why);
+
+/* A delivery's headers as the text of one JSON object (the events row's), malloc'd; NULL when out of memory. */
+char *hook_headers_json(const struct hook_header *h, size_t n);
+
+/* The "t" of a decoded JSON message: "routes", "hello", "stats"; NULL if it has none. */
 const char *hook_msg_type(const json_t *msg);
 
 /* Builders: a new message (caller decrefs); NULL only when out of memory. */
 json_t *hook_msg_routes(const struct hook_route *routes, size_t n, const struct hook_limits *limits);
-json_t *hook_msg_answer(const struct hook_answer *a);
 json_t *hook_msg_hello(long pid);
-/* A delivery's JSON part: its body (d->body_len bytes) is the frame's tail. */
-json_t *hook_msg_delivery(const struct hook_delivery *d);
 json_t *hook_msg_stats(const struct hook_stats *s);
 
 /*
  * Parsers: 0 and the filled struct, or -EBADMSG with a static *why when any
  * member is missing, of the wrong type, out of its bounds (names by
- * hook_route_name_check, ids and types HV_ID_MAX, bodies max_body or 16 MiB,
- * secrets HOOK_SECRET_MIN..MAX) or unknown. Nothing is kept on failure.
+ * hook_route_name_check, bodies max_body or 16 MiB, secrets
+ * HOOK_SECRET_MIN..MAX) or unknown. Nothing is kept on failure.
  */
 int hook_msg_routes_parse(const json_t *msg, struct hook_route_set **ret, const char **why);
-int hook_msg_answer_parse(const json_t *msg, struct hook_answer *a, const char **why);
 int hook_msg_hello_parse(const json_t *msg, long *pid, const char **why);
-/* body: the frame's tail (body_len bytes, copied), which must be as long as the JSON says. */
-int hook_msg_delivery_parse(const json_t *msg, const unsigned char *body, size_t body_len, struct hook_delivery *d,
-			    const char **why);
 int hook_msg_stats_parse(const json_t *msg, struct hook_stats *s, const char **why);
 
 #endif

@@ -194,20 +194,19 @@ static bool value_ok(const char *v)
 }
 
 /*
- * The headers a run may see, as a JSON object: never a credential
- * (Authorization, Proxy-Authorization, Cookie, a DataDog route's secret
- * header), never a name twice, at most HOOK_PROTO_HEADERS_MAX, and only
- * what the protocol carries (a token name, a printable value).
+ * The headers a run may see, into out (at most HOOK_PROTO_HEADERS_MAX,
+ * borrowed from h): never a credential (Authorization,
+ * Proxy-Authorization, Cookie, a DataDog route's secret header), never a
+ * name twice, and only what the protocol carries (a token name, a printable
+ * value). Returns how many.
  */
-static json_t *headers_passed(const struct hook_route *route, const struct hook_header *h, size_t n)
+static size_t headers_passed(const struct hook_route *route, const struct hook_header *h, size_t n,
+			     struct hook_header *out)
 {
-	json_t *o = json_object();
-	const char *why, *taken[HOOK_PROTO_HEADERS_MAX];
-	size_t n_taken = 0;
+	const char *why;
+	size_t n_out = 0;
 
-	if (!o)
-		abort();
-	for (size_t i = 0; i < n && n_taken < HOOK_PROTO_HEADERS_MAX; i++) {
+	for (size_t i = 0; i < n && n_out < HOOK_PROTO_HEADERS_MAX; i++) {
 		bool dup = false;
 
 		if (strcasecmp(h[i].name, "Authorization") == 0 || strcasecmp(h[i].name, "Proxy-Authorization") == 0 ||
@@ -218,50 +217,51 @@ static json_t *headers_passed(const struct hook_route *route, const struct hook_
 			continue;
 		if (hook_header_check(h[i].name, &why) < 0 || !value_ok(h[i].value))
 			continue;
-		/* The names taken so far, not the object's keys: no jansson iteration per header. */
-		for (size_t k = 0; k < n_taken && !dup; k++)
-			dup = strcasecmp(taken[k], h[i].name) == 0;
-		if (!dup && json_object_set_new(o, h[i].name, json_string(h[i].value)) == 0)
-			taken[n_taken++] = h[i].name;
+		for (size_t k = 0; k < n_out && !dup; k++)
+			dup = strcasecmp(out[k].name, h[i].name) == 0;
+		if (!dup)
+			out[n_out++] = h[i];
 	}
-	return o;
+	return n_out;
 }
 
 /* A verified delivery: up the link, pending until fleetd answers. */
 static void deliver(struct lserver *srv, struct evhttp_request *req, const struct hook_route *route,
 		    const struct hook_request *hreq, const struct hook_result *res)
 {
+	struct hook_header passed[HOOK_PROTO_HEADERS_MAX];
 	struct hook_delivery d = {
 		.seq = ++srv->seq,
-		.route = (char *)route->name,
+		.route = route->name,
 		.delivery_id = res->delivery_id,
 		.event_type = res->event_type,
 		.no_run = res->no_run,
 		.received_at = (int64_t)hreq->now,
-		.headers = headers_passed(route, hreq->headers, hreq->n_headers),
-		.body = (unsigned char *)hreq->body,
+		.headers = passed,
+		.n_headers = headers_passed(route, hreq->headers, hreq->n_headers, passed),
+		.body = hreq->body,
 		.body_len = hreq->body_len,
 		.reply_body = res->reply_body,
 		.reply_type = res->reply_type,
 	};
-	json_t *msg;
+	unsigned char *frame;
+	size_t len;
 	struct pending *p;
 	int r;
 
 	if (!link_up(srv->link)) {
-		json_decref(d.headers);
 		reply_error(srv, req, 503, "unavailable", "fleetd is not reachable; try again later");
 		return;
 	}
 	if (srv->n_pending >= LSRV_PENDING_MAX) {
-		json_decref(d.headers);
 		reply_error(srv, req, 503, "busy", "too many deliveries waiting to be stored; try again later");
 		return;
 	}
-	msg = hook_msg_delivery(&d);
-	json_decref(d.headers);
-	r = msg ? link_send(srv->link, msg, d.body, d.body_len) : -ENOMEM;
-	json_decref(msg);
+	r = hook_delivery_encode(&d, &frame, &len);
+	if (r == 0) {
+		r = link_send_frame(srv->link, frame, len);
+		free(frame);
+	}
 	if (r < 0) {
 		reply_error(srv, req, 503, "busy", "deliveries cannot be passed to fleetd now; try again later");
 		return;
@@ -375,7 +375,7 @@ static void stats_tick(evutil_socket_t fd, short what, void *arg)
 	if (!link_up(srv->link) || memcmp(&srv->stats, &srv->stats_sent, sizeof(srv->stats)) == 0)
 		return;
 	msg = hook_msg_stats(&srv->stats);
-	if (msg && link_send(srv->link, msg, NULL, 0) == 0)
+	if (msg && link_send(srv->link, msg) == 0)
 		srv->stats_sent = srv->stats;
 	json_decref(msg);
 }

@@ -42,10 +42,9 @@ static void link_read(struct bufferevent *bev, void *arg)
 		unsigned char *p;
 		long need;
 		json_t *msg = NULL;
-		const unsigned char *tail;
-		size_t tail_len;
+		struct hook_answer a = { 0 };
 		const char *why = NULL;
-		int r;
+		int kind, r;
 
 		if (avail < HOOK_FRAME_HEAD)
 			return;
@@ -60,18 +59,33 @@ static void link_read(struct bufferevent *bev, void *arg)
 		p = evbuffer_pullup(in, need);
 		if (!p)
 			abort();	/* out of memory: the rlimit says we are done */
-		/* fleetd sends no message with a tail: only a delivery may have one, and main.c refuses those. */
-		r = hook_frame_decode(p, (size_t)need, &msg, &tail, &tail_len, &why);
-		(void)tail;
-		explicit_bzero(p, (size_t)need);
+		/* fleetd sends answers (binary) and route tables (JSON); nothing else. */
+		kind = hook_frame_kind(p, (size_t)need, &why);
+		if (kind == HOOK_KIND_ANSWER)
+			r = hook_answer_decode(p, (size_t)need, &a, &why);
+		else if (kind == HOOK_KIND_JSON)
+			r = hook_frame_decode(p, (size_t)need, &msg, &why);
+		else if (kind < 0)
+			r = kind;
+		else {
+			r = -EBADMSG;
+			why = "a delivery from fleetd";
+		}
+		if (kind != HOOK_KIND_ANSWER)
+			explicit_bzero(p, (size_t)need);	/* a routes frame carries secrets */
 		evbuffer_drain(in, (size_t)need);
 		if (r < 0) {
 			log_error("link: fleetd sent a malformed frame (%s); closing the link", why);
 			link_down(l, true);
 			return;
 		}
-		l->ops->message(msg, l->arg);
-		json_decref(msg);
+		if (kind == HOOK_KIND_ANSWER) {
+			l->ops->answer(&a, l->arg);
+			hook_answer_clear(&a);
+		} else {
+			l->ops->message(msg, l->arg);
+			json_decref(msg);
+		}
 	}
 }
 
@@ -125,22 +139,26 @@ void link_free(struct link *l)
 	free(l);
 }
 
-int link_send(struct link *l, const json_t *msg, const void *tail, size_t tail_len)
+int link_send_frame(struct link *l, const unsigned char *frame, size_t len)
 {
-	struct evbuffer *out = bufferevent_get_output(l->bev);
+	if (l->down)
+		return -ENOTCONN;
+	if (evbuffer_get_length(bufferevent_get_output(l->bev)) + len > LINK_OUT_MAX)
+		return -ENOBUFS;
+	return bufferevent_write(l->bev, frame, len) < 0 ? -ENOMEM : 0;
+}
+
+int link_send(struct link *l, const json_t *msg)
+{
 	unsigned char *frame;
 	size_t len;
 	int r;
 
 	if (l->down)
 		return -ENOTCONN;
-	if ((r = hook_frame_encode(msg, tail, tail_len, &frame, &len)) < 0)
+	if ((r = hook_frame_encode(msg, &frame, &len)) < 0)
 		return r;
-	if (evbuffer_get_length(out) + len > LINK_OUT_MAX) {
-		free(frame);
-		return -ENOBUFS;
-	}
-	r = bufferevent_write(l->bev, frame, len) < 0 ? -ENOMEM : 0;
+	r = link_send_frame(l, frame, len);
 	free(frame);
 	return r;
 }

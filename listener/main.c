@@ -106,18 +106,7 @@ static void on_message(const json_t *msg, void *arg)
 
 	if (m->drain_timer)
 		return;
-	if (strcmp(type, "answer") == 0) {
-		struct hook_answer a = { 0 };
-
-		if (hook_msg_answer_parse(msg, &a, &why) < 0) {
-			log_error("link: fleetd sent a bad answer (%s); stopping", why);
-			go_down(m, 1);
-			return;
-		}
-		if (lserver_answer(m->srv, &a) < 0)
-			log_warning("link: fleetd answered delivery %llu, which is not waiting", (unsigned long long)a.seq);
-		hook_answer_clear(&a);
-	} else if (strcmp(type, "routes") == 0) {
+	if (strcmp(type, "routes") == 0) {
 		struct hook_route_set *set = NULL;
 		int r;
 
@@ -135,7 +124,17 @@ static void on_message(const json_t *msg, void *arg)
 	}
 }
 
-static const struct link_ops link_ops = { .message = on_message, .down = on_down };
+static void on_answer(const struct hook_answer *a, void *arg)
+{
+	struct main_ctx *m = arg;
+
+	if (m->drain_timer)
+		return;
+	if (lserver_answer(m->srv, a) < 0)
+		log_warning("link: fleetd answered delivery %llu, which is not waiting", (unsigned long long)a->seq);
+}
+
+static const struct link_ops link_ops = { .message = on_message, .answer = on_answer, .down = on_down };
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
@@ -246,7 +245,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	hello = hook_msg_hello((long)getpid());
-	if (!hello || link_send(m.link, hello, NULL, 0) < 0) {
+	if (!hello || link_send(m.link, hello) < 0) {
 		log_error("cannot say hello to fleetd");
 		return 1;
 	}

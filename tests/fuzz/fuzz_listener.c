@@ -63,19 +63,18 @@ static unsigned char *fin;		/* bytes from the link not yet a whole frame */
 static size_t fin_len;
 static long delivered;			/* deliveries read from the link for this input */
 
+static void link_answer(const struct hook_answer *a, void *arg)
+{
+	(void)arg;
+	lserver_answer(srv, a);	/* -ENOENT: its request went away, as in main.c */
+}
+
 static void link_message(const json_t *msg, void *arg)
 {
 	const char *type = hook_msg_type(msg), *why = NULL;
 
 	(void)arg;
-	if (strcmp(type, "answer") == 0) {
-		struct hook_answer a = { 0 };
-
-		if (hook_msg_answer_parse(msg, &a, &why) < 0)
-			FAIL("our own answer does not parse: %s", why);
-		lserver_answer(srv, &a);	/* -ENOENT: its request went away, as in main.c */
-		hook_answer_clear(&a);
-	} else if (strcmp(type, "routes") == 0) {
+	if (strcmp(type, "routes") == 0) {
 		struct hook_route_set *set = NULL;
 
 		if (hook_msg_routes_parse(msg, &set, &why) < 0)
@@ -90,13 +89,11 @@ static void link_down(bool error, void *arg)
 	FAIL("the link went down (error %d)", error);
 }
 
-static void fleetd_send(const json_t *msg)
+/* A frame down the link, written whole (the loop runs while the socket is full). */
+static void fleetd_write(unsigned char *frame, size_t len)
 {
-	unsigned char *frame = NULL;
-	size_t len = 0, off = 0;
+	size_t off = 0;
 
-	if (!msg || hook_frame_encode(msg, NULL, 0, &frame, &len) < 0)
-		FAIL("cannot encode a frame");
 	while (off < len) {
 		ssize_t n = write(fleetd_fd, frame + off, len - off);
 
@@ -108,6 +105,16 @@ static void fleetd_send(const json_t *msg)
 			event_base_loop(base, EVLOOP_NONBLOCK);
 	}
 	free(frame);
+}
+
+static void fleetd_send(const json_t *msg)
+{
+	unsigned char *frame = NULL;
+	size_t len = 0;
+
+	if (!msg || hook_frame_encode(msg, &frame, &len) < 0)
+		FAIL("cannot encode a frame");
+	fleetd_write(frame, len);
 }
 
 static void hmac_hex(const unsigned char *key, size_t key_len, const unsigned char *p, size_t n, char out[65])
@@ -122,17 +129,18 @@ static void hmac_hex(const unsigned char *key, size_t key_len, const unsigned ch
 }
 
 /* fleetd's side: check a delivery independently, then answer it 202. */
-static void fleetd_delivery(const json_t *msg, const unsigned char *tail, size_t tail_len)
+static void fleetd_delivery(const unsigned char *frame, size_t len)
 {
 	struct hook_delivery d = { 0 };
 	struct hook_answer a = { 0 };
-	const char *why = NULL, *hname, *sig = NULL, *key_name;
+	const char *why = NULL, *hname, *sig = NULL;
 	const unsigned char *key;
 	size_t key_len;
 	char want[7 + 65] = "sha256=";
-	json_t *v;
+	unsigned char *out;
+	size_t out_len;
 
-	if (hook_msg_delivery_parse(msg, tail, tail_len, &d, &why) < 0)
+	if (hook_delivery_decode(frame, len, &d, &why) < 0)
 		FAIL("the listener sent a delivery fleetd refuses: %s", why);
 	if (strcmp(d.route, "gh") == 0) {
 		hname = "X-Hub-Signature-256", key = key_gh, key_len = sizeof(key_gh) - 1;
@@ -143,9 +151,9 @@ static void fleetd_delivery(const json_t *msg, const unsigned char *tail, size_t
 	}
 	if (d.body_len > MAX_BODY)
 		FAIL("a delivery of %zu bytes passed the route's cap", d.body_len);
-	json_object_foreach(d.headers, key_name, v)
-		if (strcasecmp(key_name, hname) == 0)
-			sig = json_string_value(v);
+	for (size_t i = 0; i < d.n_headers; i++)
+		if (strcasecmp(d.headers[i].name, hname) == 0)
+			sig = d.headers[i].value;
 	hmac_hex(key, key_len, d.body, d.body_len, want + 7);
 	if (!sig || strcmp(sig, want) != 0)
 		FAIL("a delivery on %s whose body is not what was signed (%s)", d.route, sig ? sig : "no signature");
@@ -154,12 +162,9 @@ static void fleetd_delivery(const json_t *msg, const unsigned char *tail, size_t
 	a.status = 202;
 	a.body = (char *)"{\"ok\":true}\n";
 	a.content_type = (char *)"application/json";
-	{
-		json_t *ans = hook_msg_answer(&a);
-
-		fleetd_send(ans);
-		json_decref(ans);
-	}
+	if (hook_answer_encode(&a, &out, &out_len) < 0)
+		FAIL("cannot encode an answer");
+	fleetd_write(out, out_len);
 	hook_delivery_clear(&d);
 }
 
@@ -180,14 +185,14 @@ static void fleetd_read(evutil_socket_t fd, short what, void *arg)
 	}
 	while (fin_len >= HOOK_FRAME_HEAD && (need = hook_frame_need(fin, fin_len)) > 0 && (size_t)need <= fin_len) {
 		json_t *msg = NULL;
-		const unsigned char *tail = NULL;
-		size_t tail_len = 0;
 		const char *why = NULL;
+		int kind = hook_frame_kind(fin, (size_t)need, &why);
 
-		if (hook_frame_decode(fin, (size_t)need, &msg, &tail, &tail_len, &why) < 0)
-			FAIL("the listener sent a frame that does not decode: %s", why);
-		if (strcmp(hook_msg_type(msg), "delivery") == 0)
-			fleetd_delivery(msg, tail, tail_len);
+		if (kind == HOOK_KIND_DELIVERY) {
+			fleetd_delivery(fin, (size_t)need);
+		} else if (kind != HOOK_KIND_JSON || hook_frame_decode(fin, (size_t)need, &msg, &why) < 0) {
+			FAIL("the listener sent a frame that does not decode: %s", why ? why : "an answer");
+		}
 		json_decref(msg);
 		memmove(fin, fin + need, fin_len - (size_t)need);
 		fin_len -= (size_t)need;
@@ -208,7 +213,7 @@ static void setup(void)
 	};
 	struct hook_limits limits = { .max_connections = 64, .max_per_source = 64, .request_timeout_s = 5,
 				      .header_max = 8192 };
-	static const struct link_ops ops = { .message = link_message, .down = link_down };
+	static const struct link_ops ops = { .message = link_message, .answer = link_answer, .down = link_down };
 	struct event *ev;
 	json_t *msg;
 

@@ -27,6 +27,39 @@ def frame(msg, tail=b""):
     j = json.dumps(msg, separators=(",", ":")).encode()
     return struct.pack(">II", len(j) + len(tail), len(j)) + j + tail
 
+def binframe(part, tail=b""):
+    return struct.pack(">II", len(part) + len(tail), len(part)) + part + tail
+
+def s16(v):
+    v = v.encode() if isinstance(v, str) else v
+    return struct.pack(">H", len(v)) + v
+
+def s32(v):
+    v = v.encode() if isinstance(v, str) else v
+    return struct.pack(">I", len(v)) + v
+
+def delivery(seq, route, id, event=None, no_run=False, at=1764600000, headers=(), reply_body=None,
+             reply_type=None, body=b"", extra=b""):
+    flags = (1 if no_run else 0) | (2 if event is not None else 0) | \
+        (4 if reply_body is not None else 0) | (8 if reply_type is not None else 0)
+    part = bytes([1, flags]) + struct.pack(">QQ", seq, at) + s16(route) + s16(id)
+    if event is not None:
+        part += s16(event)
+    part += struct.pack(">H", len(headers)) + b"".join(s16(n) + s16(v) for n, v in headers)
+    if reply_body is not None:
+        part += s32(reply_body)
+    if reply_type is not None:
+        part += s16(reply_type)
+    return binframe(part + extra, body)
+
+def answer(seq, status, body=None, ctype=None):
+    part = bytes([2, (1 if body is not None else 0) | (2 if ctype is not None else 0)]) + struct.pack(">QH", seq, status)
+    if body is not None:
+        part += s32(body)
+    if ctype is not None:
+        part += s16(ctype)
+    return binframe(part)
+
 limits = {"max_connections": 512, "max_per_source": 64, "request_timeout": 10, "header_max": 32768}
 route = {"name": "gh", "source": "github", "secrets": ["c2VjcmV0LXNlY3JldC1zZWNyZXQ="], "encoding": "hex",
          "datadog_auth": "header", "max_body": 1048576}
@@ -35,26 +68,27 @@ hmac = dict(route, name="alerts", source="hmac", header="X-Sig", prefix="sha256=
 dd = dict(route, name="dd", source="datadog", header="X-Token", datadog_auth="basic", delivery_field="id")
 tw = dict(route, name="phone", source="twilio", public_url="https://fleet.example.com/bots")
 body = b'{"action":"opened","number":7}'
-delivery = {"t": "delivery", "seq": 1, "route": "gh", "id": "72d3162e-cc78-11e3", "event": "pull_request.opened",
-            "no_run": False, "received_at": 1764600000, "headers": {"X-GitHub-Event": "pull_request"},
-            "body_len": len(body)}
-slack = {"t": "delivery", "seq": 2, "route": "sl", "id": "Ev0PV52K21", "no_run": True, "received_at": 1764600000,
-         "headers": {}, "body_len": 0, "reply_body": "3eZbrw1aBm2r", "reply_type": "text/plain"}
+gh_delivery = delivery(1, "gh", "72d3162e-cc78-11e3", "pull_request.opened",
+                       headers=[("X-GitHub-Event", "pull_request"), ("User-Agent", "GitHub-Hookshot/1\tx\"q\"")],
+                       body=body)
+slack = delivery(2, "sl", "Ev0PV52K21", no_run=True, reply_body="3eZbrw1aBm2r", reply_type="text/plain")
 stats = {"t": "stats", "accepted": 3, "refused": [1, 2, 0, 0, 1, 0], "connections": 2, "dropped": 0,
          "sig_failed": [2, 0, 0, 0, 0, 0]}
 write("proto", [
     frame({"t": "hello", "pid": 4242}),
     frame({"t": "routes", "limits": limits, "routes": [route, hmac, dd, tw]}),
     frame({"t": "routes", "limits": limits, "routes": []}),
-    frame({"t": "answer", "seq": 1, "status": 200, "body": "ok\n", "content_type": "text/plain"}),
-    frame({"t": "answer", "seq": 7, "status": 503}),
-    frame(delivery, body),
-    frame(slack),
+    answer(1, 200, "ok\n", "text/plain"),
+    answer(7, 503),
+    gh_delivery,
+    slack,
     frame(stats),
-    frame({"t": "hello", "pid": 1}) + frame(stats) + frame(delivery, body),
-    frame({"t": "answer", "seq": 1, "status": 200}) + frame(delivery, body),
+    frame({"t": "hello", "pid": 1}) + frame(stats) + gh_delivery,
+    answer(1, 202, '{"status":"accepted"}', "application/json") + gh_delivery,
     frame({"t": "nope"}),
     struct.pack(">II", 0xffffffff, 2) + b"{}",
+    delivery(3, "gh", "d-3", headers=[("X-H%d" % i, "v") for i in range(64)]),
+    delivery(4, "gh", "d-4", extra=b"\0"),
 ])
 
 # ---- verify: [source][flags] path \n headers \n\n body (see fuzz_verify.c) ----

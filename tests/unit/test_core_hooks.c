@@ -295,14 +295,11 @@ static long rows_of(const char *route, const char *id)
 static struct hook_delivery dlv(uint64_t seq, const char *route, const char *id, const char *type)
 {
 	static const char body[] = "{\"action\":\"opened\"}";
-	static json_t *headers;		/* one for every delivery here, borrowed by each (never cleared) */
+	static const struct hook_header headers[] = { { "X-GitHub-Event", "pull_request" } };	/* borrowed by each */
 
-	if (!headers)
-		headers = json_pack("{s:s}", "X-GitHub-Event", "pull_request");
-	return (struct hook_delivery){ .seq = seq, .route = (char *)route, .delivery_id = (char *)id,
-				       .event_type = (char *)type, .received_at = time(NULL),
-				       .headers = headers,
-				       .body = (unsigned char *)body, .body_len = sizeof(body) - 1 };
+	return (struct hook_delivery){ .seq = seq, .route = route, .delivery_id = id, .event_type = type,
+				       .received_at = time(NULL), .headers = headers, .n_headers = 1,
+				       .body = (const unsigned char *)body, .body_len = sizeof(body) - 1 };
 }
 
 static void answers_clear(struct hook_answer *a, size_t n)

@@ -11,10 +11,12 @@
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -201,6 +203,31 @@ static const char *login_shell(const struct passwd *pw)
 	return pw->pw_shell;
 }
 
+static int cmd_health(void);
+
+/*
+ * Is name, looked up in $PATH as execvp(3) would (the first executable
+ * regular file; a name with a slash as it is), this very program?
+ */
+static bool path_resolves_to_self(const char *name)
+{
+	const char *path = getenv("PATH"), *dir, *end;
+	char cand[4096];
+	struct stat st;
+
+	if (strchr(name, '/'))
+		return shell_is_self(name);
+	for (dir = path ? path : ""; *dir; dir = *end ? end + 1 : end) {
+		end = strchrnul(dir, ':');
+		if ((size_t)snprintf(cand, sizeof(cand), "%.*s%s%s", (int)(end - dir), dir, end > dir ? "/" : "",
+				     name) >= sizeof(cand))
+			continue;
+		if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0)
+			return shell_is_self(cand);
+	}
+	return false;
+}
+
 /*
  * As root still, become pw (with groups, ngroups of them) and exec CMD
  * (argv[cmd]...) with a clean, fixed environment plus the caller's --env
@@ -251,6 +278,14 @@ static int exec_as(const char *user, const struct passwd *pw, const gid_t *group
 	for (size_t i = 0; stdin_env && stdin_env[i]; i++)
 		if (putenv(stdin_env[i]) != 0)
 			return 126;
+	/*
+	 * `agentd health` (fleetd's default check, before every snapshot) is
+	 * this program: run it here, as the user already, rather than start
+	 * agentd a second time. Only when execvp would have run this very
+	 * file; an agentd of the agent's own earlier in PATH still runs.
+	 */
+	if (argv[cmd + 1] && strcmp(argv[cmd + 1], "health") == 0 && !argv[cmd + 2] && path_resolves_to_self(argv[cmd]))
+		exit(cmd_health());
 	execvp(argv[cmd], argv + cmd);
 	fprintf(stderr, "agentd: %s: %s\n", argv[cmd], strerror(errno));
 	return errno == ENOENT ? 127 : 126;
@@ -366,45 +401,80 @@ static int unhealthy(const char *why, const char *what)
 	return 1;
 }
 
-/* The checks fleetd's default health check runs; each failure says which. */
-static int cmd_health(void)
+/*
+ * The shell's start, begun before the home's checks and reaped after them:
+ * in a guest its exec overlaps the fsync's wait. -1 when it could not
+ * be started (the check then fails on it).
+ */
+static pid_t health_shell_start(void)
+{
+	static char *const sh_argv[] = { "sh", "-c", "exit 0", NULL };
+	extern char **environ;
+	pid_t pid;
+
+	return posix_spawn(&pid, "/bin/sh", NULL, NULL, sh_argv, environ) == 0 ? pid : -1;
+}
+
+static bool health_shell_ran(pid_t pid)
+{
+	int status;
+
+	if (pid < 0)
+		return false;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return false;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* The home's checks: it has room and takes a write that reaches the disk. NULL, or why not (*what: detail). */
+static const char *health_home(const char **what)
 {
 	/* The home passwd names, not $HOME: this may run as root with the caller's environment. */
 	struct user u = { .buf = NULL };
 	bool known = user_by_uid(USERS_PASSWD, geteuid(), &u) == 0;
-	char home[2048], path[4096];
+	static char home[2048];
+	char path[4096];
 	struct statvfs vfs;
-	int fd, status;
-	pid_t pid;
+	int fd;
 
+	*what = NULL;
 	if ((size_t)snprintf(home, sizeof(home), "%s", known && *u.pw.pw_dir ? u.pw.pw_dir : "/") >= sizeof(home)) {
 		user_free(&u);
-		return unhealthy("the home's path is too long", NULL);
+		return "the home's path is too long";
 	}
 	user_free(&u);
 	if (statvfs(home, &vfs) < 0)
-		return unhealthy("cannot stat the home file system", strerror(errno));
+		return *what = strerror(errno), "cannot stat the home file system";
 	if ((unsigned long long)vfs.f_bavail * vfs.f_frsize < (1ULL << 20))
-		return unhealthy("less than 1 MiB free in", home);
+		return *what = home, "less than 1 MiB free in";
 	if (vfs.f_files > 0 && vfs.f_favail < 16)
-		return unhealthy("no free inodes in", home);
+		return *what = home, "no free inodes in";
 	snprintf(path, sizeof(path), "%s/.fleet-health.%ld", home, (long)getpid());
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
-		return unhealthy("cannot write to the home", strerror(errno));
+		return *what = strerror(errno), "cannot write to the home";
 	if (write(fd, "ok\n", 3) != 3 || fsync(fd) < 0) {
+		*what = strerror(errno);
 		close(fd);
 		unlink(path);
-		return unhealthy("cannot write to the home", strerror(errno));
+		return "cannot write to the home";
 	}
 	close(fd);
 	unlink(path);
-	pid = fork();
-	if (pid == 0) {
-		execl("/bin/sh", "sh", "-c", "exit 0", (char *)NULL);
-		_exit(127);
-	}
-	if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+	return NULL;
+}
+
+/* The checks fleetd's default health check runs; each failure says which. One process and the shell. */
+static int cmd_health(void)
+{
+	pid_t sh = health_shell_start();
+	const char *what, *why = health_home(&what);
+	bool sh_ok = health_shell_ran(sh);	/* reaped on every path */
+
+	if (why)
+		return unhealthy(why, what);
+	if (!sh_ok)
 		return unhealthy("/bin/sh does not run", NULL);
 	puts("healthy");
 	return 0;

@@ -3,6 +3,7 @@
 # `agentd -c LINE`; fleetd's run-as line runs with no shell in between (two
 # program starts: agentd, the command; /bin/sh exec'ing agentd made three),
 # and every other line, and an interactive login, is /bin/sh's, unchanged.
+# `agentd health` through run-as runs in that process (no second agentd).
 # Runs the built agentd on the host, as root (run-as drops to nobody).
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
@@ -60,6 +61,22 @@ is "$(tail -1 "$T/err")" "agentd: run-as: no user 'no-such-user' in /etc/passwd"
 shell_run words "echo \$\$ >&2; exec $A run-as nobody -- printf '%s|' $(q "it's") $(q '~root') $(q '$HOME *') $(q '')"
 is "$(cat "$T/out")" "it's|~root|\$HOME *||" "quoted words reach the command as they were, by agentd"
 is "$(execs "$T/words")" 2 "  with no shell"
+
+# fleetd's health check (`agentd health` as the user): run by the run-as process itself, then the
+# shell it checks; two program starts, where exec'ing agentd again made three.
+shell_run health "echo \$\$ >&2; exec $A run-as root -- $A health"
+is "$?" 0 "agentd health through run-as passes"
+is "$(cat "$T/out")" healthy "  and prints healthy"
+is "$(execs "$T/health")" 2 "  two program starts: agentd, then /bin/sh (the check's shell)"
+like "$(cat "$T/health")" 'execve\("/bin/sh", \["sh", "-c", "exit 0"\]' "  the second is the check's shell"
+shell_run health "echo \$\$ >&2; exec $A run-as nobody -- $A health"
+is "$?" 1 "as a user whose home is missing: unhealthy, exit 1"
+like "$(cat "$T/out")" '^unhealthy: cannot stat the home file system: ' "  saying why"
+is "$(execs "$T/health")" 2 "  with the shell still started and reaped"
+cp "$AGENTD" "$T/other-agentd"
+shell_run health "echo \$\$ >&2; exec $A run-as root -- $(q "$T/other-agentd") health"
+is "$(cat "$T/out")" healthy "another agentd file named as the command: it runs the check"
+is "$(execs "$T/health")" 3 "  as its own program (three starts): only this very file runs it in-process"
 
 # Anything else is /bin/sh's: fleetd's kill line, a person's command, lines that only look alike.
 shell_run other 'echo hi; echo "$SHELL"; exit 3'

@@ -156,8 +156,20 @@ int run_input_make(struct fleetd *f, const struct agent *a, const struct run *ru
 	json_decref(j);
 	headers = headers_text(ev ? ev->headers : NULL);
 	in = xcalloc(1, sizeof(*in));
-	in->stdin_data = xasprintf("{%s,\"headers\":%s,%s}", head, headers, body);
-	in->stdin_len = strlen(in->stdin_data);
+	{
+		static const char key[] = ",\"headers\":";
+		size_t nh = strlen(head), nk = sizeof(key) - 1, nx = strlen(headers), nb = strlen(body);
+		char *p = xmalloc(nh + nk + nx + nb + 4);
+
+		in->stdin_data = p;	/* (copied, not through printf: the body may be 16 MiB escaped) */
+		*p++ = '{';
+		p = mempcpy(mempcpy(mempcpy(p, head, nh), key, nk), headers, nx);
+		*p++ = ',';
+		p = mempcpy(p, body, nb);
+		*p++ = '}';
+		*p = '\0';
+		in->stdin_len = (size_t)(p - in->stdin_data);
+	}
 	snprintf(id, sizeof(id), "%" PRId64, run->id);
 	in->env = xcalloc(7, sizeof(*in->env));
 	in->env[0] = env_pair("FLEET_RUN_ID", id);

@@ -369,11 +369,16 @@ static void pre_run_taken(void *userdata, int r, const char *why, const struct s
 	launch(act, NULL);
 }
 
-/* The environment runs: snapshot first if the agent's policy says so, then launch. */
-static void prepare(struct active *act)
+/*
+ * The environment runs: snapshot first if the agent's policy says so, then
+ * launch. known: the agent's row as the caller read it in this same
+ * callback, or NULL (read here).
+ */
+static void prepare(struct active *act, const struct agent *known)
 {
 	struct fleetd *f = act->q->f;
-	_cleanup_(agent_freep) struct agent *a = NULL;
+	_cleanup_(agent_freep) struct agent *owned = NULL;
+	const struct agent *a = known;
 	_cleanup_free_ char *why = NULL, *note = NULL, *msg = NULL;
 	int r;
 
@@ -381,10 +386,12 @@ static void prepare(struct active *act)
 		finish(act, RUN_CANCELLED, -1, "cancelled before its command started", false);
 		return;
 	}
-	if (db_agent_get(f->db, act->agent, &a) < 0) {
+	if (!a && db_agent_get(f->db, act->agent, &owned) < 0) {
 		finish(act, RUN_FAILED, -1, "the agent was removed", false);
 		return;
 	}
+	if (!a)
+		a = owned;
 	if (a->snapshot_policy != SNAPSHOT_POLICY_BEFORE_RUN) {
 		launch(act, a);	/* the row just read: not read again */
 		return;
@@ -409,7 +416,7 @@ static void env_started(void *userdata, int r, const char *why)
 		finish(act, RUN_FAILED, -1, msg, false);	/* lifecycle_start reports a boot failure */
 		return;
 	}
-	prepare(act);	/* lifecycle_start recorded 'running' */
+	prepare(act, NULL);	/* lifecycle_start recorded 'running': read the row again */
 }
 
 /*
@@ -499,7 +506,7 @@ static void start_run(struct active *act)
 		}
 		return;
 	}
-	prepare(act);
+	prepare(act, a);	/* the row read above: nothing since has written it */
 }
 
 static void ended_free(struct ended *e)

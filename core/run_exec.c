@@ -33,7 +33,7 @@ static char *env_pair(const char *name, const char *value)
  * with jansson (hook_headers_json: compact, ASCII-only, header values
  * printable) in the delivery's transaction, and a compact dump of that
  * text parsed again is the same bytes: so it goes in as it is, not parsed
- * and dumped again for every run (~60k instructions a run). Anything that
+ * and dumped again for every run (~70k instructions a run). Anything that
  * is not text of that shape (none; damage) goes through jansson: an
  * object is dumped again, anything else is an empty object. Free the
  * result.

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,15 +28,47 @@ static char *env_pair(const char *name, const char *value)
 	return s;
 }
 
-/* The headers column holds a JSON object's text; anything else (none, damage) is an empty object. */
-static json_t *headers_json(const char *text)
+/*
+ * The headers column as the text to put in stdin. fleetd writes it only
+ * with jansson (hook_headers_json: compact, ASCII-only, header values
+ * printable) in the delivery's transaction, and a compact dump of that
+ * text parsed again is the same bytes: so it goes in as it is, not parsed
+ * and dumped again for every run (~70k instructions a run). Anything that
+ * is not text of that shape (none; damage) goes through jansson: an
+ * object is dumped again, anything else is an empty object. Free the
+ * result.
+ */
+static char *headers_text(const char *text)
 {
-	json_t *j = text ? json_loads(text, JSON_REJECT_DUPLICATES, NULL) : NULL;
+	size_t n = text ? strlen(text) : 0;
+	bool as_stored = n >= 2 && text[0] == '{' && text[n - 1] == '}';
+	json_t *j;
+	char *out;
 
-	if (json_is_object(j))
-		return j;
+	for (size_t i = 0; as_stored && i < n; i++)
+		as_stored = (unsigned char)text[i] >= 0x20 && (unsigned char)text[i] <= 0x7e;
+	if (as_stored)
+		return xstrdup(text);
+	j = text ? json_loads(text, JSON_REJECT_DUPLICATES, NULL) : NULL;
+	if (!json_is_object(j)) {
+		json_decref(j);
+		j = json_object();
+	}
+	out = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
-	return json_object();
+	if (!out)
+		abort();	/* out of memory: as xmalloc does */
+	return out;
+}
+
+/* An object's members as compact JSON text without its braces (JSON_EMBED); aborts when out of memory. */
+static char *members_text(json_t *j)
+{
+	char *out = json_dumps(j, JSON_COMPACT | JSON_EMBED);
+
+	if (!out)
+		abort();
+	return out;
 }
 
 static json_t *string_or_null(const char *s)
@@ -79,6 +112,7 @@ int run_input_make(struct fleetd *f, const struct agent *a, const struct run *ru
 		   char **why)
 {
 	_cleanup_(run_event_freep) struct run_event *ev = NULL;
+	_cleanup_free_ char *head = NULL, *headers = NULL, *body = NULL;
 	struct run_input *in;
 	json_t *j;
 	char when[32], id[32];
@@ -88,6 +122,7 @@ int run_input_make(struct fleetd *f, const struct agent *a, const struct run *ru
 		*why = xasprintf("cannot read its event %" PRId64 ": %s", run->event_id, strerror(-r));
 		return r;
 	}
+	/* Two parts dumped by jansson with the stored headers between them: {HEAD,"headers":H,BODY}. */
 	j = json_object();
 	json_object_set_new(j, "run_id", json_integer(run->id));
 	json_object_set_new(j, "agent", json_string(a->name));
@@ -98,7 +133,9 @@ int run_input_make(struct fleetd *f, const struct agent *a, const struct run *ru
 	json_object_set_new(j, "type", string_or_null(ev ? ev->type : NULL));
 	json_object_set_new(j, "received_at", json_string(format_utc(ev ? ev->received_at : run->queued_at, when,
 								     sizeof(when))));
-	json_object_set_new(j, "headers", headers_json(ev ? ev->headers : NULL));
+	head = members_text(j);
+	json_decref(j);
+	j = json_object();
 	if (!ev || !ev->body) {
 		json_object_set_new(j, "body", json_null());
 	} else {
@@ -115,12 +152,24 @@ int run_input_make(struct fleetd *f, const struct agent *a, const struct run *ru
 			json_object_set_new(j, "body_base64", json_string(b64));
 		}
 	}
-	in = xcalloc(1, sizeof(*in));
-	in->stdin_data = json_dumps(j, JSON_COMPACT);
+	body = members_text(j);
 	json_decref(j);
-	if (!in->stdin_data)
-		abort();	/* out of memory: as xmalloc does */
-	in->stdin_len = strlen(in->stdin_data);
+	headers = headers_text(ev ? ev->headers : NULL);
+	in = xcalloc(1, sizeof(*in));
+	{
+		static const char key[] = ",\"headers\":";
+		size_t nh = strlen(head), nk = sizeof(key) - 1, nx = strlen(headers), nb = strlen(body);
+		char *p = xmalloc(nh + nk + nx + nb + 4);
+
+		in->stdin_data = p;	/* (copied, not through printf: the body may be 16 MiB escaped) */
+		*p++ = '{';
+		p = mempcpy(mempcpy(mempcpy(p, head, nh), key, nk), headers, nx);
+		*p++ = ',';
+		p = mempcpy(p, body, nb);
+		*p++ = '}';
+		*p = '\0';
+		in->stdin_len = (size_t)(p - in->stdin_data);
+	}
 	snprintf(id, sizeof(id), "%" PRId64, run->id);
 	in->env = xcalloc(7, sizeof(*in->env));
 	in->env[0] = env_pair("FLEET_RUN_ID", id);

@@ -253,12 +253,14 @@ static void launch_retry(evutil_socket_t fd, short what, void *arg);
 /*
  * Run the command: `sh -c COMMAND` as the agent, its stdin the event as
  * JSON, with FLEET_RUN_ID, FLEET_TRIGGER, FLEET_AGENT and FLEET_EVENT_*
- * (run_exec.c) set.
+ * (run_exec.c) set. known: the agent's row as the caller read it in this
+ * same callback (not read again), or NULL.
  */
-static void launch(struct active *act)
+static void launch(struct active *act, const struct agent *known)
 {
 	struct fleetd *f = act->q->f;
-	_cleanup_(agent_freep) struct agent *a = NULL;
+	_cleanup_(agent_freep) struct agent *owned = NULL;
+	const struct agent *a = known;
 	_cleanup_(run_freep) struct run *run = NULL;
 	_cleanup_(run_input_freep) struct run_input *in = NULL;
 	_cleanup_(secret_files_freep) struct secret_files *files = NULL;
@@ -270,10 +272,12 @@ static void launch(struct active *act)
 		finish(act, RUN_CANCELLED, -1, "cancelled before its command started", false);
 		return;
 	}
-	if ((r = db_agent_get(f->db, act->agent, &a)) < 0 || (r = db_run_get(f->db, act->id, &run)) < 0) {
+	if ((!a && (r = db_agent_get(f->db, act->agent, &owned)) < 0) || (r = db_run_get(f->db, act->id, &run)) < 0) {
 		finish(act, RUN_FAILED, -1, "the agent or the run was removed", false);
 		return;
 	}
+	if (!a)
+		a = owned;
 	if (!a->command) {
 		finish(act, RUN_FAILED, -1, "the agent has no command to run", false);
 		return;
@@ -345,7 +349,7 @@ static void launch(struct active *act)
 static void launch_retry(evutil_socket_t fd, short what, void *arg)
 {
 	if (!closing(arg))
-		launch(arg);
+		launch(arg, NULL);
 }
 
 static void pre_run_taken(void *userdata, int r, const char *why, const struct snapshot *s)
@@ -362,14 +366,19 @@ static void pre_run_taken(void *userdata, int r, const char *why, const struct s
 		return;
 	}
 	(void)db_run_set_snapshot(act->q->f->db, act->id, s->name);
-	launch(act);
+	launch(act, NULL);
 }
 
-/* The environment runs: snapshot first if the agent's policy says so, then launch. */
-static void prepare(struct active *act)
+/*
+ * The environment runs: snapshot first if the agent's policy says so, then
+ * launch. known: the agent's row as the caller read it in this same
+ * callback, or NULL (read here).
+ */
+static void prepare(struct active *act, const struct agent *known)
 {
 	struct fleetd *f = act->q->f;
-	_cleanup_(agent_freep) struct agent *a = NULL;
+	_cleanup_(agent_freep) struct agent *owned = NULL;
+	const struct agent *a = known;
 	_cleanup_free_ char *why = NULL, *note = NULL, *msg = NULL;
 	int r;
 
@@ -377,12 +386,14 @@ static void prepare(struct active *act)
 		finish(act, RUN_CANCELLED, -1, "cancelled before its command started", false);
 		return;
 	}
-	if (db_agent_get(f->db, act->agent, &a) < 0) {
+	if (!a && db_agent_get(f->db, act->agent, &owned) < 0) {
 		finish(act, RUN_FAILED, -1, "the agent was removed", false);
 		return;
 	}
+	if (!a)
+		a = owned;
 	if (a->snapshot_policy != SNAPSHOT_POLICY_BEFORE_RUN) {
-		launch(act);
+		launch(act, a);	/* the row just read: not read again */
 		return;
 	}
 	note = xasprintf("before run %" PRId64, act->id);
@@ -405,7 +416,7 @@ static void env_started(void *userdata, int r, const char *why)
 		finish(act, RUN_FAILED, -1, msg, false);	/* lifecycle_start reports a boot failure */
 		return;
 	}
-	prepare(act);	/* lifecycle_start recorded 'running' */
+	prepare(act, NULL);	/* lifecycle_start recorded 'running': read the row again */
 }
 
 /*
@@ -495,7 +506,7 @@ static void start_run(struct active *act)
 		}
 		return;
 	}
-	prepare(act);
+	prepare(act, a);	/* the row read above: nothing since has written it */
 }
 
 static void ended_free(struct ended *e)

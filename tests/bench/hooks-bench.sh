@@ -19,7 +19,13 @@
 #   fleet-norun  the same, but the agent's event filter (--events release)
 #            does not take a push: each 202 is a stored delivery that queues
 #            no run, so no run executes during the measurement (what the
-#            listener and the durable store cost alone).
+#            listener and the durable store cost alone);
+#   fleet-queued  the durable acknowledgement with a run queued: as fleet,
+#            every 202 a delivery and its queued run committed, but no run
+#            executes during the measurement. An agent's runs go one at a
+#            time, and before the load a run triggered by hand (the agent's
+#            command sleeps when FLEET_TRIGGER is manual, else is `true`)
+#            holds the agent, so its webhook runs wait in the queue.
 #
 # Then the time from a delivery's 202 to its run starting: for a user agent,
 # and for a running VM agent when a guest image built from this tree exists
@@ -59,7 +65,7 @@ while [ $# -gt 0 ]; do
 	--samples) SAMPLES=$2; shift 2 ;;
 	--no-vm) NO_VM=1; shift ;;
 	--keep) KEEP=$2; shift 2 ;;
-	-h|--help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,53p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "hooks-bench: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -228,13 +234,13 @@ HOOKS_LISTEN=$(FC --json status | jq -r '.hooks.listen // empty')
 log "fleetd $FLEETD_PID, listener on $HOOKS_LISTEN${NS:+ (in the private namespace)}"
 
 # A user agent per measured run (fleet_sink NAME [--events LIST]): command
-# `true`, room for every delivery in its queue, the environment already up;
-# its route is NAME.
+# `true` (or $SINK_COMMAND), room for every delivery in its queue, the
+# environment already up; its route is NAME.
 fleet_sink() {
 	local name=$1
 	shift
-	FC create "$name" --backend user --memory 128 --command true --max-queued 100000 --restart never \
-		--health-interval 0 >/dev/null || die "fleetctl create $name failed"
+	FC create "$name" --backend user --memory 128 --command "${SINK_COMMAND:-true}" --max-queued 100000 \
+		--restart never --health-interval 0 --run-timeout 604800 >/dev/null || die "fleetctl create $name failed"
 	printf '%s\n' "$SECRET" | FC hook add "$name" --source github --route "$name" "$@" >/dev/null ||
 		die "fleetctl hook add $name failed"
 	FC start "$name" >/dev/null || die "fleetctl start $name failed"
@@ -341,6 +347,19 @@ for c in $CONNS; do
 	fleet_sink "hkb-n$c" --events release
 	fleet_load fleet-norun "$c" "http://$HOOKS_LISTEN/hooks/hkb-n$c" "hkb-n$c"
 	FC rm --force "hkb-n$c" >/dev/null || die "fleetctl rm --force hkb-n$c failed"
+	# fleet-queued: a run by hand holds the agent (it sleeps); every delivery's run waits behind it.
+	SINK_COMMAND='case $FLEET_TRIGGER in manual) exec sleep 604800 ;; esac; true' fleet_sink "hkb-q$c"
+	FC trigger "hkb-q$c" >/dev/null || die "fleetctl trigger hkb-q$c failed"
+	for _ in $(seq 300); do
+		st=$(FC --json runs "hkb-q$c" --limit 1 | jq -r '.[0].state')
+		[ "$st" = running ] && break
+		sleep 0.1
+	done
+	[ "$st" = running ] || die "hkb-q$c: the run triggered by hand is $st, not running"
+	fleet_load fleet-queued "$c" "http://$HOOKS_LISTEN/hooks/hkb-q$c" "hkb-q$c"
+	st=$(FC --json runs "hkb-q$c" --limit 1 | jq -r '.[0].state')
+	[ "$st" = queued ] || die "hkb-q$c: its newest run is $st, not queued"
+	FC rm --force "hkb-q$c" >/dev/null || die "fleetctl rm --force hkb-q$c failed"
 	# Last: webhook answers before its command has run and keeps starting
 	# /bin/true for its backlog long after the load ends, which would eat
 	# the CPUs of whatever is measured next.
@@ -435,43 +454,46 @@ webhook listener benchmark, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $(uname 
 wrk $(wrk -v 2>&1 | head -1 | cut -d' ' -f2), 1 thread, ${DURATION} s per run after a 2 s warm-up; 1 KiB signed GitHub push deliveries,
 a new X-GitHub-Delivery each; webhook $(webhook -version 2>&1 | awk '{print $NF}'); loopback${NS:+ in a private network namespace}
 EOF
-printf '\n%-6s %-11s %10s %9s %9s %9s %9s   %s\n' conns target "req/s" "p50 ms" "p99 ms" "max ms" non-2xx "answers"
+printf '\n%-6s %-12s %10s %9s %9s %9s %9s   %s\n' conns target "req/s" "p50 ms" "p99 ms" "max ms" non-2xx "answers"
 for c in $CONNS; do
-	for t in bare bare-close webhook fleet fleet-norun; do
-		printf '%-6s %-11s %10s %9s %9s %9s %9s   2xx %s, 429 %s, 503 %s, other %s, socket errors %s\n' "$c" "$t" \
+	for t in bare bare-close webhook fleet fleet-norun fleet-queued; do
+		printf '%-6s %-12s %10s %9s %9s %9s %9s   2xx %s, 429 %s, 503 %s, other %s, socket errors %s\n' "$c" "$t" \
 			"$(get $t "$c" rate)" "$(ms "$(get $t "$c" p50_us)")" "$(ms "$(get $t "$c" p99_us)")" \
 			"$(ms "$(get $t "$c" max_us)")" "$(get $t "$c" err_status)" "$(get $t "$c" s2xx)" "$(get $t "$c" s429)" \
 			"$(get $t "$c" s503)" "$(get $t "$c" sother)" \
 			"$(( $(get $t "$c" err_connect) + $(get $t "$c" err_read) + $(get $t "$c" err_write) + $(get $t "$c" err_timeout) ))"
 	done
 done
-printf '\n%-6s %12s %18s %14s %18s %16s %18s\n' conns fleet/bare fleet/bare-close fleet/webhook fleet-norun/bare \
-	"p99 fleet/bare" "p99 fleet/webhook"
+printf '\n%-6s %12s %18s %14s %18s %19s %16s %18s\n' conns fleet/bare fleet/bare-close fleet/webhook fleet-norun/bare \
+	fleet-queued/bare "p99 fleet/bare" "p99 fleet/webhook"
 for c in $CONNS; do
-	printf '%-6s %12s %18s %14s %18s %16s %18s\n' "$c" "$(ratio "$(get fleet "$c" rate)" "$(get bare "$c" rate)")" \
+	printf '%-6s %12s %18s %14s %18s %19s %16s %18s\n' "$c" "$(ratio "$(get fleet "$c" rate)" "$(get bare "$c" rate)")" \
 		"$(ratio "$(get fleet "$c" rate)" "$(get bare-close "$c" rate)")" \
 		"$(ratio "$(get fleet "$c" rate)" "$(get webhook "$c" rate)")" \
 		"$(ratio "$(get fleet-norun "$c" rate)" "$(get bare "$c" rate)")" \
+		"$(ratio "$(get fleet-queued "$c" rate)" "$(get bare "$c" rate)")" \
 		"$(ratio "$(get fleet "$c" p99_us)" "$(get bare "$c" p99_us)")" \
 		"$(ratio "$(get fleet "$c" p99_us)" "$(get webhook "$c" p99_us)")"
 done
-printf '\n%-6s %-11s %11s %12s %17s %21s %24s\n' conns target deliveries "runs ended" "fleetd us/deliv" "fleet-hooksd us/deliv" "fleetd ms/run (derived)"
+printf '\n%-6s %-12s %11s %12s %17s %21s %24s\n' conns target deliveries "runs ended" "fleetd us/deliv" "fleet-hooksd us/deliv" "fleetd ms/run (derived)"
 for c in $CONNS; do
 	read -r nd nr nf nh < "$BT/fleet-norun-$c.cpu"
 	base=$(awk -v d="$nd" -v f="$nf" 'BEGIN { print (d > 0 ? f / d : 0) }')
-	for t in fleet fleet-norun; do
+	for t in fleet fleet-norun fleet-queued; do
 		read -r d r f h < "$BT/$t-$c.cpu"
 		# a run's own cost: fleetd's CPU less what the same deliveries cost without runs
-		printf '%-6s %-11s %11s %12s %17s %21s %24s\n' "$c" "$t" "$d" "$r" \
+		printf '%-6s %-12s %11s %12s %17s %21s %24s\n' "$c" "$t" "$d" "$r" \
 			"$(awk -v d="$d" -v f="$f" 'BEGIN { printf "%.0f", (d > 0 ? f / d : 0) }')" \
 			"$(awk -v d="$d" -v h="$h" 'BEGIN { printf "%.0f", (d > 0 ? h / d : 0) }')" \
 			"$(awk -v d="$d" -v r="$r" -v f="$f" -v b="$base" -v t="$t" 'BEGIN { if (t == "fleet" && r > 0) printf "%.2f", (f - d * b) / r / 1000; else print "-" }')"
 	done
 done
 last=${CONNS##* }
-printf '\ntargets (issue #11) at %s connections: fleet >= 0.5x bare: %s (%s); fleet >= 10x webhook: %s (%s)\n' "$last" \
+printf '\ntargets (issue #11) at %s connections: fleet >= 0.5x bare: %s (%s; fleet-queued %s, %s); fleet >= 10x webhook: %s (%s)\n' "$last" \
 	"$(awk -v r="$(ratio "$(get fleet "$last" rate)" "$(get bare "$last" rate)")" 'BEGIN { print (r != "n/a" && r >= 0.5) ? "met" : "NOT met" }')" \
 	"$(ratio "$(get fleet "$last" rate)" "$(get bare "$last" rate)")" \
+	"$(awk -v r="$(ratio "$(get fleet-queued "$last" rate)" "$(get bare "$last" rate)")" 'BEGIN { print (r != "n/a" && r >= 0.5) ? "met" : "NOT met" }')" \
+	"$(ratio "$(get fleet-queued "$last" rate)" "$(get bare "$last" rate)")" \
 	"$(awk -v r="$(ratio "$(get fleet "$last" rate)" "$(get webhook "$last" rate)")" 'BEGIN { print (r != "n/a" && r >= 10) ? "met" : "NOT met" }')" \
 	"$(ratio "$(get fleet "$last" rate)" "$(get webhook "$last" rate)")"
 printf '\nto the run starting (its command'"'"'s first instruction), one delivery at a time:\n'

@@ -13,6 +13,12 @@
 #   runs   a run of `true` per delivery (a user agent); the script waits
 #          until every run has ended, so fleetd's side of each run (start,
 #          sandbox launch, end, the health check after it) is in the count.
+#   queued each delivery queues a run (the delivery and its queued run in the
+#          commit before the 202, as in runs), but none executes: the
+#          agent's runs go one at a time, and a run triggered by hand before
+#          the deliveries (its command sleeps when FLEET_TRIGGER is manual)
+#          is still running (hooks-bench's fleet-queued). The durable
+#          acknowledgement path with a run queued, without the runs' cost.
 #
 # Only instructions in user space are counted: not the kernel's (syscalls,
 # fsync, fork's page tables), nor the runs' own processes (not traced). Under
@@ -28,8 +34,8 @@
 # same. fleetd is copied beside it (it starts the fleet-hooksd next to its
 # own executable), with a wrapper of that name that starts it under callgrind.
 #
-# Usage: tests/bench/hooks-callgrind.sh [--mode norun|runs] [--n N] [--n2 N2] [--keep DIR]
-#   defaults: norun, N=200, N2=2200 (runs: N=100, N2=400: each run takes ~2 s under valgrind)
+# Usage: tests/bench/hooks-callgrind.sh [--mode norun|runs|queued] [--n N] [--n2 N2] [--keep DIR]
+#   defaults: norun and queued N=200, N2=2200; runs N=100, N2=400 (each run takes ~2 s under valgrind)
 # Env (as for make check): FLEET_SRCDIR, FLEET_BUILDDIR. Needs root, valgrind, curl, jq, sqlite3, openssl.
 # Prints: "fleetd Ir/delivery", "fleet-hooksd Ir/delivery", and with --keep the callgrind files
 # (callgrind_annotate --inclusive=yes FILE shows where).
@@ -42,14 +48,14 @@ while [ $# -gt 0 ]; do
 	--n) N=$2; shift 2 ;;
 	--n2) N2=$2; shift 2 ;;
 	--keep) KEEP=$2; shift 2 ;;
-	-h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "hooks-callgrind: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
 case $MODE in
-norun) N=${N:-200} N2=${N2:-2200} ;;
+norun|queued) N=${N:-200} N2=${N2:-2200} ;;
 runs) N=${N:-100} N2=${N2:-400} ;;
-*) echo "hooks-callgrind: --mode norun or runs" >&2; exit 2 ;;
+*) echo "hooks-callgrind: --mode norun, runs or queued" >&2; exit 2 ;;
 esac
 [ "$N2" -gt "$N" ] 2>/dev/null || { echo "hooks-callgrind: --n2 must be larger than --n" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "hooks-callgrind: needs root" >&2; exit 77; }
@@ -110,7 +116,7 @@ SIG=sha256=$(openssl dgst -sha256 -hmac "$SECRET" -r < "$W/body.json" | cut -d' 
 
 # one_run COUNT: everything started, COUNT deliveries, everything stopped; leaves $W/run-COUNT/{fleetd,hooksd}.out
 one_run() {
-	local count=$1 R=$W/run-$1 L A0 A1 left
+	local count=$1 R=$W/run-$1 L A0 A1 left cmd=true st
 	mkdir -p "$R/bin" "$R/out" && chmod 0755 "$R" "$R/bin" && chmod 0777 "$R/out"
 	cp "$B/daemon/fleetd" "$B/daemon/fleet-init" "$R/bin/" && cp "$W/fleet-hooksd.prof" "$R/bin/fleet-hooksd.real"
 	printf '#!/bin/sh\nexec valgrind --vgdb=no --tool=callgrind --callgrind-out-file=%s/out/hooksd.%%p %s/bin/fleet-hooksd.real "$@"\n' \
@@ -130,11 +136,22 @@ one_run() {
 	chown "$HU" "$R"/out/hooksd.* || die "no profile file of the listener"
 	local ev=()
 	[ "$MODE" = norun ] && ev=(--events release)
-	FC create "$AG" --backend user --memory 128 --command true --max-queued 100000 --restart never \
-		--health-interval 0 >/dev/null || die "fleetctl create failed"
+	# queued: a webhook's run would be `true`; the one triggered by hand sleeps (a week, its --run-timeout).
+	[ "$MODE" = queued ] && cmd='case $FLEET_TRIGGER in manual) exec sleep 604800 ;; esac; true'
+	FC create "$AG" --backend user --memory 128 --command "$cmd" --max-queued 100000 --restart never \
+		--health-interval 0 --run-timeout 604800 >/dev/null || die "fleetctl create failed"
 	printf '%s\n' "$SECRET" | FC hook add "$AG" --source github --route "$AG" "${ev[@]}" >/dev/null ||
 		die "fleetctl hook add failed"
 	FC start "$AG" >/dev/null || die "fleetctl start failed"
+	if [ "$MODE" = queued ]; then
+		FC trigger "$AG" >/dev/null || die "fleetctl trigger failed"
+		for _ in $(seq 600); do
+			st=$(FC --json runs "$AG" --limit 1 | jq -r '.[0].state')
+			[ "$st" = running ] && break
+			sleep 0.2
+		done
+		[ "$st" = running ] || die "the run triggered by hand is $st, not running"
+	fi
 	A0=$(FC --json status | jq -r '.hooks.accepted')
 	for i in $(seq "$count"); do
 		printf 'url = "http://%s/hooks/%s"\nheader = "Content-Type: application/json"\n' "$L" "$AG"
@@ -153,11 +170,15 @@ one_run() {
 			sleep 1
 		done
 		[ "$left" = 0 ] || die "runs still not ended after an hour"
+	elif [ "$MODE" = queued ]; then
+		left=$(sqlite3 -readonly "file:$STATE/fleet.db?mode=ro" "SELECT count(*) FROM runs WHERE state = 'queued'")
+		[ "$left" = "$count" ] || die "$left runs queued, not $count"
 	fi
 	A1=$(FC --json status | jq -r '.hooks.accepted')
 	[ $((A1 - A0)) = "$count" ] || die "fleetd stored $((A1 - A0)) deliveries, not $count"
 	# Stopped, then removed by a fleetd not under callgrind: the removal's cost grows with COUNT (its rows).
-	FC stop "$AG" >/dev/null 2>&1
+	# (queued: not stopped; the end of the run held by hand would let the next one start the environment again.)
+	[ "$MODE" = queued ] || FC stop "$AG" >/dev/null 2>&1
 	kill -TERM "$FPID"
 	for _ in $(seq 600); do kill -0 "$FPID" 2>/dev/null || break; sleep 0.2; done
 	"$B/daemon/fleetd" --foreground --state-dir "$STATE" --socket "$FLEET_SOCKET" --config "$R/none.conf" \

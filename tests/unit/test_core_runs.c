@@ -4,6 +4,7 @@
  * (cleanly or by kill -9) are marked interrupted and not run again.
  */
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <sys/mman.h>
 
@@ -337,6 +338,36 @@ static void test_event_input(void)
 	plain = enqueue("rq-e");
 	ok(LOOP_UNTIL(&X, strcmp(run_state(plain), "succeeded") == 0), "a run without an event runs too");
 	like(fake_env_last_stdin("rq-e"), "\"body\":null", "its stdin has no body");
+	/* The headers column goes in as stored (fleetd wrote it with jansson); anything else through jansson. */
+	{
+		struct run_event hev = { .source = (char *)"github", .route = (char *)"gh", .received_at = 1700000000,
+					 .headers = (char *)"{\"X-GitHub-Event\":\"push\",\"X-Note\":\"a \\\"b\\\"\"}",
+					 .body = (unsigned char *)"{}", .body_len = 2 };
+		const char *bad[] = { "[1,2]", "not json", "{\"a\":\"\x01\"}" };
+		json_t *j, *h;
+		int64_t hid;
+
+		is_int(runs_enqueue_event(F, "rq-e", "webhook", &hev, &hid, &why), 0, "a run with stored headers");
+		ok(LOOP_UNTIL(&X, strcmp(run_state(hid), "succeeded") == 0), "it runs");
+		like(fake_env_last_stdin("rq-e"), "\"headers\":{\"X-GitHub-Event\":\"push\",\"X-Note\":\"a \\\"b\\\"\"},",
+		     "its stdin has the headers as stored");
+		j = json_loads(fake_env_last_stdin("rq-e"), JSON_REJECT_DUPLICATES, NULL);
+		h = json_object_get(j, "headers");
+		ok(json_is_object(j) && json_object_size(j) == 10, "stdin is one JSON object of ten members");
+		is_str(json_string_value(json_object_get(h, "X-Note")), "a \"b\"", "a header read back from it");
+		is_str(json_string_value(json_object_get(j, "body")), "{}", "and the body");
+		json_decref(j);
+		for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+			hev.id = 0;
+			hev.headers = (char *)bad[i];
+			is_int(runs_enqueue_event(F, "rq-e", "webhook", &hev, &hid, &why), 0, "a run with damaged headers");
+			ok(LOOP_UNTIL(&X, strcmp(run_state(hid), "succeeded") == 0), "it runs");
+			like(fake_env_last_stdin("rq-e"), "\"headers\":{},", "its stdin has no headers");
+			j = json_loads(fake_env_last_stdin("rq-e"), 0, NULL);
+			ok(json_is_object(j), "and is JSON");
+			json_decref(j);
+		}
+	}
 	fixture_close(&X);
 }
 

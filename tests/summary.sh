@@ -14,6 +14,22 @@ if [ -z "$pass" ]; then
 	echo "0 passed, 1 failed"
 	exit 1
 fi
+# What each failed test said (its "not ok" lines and the diagnostics after
+# them, bounded), so a CI log that shows only this summary still says why.
+why_failed() {
+	local log
+	grep -E '^(FAIL|ERROR|XPASS):' "$out" | sed -E 's/^[A-Z]+: ([^ ]+).*/\1/' | sort -u | while read -r t; do
+		log=$(dirname "$out")/${t%.sh}.log
+		[ -f "$log" ] || continue
+		echo "why ${t}:"
+		if grep -q '^not ok' "$log"; then
+			awk '/^not ok/ { n = 12 } n > 0 && (/^not ok/ || /^#/) { print; n--; next } { n = 0 }' "$log" | head -60
+		else
+			tail -15 "$log"
+		fi | sed 's/^/    /'
+	done
+}
+why_failed
 # The slowest test files (a .log's birth to its .trs's last write), so a CI
 # log shows where the suite's time goes (its limit is 45 minutes).
 slowest() {

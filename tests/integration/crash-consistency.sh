@@ -180,8 +180,12 @@ cycle() {
 		[ "$there" = absent ] && unset "AGENT[$name]"
 	done
 	is "${bad[*]:-}" "" "cycle $c: every acknowledged create and remove holds"
-	is "$(crash_half_states)" "" \
-		"cycle $c: no agent is left half-made, half-removed or missing"
+	local half
+	half=$(crash_half_states)
+	is "$half" "" "cycle $c: no agent is left half-made, half-removed or missing" ||
+		for name in $(awk '{ for (i = 1; i <= NF; i += 2) print $i }' <<<"$half"); do
+			diag "fleetd's log on $name:"; grep -F "'$name'" "$STATE/fleetd.log" | tail -8 | sed 's/^/#     /'
+		done
 
 	# snapshots and the mark ($U-snap's memory key, rolled back with its snapshots)
 	bad=()

@@ -121,6 +121,19 @@ out:
 	json_decref(body);
 }
 
+/* The agent of /v1/agents/NAME/schedules/ID and the ID; NULL once an error is answered. */
+static struct agent *schedule_param(struct api_call *c, long *id)
+{
+	struct agent *a = api_agent_param(c);
+
+	if (a && parse_long(c->param2, 1, INT64_MAX, id) < 0) {
+		api_error(c, 400, "invalid", "a schedule id is a positive number");
+		agent_free(a);
+		return NULL;
+	}
+	return a;
+}
+
 /* GET /v1/agents/NAME/schedules/ID: the SCHEDULE with its "payload" (a string, or null): what export writes. */
 void api_schedule_get(struct api_call *c)
 {
@@ -131,12 +144,8 @@ void api_schedule_get(struct api_call *c)
 	long id;
 	int r;
 
-	if (!(a = api_agent_param(c)))
+	if (!(a = schedule_param(c, &id)))
 		return;
-	if (parse_long(c->param2, 1, INT64_MAX, &id) < 0) {
-		api_error(c, 400, "invalid", "a schedule id is a positive number");
-		return;
-	}
 	if ((r = db_schedule_list(c->fleetd->db, a->name, &list, &n)) < 0) {
 		api_error_errno(c, r, "cannot list schedules: %s", strerror(-r));
 		return;
@@ -167,12 +176,8 @@ void api_schedule_delete(struct api_call *c)
 	long id;
 	int r;
 
-	if (!(a = api_agent_param(c)))
+	if (!(a = schedule_param(c, &id)))
 		return;
-	if (parse_long(c->param2, 1, INT64_MAX, &id) < 0) {
-		api_error(c, 400, "invalid", "a schedule id is a positive number");
-		return;
-	}
 	snprintf(target, sizeof(target), "%s/%ld", a->name, id);
 	c->target = target;
 	if ((r = cron_triggers_remove(c->fleetd, a->name, id, &why)) < 0) {

@@ -209,6 +209,57 @@ static void start_memdisk_made(struct vm *v, int r, const char *why, void *userd
 	free(w);
 }
 
+/* A remote agent's start is done once its domain runs: done() from the loop, never inside the call. */
+struct start_done {
+	backend_done_fn done;
+	void *userdata;
+};
+
+static void start_done_now(evutil_socket_t fd, short what, void *arg)
+{
+	struct start_done *d = arg;
+
+	d->done(d->userdata, 0, NULL);
+	free(d);
+}
+
+/*
+ * On a host other than local its disks are volumes there (remote_disks.c),
+ * with no memory disk, no egress rules (no NAT there) and no control channel
+ * yet (virDomainOpenChannel is not built): the domain is started and the
+ * start is done. -errno with *why.
+ */
+static int start_remote(struct vm *v, const struct agent *a, enum virt_state st, backend_done_fn done, void *userdata,
+			char **why)
+{
+	_cleanup_free_ char *dom = vm_domain_name(a->name);
+	struct timeval zero = { 0, 0 };
+	struct start_done *d;
+	int r;
+
+	if (st != VIRT_RUNNING) {
+		vm_drop_session(v);
+		if (st != VIRT_OFF) {
+			v->stopping = true;	/* clearing a crashed domain is not another crash */
+			(void)virt_domain_destroy(v->virt, dom, NULL);
+		}
+		if ((r = virt_domain_start(v->virt, dom, why)) < 0)
+			return r;
+		v->booted_type = NULL;
+		v->started_at = now_usec();
+		log_info("agent '%s': domain %s started on host %s (no control channel to it yet)", a->name, dom, a->host);
+	}
+	v->stopping = false;
+	d = xcalloc(1, sizeof(*d));
+	*d = (struct start_done){ done, userdata };
+	if (event_base_once(v->b->f->base, -1, EV_TIMEOUT, start_done_now, d, &zero) < 0) {
+		free(d);
+		*why = xstrdup("cannot schedule the start's answer");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn done, void *userdata, char **why)
 {
 	struct vm_backend *b = vm_backend_of(f);
@@ -230,6 +281,8 @@ static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn don
 				    : xstrdup("cannot reach libvirt (is libvirtd running?)");
 		return r;
 	}
+	if (vm_agent_remote(a))
+		return start_remote(v, a, st, done, userdata, why);
 	if (st != VIRT_RUNNING) {
 		/* Its memory disk first (provision, or an agent from before them): made on a worker. */
 		if ((r = vm_memdisk_exists(b, a->name)) < 0) {
@@ -486,6 +539,11 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 	if (v->busy) {
 		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
 		return -EBUSY;
+	}
+	if (vm_agent_remote(a)) {
+		*why = xasprintf("exec on an agent on another host (%s) is not built yet: its control channel "
+				 "(virDomainOpenChannel) is not (docs/multi-host.md)", a->host);
+		return -EOPNOTSUPP;
 	}
 	struct virt *virt = vm_agent_virt(b, a, NULL);
 

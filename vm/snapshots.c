@@ -200,10 +200,13 @@ int vm_snapshot_create(struct fleetd *f, const struct agent *a, const char *snap
 			      backend_snapshot_fn done, void *userdata, char **why)
 {
 	struct vm_backend *b = vm_backend_of(f);
-	struct snap_job *j = snap_job_new(b, a, snap, why);
+	struct snap_job *j;
 	long long avail, need;
+	int r;
 
-	if (!j)
+	if ((r = vm_remote_refuse(a, "a snapshot", why)) < 0)
+		return r;
+	if (!(j = snap_job_new(b, a, snap, why)))
 		return -EBUSY;
 	/*
 	 * A checkpoint writes the guest's memory into disk.qcow2: up to all of
@@ -232,9 +235,12 @@ int vm_snapshot_restore(struct fleetd *f, const struct agent *a, const char *sna
 			       backend_done_fn done, void *userdata, char **why)
 {
 	struct vm_backend *b = vm_backend_of(f);
-	struct snap_job *j = snap_job_new(b, a, snap, why);
+	struct snap_job *j;
+	int r;
 
-	if (!j)
+	if ((r = vm_remote_refuse(a, "a restore", why)) < 0)
+		return r;
+	if (!(j = snap_job_new(b, a, snap, why)))
 		return -EBUSY;
 	j->revert = true;
 	j->reverted = done;
@@ -247,8 +253,12 @@ int vm_snapshot_restore(struct fleetd *f, const struct agent *a, const char *sna
 int vm_snapshot_delete(struct fleetd *f, const struct agent *a, const char *snap, char **why)
 {
 	_cleanup_free_ char *dom = vm_domain_name(a->name);
-	long long avail = disk_free(vm_backend_of(f), a->name);
+	long long avail;
+	int r;
 
+	if ((r = vm_remote_refuse(a, "deleting a snapshot", why)) < 0)
+		return r;
+	avail = disk_free(vm_backend_of(f), a->name);
 	/*
 	 * Dropping a snapshot rewrites the snapshot table of disk.qcow2, which
 	 * needs a little space. When QEMU or qemu-img fails there, libvirt
@@ -270,5 +280,7 @@ int vm_snapshot_exists(struct fleetd *f, const struct agent *a, const char *snap
 {
 	_cleanup_free_ char *dom = vm_domain_name(a->name);
 
+	if (vm_agent_remote(a))
+		return -EOPNOTSUPP;
 	return virt_snapshot_exists(vm_backend_of(f)->virt, dom, snap);
 }

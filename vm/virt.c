@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "vm/virt_conn.h"
 
 #define RECONNECT_SECONDS 2		/* the first retry after a lost or failed connection */
 #define RECONNECT_MAX_SECONDS 16	/* doubled each failure up to this */
@@ -69,6 +70,8 @@ static int last_error(const char *what, char **why)
 		switch (e->code) {
 		case VIR_ERR_NO_DOMAIN:
 		case VIR_ERR_NO_NETWORK:
+		case VIR_ERR_NO_STORAGE_POOL:
+		case VIR_ERR_NO_STORAGE_VOL:
 			r = -ENOENT;
 			break;
 		case VIR_ERR_OPERATION_INVALID:
@@ -96,6 +99,11 @@ static int last_error(const char *what, char **why)
 	if (why)
 		*why = xasprintf("%s: %s", what, e && e->message ? e->message : "unknown libvirt error");
 	return r;
+}
+
+int virt_last_error(const char *what, char **why)
+{
+	return last_error(what, why);
 }
 
 static void *event_thread(void *arg)
@@ -200,6 +208,16 @@ int virt_connect(struct virt *v, char **why)
 		disconnect(v);
 		return r;
 	}
+	return 0;
+}
+
+int virt_conn(struct virt *v, virConnectPtr *ret, char **why)
+{
+	int r;
+
+	if ((r = virt_connect(v, why)) < 0)
+		return r;
+	*ret = v->conn;
 	return 0;
 }
 

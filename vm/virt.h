@@ -1,6 +1,6 @@
 /*
- * virt: fleetd's adapter to libvirt, the only file that includes
- * <libvirt/libvirt.h>. A struct virt is one connection, to one host
+ * virt: fleetd's adapter to libvirt; virt.c and virt_storage.c are the only
+ * files that include <libvirt/libvirt.h>. A struct virt is one connection, to one host
  * (reconnecting with backoff after a libvirtd restart or a network loss);
  * one thread runs libvirt's event loop for all of them and hands domain
  * lifecycle events to fleetd's event loop. It knows nothing about agents:
@@ -111,6 +111,27 @@ int virt_domain_suspend(struct virt *v, const char *name, char **why);
 int virt_domain_resume(struct virt *v, const char *name, char **why);
 int virt_snapshot_xml(struct virt *v, const char *domain, const char *snap, char **ret_xml, char **why);
 int virt_snapshot_redefine(struct virt *v, const char *domain, const char *xml, char **why);
+
+/*
+ * Storage (virt_storage.c), how disks reach another host (#15): a `dir` pool
+ * named pool at path on v's host, defined, built and started if it is not;
+ * a volume's path there and its size in bytes (the file's, not a qcow2's
+ * capacity); a new raw volume of size bytes filled from fd through a
+ * virStream in bounded chunks (observe sees each chunk as it goes; a failed
+ * upload deletes the volume); a new qcow2 overlay of capacity bytes on the
+ * qcow2 file backing; a volume deleted. Names and paths: [A-Za-z0-9/._-].
+ * Each returns 0 or -errno with *why; -ENOENT: no such pool or volume;
+ * -EEXIST (from libvirt): a volume of that name exists.
+ */
+typedef void (*virt_upload_observer)(void *userdata, const void *data, size_t len);
+int virt_pool_ensure(struct virt *v, const char *pool, const char *path, char **why);
+int virt_vol_path(struct virt *v, const char *pool, const char *vol, char **ret, char **why);
+int virt_vol_size(struct virt *v, const char *pool, const char *vol, long long *ret, char **why);
+int virt_vol_upload(struct virt *v, const char *pool, const char *vol, int fd, long long size,
+		    virt_upload_observer observe, void *userdata, char **why);
+int virt_vol_overlay(struct virt *v, const char *pool, const char *vol, const char *backing, long long capacity,
+		     char **why);
+int virt_vol_delete(struct virt *v, const char *pool, const char *vol, char **why);
 
 const char *virt_state_to_string(enum virt_state s);
 

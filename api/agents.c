@@ -145,6 +145,8 @@ static void backend_error(struct api_call *c, const struct agent *a, const char 
 			  why ? why : strerror(-r));
 	else if (r == -EINVAL)
 		api_error(c, 400, "invalid", "agent '%s': %s failed: %s", a->name, verb, why ? why : strerror(-r));
+	else if (r == -EOPNOTSUPP)	/* not built (yet): an agent on another host (docs/multi-host.md) */
+		api_error(c, 501, "unsupported", "agent '%s': %s failed: %s", a->name, verb, why ? why : strerror(-r));
 	else
 		api_error(c, 500, "backend", "agent '%s': %s failed: %s", a->name, verb, why ? why : strerror(-r));
 }

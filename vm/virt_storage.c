@@ -44,13 +44,13 @@ static int vol_lookup(struct virt *v, const char *pool, const char *vol, virStor
 
 	if ((r = pool_lookup(v, pool, &p, why)) < 0)
 		return r;
-	*ret = virStorageVolLookupByName(p, vol);
-	virStoragePoolFree(p);
-	if (!*ret) {
+	/* The error first: a libvirt call after it (the pool's free) clears it. */
+	if (!(*ret = virStorageVolLookupByName(p, vol))) {
 		_cleanup_free_ char *what = xasprintf("volume %s in pool %s", vol, pool);
-		return virt_last_error(what, why);
+		r = virt_last_error(what, why);
 	}
-	return 0;
+	virStoragePoolFree(p);
+	return r;
 }
 
 int virt_pool_ensure(struct virt *v, const char *pool, const char *path, char **why)
@@ -151,9 +151,10 @@ static int vol_create(struct virt *v, const char *pool, const char *xml, virStor
 
 	if ((r = pool_lookup(v, pool, &p, why)) < 0)
 		return r;
-	*ret = virStorageVolCreateXML(p, xml, 0);
+	if (!(*ret = virStorageVolCreateXML(p, xml, 0)))
+		r = virt_last_error("cannot create a volume", why);
 	virStoragePoolFree(p);
-	return *ret ? 0 : virt_last_error("cannot create a volume", why);
+	return r;
 }
 
 /* Send size bytes of fd on st in UPLOAD_CHUNK pieces, each seen by observe; -errno with *why. */

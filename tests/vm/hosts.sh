@@ -7,10 +7,10 @@
 # automatic, and why none fits); rm refused while an agent is placed there,
 # accepted when empty; a bad URI refused with libvirt's error; its libvirtd
 # killed -> unreachable (with the error), restarted -> reachable again, by
-# fleetd's own reconnect. No guest boots: a VM agent on a remote host is
-# refused at create for now (the storage-volume image path is not built),
-# so the placed agent of the rm check is a local agent's record moved to
-# the host while fleetd is stopped, as that path will record one.
+# fleetd's own reconnect. A VM agent created on h2: its disks are volumes in
+# h2's fleet pool (the image uploaded once, a volume cut short replaced, the
+# overlay backed by the base volume), started there (one TCG guest), exec
+# refused (no control channel to another host yet), rm deletes its volumes.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
@@ -92,11 +92,57 @@ is "$("$FLEETCTL" host ls --json | jq -c '[.[] | {name, uri, max_agents}]')" \
 	"$(hosts_json | jq -c '[.[] | {name, uri, max_agents}]')" "host ls --json is --json host ls"
 like "$("$FLEETCTL" host ls)" "h2 +ready +[0-9.]+ +[0-9.]+ +(kvm|tcg) +[0-9]+MiB +0/3 +qemu\+unix" "the table shows h2 ready, 0/3 agents"
 
+# --- a VM agent on h2: its disks are volumes in h2's fleet pool, through libvirt only ----------------
+virsh_h2() { nsenter -t "${H2[0]}" -m -n -- virsh -q -c qemu:///system "$@"; }
+H2_POOL=${H2[2]}/fleet	# host_pool_dir's default, /var/lib/libvirt/fleet, as seen from outside h2's namespace
+ID=$(cd "$STATE/images" && sha256sum vmlinuz initramfs.img base.qcow2 | sha256sum | cut -d' ' -f1)
+vols() { virsh_h2 vol-list fleet 2>/dev/null | awk '{ print $1 }' | sort | tr '\n' ' '; }
+uploads() { grep -c "uploading image sha256:${ID:0:12} to qemu+unix" "$STATE/fleetd.log"; }
+# An upload a kill cut short: the pool there already (fleet uses it as it is), a base volume of
+# the right name with other bytes in it, and no marker. It must never be booted from.
+virsh_h2 pool-define-as fleet dir --target /var/lib/libvirt/fleet >/dev/null &&
+	virsh_h2 pool-build fleet >/dev/null && virsh_h2 pool-start fleet >/dev/null
+ok $? "h2 has a fleet pool already (defined by hand)"
+virsh_h2 vol-create-as fleet "image-$ID.base.qcow2" 1M --format raw >/dev/null; ok $? "and a base volume cut short, with no marker"
+out=$("$FLEETCTL" create far --host h2 --health-interval 0 --restart never 2>&1); ok $? "a VM agent is created on h2: $out"
+like "$out" "host h2" "placed on h2"
+is "$(uploads)" 1 "the image was uploaded to h2 once"
+is "$(vols)" "agent-far.disk.qcow2 agent-far.seed.img image-$ID.base.qcow2 image-$ID.complete image-$ID.initramfs.img image-$ID.vmlinuz " \
+	"h2's fleet pool holds far's overlay and seed, and the image with its marker"
+cmp -s "$H2_POOL/image-$ID.base.qcow2" "$STATE/images/base.qcow2"; ok $? "the base volume cut short was replaced by the whole image"
+cmp -s "$H2_POOL/image-$ID.vmlinuz" "$STATE/images/vmlinuz"; ok $? "the kernel volume is the image's kernel"
+is "$(qemu-img info --output=json "$H2_POOL/agent-far.disk.qcow2" | jq -r '."backing-filename"')" \
+	"/var/lib/libvirt/fleet/image-$ID.base.qcow2" "far's overlay is backed by the base volume (a path on h2)"
+is "$(qemu-img info --output=json "$H2_POOL/agent-far.disk.qcow2" | jq -r '."virtual-size"')" $((2 << 30)) \
+	"of the agent's disk size"
+xml=$(virsh_h2 dumpxml fleet-far)
+like "$xml" "<source file='/var/lib/libvirt/fleet/agent-far.disk.qcow2'" "h2's domain fleet-far names the overlay volume"
+like "$xml" "<kernel>/var/lib/libvirt/fleet/image-$ID.vmlinuz</kernel>" "and boots the kernel volume"
+base_mtime=$(stat -c %Y "$H2_POOL/image-$ID.base.qcow2")
+"$FLEETCTL" start far >/dev/null; ok $? "fleetctl start far (on h2)"
+is "$(virsh_h2 domstate fleet-far)" running "h2's libvirtd runs fleet-far (a TCG guest)"
+virsh -q -c qemu:///system list --name 2>/dev/null | grep -qx fleet-far; isnt_rc $?; ok $? "and fleetd's own libvirtd does not"
+is "$("$FLEETCTL" --json show far | jq -r '"\(.state) \(.host)"')" "running h2" "show: running on h2"
+out=$(timeout 30 "$FLEETCTL" exec far -- true 2>&1); rc=$?
+check "exec on far is refused, not left hanging" -- isnt_rc "$rc"
+[ "$rc" != 124 ]; ok $? "(it answered)"
+like "$out" "not built yet.*control channel" "saying the control channel to another host is not built: $out"
+out=$("$FLEETCTL" create far2 --host h2 --health-interval 0 --restart never 2>&1); ok $? "a second agent on h2: $out"
+is "$(uploads)" 1 "the image is not uploaded again"
+is "$(stat -c %Y "$H2_POOL/image-$ID.base.qcow2")" "$base_mtime" "its base volume untouched"
+is "$(qemu-img info --output=json "$H2_POOL/agent-far2.disk.qcow2" | jq -r '."backing-filename"')" \
+	"/var/lib/libvirt/fleet/image-$ID.base.qcow2" "far2's overlay is backed by the same base"
+like "$(apiq POST /v1/agents '{"name":"farnat","host":"h2","network":"nat"}')" "network nat on host h2 is not built.* 501$" \
+	"--network nat on h2: 501 (egress rules are fleetd's host's firewall)"
+is "$(host_field h2 .agents)" 2 "host ls counts two agents on h2"
+"$FLEETCTL" rm --force far >/dev/null; ok $? "rm --force far"
+virsh_h2 dominfo fleet-far >/dev/null 2>&1; isnt_rc $?; ok $? "fleet-far is gone from h2's libvirtd"
+"$FLEETCTL" rm far2 >/dev/null; ok $? "rm far2"
+is "$(vols)" "image-$ID.base.qcow2 image-$ID.complete image-$ID.initramfs.img image-$ID.vmlinuz " \
+	"their volumes are deleted from h2's pool; the image's stay"
+[ ! -e "$STATE/vms/far" ] && [ ! -e "$STATE/keys/far" ]; ok $? "and far's files on fleetd's host"
+
 # --- placement -----------------------------------------------------------------------------------
-out=$("$FLEETCTL" create far --host h2 --health-interval 0 2>&1); rc=$?
-check "a VM agent placed on h2 is refused for now" -- isnt_rc "$rc"
-like "$out" "placed on host h2.*remote image path.*not built yet" "saying the remote image path is not built yet: $out"
-"$FLEETCTL" show far >/dev/null 2>&1; isnt_rc $?; ok $? "and nothing of it is kept"
 like "$(apiq POST /v1/agents '{"name":"nowhere","host":"nowhere"}')" "no host 'nowhere'.* 404$" "--host of no such host: 404"
 like "$(apiq POST /v1/agents '{"name":"usr","backend":"user","host":"h2"}')" "user agents run on fleetd's own host.* 400$" \
 	"--host for a user agent: 400"

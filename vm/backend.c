@@ -209,32 +209,15 @@ static void start_memdisk_made(struct vm *v, int r, const char *why, void *userd
 	free(w);
 }
 
-/* A remote agent's start is done once its domain runs: done() from the loop, never inside the call. */
-struct start_done {
-	backend_done_fn done;
-	void *userdata;
-};
-
-static void start_done_now(evutil_socket_t fd, short what, void *arg)
-{
-	struct start_done *d = arg;
-
-	d->done(d->userdata, 0, NULL);
-	free(d);
-}
-
 /*
  * On a host other than local its disks are volumes there (remote_disks.c),
- * with no memory disk, no egress rules (no NAT there) and no control channel
- * yet (virDomainOpenChannel is not built): the domain is started and the
- * start is done. -errno with *why.
+ * with no memory disk and no egress rules (no NAT there); its control
+ * channel is streamed over that host's connection (channel.c). -errno with *why.
  */
 static int start_remote(struct vm *v, const struct agent *a, enum virt_state st, backend_done_fn done, void *userdata,
 			char **why)
 {
 	_cleanup_free_ char *dom = vm_domain_name(a->name);
-	struct timeval zero = { 0, 0 };
-	struct start_done *d;
 	int r;
 
 	if (st != VIRT_RUNNING) {
@@ -247,16 +230,11 @@ static int start_remote(struct vm *v, const struct agent *a, enum virt_state st,
 			return r;
 		v->booted_type = NULL;
 		v->started_at = now_usec();
-		log_info("agent '%s': domain %s started on host %s (no control channel to it yet)", a->name, dom, a->host);
+		log_info("agent '%s': domain %s started on host %s; waiting for its control channel", a->name, dom,
+			 a->host);
 	}
 	v->stopping = false;
-	d = xcalloc(1, sizeof(*d));
-	*d = (struct start_done){ done, userdata };
-	if (event_base_once(v->b->f->base, -1, EV_TIMEOUT, start_done_now, d, &zero) < 0) {
-		free(d);
-		*why = xstrdup("cannot schedule the start's answer");
-		return -ENOMEM;
-	}
+	vm_wait_ready(v, done, userdata);
 	return 0;
 }
 
@@ -540,11 +518,6 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
 		return -EBUSY;
 	}
-	if (vm_agent_remote(a)) {
-		*why = xasprintf("exec on an agent on another host (%s) is not built yet: its control channel "
-				 "(virDomainOpenChannel) is not (docs/multi-host.md)", a->host);
-		return -EOPNOTSUPP;
-	}
 	struct virt *virt = vm_agent_virt(b, a, NULL);
 
 	r = virt ? virt_domain_state(virt, dom, &st) : -ENOTCONN;
@@ -565,6 +538,7 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 			: xasprintf("it is not running (fleetctl start %s)", a->name);
 		return -EINVAL;
 	}
+	v->virt = virt;	/* after a fleetd restart: the host whose channel a new session opens (channel.c) */
 	h = xcalloc(1, sizeof(*h));
 	h->user = *cb;
 	h->vm = v;

@@ -1,6 +1,6 @@
 /*
- * virt: fleetd's adapter to libvirt; virt.c and virt_storage.c are the only
- * files that include <libvirt/libvirt.h>. A struct virt is one connection, to one host
+ * virt: fleetd's adapter to libvirt; virt.c, virt_storage.c and virt_channel.c
+ * are the only files that include <libvirt/libvirt.h>. A struct virt is one connection, to one host
  * (reconnecting with backoff after a libvirtd restart or a network loss);
  * one thread runs libvirt's event loop for all of them and hands domain
  * lifecycle events to fleetd's event loop. It knows nothing about agents:
@@ -132,6 +132,15 @@ int virt_vol_upload(struct virt *v, const char *pool, const char *vol, int fd, l
 int virt_vol_overlay(struct virt *v, const char *pool, const char *vol, const char *backing, long long capacity,
 		     char **why);
 int virt_vol_delete(struct virt *v, const char *pool, const char *vol, char **why);
+
+/*
+ * The guest's virtio-serial channel named channel, streamed over v's
+ * connection (virDomainOpenChannel, virt_channel.c) and joined to *fd, one
+ * end of a non-blocking Unix socketpair (the caller's to close): libvirt's
+ * event thread pumps the bytes between the stream and the other end, and
+ * closes both once either side ends. 0, or -errno with *why.
+ */
+int virt_channel_open(struct virt *v, const char *domain, const char *channel, int *fd, char **why);
 
 const char *virt_state_to_string(enum virt_state s);
 

@@ -1,6 +1,6 @@
 /*
  * virt_conn: what virt.c shares with the other files of its adapter
- * (virt_storage.c), the only files that include <libvirt/libvirt.h>.
+ * (virt_storage.c, virt_channel.c), the only files that include <libvirt/libvirt.h>.
  * Nothing outside them includes this.
  */
 #ifndef FLEET_VIRT_CONN_H

@@ -129,6 +129,12 @@ is "$("$FLEETCTL" --json show far | jq -r '"\(.state) \(.host)"')" "running h2" 
 is "$("$FLEETCTL" exec far -- cat /etc/hostname)" far "exec reads the guest's own hostname (its seed volume arrived)"
 is "$(printf 'over the stream\n' | "$FLEETCTL" exec far -- cat)" "over the stream" "stdin goes through it too"
 [ ! -e "$STATE/vms/far/ctl.sock" ]; ok $? "no control socket on fleetd's host: it is on h2"
+is "$("$FLEETCTL" exec far -- head -c 3000000 /dev/urandom | wc -c)" 3000000 \
+	"3 MB of output arrive whole through the stream's bounded buffers"
+stop_fleetd; ok $? "fleetd stops, far still running on h2"
+fleetd_ns_start; ok $? "fleetd starts again"
+is "$(virsh_h2 domstate fleet-far)" running "far kept running on h2"
+is "$("$FLEETCTL" exec far -- cat /etc/hostname)" far "exec after the restart: a new stream (FORCE takes the channel over)"
 out=$("$FLEETCTL" create far2 --host h2 --health-interval 0 --restart never 2>&1); ok $? "a second agent on h2: $out"
 is "$(uploads)" 1 "the image is not uploaded again"
 is "$(stat -c %Y "$H2_POOL/image-$ID.base.qcow2")" "$base_mtime" "its base volume untouched"
@@ -137,7 +143,9 @@ is "$(qemu-img info --output=json "$H2_POOL/agent-far2.disk.qcow2" | jq -r '."ba
 like "$(apiq POST /v1/agents '{"name":"farnat","host":"h2","network":"nat"}')" "network nat on host h2 is not built.* 501$" \
 	"--network nat on h2: 501 (egress rules are fleetd's host's firewall)"
 is "$(host_field h2 .agents)" 2 "host ls counts two agents on h2"
-"$FLEETCTL" rm --force far >/dev/null; ok $? "rm --force far"
+"$FLEETCTL" stop far >/dev/null; ok $? "fleetctl stop far"
+is "$(virsh_h2 domstate fleet-far)" "shut off" "h2's libvirtd shut fleet-far off"
+"$FLEETCTL" rm far >/dev/null; ok $? "rm far"
 virsh_h2 dominfo fleet-far >/dev/null 2>&1; isnt_rc $?; ok $? "fleet-far is gone from h2's libvirtd"
 "$FLEETCTL" rm far2 >/dev/null; ok $? "rm far2"
 is "$(vols)" "image-$ID.base.qcow2 image-$ID.complete image-$ID.initramfs.img image-$ID.vmlinuz " \

@@ -131,6 +131,11 @@ is "$(printf 'over the stream\n' | "$FLEETCTL" exec far -- cat)" "over the strea
 [ ! -e "$STATE/vms/far/ctl.sock" ]; ok $? "no control socket on fleetd's host: it is on h2"
 is "$("$FLEETCTL" exec far -- head -c 3000000 /dev/urandom | wc -c)" 3000000 \
 	"3 MB of output arrive whole through the stream's bounded buffers"
+# Not built on another host yet: each says so (501), nothing hangs or touches local files.
+out=$("$FLEETCTL" snapshot far s1 2>&1); rc=$?
+check "a snapshot of far is refused" -- isnt_rc "$rc"
+like "$out" "a snapshot of an agent on another host \(h2\) is not built yet" "saying what is not built: $out"
+like "$(apiq GET /v1/agents/far/console)" ' 501$' "its console: 501 (a pty on h2, no log file here)"
 stop_fleetd; ok $? "fleetd stops, far still running on h2"
 fleetd_ns_start; ok $? "fleetd starts again"
 is "$(virsh_h2 domstate fleet-far)" running "far kept running on h2"

@@ -132,6 +132,8 @@ is "$(printf 'over the stream\n' | "$FLEETCTL" exec far -- cat)" "over the strea
 [ ! -e "$STATE/vms/far/ctl.sock" ]; ok $? "no control socket on fleetd's host: it is on h2"
 is "$("$FLEETCTL" exec far -- head -c 3000000 /dev/urandom | wc -c)" 3000000 \
 	"3 MB of output arrive whole through the stream's bounded buffers"
+printf 'remember this' | "$FLEETCTL" memory far put note; ok $? "memory put on far (agentd memory through the stream)"
+is "$("$FLEETCTL" memory far get note)" "remember this" "memory get reads it back"
 # Snapshot and restore there: libvirt's internal qcow2 snapshots of the overlay volume on h2.
 "$FLEETCTL" exec far -- sh -c 'echo before > /home/agent/mark'; ok $? "a file written in far"
 "$FLEETCTL" snapshot far s1 >/dev/null; ok $? "snapshot far s1 (a checkpoint of the running guest on h2)"

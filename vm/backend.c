@@ -539,6 +539,15 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 		return -EINVAL;
 	}
 	v->virt = virt;	/* after a fleetd restart: the host whose channel a new session opens (channel.c) */
+	/*
+	 * A remote guest's session rides a stream of its host's connection: once
+	 * that connection was lost and made again (libvirtd restarted there, the
+	 * network back), the stream is dead though the guest runs on. A new one.
+	 */
+	if (v->ssh && virt != b->virt && virt_generation(virt) != v->channel_gen) {
+		log_info("agent '%s': its host's connection was made again; a new control channel", a->name);
+		vm_drop_session(v);
+	}
 	h = xcalloc(1, sizeof(*h));
 	h->user = *cb;
 	h->vm = v;

@@ -43,6 +43,7 @@ struct virt {
 	bool lost;			/* set from libvirt's thread when the connection closed */
 	int backoff_s;			/* the next reconnect's delay */
 	char *connect_error;		/* why the last connect failed; NULL once connected */
+	unsigned generation;		/* bumped by each successful connect */
 };
 
 static bool event_impl_registered;
@@ -197,6 +198,7 @@ int virt_connect(struct virt *v, char **why)
 	}
 	free(v->connect_error);
 	v->connect_error = NULL;
+	v->generation++;
 	v->backoff_s = RECONNECT_SECONDS;
 	if (virConnectSetKeepAlive(v->conn, 5, 3) < 0)
 		log_debug("libvirt: keepalive unavailable: %s", virGetLastErrorMessage());
@@ -219,6 +221,11 @@ int virt_conn(struct virt *v, virConnectPtr *ret, char **why)
 		return r;
 	*ret = v->conn;
 	return 0;
+}
+
+unsigned virt_generation(struct virt *v)
+{
+	return v->generation;
 }
 
 bool virt_is_connected(struct virt *v)

@@ -42,6 +42,8 @@ void virt_close(struct virt *v);
 /* (Re)connect now if not connected; 0 when connected. */
 int virt_connect(struct virt *v, char **why);
 bool virt_is_connected(struct virt *v);
+/* Which connection this is: it changes with each (re)connect, and a stream of the old one is dead. */
+unsigned virt_generation(struct virt *v);
 /*
  * The URI connected to, and the versions libvirtd (libvirt) and its
  * hypervisor (QEMU) report, as "MAJOR.MINOR.RELEASE" (for `fleetctl doctor`).

@@ -56,6 +56,7 @@ struct vm {
 	struct vm_backend *b;
 	struct ssh_session *ssh;
 	struct virt *virt;		/* its host's connection, as of its last start or stop (hosts.c) */
+	unsigned channel_gen;		/* a remote guest's session: virt's generation its stream was opened on */
 	bool ready;
 	/* start: waiting for the control channel */
 	struct waiter *waiters;

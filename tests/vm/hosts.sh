@@ -39,6 +39,8 @@ h2_libvirtd_pid() { cat "/proc/${H2[0]}/root/run/libvirtd.pid" 2>/dev/null; }
 apiq() { api "$@" | tr -d "\n"; }
 hosts_json() { "$FLEETCTL" --json host ls; }
 host_field() { hosts_json | jq -r --arg h "$1" ".[] | select(.name == \$h) | $2"; }
+h2_down() { [ "$(host_field h2 .reachable)" = false ]; }
+h2_up() { [ "$(host_field h2 .reachable)" = true ]; }
 
 fleetd_ns_start; ok $? "fleetd starts inside the first namespace"
 
@@ -155,6 +157,14 @@ is "$(qemu-img info --output=json "$H2_POOL/agent-far2.disk.qcow2" | jq -r '."ba
 like "$(apiq POST /v1/agents '{"name":"farnat","host":"h2","network":"nat"}')" "network nat on host h2 is not built.* 501$" \
 	"--network nat on h2: 501 (egress rules are fleetd's host's firewall)"
 is "$(host_field h2 .agents)" 2 "host ls counts two agents on h2"
+# h2's libvirtd killed under the running guest: QEMU runs on, fleetd reconnects, and the next
+# exec opens a new stream on the new connection.
+kill -KILL "$(h2_libvirtd_pid)"; ok $? "h2's libvirtd is killed while far runs there"
+wait_for 30 h2_down; ok $? "fleetd sees h2 unreachable"
+nsenter -t "${H2[0]}" -m -n -- libvirtd -d; ok $? "h2's libvirtd is started again"
+wait_for 60 h2_up; ok $? "fleetd reconnects to h2"
+is "$(virsh_h2 domstate fleet-far)" running "far ran on through it"
+is "$("$FLEETCTL" exec far -- cat /home/agent/mark)" before "exec on far again, over a stream on the new connection"
 "$FLEETCTL" stop far >/dev/null; ok $? "fleetctl stop far"
 is "$(virsh_h2 domstate fleet-far)" "shut off" "h2's libvirtd shut fleet-far off"
 "$FLEETCTL" rm far >/dev/null; ok $? "rm far"
@@ -207,7 +217,6 @@ pid=$(h2_libvirtd_pid)
 like "$pid" '^[0-9]+$' "h2's libvirtd runs (pid $pid)"
 is "$(host_field h2 .reachable)" true "h2 is reachable before"
 kill -KILL "$pid"; ok $? "h2's libvirtd is killed (SIGKILL)"
-h2_down() { [ "$(host_field h2 .reachable)" = false ]; }
 wait_for 30 h2_down; ok $? "host ls says h2 is unreachable"
 like "$(host_field h2 .error)" "." "with why: $(host_field h2 .error)"
 like "$("$FLEETCTL" host ls)" "h2 +unreachable" "the table says unreachable"
@@ -217,7 +226,6 @@ like "$("$FLEETCTL" doctor 2>&1)" "WARN +host-h2 +host h2 \(qemu\+unix[^)]*\) un
 like "$(apiq POST /v1/agents '{"name":"far","host":"h2"}')" "cannot place a 256 MiB agent on h2: unreachable.* 409$" \
 	"--host of an unreachable host: 409"
 nsenter -t "${H2[0]}" -m -n -- libvirtd -d; ok $? "h2's libvirtd is started again"
-h2_up() { [ "$(host_field h2 .reachable)" = true ]; }
 wait_for 60 h2_up; ok $? "host ls says h2 is reachable again (fleetd reconnected with backoff)"
 like "$(host_field h2 .libvirt_version)" '^[0-9]+\.[0-9]+\.[0-9]+$' "with its versions"
 like "$("$FLEETCTL" doctor 2>&1)" "OK +host-h2 +host h2 reachable at qemu\+unix" "and doctor says it is reachable"

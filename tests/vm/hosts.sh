@@ -136,6 +136,14 @@ is "$("$FLEETCTL" exec far -- head -c 3000000 /dev/urandom | wc -c)" 3000000 \
 	"3 MB of output arrive whole through the stream's bounded buffers"
 printf 'remember this' | "$FLEETCTL" memory far put note; ok $? "memory put on far (agentd memory through the stream)"
 is "$("$FLEETCTL" memory far get note)" "remember this" "memory get reads it back"
+# A run (the queue, a secret in its environment, its log) on far, all through the same channel.
+printf 'tok-%s' "$$" | "$FLEETCTL" secret set far TOKEN >/dev/null; ok $? "a secret for far"
+"$FLEETCTL" set far --command 'echo "ran on $(cat /etc/hostname) ${TOKEN:+with its secret}"' >/dev/null
+ok $? "far's command set"
+run=$("$FLEETCTL" --json trigger far --wait | jq -r .id)
+like "$run" '^[0-9]+$' "trigger far --wait: run $run"
+is "$("$FLEETCTL" --json runs far "$run" | jq -r .state)" succeeded "the run succeeded on h2"
+is "$("$FLEETCTL" logs far "$run" 2>/dev/null)" "ran on far with its secret" "its log: it ran in far's guest, with its secret"
 # Snapshot and restore there: libvirt's internal qcow2 snapshots of the overlay volume on h2.
 "$FLEETCTL" exec far -- sh -c 'echo before > /home/agent/mark'; ok $? "a file written in far"
 "$FLEETCTL" snapshot far s1 >/dev/null; ok $? "snapshot far s1 (a checkpoint of the running guest on h2)"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# More hosts (#15), first slice: a second private libvirtd (its own mount and
+# More hosts (#15): a second private libvirtd (its own mount and
 # network namespace, tests/lib/vmns.sh) added as a host over qemu+unix, its
 # socket reached through /proc/PID/root (no traffic leaves the namespaces
 # this test made). host ls shows it reachable with libvirt and QEMU versions,
@@ -10,8 +10,10 @@
 # fleetd's own reconnect. A VM agent created on h2: its disks are volumes in
 # h2's fleet pool (the image uploaded once, a volume cut short replaced, the
 # overlay backed by the base volume), started there (one TCG guest), exec
-# through its channel streamed over h2's connection, snapshot and restore
-# there, rm deletes its volumes.
+# through its channel streamed over h2's connection (a run with a secret,
+# memory, 3 MB of output), snapshot and restore there, fleetd restarted and
+# h2's libvirtd killed under the running guest (exec after each), stop, rm
+# deleting its volumes.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"

@@ -590,6 +590,13 @@ void api_agent_get(struct api_call *c)
 	if (!a)
 		return;
 	j = agent_to_json(a);
+	/* Its host's connection lost (#15): the state is the last one known, not a fact now. */
+	if (a->host && ops && ops->host_reachable) {
+		_cleanup_free_ char *why = NULL;
+
+		if (!ops->host_reachable(c->fleetd, a->host, &why))
+			json_object_set_new(j, "host_unreachable", json_string(why ? why : "unreachable"));
+	}
 	/* What the egress allow list refused, from the agent's nft counter (only here: it costs an nft run). */
 	if (ops && ops->network_refused && ops->network_refused(c->fleetd, a, &refused) == 0)
 		json_object_set_new(j, "egress_refused_packets", json_integer(refused));

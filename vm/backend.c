@@ -752,4 +752,5 @@ const struct backend_ops backend_vm_ops = {
 	.host_connect = vm_host_connect,
 	.host_facts = vm_host_facts,
 	.host_forget = vm_host_forget,
+	.host_reachable = vm_host_reachable,
 };

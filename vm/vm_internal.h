@@ -129,6 +129,7 @@ void vm_hosts_close(struct vm_backend *b);
 int vm_host_connect(struct fleetd *f, const char *host, const char *uri, char **why);
 void vm_host_facts(struct fleetd *f, const char *host, const char *uri, struct host_facts *ret);
 void vm_host_forget(struct fleetd *f, const char *host);
+bool vm_host_reachable(struct fleetd *f, const char *host, char **why);
 
 /* channel.c */
 /* Call done once the guest's control channel is up (now, if it is); never inside the call. */

@@ -171,8 +171,13 @@ is "$(host_field h2 .agents)" 2 "host ls counts two agents on h2"
 # exec opens a new stream on the new connection.
 kill -KILL "$(h2_libvirtd_pid)"; ok $? "h2's libvirtd is killed while far runs there"
 wait_for 30 h2_down; ok $? "fleetd sees h2 unreachable"
+like "$("$FLEETCTL" show far)" "host: +h2 \(unreachable: [^)]+; its state is the last known\)" \
+	"show says far's host is unreachable, and why"
+is "$("$FLEETCTL" --json show far | jq -r '"\(.state) \(.host_unreachable != null)"')" "running true" \
+	"far is still running as last known (not stopped, not removed), host_unreachable set"
 nsenter -t "${H2[0]}" -m -n -- libvirtd -d; ok $? "h2's libvirtd is started again"
 wait_for 60 h2_up; ok $? "fleetd reconnects to h2"
+is "$("$FLEETCTL" --json show far | jq -r '.host_unreachable // "none"')" none "show: h2 reachable again"
 is "$(virsh_h2 domstate fleet-far)" running "far ran on through it"
 is "$("$FLEETCTL" exec far -- cat /home/agent/mark)" before "exec on far again, over a stream on the new connection"
 "$FLEETCTL" stop far >/dev/null; ok $? "fleetctl stop far"

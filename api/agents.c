@@ -145,6 +145,8 @@ static void backend_error(struct api_call *c, const struct agent *a, const char 
 			  why ? why : strerror(-r));
 	else if (r == -EINVAL)
 		api_error(c, 400, "invalid", "agent '%s': %s failed: %s", a->name, verb, why ? why : strerror(-r));
+	else if (r == -EOPNOTSUPP)	/* not built (yet): an agent on another host (docs/multi-host.md) */
+		api_error(c, 501, "unsupported", "agent '%s': %s failed: %s", a->name, verb, why ? why : strerror(-r));
 	else
 		api_error(c, 500, "backend", "agent '%s': %s failed: %s", a->name, verb, why ? why : strerror(-r));
 }
@@ -588,6 +590,13 @@ void api_agent_get(struct api_call *c)
 	if (!a)
 		return;
 	j = agent_to_json(a);
+	/* Its host's connection lost (#15): the state is the last one known, not a fact now. */
+	if (a->host && ops && ops->host_reachable) {
+		_cleanup_free_ char *why = NULL;
+
+		if (!ops->host_reachable(c->fleetd, a->host, &why))
+			json_object_set_new(j, "host_unreachable", json_string(why ? why : "unreachable"));
+	}
 	/* What the egress allow list refused, from the agent's nft counter (only here: it costs an nft run). */
 	if (ops && ops->network_refused && ops->network_refused(c->fleetd, a, &refused) == 0)
 		json_object_set_new(j, "egress_refused_packets", json_integer(refused));

@@ -290,6 +290,12 @@ struct backend_ops {
 	int (*host_connect)(struct fleetd *f, const char *host, const char *uri, char **why);
 	void (*host_facts)(struct fleetd *f, const char *host, const char *uri, struct host_facts *ret);
 	void (*host_forget)(struct fleetd *f, const char *host);
+	/*
+	 * (optional) false, with *why (libvirt's reason; caller frees), while
+	 * host's connection is known lost; true otherwise, a host not connected
+	 * yet included. Asks the host nothing: cheap enough for every `show`.
+	 */
+	bool (*host_reachable)(struct fleetd *f, const char *host, char **why);
 };
 
 #endif

@@ -64,7 +64,10 @@ static void print_agent_details(json_t *a)
 			printf("boot:       autostart %s, priority %lld\n",
 			       json_is_true(json_object_get(boot, "autostart")) ? "on" : "off", num(boot, "priority"));
 	}
-	if (json_is_string(json_object_get(a, "host")))
+	if (json_is_string(json_object_get(a, "host_unreachable")))
+		printf("host:       %s (unreachable: %s; its state is the last known)\n", str(a, "host"),
+		       str(a, "host_unreachable"));
+	else if (json_is_string(json_object_get(a, "host")))
 		printf("host:       %s\n", str(a, "host"));
 	if (json_is_string(json_object_get(a, "egress_allow")))
 		printf("egress:     only %s\n", str(a, "egress_allow"));

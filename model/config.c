@@ -240,6 +240,10 @@ const struct config_def config_defs[CFG__COUNT] = {
 	[CFG_IMAGE_DIR] = { "image_dir", "image-dir", "DIR", "", false,
 		"guest image (vmlinuz, initramfs.img, base.qcow2) for VM agents (default <state_dir>/images)",
 		check_image_dir },
+	/* Hosts (#15): where the fleet storage pool of a host other than local lives, on that host. */
+	[CFG_HOST_POOL_DIR] = { "host_pool_dir", "host-pool-dir", "DIR", "/var/lib/libvirt/fleet", false,
+		"directory, on each host other than local, of the libvirt dir pool 'fleet' that fleetd defines "
+		"there (if the host has none) for VM agents' disks and the images they boot", check_abs_path },
 	[CFG_VM_BOOT_TIMEOUT] = { "vm_boot_timeout", "vm-boot-timeout", "S", "180", false,
 		"seconds a VM guest has from start to answer on its control channel; past that it does not "
 		"boot (the agent turns bad, or is rolled back)", .range = { 10, 3600, "a number of seconds" } },

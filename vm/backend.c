@@ -209,6 +209,35 @@ static void start_memdisk_made(struct vm *v, int r, const char *why, void *userd
 	free(w);
 }
 
+/*
+ * On a host other than local its disks are volumes there (remote_disks.c),
+ * with no memory disk and no egress rules (no NAT there); its control
+ * channel is streamed over that host's connection (channel.c). -errno with *why.
+ */
+static int start_remote(struct vm *v, const struct agent *a, enum virt_state st, backend_done_fn done, void *userdata,
+			char **why)
+{
+	_cleanup_free_ char *dom = vm_domain_name(a->name);
+	int r;
+
+	if (st != VIRT_RUNNING) {
+		vm_drop_session(v);
+		if (st != VIRT_OFF) {
+			v->stopping = true;	/* clearing a crashed domain is not another crash */
+			(void)virt_domain_destroy(v->virt, dom, NULL);
+		}
+		if ((r = virt_domain_start(v->virt, dom, why)) < 0)
+			return r;
+		v->booted_type = NULL;
+		v->started_at = now_usec();
+		log_info("agent '%s': domain %s started on host %s; waiting for its control channel", a->name, dom,
+			 a->host);
+	}
+	v->stopping = false;
+	vm_wait_ready(v, done, userdata);
+	return 0;
+}
+
 static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn done, void *userdata, char **why)
 {
 	struct vm_backend *b = vm_backend_of(f);
@@ -230,6 +259,8 @@ static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn don
 				    : xstrdup("cannot reach libvirt (is libvirtd running?)");
 		return r;
 	}
+	if (vm_agent_remote(a))
+		return start_remote(v, a, st, done, userdata, why);
 	if (st != VIRT_RUNNING) {
 		/* Its memory disk first (provision, or an agent from before them): made on a worker. */
 		if ((r = vm_memdisk_exists(b, a->name)) < 0) {
@@ -507,6 +538,16 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 			: xasprintf("it is not running (fleetctl start %s)", a->name);
 		return -EINVAL;
 	}
+	v->virt = virt;	/* after a fleetd restart: the host whose channel a new session opens (channel.c) */
+	/*
+	 * A remote guest's session rides a stream of its host's connection: once
+	 * that connection was lost and made again (libvirtd restarted there, the
+	 * network back), the stream is dead though the guest runs on. A new one.
+	 */
+	if (v->ssh && virt != b->virt && virt_generation(virt) != v->channel_gen) {
+		log_info("agent '%s': its host's connection was made again; a new control channel", a->name);
+		vm_drop_session(v);
+	}
 	h = xcalloc(1, sizeof(*h));
 	h->user = *cb;
 	h->vm = v;
@@ -711,4 +752,5 @@ const struct backend_ops backend_vm_ops = {
 	.host_connect = vm_host_connect,
 	.host_facts = vm_host_facts,
 	.host_forget = vm_host_forget,
+	.host_reachable = vm_host_reachable,
 };

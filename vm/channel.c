@@ -1,7 +1,8 @@
 /*
  * channel: reaching a guest's control channel. After a start (or when an
  * exec or a restore needs a session fleetd does not hold yet) it connects
- * the guest's ctl.sock, runs the SSH handshake (ssh.c) against the pinned
+ * the guest's ctl.sock (a guest on another host: its channel streamed over
+ * that host's libvirt connection, virt_channel_open), runs the SSH handshake (ssh.c) against the pinned
  * host key, and retries every CONNECT_RETRY_MS until the guest answers or
  * vm_boot_timeout passes; then it calls the waiters. It also watches the
  * first KVM boot: KVM that exists but does not run guests sends this host
@@ -96,6 +97,15 @@ static int session_start(struct vm *v, int timeout_s, char **why)
 		return r;
 	}
 	cfg.host_fingerprint = fp;
+	/* A guest on another host: its channel streamed over that host's libvirt connection, the same SSH in it. */
+	if (v->virt && v->virt != b->virt) {
+		_cleanup_free_ char *dom = vm_domain_name(v->name);
+
+		if ((r = virt_channel_open(v->virt, dom, CHANNEL_NAME, &fd, why)) < 0)
+			return r;
+		v->channel_gen = virt_generation(v->virt);
+		return ssh_session_new(b->f->base, fd, &cfg, &cb, &v->ssh, why);
+	}
 	if (strlen(sock) >= sizeof(sa.sun_path)) {
 		*why = xasprintf("control socket path too long: %s", sock);
 		return -ENAMETOOLONG;

@@ -290,7 +290,12 @@ void vm_console_watch_stop(struct vm_backend *b)
 
 int vm_console(struct fleetd *f, const struct agent *a, size_t max, char **ret, size_t *ret_len)
 {
-	int r = vm_console_read(vm_backend_of(f), a->name, max, ret, ret_len);
+	int r;
+
+	/* Its serial port is a pty on that host: no log file on fleetd's. */
+	if (vm_agent_remote(a))
+		return -EOPNOTSUPP;
+	r = vm_console_read(vm_backend_of(f), a->name, max, ret, ret_len);
 
 	if (r == -EINVAL)
 		log_warning("agent '%s': a console file is not a regular file (a symlink or FIFO?); not read", a->name);

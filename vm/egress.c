@@ -65,6 +65,8 @@ int vm_network_apply(struct fleetd *f, const struct agent *a, char **why)
 		*why = xstrdup("the vm backend is not available");
 		return -ENODEV;
 	}
+	if ((r = vm_remote_refuse(a, "a network", why)) < 0)
+		return r;
 	if ((r = vm_egress_apply(b, a, why)) < 0)
 		return r;
 	return live_tap_check(b, a, why);

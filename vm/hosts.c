@@ -164,6 +164,21 @@ void vm_host_facts(struct fleetd *f, const char *host, const char *uri, struct h
 	}
 }
 
+bool vm_host_reachable(struct fleetd *f, const char *host, char **why)
+{
+	struct vm_backend *b = vm_backend_of(f);
+	struct vm_host *h;
+	struct virt *v;
+
+	if (!b)
+		return true;
+	v = is_local(host) ? b->virt : (h = find(b, host)) ? h->virt : NULL;
+	if (!v || virt_is_connected(v))
+		return true;
+	*why = xstrdup(virt_connect_error(v) ? virt_connect_error(v) : "not connected");
+	return false;
+}
+
 void vm_host_forget(struct fleetd *f, const char *host)
 {
 	struct vm_backend *b = vm_backend_of(f);

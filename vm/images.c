@@ -113,6 +113,11 @@ static int id_from_sums(char sums[ARRAY_SIZE(id_files)][IMAGE_ID_LEN + 1], char 
 	return 0;
 }
 
+int image_id_from_sums(char sums[3][IMAGE_ID_LEN + 1], char id[IMAGE_ID_LEN + 1])
+{
+	return id_from_sums(sums, id);
+}
+
 /* A whole small file (at most MANIFEST_MAX bytes); -ENOENT, -EFBIG, -errno. */
 static int read_small(const char *path, char **ret, size_t *len)
 {

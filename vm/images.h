@@ -64,6 +64,13 @@ int image_resolve(const char *state_dir, const char *prefix, char id[IMAGE_ID_LE
 int image_dir_inspect(const char *image_dir, char **agentd_sha256, char **why);
 int image_file_sha256(const char *path, char sum[IMAGE_ID_LEN + 1]);
 
+/*
+ * The ID of an image from its files' SHA-256 sums (hex) in the order
+ * vmlinuz, initramfs.img, base.qcow2: how a copy elsewhere (a host's
+ * volumes, vm/remote_disks.c) is checked against the store. 0 or -EIO.
+ */
+int image_id_from_sums(char sums[3][IMAGE_ID_LEN + 1], char id[IMAGE_ID_LEN + 1]);
+
 /* Delete a stored image (the caller has checked no agent uses it). */
 int image_remove(const char *state_dir, const char *id, char **why);
 

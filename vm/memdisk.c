@@ -278,6 +278,8 @@ int vm_memory_quota_apply(struct fleetd *f, const struct agent *a, int old_mib, 
 
 	if (newq == oldq)
 		return 0;
+	if ((r = vm_remote_refuse(a, "a memory quota", why)) < 0)
+		return r;
 	if (newq < oldq) {
 		/* qcow2 keeps its snapshots at their size: the disk cannot shrink under them. */
 		*why = xasprintf("a VM agent's memory store cannot shrink (its disk is %d MiB, and its snapshots "

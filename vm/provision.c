@@ -57,38 +57,94 @@ static int make_seed(struct vm_backend *b, const struct agent *a, const char *cl
 	return 0;
 }
 
+bool vm_agent_remote(const struct agent *a)
+{
+	return a->host && strcmp(a->host, HOST_LOCAL) != 0;
+}
+
+void vm_domain_files_clear(struct vm_domain_files *f)
+{
+	free(f->kernel);
+	free(f->initrd);
+	free(f->disk);
+	free(f->backing);
+	free(f->seed);
+	free(f->memdisk);
+	free(f->console);
+	free(f->channel);
+	*f = (struct vm_domain_files){ 0 };	/* domain_type is static */
+}
+
 /*
- * The domain definition; uuid (or NULL for a new domain) keeps a redefinition
- * the same domain. The kernel and initramfs are those of the agent's boot
- * image; the disk's backing chain is pinned to its image's base.qcow2, so
- * libvirt never probes it from the qcow2 header (an agent from before the
- * image store, not yet moved to it, keeps image_dir's files).
+ * The domain definition of a local agent; uuid (or NULL for a new domain)
+ * keeps a redefinition the same domain. The kernel and initramfs are those
+ * of the agent's boot image; the disk's backing chain is pinned to its
+ * image's base.qcow2, so libvirt never probes it from the qcow2 header (an
+ * agent from before the image store, not yet moved to it, keeps image_dir's
+ * files).
  */
 char *vm_domain_xml(struct vm_backend *b, const struct agent *a, const struct agent_images *im, const char *uuid)
 {
-	_cleanup_free_ char *dom = vm_domain_name(a->name);
-	_cleanup_free_ char *kernel = NULL, *initrd = NULL, *backing = NULL, *base = NULL;
-	_cleanup_free_ char *disk = vm_path(b, a->name, "disk.qcow2"), *seed = vm_path(b, a->name, "seed.img");
-	_cleanup_free_ char *memdisk = vm_path(b, a->name, MEMDISK);
-	_cleanup_free_ char *console = vm_path(b, a->name, "console.log");
-	_cleanup_free_ char *sock = vm_path(b, a->name, "ctl.sock");
-	_cleanup_free_ char *nic = NULL, *uuid_el = uuid ? xasprintf("  <uuid>%s</uuid>\n", uuid) : NULL;
+	struct vm_domain_files files = {
+		.disk = vm_path(b, a->name, "disk.qcow2"), .seed = vm_path(b, a->name, "seed.img"),
+		.memdisk = vm_path(b, a->name, MEMDISK), .console = vm_path(b, a->name, "console.log"),
+		.channel = vm_path(b, a->name, "ctl.sock"),
+	};
+	char *xml;
 
 	if (im->boot_image) {
-		kernel = image_store_path(b->state_dir, im->boot_image, "vmlinuz");
-		initrd = image_store_path(b->state_dir, im->boot_image, "initramfs.img");
+		files.kernel = image_store_path(b->state_dir, im->boot_image, "vmlinuz");
+		files.initrd = image_store_path(b->state_dir, im->boot_image, "initramfs.img");
 	} else {
-		kernel = vm_image_path(b, "vmlinuz");
-		initrd = vm_image_path(b, "initramfs.img");
+		files.kernel = vm_image_path(b, "vmlinuz");
+		files.initrd = vm_image_path(b, "initramfs.img");
 	}
-	if (im->image) {
-		base = image_store_path(b->state_dir, im->image, "base.qcow2");
+	if (im->image)
+		files.backing = image_store_path(b->state_dir, im->image, "base.qcow2");
+	xml = vm_domain_xml_files(b, a, &files, uuid);
+	vm_domain_files_clear(&files);
+	return xml;
+}
+
+char *vm_domain_xml_files(struct vm_backend *b, const struct agent *a, const struct vm_domain_files *files,
+			  const char *uuid)
+{
+	_cleanup_free_ char *dom = vm_domain_name(a->name);
+	_cleanup_free_ char *backing = NULL, *memdisk = NULL, *console = NULL, *channel = NULL;
+	_cleanup_free_ char *nic = NULL, *uuid_el = uuid ? xasprintf("  <uuid>%s</uuid>\n", uuid) : NULL;
+
+	if (files->backing)
 		backing = xasprintf("      <backingStore type='file'>\n"
 				    "        <format type='qcow2'/>\n"
 				    "        <source file='%s'/>\n"
 				    "        <backingStore/>\n"
-				    "      </backingStore>\n", base);
-	}
+				    "      </backingStore>\n", files->backing);
+	/* The memory store (memdisk.c): qcow2, so the internal snapshots hold it too. */
+	if (files->memdisk)
+		memdisk = xasprintf("    <disk type='file' device='disk'>\n"
+				    "      <driver name='qemu' type='qcow2'/>\n"
+				    "      <source file='%s'/>\n"
+				    "      <target dev='vdc' bus='virtio'/>\n"
+				    "    </disk>\n", files->memdisk);
+	if (files->console)
+		console = xasprintf("    <serial type='file'>\n"
+				    "      <source path='%s' append='on'/>\n"
+				    "      <target port='0'/>\n"
+				    "    </serial>\n"
+				    "    <console type='file'>\n"
+				    "      <source path='%s' append='on'/>\n"
+				    "      <target type='serial' port='0'/>\n"
+				    "    </console>\n", files->console, files->console);
+	else
+		console = xstrdup("    <serial type='pty'>\n"
+				  "      <target port='0'/>\n"
+				  "    </serial>\n"
+				  "    <console type='pty'>\n"
+				  "      <target type='serial' port='0'/>\n"
+				  "    </console>\n");
+	/* Without a path libvirt makes the socket on the guest's host (virDomainOpenChannel reaches it). */
+	channel = files->channel ? xasprintf("      <source mode='bind' path='%s'/>\n", files->channel)
+				 : xstrdup("      <source mode='bind'/>\n");
 	if (a->network == NETWORK_NAT) {
 		char tap[FIREWALL_TAP_SIZE];
 
@@ -101,7 +157,7 @@ char *vm_domain_xml(struct vm_backend *b, const struct agent *a, const struct ag
 				"      <port isolated='yes'/>\n"
 				"    </interface>\n", tap);
 	}
-	/* Agent names are [a-z][a-z0-9-]*, paths are ours: nothing here needs XML escaping. */
+	/* Agent names are [a-z][a-z0-9-]*, paths are ours or libvirt's volumes ([A-Za-z0-9/._-]): no escaping needed. */
 	return xasprintf(
 		"<domain type='%s'>\n"
 		"  <name>%s</name>\n"
@@ -138,31 +194,19 @@ char *vm_domain_xml(struct vm_backend *b, const struct agent *a, const struct ag
 		"      <target dev='vdb' bus='virtio'/>\n"
 		"      <readonly/>\n"
 		"    </disk>\n"
-		/* The memory store (memdisk.c): qcow2, so the internal snapshots hold it too. */
-		"    <disk type='file' device='disk'>\n"
-		"      <driver name='qemu' type='qcow2'/>\n"
-		"      <source file='%s'/>\n"
-		"      <target dev='vdc' bus='virtio'/>\n"
-		"    </disk>\n"
-		"    <serial type='file'>\n"
-		"      <source path='%s' append='on'/>\n"
-		"      <target port='0'/>\n"
-		"    </serial>\n"
-		"    <console type='file'>\n"
-		"      <source path='%s' append='on'/>\n"
-		"      <target type='serial' port='0'/>\n"
-		"    </console>\n"
+		"%s"
+		"%s"
 		"    <channel type='unix'>\n"
-		"      <source mode='bind' path='%s'/>\n"
+		"%s"
 		"      <target type='virtio' name='" CHANNEL_NAME "'/>\n"
 		"    </channel>\n"
 		"%s"
 		"    <memballoon model='none'/>\n"
 		"  </devices>\n"
 		"</domain>\n",
-		b->domain_type, dom, uuid_el ? uuid_el : "", a->name, a->name, a->memory_mib, a->vcpus, kernel, initrd, disk,
-		backing ? backing : "", seed, memdisk,
-		console, console, sock, nic ? nic : "");
+		files->domain_type ? files->domain_type : b->domain_type, dom, uuid_el ? uuid_el : "", a->name, a->name, a->memory_mib, a->vcpus, files->kernel,
+		files->initrd, files->disk, backing ? backing : "", files->seed, memdisk ? memdisk : "", console, channel,
+		nic ? nic : "");
 }
 
 char *vm_network_xml(void)
@@ -195,14 +239,15 @@ int vm_provision(struct fleetd *f, const struct agent *a, char **why)
 	enum virt_state st;
 	int r;
 
-	/*
-	 * On another host the disks must reach it through libvirt's storage
-	 * volumes (#15), which are not built yet: refused before anything is made.
-	 */
-	if (a->host && strcmp(a->host, HOST_LOCAL) != 0) {
-		*why = xasprintf("placed on host %s, but the remote image path (a fleet storage pool there, the base "
-				 "image uploaded through libvirt's storage volumes) is not built yet; place VM agents on "
-				 "host '" HOST_LOCAL "' for now (docs/multi-host.md)", a->host);
+	struct virt *virt = vm_agent_virt(b, a, why);
+	bool remote = vm_agent_remote(a);
+
+	if (!virt)
+		return -ENOTCONN;
+	/* A NAT guest's egress rules are fleetd's host's firewall: they would not hold a guest elsewhere. */
+	if (remote && a->network == NETWORK_NAT) {
+		*why = xasprintf("--network nat on host %s is not built yet: its egress rules live in fleetd's own "
+				 "host's firewall (docs/multi-host.md); use --network none there", a->host);
 		return -EOPNOTSUPP;
 	}
 	/* Its own copy of the image as built: a later rebuild in image_dir leaves this agent alone. */
@@ -210,13 +255,13 @@ int vm_provision(struct fleetd *f, const struct agent *a, char **why)
 		return r;
 	base = image_store_path(b->state_dir, id, "base.qcow2");
 	const char *img[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base, disk, size, NULL };
-	if ((r = virt_connect(b->virt, why)) < 0) {
+	if ((r = virt_connect(virt, why)) < 0) {
 		char *inner = *why;
 		*why = xasprintf("cannot reach libvirt (is libvirtd running?): %s", inner ? inner : "");
 		free(inner);
 		return -EHOSTDOWN;
 	}
-	if (virt_domain_state(b->virt, dom, &st) == 0) {
+	if (virt_domain_state(virt, dom, &st) == 0) {
 		*why = xasprintf("a libvirt domain named %s already exists; fleet will not take it over", dom);
 		return -EEXIST;
 	}
@@ -246,6 +291,27 @@ int vm_provision(struct fleetd *f, const struct agent *a, char **why)
 		*why = xasprintf("cannot write %s: %s", fp_file, strerror(-r));
 		goto fail;
 	}
+	if (remote) {
+		/* Its disks are volumes in that host's pool: the seed is made here, then uploaded. */
+		struct vm_domain_files files;
+
+		if ((r = make_seed(b, a, client_pub, why)) < 0 || (chmod(seed, 0600) < 0 && (r = -errno)) ||
+		    (r = vm_remote_disks_make(b, virt, a, id, seed, why)) < 0)
+			goto fail;
+		if ((r = b->host->set_images(f, a->name, &im)) < 0) {
+			*why = xasprintf("cannot record its image: %s", strerror(-r));
+			goto fail;
+		}
+		if ((r = vm_remote_files(virt, a, id, &files, why)) < 0)
+			goto fail;
+		xml = vm_domain_xml_files(b, a, &files, NULL);
+		vm_domain_files_clear(&files);
+		if ((r = virt_domain_define(virt, xml, why)) < 0)
+			goto fail;
+		log_info("agent '%s': provisioned domain %s on host %s (%d MiB, %d vcpus, %d GiB disk, image sha256:%.12s)",
+			 a->name, dom, a->host, a->memory_mib, a->vcpus, a->disk_gib, id);
+		return 0;
+	}
 	if ((r = vm_run_tool(img, "qemu-img create", why)) < 0 || (r = make_seed(b, a, client_pub, why)) < 0)
 		goto fail;
 	/* Not left to the tools' modes: the disk holds the agent's files, the seed its host key. */
@@ -255,7 +321,7 @@ int vm_provision(struct fleetd *f, const struct agent *a, char **why)
 	}
 	if (a->network == NETWORK_NAT) {
 		_cleanup_free_ char *net = vm_network_xml();
-		if ((r = virt_network_ensure(b->virt, NETWORK_NAME, net, why)) < 0)
+		if ((r = virt_network_ensure(virt, NETWORK_NAME, net, why)) < 0)
 			goto fail;
 	}
 	if ((r = b->host->set_images(f, a->name, &im)) < 0) {
@@ -263,7 +329,7 @@ int vm_provision(struct fleetd *f, const struct agent *a, char **why)
 		goto fail;
 	}
 	xml = vm_domain_xml(b, a, &im, NULL);
-	if ((r = virt_domain_define(b->virt, xml, why)) < 0)
+	if ((r = virt_domain_define(virt, xml, why)) < 0)
 		goto fail;
 	log_info("agent '%s': provisioned domain %s (%s, %d MiB, %d vcpus, %d GiB disk, network %s, image sha256:%.12s)",
 		 a->name, dom, b->domain_type, a->memory_mib, a->vcpus, a->disk_gib, network_kind_to_string(a->network),
@@ -271,6 +337,8 @@ int vm_provision(struct fleetd *f, const struct agent *a, char **why)
 	return 0;
 fail:
 	/* Nothing half-created: no orphan overlay, keys or domain. */
+	if (remote)
+		vm_remote_disks_remove(virt, a->name);
 	vm_remove_tree(dir);
 	vm_remove_tree(keys);
 	return r < 0 ? r : -EIO;
@@ -312,6 +380,8 @@ int vm_destroy(struct fleetd *f, const struct agent *a, bool force, char **why)
 	}
 	if (v)
 		vm_free(v);
+	if (vm_agent_remote(a))
+		vm_remote_disks_remove(virt, a->name);
 	vm_remove_tree(dir);
 	vm_remove_tree(keys);
 	if (a->network == NETWORK_NAT) {

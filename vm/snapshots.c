@@ -32,7 +32,9 @@
 struct snap_job {
 	struct vm *vm;
 	struct virt *virt;
-	char *domain, *snap, *disk;
+	char *domain, *snap;
+	char *disk;			/* the disk's file here; NULL: a volume on the agent's host (remote) */
+	char *disk_vol;			/* that volume's name, for its size */
 	char *memdisk;			/* non-NULL: make the memory disk first (an agent never started yet) */
 	int memdisk_mib;
 	bool revert, was_running;
@@ -50,6 +52,17 @@ static long long disk_bytes(const char *path)
 	struct stat st;
 
 	return stat(path, &st) == 0 ? (long long)st.st_blocks * 512 : -1;
+}
+
+/* The agent's disk's bytes before and after: its file here, or its volume's size there; -1 unknown. */
+static long long job_disk_bytes(struct snap_job *j)
+{
+	_cleanup_free_ char *why = NULL;
+	long long size;
+
+	if (j->disk)
+		return disk_bytes(j->disk);
+	return virt_vol_size(j->virt, VM_POOL, j->disk_vol, &size, &why) == 0 ? size : -1;
 }
 
 static void snap_job_work(void *arg)
@@ -73,6 +86,7 @@ static void snap_job_free(struct snap_job *j)
 	free(j->domain);
 	free(j->snap);
 	free(j->disk);
+	free(j->disk_vol);
 	free(j->memdisk);
 	free(j->why);
 	free(j);
@@ -90,7 +104,7 @@ static long long disk_free(struct vm_backend *b, const char *agent)
 static void snap_created(void *arg)
 {
 	struct snap_job *j = arg;
-	long long after = disk_bytes(j->disk), avail;
+	long long after = job_disk_bytes(j), avail;
 	_cleanup_free_ char *why = NULL, *where = NULL;
 	struct snapshot_result res = {
 		.error = j->r, .why = j->why, .kind = j->was_running ? SNAPSHOT_KIND_FULL : SNAPSHOT_KIND_DISK,
@@ -102,7 +116,7 @@ static void snap_created(void *arg)
 	 * ("failed to save SaveStateEntry ... -5"), and keeps the part it wrote
 	 * allocated in disk.qcow2; say what happened.
 	 */
-	avail = j->r < 0 ? disk_free(j->vm->b, j->vm->name) : -1;
+	avail = j->r < 0 && j->disk ? disk_free(j->vm->b, j->vm->name) : -1;
 	if (j->r < 0 && ((avail >= 0 && avail < DISK_FULL_BYTES) || (j->why && strstr(j->why, "No space left")))) {
 		_cleanup_free_ char *dir = vm_path(j->vm->b, j->vm->name, NULL);
 
@@ -157,9 +171,12 @@ static void snap_reverted(void *arg)
 static struct snap_job *snap_job_new(struct vm_backend *b, const struct agent *a, const char *snap, char **why)
 {
 	struct vm *v = vm_get(b, a->name);
+	struct virt *virt = vm_agent_virt(b, a, why);
 	struct snap_job *j;
 	enum virt_state st;
 
+	if (!virt)
+		return NULL;
 	if (v->execs > 0 || v->busy) {
 		*why = v->busy ? xstrdup("a snapshot or restore is already under way")
 			       : xasprintf("%d command%s running in it; wait for %s to finish", v->execs,
@@ -168,12 +185,16 @@ static struct snap_job *snap_job_new(struct vm_backend *b, const struct agent *a
 	}
 	j = xcalloc(1, sizeof(*j));
 	j->vm = v;
-	j->virt = b->virt;
+	j->virt = virt;		/* its host's: internal qcow2 snapshots work the same on a volume there */
 	j->domain = vm_domain_name(a->name);
 	j->snap = xstrdup(snap);
-	j->disk = vm_path(b, a->name, "disk.qcow2");
-	j->was_running = virt_domain_state(b->virt, j->domain, &st) == 0 && st == VIRT_RUNNING;
-	if (!j->was_running && vm_memdisk_exists(b, a->name) == 0) {
+	if (vm_agent_remote(a))
+		j->disk_vol = vm_remote_agent_vol(a->name, "disk.qcow2");
+	else
+		j->disk = vm_path(b, a->name, "disk.qcow2");
+	j->was_running = virt_domain_state(virt, j->domain, &st) == 0 && st == VIRT_RUNNING;
+	/* An agent on another host has no memory disk (docs/multi-host.md). */
+	if (j->disk && !j->was_running && vm_memdisk_exists(b, a->name) == 0) {
 		j->memdisk = vm_path(b, a->name, MEMDISK);
 		j->memdisk_mib = vm_memdisk_mib(a->memory_quota_mib);
 	}
@@ -200,10 +221,10 @@ int vm_snapshot_create(struct fleetd *f, const struct agent *a, const char *snap
 			      backend_snapshot_fn done, void *userdata, char **why)
 {
 	struct vm_backend *b = vm_backend_of(f);
-	struct snap_job *j = snap_job_new(b, a, snap, why);
+	struct snap_job *j;
 	long long avail, need;
 
-	if (!j)
+	if (!(j = snap_job_new(b, a, snap, why)))
 		return -EBUSY;
 	/*
 	 * A checkpoint writes the guest's memory into disk.qcow2: up to all of
@@ -213,7 +234,7 @@ int vm_snapshot_create(struct fleetd *f, const struct agent *a, const char *snap
 	 * next write. Refuse unless the worst case fits.
 	 */
 	need = ((long long)a->memory_mib + a->memory_mib / 16 + 16) << 20;
-	if (j->was_running && (avail = disk_free(b, a->name)) >= 0 && avail < need) {
+	if (j->disk && j->was_running && (avail = disk_free(b, a->name)) >= 0 && avail < need) {
 		_cleanup_free_ char *dir = vm_path(b, a->name, NULL);
 
 		*why = xasprintf("the host disk is nearly full: %.1f MiB free in %s, and a checkpoint of the running "
@@ -224,7 +245,7 @@ int vm_snapshot_create(struct fleetd *f, const struct agent *a, const char *snap
 	}
 	j->created = done;
 	j->userdata = userdata;
-	j->size_before = disk_bytes(j->disk);
+	j->size_before = job_disk_bytes(j);
 	return snap_job_start(b, j, why);
 }
 
@@ -232,9 +253,9 @@ int vm_snapshot_restore(struct fleetd *f, const struct agent *a, const char *sna
 			       backend_done_fn done, void *userdata, char **why)
 {
 	struct vm_backend *b = vm_backend_of(f);
-	struct snap_job *j = snap_job_new(b, a, snap, why);
+	struct snap_job *j;
 
-	if (!j)
+	if (!(j = snap_job_new(b, a, snap, why)))
 		return -EBUSY;
 	j->revert = true;
 	j->reverted = done;
@@ -247,8 +268,12 @@ int vm_snapshot_restore(struct fleetd *f, const struct agent *a, const char *sna
 int vm_snapshot_delete(struct fleetd *f, const struct agent *a, const char *snap, char **why)
 {
 	_cleanup_free_ char *dom = vm_domain_name(a->name);
-	long long avail = disk_free(vm_backend_of(f), a->name);
+	struct virt *virt = vm_agent_virt(vm_backend_of(f), a, why);
+	/* On another host the free space is that host's: not checked (docs/multi-host.md). */
+	long long avail = vm_agent_remote(a) ? -1 : disk_free(vm_backend_of(f), a->name);
 
+	if (!virt)
+		return -ENOTCONN;
 	/*
 	 * Dropping a snapshot rewrites the snapshot table of disk.qcow2, which
 	 * needs a little space. When QEMU or qemu-img fails there, libvirt
@@ -263,12 +288,14 @@ int vm_snapshot_delete(struct fleetd *f, const struct agent *a, const char *snap
 				 (double)avail / (1 << 20), dir);
 		return -ENOSPC;
 	}
-	return virt_snapshot_delete(vm_backend_of(f)->virt, dom, snap, why);
+	return virt_snapshot_delete(virt, dom, snap, why);
 }
 
 int vm_snapshot_exists(struct fleetd *f, const struct agent *a, const char *snap)
 {
 	_cleanup_free_ char *dom = vm_domain_name(a->name);
 
-	return virt_snapshot_exists(vm_backend_of(f)->virt, dom, snap);
+	struct virt *virt = vm_agent_virt(vm_backend_of(f), a, NULL);
+
+	return virt ? virt_snapshot_exists(virt, dom, snap) : -ENOTCONN;
 }

@@ -226,6 +226,8 @@ int vm_upgrade(struct fleetd *f, const struct agent *a, char **ret_from, char **
 		*why = xstrdup("the vm backend is not available");
 		return -ENODEV;
 	}
+	if ((r = vm_remote_refuse(a, "an image upgrade", why)) < 0)
+		return r;
 	if ((v = vm_find(b, a->name)) && v->busy) {
 		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
 		return -EBUSY;

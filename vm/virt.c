@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "vm/virt_conn.h"
 
 #define RECONNECT_SECONDS 2		/* the first retry after a lost or failed connection */
 #define RECONNECT_MAX_SECONDS 16	/* doubled each failure up to this */
@@ -42,6 +43,7 @@ struct virt {
 	bool lost;			/* set from libvirt's thread when the connection closed */
 	int backoff_s;			/* the next reconnect's delay */
 	char *connect_error;		/* why the last connect failed; NULL once connected */
+	unsigned generation;		/* bumped by each successful connect */
 };
 
 static bool event_impl_registered;
@@ -69,6 +71,8 @@ static int last_error(const char *what, char **why)
 		switch (e->code) {
 		case VIR_ERR_NO_DOMAIN:
 		case VIR_ERR_NO_NETWORK:
+		case VIR_ERR_NO_STORAGE_POOL:
+		case VIR_ERR_NO_STORAGE_VOL:
 			r = -ENOENT;
 			break;
 		case VIR_ERR_OPERATION_INVALID:
@@ -96,6 +100,11 @@ static int last_error(const char *what, char **why)
 	if (why)
 		*why = xasprintf("%s: %s", what, e && e->message ? e->message : "unknown libvirt error");
 	return r;
+}
+
+int virt_last_error(const char *what, char **why)
+{
+	return last_error(what, why);
 }
 
 static void *event_thread(void *arg)
@@ -189,6 +198,7 @@ int virt_connect(struct virt *v, char **why)
 	}
 	free(v->connect_error);
 	v->connect_error = NULL;
+	v->generation++;
 	v->backoff_s = RECONNECT_SECONDS;
 	if (virConnectSetKeepAlive(v->conn, 5, 3) < 0)
 		log_debug("libvirt: keepalive unavailable: %s", virGetLastErrorMessage());
@@ -201,6 +211,21 @@ int virt_connect(struct virt *v, char **why)
 		return r;
 	}
 	return 0;
+}
+
+int virt_conn(struct virt *v, virConnectPtr *ret, char **why)
+{
+	int r;
+
+	if ((r = virt_connect(v, why)) < 0)
+		return r;
+	*ret = v->conn;
+	return 0;
+}
+
+unsigned virt_generation(struct virt *v)
+{
+	return v->generation;
 }
 
 bool virt_is_connected(struct virt *v)

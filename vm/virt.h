@@ -1,6 +1,6 @@
 /*
- * virt: fleetd's adapter to libvirt, the only file that includes
- * <libvirt/libvirt.h>. A struct virt is one connection, to one host
+ * virt: fleetd's adapter to libvirt; virt.c, virt_storage.c and virt_channel.c
+ * are the only files that include <libvirt/libvirt.h>. A struct virt is one connection, to one host
  * (reconnecting with backoff after a libvirtd restart or a network loss);
  * one thread runs libvirt's event loop for all of them and hands domain
  * lifecycle events to fleetd's event loop. It knows nothing about agents:
@@ -42,6 +42,8 @@ void virt_close(struct virt *v);
 /* (Re)connect now if not connected; 0 when connected. */
 int virt_connect(struct virt *v, char **why);
 bool virt_is_connected(struct virt *v);
+/* Which connection this is: it changes with each (re)connect, and a stream of the old one is dead. */
+unsigned virt_generation(struct virt *v);
 /*
  * The URI connected to, and the versions libvirtd (libvirt) and its
  * hypervisor (QEMU) report, as "MAJOR.MINOR.RELEASE" (for `fleetctl doctor`).
@@ -111,6 +113,36 @@ int virt_domain_suspend(struct virt *v, const char *name, char **why);
 int virt_domain_resume(struct virt *v, const char *name, char **why);
 int virt_snapshot_xml(struct virt *v, const char *domain, const char *snap, char **ret_xml, char **why);
 int virt_snapshot_redefine(struct virt *v, const char *domain, const char *xml, char **why);
+
+/*
+ * Storage (virt_storage.c), how disks reach another host (#15): a `dir` pool
+ * named pool at path on v's host, defined, built and started if it is not;
+ * a volume's path there and its size in bytes (the file's, not a qcow2's
+ * capacity); a new raw volume of size bytes filled from fd through a
+ * virStream in bounded chunks (observe sees each chunk as it goes; a failed
+ * upload deletes the volume); a new qcow2 overlay of capacity bytes on the
+ * qcow2 file backing; a volume deleted. Names and paths: [A-Za-z0-9/._-].
+ * Each returns 0 or -errno with *why; -ENOENT: no such pool or volume;
+ * -EEXIST (from libvirt): a volume of that name exists.
+ */
+typedef void (*virt_upload_observer)(void *userdata, const void *data, size_t len);
+int virt_pool_ensure(struct virt *v, const char *pool, const char *path, char **why);
+int virt_vol_path(struct virt *v, const char *pool, const char *vol, char **ret, char **why);
+int virt_vol_size(struct virt *v, const char *pool, const char *vol, long long *ret, char **why);
+int virt_vol_upload(struct virt *v, const char *pool, const char *vol, int fd, long long size,
+		    virt_upload_observer observe, void *userdata, char **why);
+int virt_vol_overlay(struct virt *v, const char *pool, const char *vol, const char *backing, long long capacity,
+		     char **why);
+int virt_vol_delete(struct virt *v, const char *pool, const char *vol, char **why);
+
+/*
+ * The guest's virtio-serial channel named channel, streamed over v's
+ * connection (virDomainOpenChannel, virt_channel.c) and joined to *fd, one
+ * end of a non-blocking Unix socketpair (the caller's to close): libvirt's
+ * event thread pumps the bytes between the stream and the other end, and
+ * closes both once either side ends. 0, or -errno with *why.
+ */
+int virt_channel_open(struct virt *v, const char *domain, const char *channel, int *fd, char **why);
 
 const char *virt_state_to_string(enum virt_state s);
 

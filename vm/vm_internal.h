@@ -16,6 +16,7 @@
  *   doctor.c     libvirtd and KVM as `fleetctl doctor` reports them
  *   disk_backup.c  backup --with-disks and its restore (public: disk_backup.h)
  *   hosts.c      one libvirt connection per hypervisor host (#15); the host ops
+ *   remote_disks.c  an agent's disks on another host: the fleet pool, images uploaded once
  * All of it runs on fleetd's loop thread, bar snapshots.c's and disk_backup.c's workers (which
  * touch only their jobs) and virt.c's libvirt event thread.
  */
@@ -37,6 +38,7 @@
 #define AGENTD_IN_GUEST "/usr/bin/agentd"
 #define CONSOLE_LOG "console.log"
 #define MEMDISK "memory.qcow2"	/* the memory store's disk, the guest's vdc (memdisk.c) */
+#define VM_POOL "fleet"		/* the storage pool on a host other than local (remote_disks.c) */
 
 struct fleetd;
 struct event;
@@ -54,6 +56,7 @@ struct vm {
 	struct vm_backend *b;
 	struct ssh_session *ssh;
 	struct virt *virt;		/* its host's connection, as of its last start or stop (hosts.c) */
+	unsigned channel_gen;		/* a remote guest's session: virt's generation its stream was opened on */
 	bool ready;
 	/* start: waiting for the control channel */
 	struct waiter *waiters;
@@ -126,6 +129,7 @@ void vm_hosts_close(struct vm_backend *b);
 int vm_host_connect(struct fleetd *f, const char *host, const char *uri, char **why);
 void vm_host_facts(struct fleetd *f, const char *host, const char *uri, struct host_facts *ret);
 void vm_host_forget(struct fleetd *f, const char *host);
+bool vm_host_reachable(struct fleetd *f, const char *host, char **why);
 
 /* channel.c */
 /* Call done once the guest's control channel is up (now, if it is); never inside the call. */
@@ -139,6 +143,23 @@ char *vm_virt_type_file(struct vm_backend *b);
 void vm_doctor(struct fleetd *f, struct doctor_report *r);
 
 /* provision.c */
+/* What a domain definition names (each string owned by whoever filled it). */
+struct vm_domain_files {
+	char *kernel, *initrd;
+	char *disk;
+	char *backing;		/* the disk's base, pinned; NULL: none pinned (an agent from before the image store) */
+	char *seed;
+	char *memdisk;		/* NULL: no memory disk (an agent on another host, for now) */
+	char *console;		/* NULL: a pty there, no file on fleetd's host */
+	char *channel;		/* the control socket; NULL: libvirt picks its path on the agent's host */
+	const char *domain_type;	/* "kvm" or "qemu"; NULL: b->domain_type (fleetd's own host's) */
+};
+void vm_domain_files_clear(struct vm_domain_files *f);
+/* The domain definition naming files (uuid NULL: a new domain); caller frees. */
+char *vm_domain_xml_files(struct vm_backend *b, const struct agent *a, const struct vm_domain_files *files,
+			  const char *uuid);
+/* On a host other than local (its disks are volumes there: remote_disks.c). */
+bool vm_agent_remote(const struct agent *a);
 int vm_provision(struct fleetd *f, const struct agent *a, char **why);
 int vm_destroy(struct fleetd *f, const struct agent *a, bool force, char **why);
 /* The domain definition (uuid NULL: a new domain); caller frees. */
@@ -146,6 +167,21 @@ char *vm_domain_xml(struct vm_backend *b, const struct agent *a, const struct ag
 char *vm_network_xml(void);
 /* Before a boot: the agent's dir root's and 0711, its disks 0600, no link at console.log; -errno with *why. */
 int vm_dir_secure(struct vm_backend *b, const char *agent, char **why);
+
+/* remote_disks.c */
+/* The volume name of an agent's FILE (disk.qcow2, seed.img) in the host's pool; caller frees. */
+char *vm_remote_agent_vol(const char *agent, const char *file);
+/* The pool there, and image id in it, uploaded once and checked by its hash; -errno with *why. */
+int vm_remote_image(struct vm_backend *b, struct virt *v, const char *id, char **why);
+/* The image, the agent's overlay on it and its seed (the local file seed) uploaded; -errno with *why. */
+int vm_remote_disks_make(struct vm_backend *b, struct virt *v, const struct agent *a, const char *id,
+			 const char *seed, char **why);
+/* 0 for a local agent; for one elsewhere -EOPNOTSUPP, *why (if why) saying what is not built there. */
+int vm_remote_refuse(const struct agent *a, const char *what, char **why);
+/* The agent's volumes deleted (the image's stay: other agents there boot it). */
+void vm_remote_disks_remove(struct virt *v, const char *agent);
+/* The paths libvirt reports for the agent's volumes and its image's; -errno with *why. */
+int vm_remote_files(struct virt *v, const struct agent *a, const char *id, struct vm_domain_files *ret, char **why);
 
 /* console.c */
 /* The newest max bytes of the agent's console; missing files read as empty; -errno (-EINVAL: not a regular file). */

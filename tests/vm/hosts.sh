@@ -1,5 +1,5 @@
 #!/bin/bash
-# More hosts (#15), first slice: a second private libvirtd (its own mount and
+# More hosts (#15): a second private libvirtd (its own mount and
 # network namespace, tests/lib/vmns.sh) added as a host over qemu+unix, its
 # socket reached through /proc/PID/root (no traffic leaves the namespaces
 # this test made). host ls shows it reachable with libvirt and QEMU versions,
@@ -7,10 +7,13 @@
 # automatic, and why none fits); rm refused while an agent is placed there,
 # accepted when empty; a bad URI refused with libvirt's error; its libvirtd
 # killed -> unreachable (with the error), restarted -> reachable again, by
-# fleetd's own reconnect. No guest boots: a VM agent on a remote host is
-# refused at create for now (the storage-volume image path is not built),
-# so the placed agent of the rm check is a local agent's record moved to
-# the host while fleetd is stopped, as that path will record one.
+# fleetd's own reconnect. A VM agent created on h2: its disks are volumes in
+# h2's fleet pool (the image uploaded once, a volume cut short replaced, the
+# overlay backed by the base volume), started there (one TCG guest), exec
+# through its channel streamed over h2's connection (a run with a secret,
+# memory, 3 MB of output), snapshot and restore there, fleetd restarted and
+# h2's libvirtd killed under the running guest (exec after each), stop, rm
+# deleting its volumes.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
@@ -38,6 +41,8 @@ h2_libvirtd_pid() { cat "/proc/${H2[0]}/root/run/libvirtd.pid" 2>/dev/null; }
 apiq() { api "$@" | tr -d "\n"; }
 hosts_json() { "$FLEETCTL" --json host ls; }
 host_field() { hosts_json | jq -r --arg h "$1" ".[] | select(.name == \$h) | $2"; }
+h2_down() { [ "$(host_field h2 .reachable)" = false ]; }
+h2_up() { [ "$(host_field h2 .reachable)" = true ]; }
 
 fleetd_ns_start; ok $? "fleetd starts inside the first namespace"
 
@@ -92,11 +97,99 @@ is "$("$FLEETCTL" host ls --json | jq -c '[.[] | {name, uri, max_agents}]')" \
 	"$(hosts_json | jq -c '[.[] | {name, uri, max_agents}]')" "host ls --json is --json host ls"
 like "$("$FLEETCTL" host ls)" "h2 +ready +[0-9.]+ +[0-9.]+ +(kvm|tcg) +[0-9]+MiB +0/3 +qemu\+unix" "the table shows h2 ready, 0/3 agents"
 
+# --- a VM agent on h2: its disks are volumes in h2's fleet pool, through libvirt only ----------------
+virsh_h2() { nsenter -t "${H2[0]}" -m -n -- virsh -q -c qemu:///system "$@"; }
+H2_POOL=${H2[2]}/fleet	# host_pool_dir's default, /var/lib/libvirt/fleet, as seen from outside h2's namespace
+ID=$(cd "$STATE/images" && sha256sum vmlinuz initramfs.img base.qcow2 | sha256sum | cut -d' ' -f1)
+vols() { virsh_h2 vol-list fleet 2>/dev/null | awk '{ print $1 }' | sort | tr '\n' ' '; }
+uploads() { grep -c "uploading image sha256:${ID:0:12} to qemu+unix" "$STATE/fleetd.log"; }
+# An upload a kill cut short: the pool there already (fleet uses it as it is), a base volume of
+# the right name with other bytes in it, and no marker. It must never be booted from.
+virsh_h2 pool-define-as fleet dir --target /var/lib/libvirt/fleet >/dev/null &&
+	virsh_h2 pool-build fleet >/dev/null && virsh_h2 pool-start fleet >/dev/null
+ok $? "h2 has a fleet pool already (defined by hand)"
+virsh_h2 vol-create-as fleet "image-$ID.base.qcow2" 1M --format raw >/dev/null; ok $? "and a base volume cut short, with no marker"
+out=$("$FLEETCTL" create far --host h2 --health-interval 0 --restart never 2>&1); ok $? "a VM agent is created on h2: $out"
+like "$out" "host h2" "placed on h2"
+is "$(uploads)" 1 "the image was uploaded to h2 once"
+is "$(vols)" "agent-far.disk.qcow2 agent-far.seed.img image-$ID.base.qcow2 image-$ID.complete image-$ID.initramfs.img image-$ID.vmlinuz " \
+	"h2's fleet pool holds far's overlay and seed, and the image with its marker"
+cmp -s "$H2_POOL/image-$ID.base.qcow2" "$STATE/images/base.qcow2"; ok $? "the base volume cut short was replaced by the whole image"
+cmp -s "$H2_POOL/image-$ID.vmlinuz" "$STATE/images/vmlinuz"; ok $? "the kernel volume is the image's kernel"
+is "$(qemu-img info --output=json "$H2_POOL/agent-far.disk.qcow2" | jq -r '."backing-filename"')" \
+	"/var/lib/libvirt/fleet/image-$ID.base.qcow2" "far's overlay is backed by the base volume (a path on h2)"
+is "$(qemu-img info --output=json "$H2_POOL/agent-far.disk.qcow2" | jq -r '."virtual-size"')" $((2 << 30)) \
+	"of the agent's disk size"
+xml=$(virsh_h2 dumpxml fleet-far)
+like "$xml" "<source file='/var/lib/libvirt/fleet/agent-far.disk.qcow2'" "h2's domain fleet-far names the overlay volume"
+like "$xml" "<kernel>/var/lib/libvirt/fleet/image-$ID.vmlinuz</kernel>" "and boots the kernel volume"
+base_mtime=$(stat -c %Y "$H2_POOL/image-$ID.base.qcow2")
+"$FLEETCTL" start far >/dev/null; ok $? "fleetctl start far (on h2)"
+is "$(virsh_h2 domstate fleet-far)" running "h2's libvirtd runs fleet-far (a TCG guest)"
+virsh -q -c qemu:///system list --name 2>/dev/null | grep -qx fleet-far; isnt_rc $?; ok $? "and fleetd's own libvirtd does not"
+is "$("$FLEETCTL" --json show far | jq -r '"\(.state) \(.host)"')" "running h2" "show: running on h2"
+# The control channel: the guest's virtio-serial port streamed over h2's libvirt connection
+# (virDomainOpenChannel), SSH with the pinned host key inside it.
+"$FLEETCTL" exec far -- true; ok $? "exec true on far, through its channel streamed from h2"
+is "$("$FLEETCTL" exec far -- cat /etc/hostname)" far "exec reads the guest's own hostname (its seed volume arrived)"
+is "$(printf 'over the stream\n' | "$FLEETCTL" exec far -- cat)" "over the stream" "stdin goes through it too"
+[ ! -e "$STATE/vms/far/ctl.sock" ]; ok $? "no control socket on fleetd's host: it is on h2"
+is "$("$FLEETCTL" exec far -- head -c 3000000 /dev/urandom | wc -c)" 3000000 \
+	"3 MB of output arrive whole through the stream's bounded buffers"
+printf 'remember this' | "$FLEETCTL" memory far put note; ok $? "memory put on far (agentd memory through the stream)"
+is "$("$FLEETCTL" memory far get note)" "remember this" "memory get reads it back"
+# A run (the queue, a secret in its environment, its log) on far, all through the same channel.
+printf 'tok-%s' "$$" | "$FLEETCTL" secret set far TOKEN >/dev/null; ok $? "a secret for far"
+"$FLEETCTL" set far --command 'echo "ran on $(cat /etc/hostname) ${TOKEN:+with its secret}"' >/dev/null
+ok $? "far's command set"
+run=$("$FLEETCTL" --json trigger far --wait | jq -r .id)
+like "$run" '^[0-9]+$' "trigger far --wait: run $run"
+is "$("$FLEETCTL" --json runs far "$run" | jq -r .state)" succeeded "the run succeeded on h2"
+is "$("$FLEETCTL" logs far "$run" 2>/dev/null)" "ran on far with its secret" "its log: it ran in far's guest, with its secret"
+# Snapshot and restore there: libvirt's internal qcow2 snapshots of the overlay volume on h2.
+"$FLEETCTL" exec far -- sh -c 'echo before > /home/agent/mark'; ok $? "a file written in far"
+"$FLEETCTL" snapshot far s1 >/dev/null; ok $? "snapshot far s1 (a checkpoint of the running guest on h2)"
+virsh_h2 snapshot-list fleet-far --name | grep -qx s1; ok $? "h2's libvirtd holds snapshot s1 of fleet-far"
+"$FLEETCTL" exec far -- sh -c 'echo after > /home/agent/mark'; ok $? "the file changed after it"
+"$FLEETCTL" restore far s1 >/dev/null; ok $? "restore far s1"
+is "$("$FLEETCTL" exec far -- cat /home/agent/mark)" before "exec after the restore (a new stream) reads the file as at s1"
+# Not built on another host yet: says so (501), nothing hangs or reads local files.
+like "$(apiq GET /v1/agents/far/console)" ' 501$' "its console: 501 (a pty on h2, no log file here)"
+stop_fleetd; ok $? "fleetd stops, far still running on h2"
+fleetd_ns_start; ok $? "fleetd starts again"
+is "$(virsh_h2 domstate fleet-far)" running "far kept running on h2"
+is "$("$FLEETCTL" exec far -- cat /etc/hostname)" far "exec after the restart: a new stream (FORCE takes the channel over)"
+out=$("$FLEETCTL" create far2 --host h2 --health-interval 0 --restart never 2>&1); ok $? "a second agent on h2: $out"
+is "$(uploads)" 1 "the image is not uploaded again"
+is "$(stat -c %Y "$H2_POOL/image-$ID.base.qcow2")" "$base_mtime" "its base volume untouched"
+is "$(qemu-img info --output=json "$H2_POOL/agent-far2.disk.qcow2" | jq -r '."backing-filename"')" \
+	"/var/lib/libvirt/fleet/image-$ID.base.qcow2" "far2's overlay is backed by the same base"
+like "$(apiq POST /v1/agents '{"name":"farnat","host":"h2","network":"nat"}')" "network nat on host h2 is not built.* 501$" \
+	"--network nat on h2: 501 (egress rules are fleetd's host's firewall)"
+is "$(host_field h2 .agents)" 2 "host ls counts two agents on h2"
+# h2's libvirtd killed under the running guest: QEMU runs on, fleetd reconnects, and the next
+# exec opens a new stream on the new connection.
+kill -KILL "$(h2_libvirtd_pid)"; ok $? "h2's libvirtd is killed while far runs there"
+wait_for 30 h2_down; ok $? "fleetd sees h2 unreachable"
+like "$("$FLEETCTL" show far)" "host: +h2 \(unreachable: [^)]+; its state is the last known\)" \
+	"show says far's host is unreachable, and why"
+is "$("$FLEETCTL" --json show far | jq -r '"\(.state) \(.host_unreachable != null)"')" "running true" \
+	"far is still running as last known (not stopped, not removed), host_unreachable set"
+nsenter -t "${H2[0]}" -m -n -- libvirtd -d; ok $? "h2's libvirtd is started again"
+wait_for 60 h2_up; ok $? "fleetd reconnects to h2"
+is "$("$FLEETCTL" --json show far | jq -r '.host_unreachable // "none"')" none "show: h2 reachable again"
+is "$(virsh_h2 domstate fleet-far)" running "far ran on through it"
+is "$("$FLEETCTL" exec far -- cat /home/agent/mark)" before "exec on far again, over a stream on the new connection"
+"$FLEETCTL" stop far >/dev/null; ok $? "fleetctl stop far"
+is "$(virsh_h2 domstate fleet-far)" "shut off" "h2's libvirtd shut fleet-far off"
+"$FLEETCTL" rm far >/dev/null; ok $? "rm far"
+virsh_h2 dominfo fleet-far >/dev/null 2>&1; isnt_rc $?; ok $? "fleet-far is gone from h2's libvirtd"
+"$FLEETCTL" rm far2 >/dev/null; ok $? "rm far2"
+is "$(vols)" "image-$ID.base.qcow2 image-$ID.complete image-$ID.initramfs.img image-$ID.vmlinuz " \
+	"their volumes are deleted from h2's pool; the image's stay"
+[ ! -e "$STATE/vms/far" ] && [ ! -e "$STATE/keys/far" ]; ok $? "and far's files on fleetd's host"
+
 # --- placement -----------------------------------------------------------------------------------
-out=$("$FLEETCTL" create far --host h2 --health-interval 0 2>&1); rc=$?
-check "a VM agent placed on h2 is refused for now" -- isnt_rc "$rc"
-like "$out" "placed on host h2.*remote image path.*not built yet" "saying the remote image path is not built yet: $out"
-"$FLEETCTL" show far >/dev/null 2>&1; isnt_rc $?; ok $? "and nothing of it is kept"
 like "$(apiq POST /v1/agents '{"name":"nowhere","host":"nowhere"}')" "no host 'nowhere'.* 404$" "--host of no such host: 404"
 like "$(apiq POST /v1/agents '{"name":"usr","backend":"user","host":"h2"}')" "user agents run on fleetd's own host.* 400$" \
 	"--host for a user agent: 400"
@@ -139,7 +232,6 @@ pid=$(h2_libvirtd_pid)
 like "$pid" '^[0-9]+$' "h2's libvirtd runs (pid $pid)"
 is "$(host_field h2 .reachable)" true "h2 is reachable before"
 kill -KILL "$pid"; ok $? "h2's libvirtd is killed (SIGKILL)"
-h2_down() { [ "$(host_field h2 .reachable)" = false ]; }
 wait_for 30 h2_down; ok $? "host ls says h2 is unreachable"
 like "$(host_field h2 .error)" "." "with why: $(host_field h2 .error)"
 like "$("$FLEETCTL" host ls)" "h2 +unreachable" "the table says unreachable"
@@ -149,7 +241,6 @@ like "$("$FLEETCTL" doctor 2>&1)" "WARN +host-h2 +host h2 \(qemu\+unix[^)]*\) un
 like "$(apiq POST /v1/agents '{"name":"far","host":"h2"}')" "cannot place a 256 MiB agent on h2: unreachable.* 409$" \
 	"--host of an unreachable host: 409"
 nsenter -t "${H2[0]}" -m -n -- libvirtd -d; ok $? "h2's libvirtd is started again"
-h2_up() { [ "$(host_field h2 .reachable)" = true ]; }
 wait_for 60 h2_up; ok $? "host ls says h2 is reachable again (fleetd reconnected with backoff)"
 like "$(host_field h2 .libvirt_version)" '^[0-9]+\.[0-9]+\.[0-9]+$' "with its versions"
 like "$("$FLEETCTL" doctor 2>&1)" "OK +host-h2 +host h2 reachable at qemu\+unix" "and doctor says it is reachable"

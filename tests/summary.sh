@@ -23,7 +23,10 @@ why_failed() {
 		[ -f "$log" ] || continue
 		echo "why ${t}:"
 		if grep -q '^not ok' "$log"; then
-			awk '/^not ok/ { n = 12 } n > 0 && (/^not ok/ || /^#/) { print; n--; next } { n = 0 }' "$log" | head -60
+			awk '/^(PASS|FAIL|XFAIL|XPASS|SKIP|ERROR):/ { next }	# the TAP driver copies each result
+				/^not ok/ { n = 12 } n > 0 && (/^not ok/ || /^#/) { print; n--; next } { n = 0 }' "$log" | head -60
+			# and what else it printed (stderr of its commands), the first lines
+			grep -vE '^(ok|not ok|#|[0-9]+\.\.[0-9]+|(PASS|FAIL|XFAIL|XPASS|SKIP|ERROR):)' "$log" | head -8
 		else
 			tail -15 "$log"
 		fi | sed 's/^/    /'

@@ -16,7 +16,10 @@
 # Output in DIR: libcurl.a and libcurl-min.info (key=value: debian_version,
 # sha256, inputs_sha256). Does nothing when DIR already holds a build of the
 # same inputs (the .dsc, this script, the compiler, Debian's build flags).
-# Concurrent runs on one DIR take turns (flock). --check: exit 0 when the
+# Concurrent runs on one DIR take turns (flock). A build is also kept in
+# $FLEET_LIBCURL_CACHE (default /var/cache/fleet/libcurl-min/INPUTS_SHA256/,
+# where writable): every build tree of the host (the tests make a few) copies
+# it from there instead of compiling curl again. --check: exit 0 when the
 # source of the installed version is in the cache (configure asks; without
 # it fleetctl links the system's libcurl). Source cache: --source-cache, else
 # $FLEET_CURL_SRC, else /var/cache/fleet/curl-src.
@@ -24,6 +27,7 @@ set -euo pipefail
 
 PROG=build-libcurl-min.sh
 CACHE=${FLEET_CURL_SRC:-/var/cache/fleet/curl-src}
+BUILT=${FLEET_LIBCURL_CACHE:-/var/cache/fleet/libcurl-min}
 OUT=
 JOBS=2
 CHECK=0
@@ -71,15 +75,24 @@ INPUTS=$( {
 	gcc -dumpfullversion
 	cd / && DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --export=sh
 } | sha256sum | cut -d' ' -f1)
-fresh() {
-	[ -f "$OUT/libcurl.a" ] && [ -f "$OUT/libcurl-min.info" ] &&
-		grep -qx "inputs_sha256=$INPUTS" "$OUT/libcurl-min.info" &&
-		grep -qx "sha256=$(sha256sum "$OUT/libcurl.a" | cut -d' ' -f1)" "$OUT/libcurl-min.info"
+fresh() {	# fresh DIR: DIR holds a whole build of these inputs
+	[ -f "$1/libcurl.a" ] && [ -f "$1/libcurl-min.info" ] &&
+		grep -qx "inputs_sha256=$INPUTS" "$1/libcurl-min.info" &&
+		grep -qx "sha256=$(sha256sum "$1/libcurl.a" | cut -d' ' -f1)" "$1/libcurl-min.info"
+}
+install_into() {	# install_into DIR FROM: the library first, the info last (a half-written DIR is never fresh)
+	cp "$2/libcurl.a" "$1/libcurl.a.tmp" && mv "$1/libcurl.a.tmp" "$1/libcurl.a" &&
+		cp "$2/libcurl-min.info" "$1/libcurl-min.info.tmp" && mv "$1/libcurl-min.info.tmp" "$1/libcurl-min.info"
 }
 
 exec 9>"$OUT/.lock"
 flock 9
-if fresh; then
+if fresh "$OUT"; then
+	exit 0
+fi
+# Root-owned and only root writes it (so no other user can plant a library there).
+if [ "$(stat -c %u "$BUILT" 2>/dev/null)" = 0 ] && fresh "$BUILT/$INPUTS" && install_into "$OUT" "$BUILT/$INPUTS"; then
+	echo "libcurl-min: $OUT/libcurl.a (curl $VER, HTTP only, from $BUILT)"
 	exit 0
 fi
 
@@ -133,7 +146,11 @@ LIB=$WORK/build/lib/.libs/libcurl.a
 	echo "sha256=$(sha256sum "$LIB" | cut -d' ' -f1)"
 	echo "inputs_sha256=$INPUTS"
 } > "$WORK/libcurl-min.info"
-# The library first, the info last: a half-written DIR is never "fresh".
-cp "$LIB" "$OUT/libcurl.a.tmp" && mv "$OUT/libcurl.a.tmp" "$OUT/libcurl.a"
-mv "$WORK/libcurl-min.info" "$OUT/libcurl-min.info"
+cp "$LIB" "$WORK/libcurl.a"
+install_into "$OUT" "$WORK" || die "cannot write $OUT"
+# Kept for the host's other build trees, where root may write (a new directory renamed into place).
+if [ "$(id -u)" = 0 ] && mkdir -p "$BUILT" 2>/dev/null && [ "$(stat -c %u "$BUILT")" = 0 ] && [ ! -e "$BUILT/$INPUTS" ]; then
+	keep=$(mktemp -d "$BUILT/.new.XXXXXX") && chmod 0755 "$keep" && install_into "$keep" "$WORK" &&
+		mv -T "$keep" "$BUILT/$INPUTS" 2>/dev/null || rm -rf "${keep:-/nonexistent}"
+fi
 echo "libcurl-min: $OUT/libcurl.a (curl $VER, HTTP only)"

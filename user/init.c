@@ -121,11 +121,27 @@ static int exec_search(const char *const *argv, const char *const *envp)
 	return eacces ? EACCES : ENOENT;
 }
 
+/*
+ * Signal sig back to its default action, through the kernel's rt_sigaction:
+ * glibc's sigaction refuses its own two (32 and 33), which may reach us
+ * ignored all the same. SIGKILL and SIGSTOP fail, harmlessly.
+ */
+static void signal_default(int sig)
+{
+	struct {
+		void *handler;	/* SIG_DFL: NULL */
+		unsigned long flags;
+		void *restorer;
+		uint64_t mask;
+	} k = { 0 };
+
+	(void)syscall(SYS_rt_sigaction, sig, &k, NULL, sizeof(k.mask));
+}
+
 _noreturn_ static void launch_payload(const struct launch_prep *p)
 {
 	const struct user_launch_spec *s = p->spec;
 	int src[4] = { s->stdin_fd, s->stdout_fd, s->stderr_fd, p->report_fd };
-	struct sigaction dfl = { .sa_handler = SIG_DFL };
 	sigset_t none;
 	int devnull = -1, err;
 
@@ -136,14 +152,14 @@ _noreturn_ static void launch_payload(const struct launch_prep *p)
 	 * which were ignored: every signal one by one is 64 system calls.
 	 */
 	if (p->ignored_known) {
-		(void)sigaction(SIGTERM, &dfl, NULL);
-		(void)sigaction(SIGCHLD, &dfl, NULL);
-		for (int sig = 1; sig < NSIG && sig <= 64; sig++)
+		signal_default(SIGTERM);
+		signal_default(SIGCHLD);
+		for (int sig = 1; sig <= 64; sig++)
 			if (p->ignored & (UINT64_C(1) << (sig - 1)))
-				(void)sigaction(sig, &dfl, NULL);
+				signal_default(sig);
 	} else {
-		for (int sig = 1; sig < NSIG; sig++)
-			(void)sigaction(sig, &dfl, NULL);
+		for (int sig = 1; sig <= 64; sig++)
+			signal_default(sig);
 	}
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);

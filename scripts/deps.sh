@@ -1,7 +1,8 @@
 #!/bin/bash
 # Install every Debian package fleet needs to build, test and run its demo,
 # then fetch the Debian source of the installed dropbear (fleet builds a
-# patched dropbear from it: images/README.md). One list, used by the
+# patched dropbear from it: images/README.md) and curl (fleetctl's HTTP-only
+# libcurl: scripts/build-libcurl-min.sh). One list, used by the
 # README's commands and by .ci/run. This is the only step of fleet that
 # downloads anything; tests, benchmarks and the demo never do.
 set -euo pipefail
@@ -78,3 +79,8 @@ for svc in ${new_prometheus:+prometheus prometheus-node-exporter}; do
 done
 # Into /var/cache/fleet/dropbear-src (FLEET_DROPBEAR_SRC); skipped when there.
 bash "$(dirname "$0")/../images/fetch-dropbear-source.sh"
+# fleetctl's HTTP-only libcurl (scripts/build-libcurl-min.sh): Debian's source of the installed
+# libcurl4-openssl-dev, into /var/cache/fleet/curl-src (FLEET_CURL_SRC); skipped when there.
+# Not fatal: without it configure links fleetctl with the system's libcurl (slower to start).
+bash "$(dirname "$0")/fetch-debian-source.sh" --package libcurl4-openssl-dev --cache "${FLEET_CURL_SRC:-/var/cache/fleet/curl-src}" ||
+	echo "deps: warning: no curl source; fleetctl will link the system's libcurl (README.md: Building by hand)" >&2

@@ -39,6 +39,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/procstatus.h"
 #include "common/util.h"
 
 #define FD_REPORT 3
@@ -56,6 +57,8 @@ struct launch_prep {
 	char shared_opts[160];	/* a root-owned 1777 tmpfs for spec->shared_dirs */
 	char secrets_opts[160];	/* the agent's 0700 tmpfs for spec->files, just big enough */
 	char home_copy[4096];	/* writable copy of spec->home */
+	bool ignored_known;	/* ignored holds the signals fleet-init inherited as ignored */
+	uint64_t ignored;	/* bit n-1: signal n (fleetd's SIGPIPE...) */
 };
 
 
@@ -118,17 +121,46 @@ static int exec_search(const char *const *argv, const char *const *envp)
 	return eacces ? EACCES : ENOENT;
 }
 
+/*
+ * Signal sig back to its default action, through the kernel's rt_sigaction:
+ * glibc's sigaction refuses its own two (32 and 33), which may reach us
+ * ignored all the same. SIGKILL and SIGSTOP fail, harmlessly.
+ */
+static void signal_default(int sig)
+{
+	struct {
+		void *handler;	/* SIG_DFL: NULL */
+		unsigned long flags;
+		void *restorer;
+		uint64_t mask;
+	} k = { 0 };
+
+	(void)syscall(SYS_rt_sigaction, sig, &k, NULL, sizeof(k.mask));
+}
+
 _noreturn_ static void launch_payload(const struct launch_prep *p)
 {
 	const struct user_launch_spec *s = p->spec;
 	int src[4] = { s->stdin_fd, s->stdout_fd, s->stderr_fd, p->report_fd };
-	struct sigaction dfl = { .sa_handler = SIG_DFL };
 	sigset_t none;
 	int devnull = -1, err;
 
-	/* fleetd ignores SIGPIPE; an ignored signal would survive execve. */
-	for (int sig = 1; sig < NSIG; sig++)
-		(void)sigaction(sig, &dfl, NULL);
+	/*
+	 * fleetd ignores SIGPIPE; an ignored signal would survive execve. Our own
+	 * handlers go too: one must not run here between the unblock below and
+	 * execve (which resets them anyway). Only those, when main() could tell
+	 * which were ignored: every signal one by one is 64 system calls.
+	 */
+	if (p->ignored_known) {
+		signal_default(SIGTERM);
+		signal_default(SIGCHLD);
+		for (int sig = 1; sig <= 64; sig++)
+			if (p->ignored & (UINT64_C(1) << (sig - 1)))
+				signal_default(sig);
+	} else {
+		for (int sig = 1; sig <= 64; sig++)
+			signal_default(sig);
+	}
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	setsid();
@@ -621,6 +653,28 @@ static int read_spec(struct user_launch_spec *s, json_t **rootp, unsigned char *
 	return s->home && s->home[0] == '/' ? 0 : -EINVAL;
 }
 
+/* The signals we inherited as ignored, from /proc/self/status (common/procstatus.h); false: unknown. */
+static bool read_ignored_signals(uint64_t *mask)
+{
+	char buf[8192];
+	size_t len = 0;
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	while (len < sizeof(buf)) {
+		ssize_t n = read(fd, buf + len, sizeof(buf) - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	return proc_status_sigmask(buf, len, "SigIgn", mask) == 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct sigaction sa_term = { .sa_handler = on_term }, sa_chld = { .sa_handler = on_chld };
@@ -644,6 +698,9 @@ int main(int argc, char **argv)
 	if (fcntl(FD_REPORT, F_GETFD) < 0)
 		return 127;	/* not started by user_launch() */
 	(void)fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC);
+	prep.ignored_known = read_ignored_signals(&prep.ignored);
+	/* jansson would open /dev/urandom for its hash seed: the spec is fleetd's, its keys a fixed few. */
+	json_object_seed(1);
 	if ((r = read_spec(&spec, &root, &blob)) < 0)
 		child_fail(FD_REPORT, LAUNCH_STAGE_INIT, -r);
 	if (strlen(spec.home) >= sizeof(prep.home_copy))

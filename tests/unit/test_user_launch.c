@@ -202,6 +202,17 @@ int main(void)
 	is_str(res.out, want, "umask 077, no_new_privs, core 0, nofile, nproc, cwd = home");
 	free(want);
 
+	/*
+	 * Signals: what the launcher ignores (SIGPIPE above, SIGUSR2 here) is not
+	 * ignored in the command, and nothing is blocked there (fleet-init resets
+	 * only what it inherited as ignored, from /proc/self/status).
+	 */
+	signal(SIGUSR2, SIG_IGN);
+	run(SH("exec grep -E '^Sig(Blk|Ign):' /proc/self/status"), NULL, NULL, NULL, 0, &res);
+	signal(SIGUSR2, SIG_DFL);
+	is_str(res.out, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n",
+	       "no signal ignored or blocked in the command, though the launcher ignores SIGPIPE and SIGUSR2");
+
 	{
 		int leak = open("/etc/hostname", O_RDONLY);	/* not CLOEXEC: would leak without the close */
 		/* No pipe in the probe: the shell's own pipe fds would race with ls. */

@@ -93,6 +93,15 @@ static json_t *agent_to_brief_json(const struct agent *a)
 	return j;
 }
 
+/* Its host's connection lost (#15): "host_unreachable" says why; the state is the last one known, not a fact now. */
+static void mark_unreachable(struct fleetd *f, const struct agent *a, const struct backend_ops *ops, json_t *j)
+{
+	_cleanup_free_ char *why = NULL;
+
+	if (a->host && ops && ops->host_reachable && !ops->host_reachable(f, a->host, &why))
+		json_object_set_new(j, "host_unreachable", json_string(why ? why : "unreachable"));
+}
+
 void api_agents_list(struct api_call *c)
 {
 	struct agent **list = NULL;
@@ -112,8 +121,14 @@ void api_agents_list(struct api_call *c)
 		return;
 	}
 	arr = json_array();
-	for (size_t i = 0; i < n; i++)
-		json_array_append_new(arr, brief ? agent_to_brief_json(list[i]) : agent_to_json(list[i]));
+	for (size_t i = 0; i < n; i++) {
+		json_t *j = brief ? agent_to_brief_json(list[i]) : agent_to_json(list[i]);
+		const char *why;
+
+		/* in memory (the host's connection state): no libvirt call per agent */
+		mark_unreachable(c->fleetd, list[i], list[i]->host ? backend_get(c->fleetd, list[i]->backend, &why) : NULL, j);
+		json_array_append_new(arr, j);
+	}
 	agent_list_free(list);
 	api_reply(c, 200, json_pack("{s:o}", "agents", arr));
 }
@@ -590,13 +605,7 @@ void api_agent_get(struct api_call *c)
 	if (!a)
 		return;
 	j = agent_to_json(a);
-	/* Its host's connection lost (#15): the state is the last one known, not a fact now. */
-	if (a->host && ops && ops->host_reachable) {
-		_cleanup_free_ char *why = NULL;
-
-		if (!ops->host_reachable(c->fleetd, a->host, &why))
-			json_object_set_new(j, "host_unreachable", json_string(why ? why : "unreachable"));
-	}
+	mark_unreachable(c->fleetd, a, ops, j);
 	/* What the egress allow list refused, from the agent's nft counter (only here: it costs an nft run). */
 	if (ops && ops->network_refused && ops->network_refused(c->fleetd, a, &refused) == 0)
 		json_object_set_new(j, "egress_refused_packets", json_integer(refused));

@@ -293,7 +293,9 @@ int cmd_list(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
 		       "NETWORK", "HOST", "CREATED");
 		json_array_foreach(agents, i, a)
 			printf("%-32s %-7s %-12s %5lldMiB %5lld %-7s %-12s %s\n", str(a, "name"), str(a, "backend"),
-			       str(a, "state"), num(a, "memory_mib"), num(a, "vcpus"), str(a, "network"),
+			       /* its host lost: the recorded state is only the last one known */
+			       json_is_string(json_object_get(a, "host_unreachable")) ? "unreachable" : str(a, "state"),
+			       num(a, "memory_mib"), num(a, "vcpus"), str(a, "network"),
 			       json_is_string(json_object_get(a, "host")) ? str(a, "host") : "-", str(a, "created_at"));
 	}
 	json_decref(j);

@@ -175,9 +175,13 @@ like "$("$FLEETCTL" show far)" "host: +h2 \(unreachable: [^)]+; its state is the
 	"show says far's host is unreachable, and why"
 is "$("$FLEETCTL" --json show far | jq -r '"\(.state) \(.host_unreachable != null)"')" "running true" \
 	"far is still running as last known (not stopped, not removed), host_unreachable set"
+is "$("$FLEETCTL" list | awk '$1 == "far" { print $3, $7 }')" "unreachable h2" "list shows far unreachable on h2"
+is "$("$FLEETCTL" --json list | jq -r '.[] | select(.name == "far") | "\(.state) \(.host_unreachable != null)"')" \
+	"running true" "list --json: far's last known state and host_unreachable"
 nsenter -t "${H2[0]}" -m -n -- libvirtd -d; ok $? "h2's libvirtd is started again"
 wait_for 60 h2_up; ok $? "fleetd reconnects to h2"
 is "$("$FLEETCTL" --json show far | jq -r '.host_unreachable // "none"')" none "show: h2 reachable again"
+is "$("$FLEETCTL" list | awk '$1 == "far" { print $3 }')" running "list: far running again"
 is "$(virsh_h2 domstate fleet-far)" running "far ran on through it"
 is "$("$FLEETCTL" exec far -- cat /home/agent/mark)" before "exec on far again, over a stream on the new connection"
 "$FLEETCTL" stop far >/dev/null; ok $? "fleetctl stop far"

@@ -19,23 +19,9 @@
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
 vmfleet_setup --tcg jq sqlite3 curl
 
-# --- the second libvirtd: vmns.sh's variables swapped around a second vmns_start ----------------
-NS1=("$VMNS_PID" "$VMNS_DIR" "$VMNS_VARLIB" "$VMNS_ID")
-VMNS_PID='' VMNS_DIR='' VMNS_VARLIB='' VMNS_ID=''
-vmns_start; rc=$?	# on failure it has stopped what it started
-H2=("$VMNS_PID" "$VMNS_DIR" "$VMNS_VARLIB" "$VMNS_ID")
-VMNS_PID=${NS1[0]} VMNS_DIR=${NS1[1]} VMNS_VARLIB=${NS1[2]} VMNS_ID=${NS1[3]}	# the first one's cleanup is on_exit's
-[ "$rc" = 0 ] || fail_all "cannot start a second private libvirtd"
-h2_stop() {	# vmns_stop of the second namespace, the first one's variables kept
-	local keep=("$VMNS_PID" "$VMNS_DIR" "$VMNS_VARLIB" "$VMNS_ID")
-	VMNS_PID=${H2[0]} VMNS_DIR=${H2[1]} VMNS_VARLIB=${H2[2]} VMNS_ID=${H2[3]}
-	vmns_stop
-	VMNS_PID=${keep[0]} VMNS_DIR=${keep[1]} VMNS_VARLIB=${keep[2]} VMNS_ID=${keep[3]}
-}
-on_exit h2_stop
-H2_SOCK=/proc/${H2[0]}/root/run/libvirt/libvirt-sock
-H2_URI="qemu+unix:///system?socket=$H2_SOCK"
-h2_libvirtd_pid() { cat "/proc/${H2[0]}/root/run/libvirtd.pid" 2>/dev/null; }
+# --- the second libvirtd (tests/lib/host2.sh) ---------------------------------------------------
+. "$FLEET_SRCDIR/tests/lib/host2.sh"
+host2_start
 
 # api, its reply on one line (the status follows the body after a newline).
 apiq() { api "$@" | tr -d "\n"; }
@@ -98,7 +84,6 @@ is "$("$FLEETCTL" host ls --json | jq -c '[.[] | {name, uri, max_agents}]')" \
 like "$("$FLEETCTL" host ls)" "h2 +ready +[0-9.]+ +[0-9.]+ +(kvm|tcg) +[0-9]+MiB +0/3 +qemu\+unix" "the table shows h2 ready, 0/3 agents"
 
 # --- a VM agent on h2: its disks are volumes in h2's fleet pool, through libvirt only ----------------
-virsh_h2() { nsenter -t "${H2[0]}" -m -n -- virsh -q -c qemu:///system "$@"; }
 H2_POOL=${H2[2]}/fleet	# host_pool_dir's default, /var/lib/libvirt/fleet, as seen from outside h2's namespace
 ID=$(cd "$STATE/images" && sha256sum vmlinuz initramfs.img base.qcow2 | sha256sum | cut -d' ' -f1)
 vols() { virsh_h2 vol-list fleet 2>/dev/null | awk '{ print $1 }' | sort | tr '\n' ' '; }
@@ -178,7 +163,7 @@ is "$("$FLEETCTL" --json show far | jq -r '"\(.state) \(.host_unreachable != nul
 is "$("$FLEETCTL" list | awk '$1 == "far" { print $3, $7 }')" "unreachable h2" "list shows far unreachable on h2"
 is "$("$FLEETCTL" --json list | jq -r '.[] | select(.name == "far") | "\(.state) \(.host_unreachable != null)"')" \
 	"running true" "list --json: far's last known state and host_unreachable"
-nsenter -t "${H2[0]}" -m -n -- libvirtd -d; ok $? "h2's libvirtd is started again"
+h2_libvirtd_restart; ok $? "h2's libvirtd is started again"
 wait_for 60 h2_up; ok $? "fleetd reconnects to h2"
 is "$("$FLEETCTL" --json show far | jq -r '.host_unreachable // "none"')" none "show: h2 reachable again"
 is "$("$FLEETCTL" list | awk '$1 == "far" { print $3 }')" running "list: far running again"
@@ -244,7 +229,7 @@ like "$("$FLEETCTL" doctor 2>&1)" "WARN +host-h2 +host h2 \(qemu\+unix[^)]*\) un
 	"doctor warns that h2 is unreachable (no agent there: a warning)"
 like "$(apiq POST /v1/agents '{"name":"far","host":"h2"}')" "cannot place a 256 MiB agent on h2: unreachable.* 409$" \
 	"--host of an unreachable host: 409"
-nsenter -t "${H2[0]}" -m -n -- libvirtd -d; ok $? "h2's libvirtd is started again"
+h2_libvirtd_restart; ok $? "h2's libvirtd is started again"
 wait_for 60 h2_up; ok $? "host ls says h2 is reachable again (fleetd reconnected with backoff)"
 like "$(host_field h2 .libvirt_version)" '^[0-9]+\.[0-9]+\.[0-9]+$' "with its versions"
 like "$("$FLEETCTL" doctor 2>&1)" "OK +host-h2 +host h2 reachable at qemu\+unix" "and doctor says it is reachable"

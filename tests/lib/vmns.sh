@@ -11,6 +11,9 @@
 # dir), VMNS_VARLIB (host path of the namespace's /var/lib/libvirt, so
 # VMNS_VARLIB/x is /var/lib/libvirt/x inside), VMNS_ID (unique per run, for
 # naming guests and networks). vmns_start adds vmns_stop to the EXIT trap.
+# Optional, read by vmns_start: VMNS_BEFORE_DAEMONS (a function run once the
+# namespace exists, before virtlogd and libvirtd start; VMNS_PID and VMNS_DIR
+# are set) and VMNS_LIBVIRTD_ARGS (extra words for libvirtd, e.g. --listen).
 # Needs root, util-linux (unshare, nsenter), libvirt-daemon-system.
 
 VMNS_PID=
@@ -146,7 +149,15 @@ vmns_start() {
         vmns_stop
         return 1
     fi
-    if ! vmns_exec virtlogd -d || ! vmns_exec libvirtd -d; then
+    # A caller's setup inside the namespace before the daemons start (host2.sh:
+    # a veth address for libvirtd to listen on), and libvirtd's extra arguments.
+    if [ -n "${VMNS_BEFORE_DAEMONS:-}" ] && ! "$VMNS_BEFORE_DAEMONS"; then
+        _vmns_log "$VMNS_BEFORE_DAEMONS failed"
+        vmns_stop
+        return 1
+    fi
+    # shellcheck disable=SC2086 # VMNS_LIBVIRTD_ARGS: words on purpose
+    if ! vmns_exec virtlogd -d || ! vmns_exec libvirtd -d ${VMNS_LIBVIRTD_ARGS:-}; then
         _vmns_log "could not start virtlogd/libvirtd"
         vmns_stop
         return 1

@@ -1,8 +1,9 @@
 #!/bin/bash
 # More hosts (#15): a second private libvirtd (its own mount and
-# network namespace, tests/lib/vmns.sh) added as a host over qemu+unix, its
-# socket reached through /proc/PID/root (no traffic leaves the namespaces
-# this test made). host ls shows it reachable with libvirt and QEMU versions,
+# network namespace, tests/lib/host2.sh) added as a host over qemu+tcp, on a
+# veth pair that joins its namespace to the first one, where fleetd runs (no
+# traffic leaves the namespaces this test made; H2_TRANSPORT=unix reaches its
+# socket through /proc/PID/root instead). host ls shows it reachable with libvirt and QEMU versions,
 # KVM or TCG and free memory; drain and undrain; placement (--host and
 # automatic, and why none fits); rm refused while an agent is placed there,
 # accepted when empty; a bad URI refused with libvirt's error; its libvirtd
@@ -29,6 +30,7 @@ hosts_json() { "$FLEETCTL" --json host ls; }
 host_field() { hosts_json | jq -r --arg h "$1" ".[] | select(.name == \$h) | $2"; }
 h2_down() { [ "$(host_field h2 .reachable)" = false ]; }
 h2_up() { [ "$(host_field h2 .reachable)" = true ]; }
+H2_SCHEME="qemu\\+$H2_TRANSPORT"	# for like's patterns
 
 fleetd_ns_start; ok $? "fleetd starts inside the first namespace"
 
@@ -68,7 +70,17 @@ like "$(apiq POST /v1/hosts "{\"name\":\"Bad_Name\",\"uri\":\"$H2_URI\"}")" '"in
 like "$(apiq POST /v1/hosts '{"name":"sp","uri":"qemu:///system foo"}')" '"invalid".* 400$' "a URI with a space: 400"
 like "$(apiq POST /v1/hosts "{\"name\":\"h2\",\"uri\":\"$H2_URI\",\"max_agents\":-1}")" ' 400$' "a negative max_agents: 400"
 
-out=$("$FLEETCTL" host add h2 "$H2_URI" --max-agents 3 --reserve-memory 64); ok $? "host add h2 over the second libvirtd's socket"
+out=$("$FLEETCTL" host add h2 "$H2_URI" --max-agents 3 --reserve-memory 64); ok $? "host add h2 at $H2_URI"
+if [ "$H2_TRANSPORT" = tcp ]; then
+	# What crosses between the namespaces is libvirt's remote protocol on TCP:
+	# h2's libvirtd listens on its veth address only, and fleetd's connection
+	# to it is a TCP one from the first namespace's end of the pair.
+	is "$(nsenter -t "${H2[0]}" -n -- ss -tlnH | awk '$4 ~ /:16509$/ { print $4 }')" \
+		"$H2_ADDR:16509" "h2's libvirtd listens on TCP on $H2_ADDR:16509 only"
+	like "$(vmns_exec ss -tnpH state established dst "$H2_ADDR")" \
+		"^0 +0 +$H2_NS1_ADDR:[0-9]+ +$H2_ADDR:16509 +users:\(\(\"fleetd\",pid=$FLEETD_PID," \
+		"fleetd's connection to h2 is TCP from $H2_NS1_ADDR to $H2_ADDR:16509 (ss -tnp in fleetd's namespace)"
+fi
 like "$out" "host 'h2' added \(libvirt [0-9.]+, QEMU [0-9.]+, (kvm|tcg)\)" "it says what it found: $out"
 like "$(apiq POST /v1/hosts "{\"name\":\"h2\",\"uri\":\"$H2_URI\"}")" '"exists".* 409$' "a second h2: 409 exists"
 like "$(apiq POST /v1/hosts "{\"name\":\"local\",\"uri\":\"$H2_URI\"}")" '"exists".* 409$' "and so is 'local'"
@@ -81,13 +93,13 @@ is "$(host_field h2 '"\(.max_agents) \(.reserve_memory_mib) \(.agents) \(.draini
 	"max 3 agents, 64 MiB reserved, none placed, not draining"
 is "$("$FLEETCTL" host ls --json | jq -c '[.[] | {name, uri, max_agents}]')" \
 	"$(hosts_json | jq -c '[.[] | {name, uri, max_agents}]')" "host ls --json is --json host ls"
-like "$("$FLEETCTL" host ls)" "h2 +ready +[0-9.]+ +[0-9.]+ +(kvm|tcg) +[0-9]+MiB +0/3 +qemu\+unix" "the table shows h2 ready, 0/3 agents"
+like "$("$FLEETCTL" host ls)" "h2 +ready +[0-9.]+ +[0-9.]+ +(kvm|tcg) +[0-9]+MiB +0/3 +$H2_SCHEME" "the table shows h2 ready, 0/3 agents"
 
 # --- a VM agent on h2: its disks are volumes in h2's fleet pool, through libvirt only ----------------
 H2_POOL=${H2[2]}/fleet	# host_pool_dir's default, /var/lib/libvirt/fleet, as seen from outside h2's namespace
 ID=$(cd "$STATE/images" && sha256sum vmlinuz initramfs.img base.qcow2 | sha256sum | cut -d' ' -f1)
 vols() { virsh_h2 vol-list fleet 2>/dev/null | awk '{ print $1 }' | sort | tr '\n' ' '; }
-uploads() { grep -c "uploading image sha256:${ID:0:12} to qemu+unix" "$STATE/fleetd.log"; }
+uploads() { grep -c "uploading image sha256:${ID:0:12} to qemu+$H2_TRANSPORT" "$STATE/fleetd.log"; }
 # An upload a kill cut short: the pool there already (fleet uses it as it is), a base volume of
 # the right name with other bytes in it, and no marker. It must never be booted from.
 virsh_h2 pool-define-as fleet dir --target /var/lib/libvirt/fleet >/dev/null &&
@@ -225,14 +237,14 @@ wait_for 30 h2_down; ok $? "host ls says h2 is unreachable"
 like "$(host_field h2 .error)" "." "with why: $(host_field h2 .error)"
 like "$("$FLEETCTL" host ls)" "h2 +unreachable" "the table says unreachable"
 is "$(host_field local .reachable)" true "local is unaffected"
-like "$("$FLEETCTL" doctor 2>&1)" "WARN +host-h2 +host h2 \(qemu\+unix[^)]*\) unreachable: .*0 agent" \
+like "$("$FLEETCTL" doctor 2>&1)" "WARN +host-h2 +host h2 \($H2_SCHEME[^)]*\) unreachable: .*0 agent" \
 	"doctor warns that h2 is unreachable (no agent there: a warning)"
 like "$(apiq POST /v1/agents '{"name":"far","host":"h2"}')" "cannot place a 256 MiB agent on h2: unreachable.* 409$" \
 	"--host of an unreachable host: 409"
 h2_libvirtd_restart; ok $? "h2's libvirtd is started again"
 wait_for 60 h2_up; ok $? "host ls says h2 is reachable again (fleetd reconnected with backoff)"
 like "$(host_field h2 .libvirt_version)" '^[0-9]+\.[0-9]+\.[0-9]+$' "with its versions"
-like "$("$FLEETCTL" doctor 2>&1)" "OK +host-h2 +host h2 reachable at qemu\+unix" "and doctor says it is reachable"
+like "$("$FLEETCTL" doctor 2>&1)" "OK +host-h2 +host h2 reachable at $H2_SCHEME" "and doctor says it is reachable"
 
 # --- rm: accepted when empty -----------------------------------------------------------------------
 out=$("$FLEETCTL" host rm h2); ok $? "host rm h2, now empty"

@@ -1,20 +1,21 @@
 #!/bin/bash
-# More hosts (#15): a second private libvirtd (its own mount and
-# network namespace, tests/lib/host2.sh) added as a host over qemu+tcp, on a
-# veth pair that joins its namespace to the first one, where fleetd runs (no
+# More hosts (#15): a second private libvirtd (its own mount and network
+# namespace, tests/lib/host2.sh) added as a host over qemu+tcp, on a veth
+# pair that joins its namespace to the first one, where fleetd runs (no
 # traffic leaves the namespaces this test made; H2_TRANSPORT=unix reaches its
-# socket through /proc/PID/root instead). host ls shows it reachable with libvirt and QEMU versions,
-# KVM or TCG and free memory; drain and undrain; placement (--host and
-# automatic, and why none fits); rm refused while an agent is placed there,
-# accepted when empty; a bad URI refused with libvirt's error; its libvirtd
-# killed -> unreachable (with the error), restarted -> reachable again, by
-# fleetd's own reconnect. A VM agent created on h2: its disks are volumes in
-# h2's fleet pool (the image uploaded once, a volume cut short replaced, the
-# overlay backed by the base volume), started there (one TCG guest), exec
-# through its channel streamed over h2's connection (a run with a secret,
-# memory, 3 MB of output), snapshot and restore there, fleetd restarted and
-# h2's libvirtd killed under the running guest (exec after each), stop, rm
-# deleting its volumes.
+# socket through /proc/PID/root instead). host ls shows it reachable with
+# libvirt and QEMU versions, KVM or TCG and free memory; placement (--host
+# and automatic, and why none fits); rm refused while an agent is placed
+# there, accepted when empty; a bad URI refused with libvirt's error; its
+# libvirtd killed -> unreachable (with the error), restarted -> reachable
+# again, by fleetd's own reconnect. A VM agent created on h2: its disks are
+# volumes in h2's fleet pool (the image uploaded once, a volume cut short
+# replaced, the overlay backed by the base volume), started there (one TCG
+# guest), exec through its channel streamed over h2's connection (a run with
+# a secret, memory, 3 MB of output), snapshot and restore there, an
+# automatic rollback (the system deleted), fleetd restarted and h2's libvirtd
+# killed under the running guest (exec after each), h2 drained with it there
+# (new agents go to local, it keeps working), stop, rm deleting its volumes.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
@@ -150,6 +151,23 @@ virsh_h2 snapshot-list fleet-far --name | grep -qx s1; ok $? "h2's libvirtd hold
 "$FLEETCTL" exec far -- sh -c 'echo after > /home/agent/mark'; ok $? "the file changed after it"
 "$FLEETCTL" restore far s1 >/dev/null; ok $? "restore far s1"
 is "$("$FLEETCTL" exec far -- cat /home/agent/mark)" before "exec after the restore (a new stream) reads the file as at s1"
+# Automatic rollback there, provoked as tests/vm/rollback.sh does (the system
+# deleted): the periodic check fails and fleet restores the newest good
+# snapshot, s1, on h2, by itself.
+is "$("$FLEETCTL" --json snapshots far | jq -r '.[] | select(.name == "s1") | .good')" true \
+	"s1 was taken while far was healthy: marked good"
+"$FLEETCTL" set far --health-interval 3 --auto-rollback on >/dev/null; ok $? "far checks its health every 3 s and rolls back by itself"
+"$FLEETCTL" exec far -- sh -c 'echo after > /home/agent/mark'; ok $? "the file changed again"
+"$FLEETCTL" exec far --root -- sh -c 'rm -rf /usr /bin /sbin' >/dev/null 2>&1
+rolled_back() {
+	[ "$("$FLEETCTL" --json audit --limit 1000 | jq '[.[] | select(.action == "auto.rollback")] | length')" -ge 1 ] &&
+		[ "$("$FLEETCTL" --json show far | jq -r '.state + "/" + .health.status')" = running/healthy ]
+}
+wait_for 300 rolled_back; ok $? "with /usr /bin /sbin deleted in far, fleet rolls it back by itself, on h2"
+like "$("$FLEETCTL" audit --limit 1000)" "auto.rollback +far/s1 +ok" "the audit log records the rollback to s1"
+like "$("$FLEETCTL" show far)" "rollback: .*restored 's1' after" "show says what the rollback did"
+is "$("$FLEETCTL" exec far -- cat /home/agent/mark)" before "exec works again and the file is as at s1"
+"$FLEETCTL" set far --health-interval 0 --auto-rollback off >/dev/null; ok $? "far's checks off again"
 # Not built on another host yet: says so (501), nothing hangs or reads local files.
 like "$(apiq GET /v1/agents/far/console)" ' 501$' "its console: 501 (a pty on h2, no log file here)"
 stop_fleetd; ok $? "fleetd stops, far still running on h2"
@@ -164,6 +182,26 @@ is "$(qemu-img info --output=json "$H2_POOL/agent-far2.disk.qcow2" | jq -r '."ba
 like "$(apiq POST /v1/agents '{"name":"farnat","host":"h2","network":"nat"}')" "network nat on host h2 is not built.* 501$" \
 	"--network nat on h2: 501 (egress rules are fleetd's host's firewall)"
 is "$(host_field h2 .agents)" 2 "host ls counts two agents on h2"
+# Drain with agents placed there: new agents go elsewhere, those there keep working.
+"$FLEETCTL" host drain h2 >/dev/null; ok $? "host drain h2"
+is "$(host_field h2 '"\(.draining) \(.agents)"')" "true 2" "h2 drains, with far and far2 placed there"
+like "$("$FLEETCTL" host ls)" "h2 +draining .* 2/3 " "the table says so"
+is "$("$FLEETCTL" exec far -- cat /etc/hostname)" far "far keeps working on the draining host"
+like "$(apiq POST /v1/agents '{"name":"far3","host":"h2"}')" "cannot place a 256 MiB agent on h2: draining.* 409$" \
+	"--host of a draining host: 409 with the reason"
+out=$("$FLEETCTL" create la --health-interval 0 --restart never); ok $? "with h2 draining, an agent is placed automatically"
+like "$out" "host local" "on local: $out"
+is "$("$FLEETCTL" --json show la | jq -r .host)" local "show says its host"
+like "$("$FLEETCTL" list)" "la +vm +stopped .* local " "list shows its host"
+is "$("$FLEETCTL" --json list | jq -r '.[] | select(.name == "la") | .host')" local "and list --json"
+is "$(host_field local .agents)" 1 "host ls counts it on local"
+"$FLEETCTL" host drain local >/dev/null; ok $? "drain local too"
+resp=$(apiq POST /v1/agents '{"name":"none"}')
+like "$resp" "no host can take a 256 MiB agent now: local: draining; h2: draining.* 409$" "none fits: 409, host by host"
+"$FLEETCTL" host undrain local >/dev/null; ok $? "host undrain local"
+"$FLEETCTL" host drain h2 --undo >/dev/null; ok $? "host drain h2 --undo"
+is "$(hosts_json | jq -r '[.[].draining] | map(tostring) | join(" ")')" "false false" "neither drains"
+like "$(apiq PATCH /v1/hosts/nowhere '{"draining":true}')" ' 404$' "drain of no such host: 404"
 # h2's libvirtd killed under the running guest: QEMU runs on, fleetd reconnects, and the next
 # exec opens a new stream on the new connection.
 kill -KILL "$(h2_libvirtd_pid)"; ok $? "h2's libvirtd is killed while far runs there"
@@ -194,24 +232,6 @@ is "$(vols)" "image-$ID.base.qcow2 image-$ID.complete image-$ID.initramfs.img im
 like "$(apiq POST /v1/agents '{"name":"nowhere","host":"nowhere"}')" "no host 'nowhere'.* 404$" "--host of no such host: 404"
 like "$(apiq POST /v1/agents '{"name":"usr","backend":"user","host":"h2"}')" "user agents run on fleetd's own host.* 400$" \
 	"--host for a user agent: 400"
-"$FLEETCTL" host drain h2 >/dev/null; ok $? "host drain h2"
-is "$(host_field h2 .draining)" true "h2 drains"
-like "$("$FLEETCTL" host ls)" "h2 +draining" "the table says so"
-like "$(apiq POST /v1/agents '{"name":"far","host":"h2"}')" "cannot place a 256 MiB agent on h2: draining.* 409$" \
-	"--host of a draining host: 409 with the reason"
-out=$("$FLEETCTL" create la --health-interval 0 --restart never); ok $? "with h2 draining, an agent is placed automatically"
-like "$out" "host local" "on local: $out"
-is "$("$FLEETCTL" --json show la | jq -r .host)" local "show says its host"
-like "$("$FLEETCTL" list)" "la +vm +stopped .* local " "list shows its host"
-is "$("$FLEETCTL" --json list | jq -r '.[] | select(.name == "la") | .host')" local "and list --json"
-is "$(host_field local .agents)" 1 "host ls counts it on local"
-"$FLEETCTL" host drain local >/dev/null; ok $? "drain local too"
-resp=$(apiq POST /v1/agents '{"name":"none"}')
-like "$resp" "no host can take a 256 MiB agent now: local: draining; h2: draining.* 409$" "none fits: 409, host by host"
-"$FLEETCTL" host undrain local >/dev/null; ok $? "host undrain local"
-"$FLEETCTL" host drain h2 --undo >/dev/null; ok $? "host drain h2 --undo"
-is "$(hosts_json | jq -r '[.[].draining] | map(tostring) | join(" ")')" "false false" "neither drains"
-like "$(apiq PATCH /v1/hosts/nowhere '{"draining":true}')" ' 404$' "drain of no such host: 404"
 
 # --- rm: refused while an agent is placed there ---------------------------------------------------
 stop_fleetd; ok $? "fleetd stops"

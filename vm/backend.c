@@ -107,6 +107,7 @@ void vm_free(struct vm *v)
 	if (*pp)
 		*pp = v->next;
 	vm_drop_session(v);
+	vm_remote_console_close(v);
 	vm_waiters_finish(v, -ECANCELED, "the environment went away (removed, or fleetd is stopping)");
 	if (v->stop_waiter.done)
 		v->stop_waiter.done(v->stop_waiter.userdata, -ECANCELED, "the environment went away (removed, or fleetd is stopping)");
@@ -217,7 +218,7 @@ static void start_memdisk_made(struct vm *v, int r, const char *why, void *userd
 static int start_remote(struct vm *v, const struct agent *a, enum virt_state st, backend_done_fn done, void *userdata,
 			char **why)
 {
-	_cleanup_free_ char *dom = vm_domain_name(a->name);
+	_cleanup_free_ char *dom = vm_domain_name(a->name), *cwhy = NULL;
 	int r;
 
 	if (st != VIRT_RUNNING) {
@@ -226,8 +227,18 @@ static int start_remote(struct vm *v, const struct agent *a, enum virt_state st,
 			v->stopping = true;	/* clearing a crashed domain is not another crash */
 			(void)virt_domain_destroy(v->virt, dom, NULL);
 		}
-		if ((r = virt_domain_start(v->virt, dom, why)) < 0)
+		/* Paused until its console streams here (remote_console.c), so its log holds the whole boot. */
+		if ((r = virt_domain_start_paused(v->virt, dom, why)) < 0)
 			return r;
+		vm_remote_console_close(v);	/* the last run's, if its end was not seen yet */
+		if (vm_remote_console_open(v, &cwhy) < 0)
+			log_notice("agent '%s': its console is not logged yet (%s); fleetd tries again every few seconds",
+				   a->name, cwhy ? cwhy : "?");
+		if ((r = virt_domain_resume(v->virt, dom, why)) < 0) {
+			v->stopping = true;	/* not a crash: it never ran */
+			(void)virt_domain_destroy(v->virt, dom, NULL);
+			return r;
+		}
 		v->booted_type = NULL;
 		v->started_at = now_usec();
 		log_info("agent '%s': domain %s started on host %s; waiting for its control channel", a->name, dom,

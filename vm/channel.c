@@ -104,6 +104,7 @@ static int session_start(struct vm *v, int timeout_s, char **why)
 		if ((r = virt_channel_open(v->virt, dom, CHANNEL_NAME, &fd, why)) < 0)
 			return r;
 		v->channel_gen = virt_generation(v->virt);
+		vm_remote_console_ensure(v);	/* a restart or reconnect lost its console stream too */
 		return ssh_session_new(b->f->base, fd, &cfg, &cb, &v->ssh, why);
 	}
 	if (strlen(sock) >= sizeof(sa.sun_path)) {

@@ -1,6 +1,8 @@
 /*
  * console: an agent's serial console log, read for `fleetctl console` and
- * the KVM watchdog, and kept within vm_console_max_bytes.
+ * the KVM watchdog, and kept within vm_console_max_bytes. A remote guest's
+ * log is the same file, written by fleetd from its console stream
+ * (remote_console.c) instead of by virtlogd.
  *
  * virtlogd (root) writes the serial console to vms/NAME/console.log and
  * rotates it to console.log.0, .1, ... (max_size, max_backups in
@@ -257,6 +259,7 @@ static void on_console_timer(evutil_socket_t fd, short what, void *arg)
 	struct vm_backend *b = arg;
 	char **running = NULL;
 
+	vm_remote_consoles_tick(b);
 	/* Asked only when connected: a reconnect is virt.c's to make (it reports it, we resync). */
 	if (!b->console_swept || !virt_is_connected(b->virt) ||
 	    virt_domain_list(b->virt, DOMAIN_PREFIX, true, &running) < 0) {
@@ -292,9 +295,7 @@ int vm_console(struct fleetd *f, const struct agent *a, size_t max, char **ret, 
 {
 	int r;
 
-	/* Its serial port is a pty on that host: no log file on fleetd's. */
-	if (vm_agent_remote(a))
-		return -EOPNOTSUPP;
+	/* A remote guest's log is here too: its console streamed from its host (remote_console.c). */
 	r = vm_console_read(vm_backend_of(f), a->name, max, ret, ret_len);
 
 	if (r == -EINVAL)

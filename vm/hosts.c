@@ -82,6 +82,13 @@ int vm_host_virt(struct vm_backend *b, const char *host, struct virt **ret, char
 	return 0;
 }
 
+struct virt *vm_host_virt_if_open(struct vm_backend *b, const char *host)
+{
+	struct vm_host *h;
+
+	return is_local(host) ? b->virt : (h = find(b, host)) ? h->virt : NULL;
+}
+
 struct virt *vm_agent_virt(struct vm_backend *b, const struct agent *a, char **why)
 {
 	struct virt *v = NULL;

@@ -519,6 +519,16 @@ int virt_domain_start(struct virt *v, const char *name, char **why)
 	return with_domain(v, name, virDomainCreate, "cannot start domain", why);
 }
 
+static int create_paused(virDomainPtr d)
+{
+	return virDomainCreateWithFlags(d, VIR_DOMAIN_START_PAUSED);
+}
+
+int virt_domain_start_paused(struct virt *v, const char *name, char **why)
+{
+	return with_domain(v, name, create_paused, "cannot start domain", why);
+}
+
 int virt_domain_shutdown(struct virt *v, const char *name, char **why)
 {
 	return with_domain(v, name, virDomainShutdown, "cannot shut down domain", why);

@@ -61,6 +61,8 @@ bool virt_kvm(struct virt *v);
 /* Each returns 0 or -errno with *why; -ENOENT: no such domain. */
 int virt_domain_define(struct virt *v, const char *xml, char **why);
 int virt_domain_start(struct virt *v, const char *name, char **why);
+/* Started with its vCPUs paused (virt_domain_resume runs them): nothing it prints is missed by a console opened meanwhile. */
+int virt_domain_start_paused(struct virt *v, const char *name, char **why);
 int virt_domain_shutdown(struct virt *v, const char *name, char **why);
 int virt_domain_destroy(struct virt *v, const char *name, char **why);
 /* Undefine, removing snapshot metadata with it (the disk files are the caller's). */
@@ -143,6 +145,13 @@ int virt_vol_delete(struct virt *v, const char *pool, const char *vol, char **wh
  * closes both once either side ends. 0, or -errno with *why.
  */
 int virt_channel_open(struct virt *v, const char *domain, const char *channel, int *fd, char **why);
+/*
+ * The guest's serial console (virDomainOpenConsole), the same way: the bytes
+ * it prints arrive on *fd (nothing fleetd writes there is sent). Not forced:
+ * while someone else holds the console (virsh console) it fails. 0, or
+ * -errno with *why.
+ */
+int virt_console_open(struct virt *v, const char *domain, int *fd, char **why);
 
 const char *virt_state_to_string(enum virt_state s);
 

@@ -1,7 +1,9 @@
 /*
- * virt_channel: a guest's virtio-serial channel over a libvirt connection
- * (virDomainOpenChannel), joined to a Unix socketpair so the SSH session
- * (ssh.c) runs over it exactly as over a local guest's ctl.sock. libvirt's
+ * virt_channel: a guest's virtio-serial channel (virDomainOpenChannel) or its
+ * serial console (virDomainOpenConsole) over a libvirt connection, joined to
+ * a Unix socketpair: the SSH session (ssh.c) runs over the channel exactly as
+ * over a local guest's ctl.sock, and remote_console.c reads the console into
+ * the agent's console log. libvirt's
  * event thread (virt.c) pumps the bytes both ways: non-blocking stream and
  * socket, one bounded buffer per direction, each side read only while the
  * buffer toward the other is empty, so what waits is at most two buffers.
@@ -27,7 +29,7 @@ struct pump {
 	int watch;		/* the fd's handle in libvirt's event loop */
 	int refs;		/* the stream callback and the fd handle each hold one */
 	bool closed;
-	char *name;		/* domain/channel, for the log */
+	char *name;		/* "DOMAIN channel NAME", "DOMAIN console": for the log */
 	char to_fd[PUMP_BUF];	/* from the guest, not yet written to fd */
 	size_t to_fd_len, to_fd_off;
 	char to_st[PUMP_BUF];	/* from fd, not yet sent to the guest */
@@ -53,7 +55,7 @@ static void pump_close(struct pump *p, const char *why)
 	if (p->closed)
 		return;
 	p->closed = true;
-	log_debug("libvirt: channel %s closed (%s)", p->name, why);
+	log_debug("libvirt: %s closed (%s)", p->name, why);
 	close(p->fd);
 	(void)virStreamAbort(st);
 	virStreamRef(st);	/* held across the removal that may free p, and the stream with it */
@@ -164,7 +166,24 @@ static void on_fd(int watch, int fd, int events, void *opaque)
 		pump_arm(p);
 }
 
-int virt_channel_open(struct virt *v, const char *domain, const char *channel, int *ret_fd, char **why)
+/* How a stream reaches the guest: one of the two openers below; -1 with libvirt's error. */
+typedef int (*stream_opener)(virDomainPtr d, const char *name, virStreamPtr st);
+
+static int open_channel(virDomainPtr d, const char *channel, virStreamPtr st)
+{
+	/* FORCE: a stream an earlier fleetd (or session) left open is closed, not in our way. */
+	return virDomainOpenChannel(d, channel, st, VIR_DOMAIN_CHANNEL_FORCE);
+}
+
+static int open_console(virDomainPtr d, const char *unused, virStreamPtr st)
+{
+	/* No FORCE: a person's `virsh console` keeps the port; fleetd tries again later. */
+	return virDomainOpenConsole(d, NULL, st, 0);
+}
+
+/* label names the stream in messages ("channel NAME", "console"). */
+static int stream_open(struct virt *v, const char *domain, const char *channel, const char *label,
+		       stream_opener opener, int *ret_fd, char **why)
 {
 	virConnectPtr c;
 	virDomainPtr d = NULL;
@@ -186,14 +205,13 @@ int virt_channel_open(struct virt *v, const char *domain, const char *channel, i
 	p = xcalloc(1, sizeof(*p));
 	p->fd = sv[1];
 	p->watch = -1;
-	p->name = xasprintf("%s/%s", domain, channel);
+	p->name = xasprintf("%s %s", domain, label);
 	if (!(p->st = virStreamNew(c, VIR_STREAM_NONBLOCK))) {
 		r = virt_last_error("cannot open a stream", why);
 		goto fail;
 	}
-	/* FORCE: a stream an earlier fleetd (or session) left open is closed, not in our way. */
-	if (virDomainOpenChannel(d, channel, p->st, VIR_DOMAIN_CHANNEL_FORCE) < 0) {
-		_cleanup_free_ char *what = xasprintf("cannot open channel %s of domain %s", channel, domain);
+	if (opener(d, channel, p->st) < 0) {
+		_cleanup_free_ char *what = xasprintf("cannot open %s of domain %s", label, domain);
 		r = virt_last_error(what, why);
 		goto fail;
 	}
@@ -205,14 +223,16 @@ int virt_channel_open(struct virt *v, const char *domain, const char *channel, i
 	 */
 	p->refs = 1;
 	if ((p->watch = virEventAddHandle(p->fd, VIR_EVENT_HANDLE_READABLE, on_fd, p, pump_unref)) < 0) {
-		*why = xstrdup("cannot watch the channel's socket");
+		*why = xasprintf("cannot watch the %s's socket", label);
 		r = -EIO;
 		(void)virStreamAbort(p->st);
 		goto fail;
 	}
 	p->refs = 2;
 	if (virStreamEventAddCallback(p->st, VIR_STREAM_EVENT_READABLE, on_stream, p, pump_unref) < 0) {
-		r = virt_last_error("cannot watch the channel's stream", why);
+		_cleanup_free_ char *what = xasprintf("cannot watch the %s's stream", label);
+
+		r = virt_last_error(what, why);
 		/* Only the socket's handle holds p: its removal frees p, the stream and the socket. */
 		p->refs = 1;
 		p->closed = true;
@@ -235,4 +255,16 @@ fail:
 	close(sv[0]);
 	close(sv[1]);
 	return r;
+}
+
+int virt_channel_open(struct virt *v, const char *domain, const char *channel, int *ret_fd, char **why)
+{
+	_cleanup_free_ char *what = xasprintf("channel %s", channel);
+
+	return stream_open(v, domain, channel, what, open_channel, ret_fd, why);
+}
+
+int virt_console_open(struct virt *v, const char *domain, int *ret_fd, char **why)
+{
+	return stream_open(v, domain, NULL, "console", open_console, ret_fd, why);
 }

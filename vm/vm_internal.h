@@ -17,6 +17,7 @@
  *   disk_backup.c  backup --with-disks and its restore (public: disk_backup.h)
  *   hosts.c      one libvirt connection per hypervisor host (#15); the host ops
  *   remote_disks.c  an agent's disks on another host: the fleet pool, images uploaded once
+ *   remote_console.c  a remote guest's serial console streamed into its console log here
  * All of it runs on fleetd's loop thread, bar snapshots.c's and disk_backup.c's workers (which
  * touch only their jobs) and virt.c's libvirt event thread.
  */
@@ -45,6 +46,7 @@ struct event;
 struct ssh_session;
 struct egress_refresh;
 struct vm_host;
+struct vm_remote_console;
 
 struct waiter {
 	backend_done_fn done;
@@ -74,6 +76,7 @@ struct vm {
 	int execs;			/* execs in flight: snapshots and restores wait for none */
 	bool busy;			/* a snapshot or restore is under way */
 	int memdisk_mib;		/* its memory disk's size as last made, grown or read (0: unknown; a revert forgets it) */
+	struct vm_remote_console *console;	/* a remote guest's console stream into its log (remote_console.c) */
 	struct vm *next;
 };
 
@@ -121,6 +124,8 @@ void vm_remove_tree(const char *path);
  * yet (the URI from fleet's store); -errno with *why (why may be NULL).
  */
 int vm_host_virt(struct vm_backend *b, const char *host, struct virt **ret, char **why);
+/* The connection of host if it was opened already (never opens one), else NULL. */
+struct virt *vm_host_virt_if_open(struct vm_backend *b, const char *host);
 /* The connection of a's host, or NULL with *why. */
 struct virt *vm_agent_virt(struct vm_backend *b, const struct agent *a, char **why);
 /* At shutdown: every host's connection but b->virt closed. */
@@ -197,6 +202,15 @@ void vm_console_cap(struct vm_backend *b, const char *agent);
 /* Start and stop enforcing the cap periodically. */
 void vm_console_watch_start(struct vm_backend *b);
 void vm_console_watch_stop(struct vm_backend *b);
+
+/* remote_console.c */
+/* A remote guest's console streamed into its console.log from now on (0 if it is already); -errno with *why. */
+int vm_remote_console_open(struct vm *v, char **why);
+void vm_remote_console_close(struct vm *v);
+/* Opened if it is not, or no longer on v->virt's current connection; a failure is logged (debug) only. */
+void vm_remote_console_ensure(struct vm *v);
+/* From the console timer: every running remote agent without a stream gets one, and the cap. */
+void vm_remote_consoles_tick(struct vm_backend *b);
 
 /* upgrade.c */
 static inline void agent_images_clearp(struct agent_images *im)

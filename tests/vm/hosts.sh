@@ -168,12 +168,22 @@ like "$("$FLEETCTL" audit --limit 1000)" "auto.rollback +far/s1 +ok" "the audit 
 like "$("$FLEETCTL" show far)" "rollback: .*restored 's1' after" "show says what the rollback did"
 is "$("$FLEETCTL" exec far -- cat /home/agent/mark)" before "exec works again and the file is as at s1"
 "$FLEETCTL" set far --health-interval 0 --auto-rollback off >/dev/null; ok $? "far's checks off again"
-# Not built on another host yet: says so (501), nothing hangs or reads local files.
-like "$(apiq GET /v1/agents/far/console)" ' 501$' "its console: 501 (a pty on h2, no log file here)"
+# Its console: the serial port, a pty on h2, streamed over h2's connection
+# (virDomainOpenConsole) into far's console log on fleetd's host, from the
+# first line of the boot (started paused until the stream was there).
+console_has() { "$FLEETCTL" console far | grep -q -- "$1"; }
+# What the guest prints while no stream is open is lost: say it until it shows.
+console_says() { "$FLEETCTL" exec far --root -- sh -c "echo $1 > /dev/ttyS0" && console_has "$1"; }
+like "$("$FLEETCTL" console far)" "Linux version" "fleetctl console far: its boot, from the kernel's banner on"
+like "$(apiq GET /v1/agents/far/console)" '"data": *"[A-Za-z0-9+/=]+".* 200$' "GET /v1/agents/far/console: 200 with the log"
+[ -f "$STATE/vms/far/console.log" ] && [ ! -L "$STATE/vms/far/console.log" ]; ok $? "the log is a file on fleetd's host"
+"$FLEETCTL" exec far --root -- sh -c 'echo console-mark-1 > /dev/ttyS0'; ok $? "far writes a line to its serial port"
+wait_for 30 console_has console-mark-1; ok $? "fleetctl console far shows it"
 stop_fleetd; ok $? "fleetd stops, far still running on h2"
 fleetd_ns_start; ok $? "fleetd starts again"
 is "$(virsh_h2 domstate fleet-far)" running "far kept running on h2"
 is "$("$FLEETCTL" exec far -- cat /etc/hostname)" far "exec after the restart: a new stream (FORCE takes the channel over)"
+wait_for 60 console_says console-mark-2; ok $? "its console is streamed again after the restart"
 out=$("$FLEETCTL" create far2 --host h2 --health-interval 0 --restart never 2>&1); ok $? "a second agent on h2: $out"
 is "$(uploads)" 1 "the image is not uploaded again"
 is "$(stat -c %Y "$H2_POOL/image-$ID.base.qcow2")" "$base_mtime" "its base volume untouched"
@@ -219,6 +229,7 @@ is "$("$FLEETCTL" --json show far | jq -r '.host_unreachable // "none"')" none "
 is "$("$FLEETCTL" list | awk '$1 == "far" { print $3 }')" running "list: far running again"
 is "$(virsh_h2 domstate fleet-far)" running "far ran on through it"
 is "$("$FLEETCTL" exec far -- cat /home/agent/mark)" before "exec on far again, over a stream on the new connection"
+wait_for 60 console_says console-mark-3; ok $? "and its console, over the new connection"
 "$FLEETCTL" stop far >/dev/null; ok $? "fleetctl stop far"
 is "$(virsh_h2 domstate fleet-far)" "shut off" "h2's libvirtd shut fleet-far off"
 "$FLEETCTL" rm far >/dev/null; ok $? "rm far"

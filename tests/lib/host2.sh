@@ -37,6 +37,7 @@ _H2_NS1_PID=
 
 host2_start() {
 	local ns1=("$VMNS_PID" "$VMNS_DIR" "$VMNS_VARLIB" "$VMNS_ID") rc
+	# shellcheck disable=SC2034 # VMNS_BEFORE_DAEMONS, VMNS_LIBVIRTD_ARGS: read by vmns_start
 	case "$H2_TRANSPORT" in
 	tcp) VMNS_BEFORE_DAEMONS=_h2_net_setup VMNS_LIBVIRTD_ARGS=--listen ;;
 	unix) VMNS_BEFORE_DAEMONS='' VMNS_LIBVIRTD_ARGS='' ;;
@@ -47,6 +48,7 @@ host2_start() {
 	vmns_start; rc=$?	# on failure it has stopped what it started
 	H2=("$VMNS_PID" "$VMNS_DIR" "$VMNS_VARLIB" "$VMNS_ID")
 	VMNS_PID=${ns1[0]} VMNS_DIR=${ns1[1]} VMNS_VARLIB=${ns1[2]} VMNS_ID=${ns1[3]}	# the first one's cleanup is on_exit's
+	# shellcheck disable=SC2034 # as above
 	VMNS_BEFORE_DAEMONS='' VMNS_LIBVIRTD_ARGS=''
 	[ "$rc" = 0 ] || fail_all "cannot start a second private libvirtd ($H2_TRANSPORT)"
 	on_exit h2_stop

@@ -660,6 +660,7 @@ static int vm_init(struct fleetd *f, const struct backend_host *host, char **why
 		f->backend_state[BACKEND_VM] = NULL;
 		goto fail;
 	} else {
+		vm_move_recover(b);	/* before anything starts a guest: a move cut short is undone or finished */
 		vm_report_orphans(b);	/* the agents' own states: lifecycle_reconcile() */
 	}
 	vm_console_watch_start(b);
@@ -753,4 +754,6 @@ const struct backend_ops backend_vm_ops = {
 	.host_facts = vm_host_facts,
 	.host_forget = vm_host_forget,
 	.host_reachable = vm_host_reachable,
+	.move = vm_move,
+	.move_finish = vm_move_finish,
 };

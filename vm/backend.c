@@ -250,7 +250,7 @@ static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn don
 	if (!virt)
 		return -ENOTCONN;
 	if (v->busy) {
-		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
+		*why = xstrdup("a snapshot, restore or move is under way; try again when it is done");
 		return -EBUSY;
 	}
 	v->virt = virt;
@@ -355,7 +355,7 @@ static int vm_stop(struct fleetd *f, const struct agent *a, int timeout_s, backe
 	if (!virt)
 		return -ENOTCONN;
 	if (v->stop_waiter.done || v->busy) {
-		*why = xstrdup(v->busy ? "a snapshot or restore is under way" : "a stop is already under way");
+		*why = xstrdup(v->busy ? "a snapshot, restore or move is under way" : "a stop is already under way");
 		return -EBUSY;
 	}
 	v->stopping = true;
@@ -515,7 +515,7 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 	}
 	/* First: a snapshot pauses the guest, which is not "not running". */
 	if (v->busy) {
-		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
+		*why = xstrdup("a snapshot, restore or move is under way; try again when it is done");
 		return -EBUSY;
 	}
 	struct virt *virt = vm_agent_virt(b, a, NULL);

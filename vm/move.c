@@ -547,7 +547,7 @@ int vm_move_finish(struct fleetd *f, const struct agent *a, const char *from, ch
 		return r;
 	}
 	record_remove(b, a->name);
-	log_info("agent '%s': moved from host %s to %s", a->name, from, a->host ? a->host : HOST_LOCAL);
+	log_info("agent '%s': its copy on host %s removed (it is on %s)", a->name, from, a->host ? a->host : HOST_LOCAL);
 	return 0;
 }
 

@@ -357,7 +357,7 @@ int vm_destroy(struct fleetd *f, const struct agent *a, bool force, char **why)
 	if (!virt)
 		return -ENOTCONN;
 	if (v && v->busy) {
-		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
+		*why = xstrdup("a snapshot, restore or move is under way; try again when it is done");
 		return -EBUSY;
 	}
 	r = virt_domain_state(virt, dom, &st);

@@ -9,7 +9,9 @@
 # h2 gone, and it starts there); moved to h2 with --stop (its volumes in
 # h2's pool, its overlay backed by h2's base volume, the domain and its
 # snapshot on h2's libvirtd and gone here), started there with memory,
-# secret and data intact, the snapshot listed and restored there; stopped
+# secret and data intact, the snapshot listed and restored there; h2's
+# libvirtd killed during a copy (the move fails with libvirt's reason, the
+# agent stays whole here, the leftover goes before the next move); stopped
 # and moved back here, memory intact, its history kept.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
@@ -50,11 +52,11 @@ uuid=$(virsh_ns domuuid fleet-mv)
 out=$("$FLEETCTL" move mv h2 2>&1); isnt_rc $?; ok $? "move of a running agent without --stop is refused"
 like "$out" "running; stop it first, or move it with --stop" "saying so: $out"
 like "$(apiq POST /v1/agents/mv/move '{"host":"h2"}')" '"busy".* 409$' "the API: 409 busy"
-like "$(apiq POST /v1/agents/mv/move '{"host":"local","stop":true}')" '"already_there".*on host .local. already.* 409$' \
+like "$(apiq POST /v1/agents/mv/move '{"host":"local","stop":true}')" "on host 'local' already\",\"code\":\"already_there\"} 409$" \
 	"to its own host: 409 already_there"
 like "$(apiq POST /v1/agents/mv/move '{"host":"nowhere","stop":true}')" 'nowhere.* 404$' "to an unknown host: 404"
 like "$(apiq POST /v1/agents/nosuch/move '{"host":"h2"}')" ' 404$' "an unknown agent: 404"
-like "$(apiq POST /v1/agents/mv/move '{}')" '"host".* 400$' "no host: 400"
+like "$(apiq POST /v1/agents/mv/move '{}')" 'names the target .*host.* 400$' "no host: 400"
 "$FLEETCTL" host drain h2 >/dev/null; ok $? "drain h2"
 out=$("$FLEETCTL" move mv h2 --stop 2>&1); isnt_rc $?; ok $? "move to a draining host is refused: $out"
 like "$out" "draining" "saying it is draining"
@@ -67,6 +69,9 @@ mover=$!
 staged() { [ -e "$STATE/vms/mv/disk.qcow2.move" ]; }
 wait_fast() { local d=$((SECONDS + $1)); shift; until "$@"; do [ $SECONDS -lt $d ] || return 1; sleep 0.05; done; }
 wait_fast 120 staged; ok $? "the move stops mv and stages its disk here"
+# The copy runs on a worker: fleetd answers meanwhile, and the agent is busy.
+is "$("$FLEETCTL" list | awk '$1 == "mv" { print $1 }')" mv "fleetd answers a list during the copy"
+like "$(apiq POST /v1/agents/mv/start)" "move is under way.* 409$" "a start of mv during the copy: 409 busy"
 # Kill while the upload to h2 runs, if it gets that far while we look; else during the staging copy.
 uploading() { [[ "$(mv_vols)" == *agent-mv.disk.qcow2* ]] || ! staged; }
 wait_fast 30 uploading
@@ -86,10 +91,28 @@ is "$(virsh_ns domuuid fleet-mv)" "$uuid" "its domain here is the same one"
 is "$("$FLEETCTL" exec mv -- cat /home/agent/mark)" after "its data is whole"
 is "$("$FLEETCTL" memory mv get note)" "kept across hosts" "so is its memory"
 
+# --- h2's libvirtd killed in the middle of an upload: the move fails, saying why ---------------------
+h2_reachable() { [ "$("$FLEETCTL" --json host ls | jq -r '.[] | select(.name == "h2") | .reachable')" = "$1" ]; }
+"$FLEETCTL" move mv h2 --stop >"$TEST_TMP/move2.out" 2>&1 &
+mover=$!
+wait_fast 120 staged; ok $? "a second move stages mv's disk"
+on_h2() { [[ "$(mv_vols)" == *agent-mv.disk.qcow2* ]] || ! staged; }
+wait_fast 30 on_h2
+kill -KILL "$(h2_libvirtd_pid)"; ok $? "h2's libvirtd is killed while the move copies"
+wait "$mover"; isnt_rc $?; ok $? "the move fails: $(head -c 300 "$TEST_TMP/move2.out")"
+like "$(cat "$TEST_TMP/move2.out")" "cannot move: .*(libvirt|connect|stream|upload|socket|closed|end of file)" \
+	"saying what libvirt said"
+is "$(host_state)" "local stopped" "mv stays on local, whole"
+virsh_ns dominfo fleet-mv >/dev/null 2>&1; ok $? "its domain here untouched"
+h2_libvirtd_restart; ok $? "h2's libvirtd is started again"
+wait_for 60 h2_reachable true; ok $? "fleetd reconnects to h2"
+
 # --- local -> h2 ---------------------------------------------------------------------------------
 out=$("$FLEETCTL" move mv h2 --stop 2>&1); ok $? "move mv h2 --stop: $out"
 like "$out" "agent 'mv' moved to host h2 \(state stopped\)" "it says where"
 is "$(host_state)" "h2 stopped" "show: on h2, stopped"
+is "$(grep -c "a move from local to h2 was cut short; it is on local, its copy on h2 removed" "$STATE/fleetd.log")" 2 \
+	"what the failed move left on h2 was removed first"
 is "$(mv_vols)" "agent-mv.disk.qcow2 agent-mv.memory.qcow2 agent-mv.seed.img " \
 	"h2's pool holds its disk, its memory disk and its seed"
 is "$(backing "$H2_POOL/agent-mv.disk.qcow2")" "/var/lib/libvirt/fleet/image-$ID.base.qcow2" \

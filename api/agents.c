@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/names.h"
 #include "core/hosts.h"
+#include "core/move.h"
 #include "core/runs.h"
 #include "core/snapshots.h"
 #include "common/cron.h"
@@ -797,4 +798,68 @@ void api_agent_stop(struct api_call *c)
 void api_agent_restart(struct api_call *c)
 {
 	agent_verb(c, true, true);
+}
+
+/* POST /v1/agents/NAME/move {"host": HOST, "stop": bool}: fleetctl move (core/move.c). */
+struct move_call {
+	struct api_call *call;		/* deferred */
+	char *agent;
+};
+
+static void move_reply(struct api_call *c, const char *agent, int r, const char *why)
+{
+	if (r == -EALREADY)
+		api_error(c, 409, "already_there", "agent '%s': cannot move: %s", agent, why ? why : strerror(-r));
+	else if (r == -EHOSTDOWN || r == -ENOTCONN)
+		api_error(c, 503, "unreachable", "agent '%s': cannot move: %s", agent, why ? why : strerror(-r));
+	else
+		api_error_errno(c, r, "agent '%s': cannot move: %s", agent, why ? why : strerror(-r));
+}
+
+static void move_finished(void *userdata, int r, const char *why)
+{
+	struct move_call *m = userdata;
+	struct agent *a = NULL;
+
+	if (r < 0) {
+		log_warning("agent '%s': move failed: %s", m->agent, why ? why : strerror(-r));
+		move_reply(m->call, m->agent, r, why);
+	} else if ((r = db_agent_get(m->call->fleetd->db, m->agent, &a)) < 0) {
+		api_error_errno(m->call, r, "agent '%s': moved, but cannot read it back: %s", m->agent, strerror(-r));
+	} else {
+		log_info("agent '%s': moved to host %s by uid %ld", m->agent, a->host, (long)m->call->uid);
+		api_reply(m->call, 200, agent_to_json(a));
+		agent_free(a);
+	}
+	free(m->agent);
+	free(m);
+}
+
+void api_agent_move(struct api_call *c)
+{
+	static const char *const spec[] = { "host:s", "stop:b", NULL };
+	_cleanup_(agent_freep) struct agent *a = api_agent_param(c);
+	_cleanup_free_ char *why = NULL;
+	struct move_call *m;
+	const char *host;
+	json_t *body;
+	int r;
+
+	if (!a || !(body = api_body_object(c, spec)))
+		return;
+	if (!(host = json_string_value(json_object_get(body, "host")))) {
+		json_decref(body);
+		api_error(c, 400, "invalid", "a move names the target \"host\"");
+		return;
+	}
+	m = xcalloc(1, sizeof(*m));
+	m->agent = xstrdup(a->name);
+	m->call = api_defer(c);
+	r = move_agent(c->fleetd, a->name, host, json_is_true(json_object_get(body, "stop")), move_finished, m, &why);
+	json_decref(body);
+	if (r < 0) {
+		move_reply(m->call, m->agent, r, why);
+		free(m->agent);
+		free(m);
+	}
 }

@@ -13,5 +13,6 @@ void api_agent_health(struct api_call *c);
 void api_agent_start(struct api_call *c);
 void api_agent_stop(struct api_call *c);
 void api_agent_restart(struct api_call *c);
+void api_agent_move(struct api_call *c);
 
 #endif

@@ -67,6 +67,7 @@ const struct api_route api_routes[] = {
 	{ "POST", "/v1/agents/:name/runs/:id/cancel", api_run_cancel, "run.cancel", API_NO_BODY },
 	{ "GET", "/v1/agents/:name/runs/:id/log", api_run_log, NULL, API_NO_BODY },
 	{ "POST", "/v1/agents/:name/upgrade", api_agent_upgrade, "agent.upgrade", 0 },
+	{ "POST", "/v1/agents/:name/move", api_agent_move, "agent.move", 0 },
 	/* The memory store (#12): raw bodies, the work done by agentd in the environment. */
 	{ "GET", "/v1/agents/:name/memory", api_memory_list, NULL, API_NO_BODY },
 	{ "GET", "/v1/agents/:name/memory/:key", api_memory_get, NULL, API_NO_BODY },

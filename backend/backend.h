@@ -296,6 +296,18 @@ struct backend_ops {
 	 * yet included. Asks the host nothing: cheap enough for every `show`.
 	 */
 	bool (*host_reachable)(struct fleetd *f, const char *host, char **why);
+	/*
+	 * (optional) fleetctl move: copy the stopped agent a (its disks, its
+	 * domain, its snapshots) to host, leaving its copy on a->host as it
+	 * is; done() reports, on the loop, once the copy there is whole (then
+	 * the caller records the new host and calls move_finish) or failed
+	 * (nothing stays there). A negative return: refused at once (*why).
+	 * move_finish removes the old copy from host from, a now naming its
+	 * new host; -errno with *why leaves it for the backend's next start.
+	 */
+	int (*move)(struct fleetd *f, const struct agent *a, const char *host, backend_done_fn done, void *userdata,
+		    char **why);
+	int (*move_finish)(struct fleetd *f, const struct agent *a, const char *from, char **why);
 };
 
 #endif

@@ -164,3 +164,32 @@ int cmd_host(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
 	json_decref(j);
 	return status;
 }
+
+/* fleetctl move AGENT HOST [--stop]: an agent to another host, offline (docs/multi-host.md "Moving an agent"). */
+int cmd_move(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "stop", no_argument, NULL, 's' }, { "help", no_argument, NULL, 'h' }, { 0 },
+	};
+	json_t *body, *a = NULL;
+	bool stop = false;
+	int r;
+
+	if ((r = parse_opts(cmd, argc, argv, opts, flag_opt, &stop)) != 0)
+		return r < 0 ? EXIT_USAGE : 0;
+	if (argc - optind != 2)
+		return usage_error(cmd, "move needs an agent NAME and a HOST");
+	if (!name_ok(cmd, argv[optind]) || !host_name_ok(cmd, argv[optind + 1]))
+		return EXIT_USAGE;
+	body = json_pack("{s:s, s:b}", "host", argv[optind + 1], "stop", stop);
+	r = callf(ctl, "POST", body, &a, "/v1/agents/%s/move", argv[optind]);
+	json_decref(body);
+	if (r)
+		return 1;
+	if (ctl->json)
+		print_json(a);
+	else
+		printf("agent '%s' moved to host %s (state %s)\n", str(a, "name"), str(a, "host"), str(a, "state"));
+	json_decref(a);
+	return 0;
+}

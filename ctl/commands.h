@@ -53,6 +53,7 @@ CMD_HANDLER(cmd_image);
 CMD_HANDLER(cmd_upgrade);
 /* cmd_hosts.c */
 CMD_HANDLER(cmd_host);
+CMD_HANDLER(cmd_move);
 /* cmd_apply.c */
 CMD_HANDLER(cmd_apply);
 CMD_HANDLER(cmd_export);

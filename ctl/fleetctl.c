@@ -252,6 +252,15 @@ static const struct command commands[] = {
 	  "  rm         forget the host and close its connection; refused while agents are\n"
 	  "             placed on it\n",
 	  cmd_host },
+	{ "move", "NAME HOST [--stop]", "Move a VM agent to another host, offline (its disks, snapshots and domain).",
+	  "Copies the stopped agent's disks (with their snapshots), its memory disk and\n"
+	  "its snapshots' definitions to HOST through libvirt's storage API, defines it\n"
+	  "there, records the new host, then removes it from the old one. It keeps its\n"
+	  "name, secrets, memory, hooks, schedules and history. HOST's limits apply as\n"
+	  "for a new agent there (draining, --max-agents, --reserve-memory). A failed or\n"
+	  "interrupted move leaves the agent whole where it was (docs/multi-host.md).\n"
+	  "  --stop   stop a running agent first (without it a running agent is refused)\n",
+	  cmd_move },
 	{ "upgrade", "NAME", "Make a VM agent boot the image now in image_dir (new agentd, kernel).",
 	  "The agent keeps its disk (still on the base it was made on); from its next\n"
 	  "start it boots the current image's kernel and initramfs, which install that\n"

@@ -11,7 +11,7 @@ PACKAGES=(
 	# build
 	autoconf automake make gcc pkg-config
 	libvirt-dev libssh2-1-dev libevent-dev libsqlite3-dev libssl-dev libjansson-dev
-	libarchive-dev libyaml-dev
+	libarchive-dev libyaml-dev libxml2-dev
 	# fleetctl's HTTP to fleetd's socket
 	libcurl4-openssl-dev
 	# run: libvirt + QEMU for VM agents, the guest image's ingredients

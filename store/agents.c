@@ -252,6 +252,23 @@ int db_agent_set_settings(struct db *db, const struct agent *a)
 	return db_step_change(db, st);
 }
 
+int db_agent_set_host(struct db *db, const char *name, const char *from, const char *to)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r;
+
+	/* One statement: still on from, and to still a host (a `host rm` meanwhile loses nothing). */
+	if ((r = db_prepare(db, &st, "UPDATE agents SET host = ?, updated_at = ? WHERE name = ? AND host = ?"
+				     " AND EXISTS (SELECT 1 FROM hosts WHERE name = ?)")) < 0)
+		return r;
+	sqlite3_bind_text(st, 1, to, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, unix_now());
+	sqlite3_bind_text(st, 3, name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, from, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, to, -1, SQLITE_STATIC);
+	return db_step_change(db, st);
+}
+
 int db_agent_set_restoring(struct db *db, const char *name, const char *snap)
 {
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;

@@ -79,6 +79,8 @@ int db_agent_set_rollback(struct db *db, const char *name, const char *what);
 int db_agent_set_settings(struct db *db, const struct agent *a);
 /* Record that a restore to snap is under way (NULL: none is), so a kill -9 in it can be finished. */
 int db_agent_set_restoring(struct db *db, const char *name, const char *snap);
+/* fleetctl move's commit: the agent's host from `from` to `to`; -ENOENT unless it is on from and to exists. */
+int db_agent_set_host(struct db *db, const char *name, const char *from, const char *to);
 /* A VM agent's image record (struct agent_images, agent.h); -ENOENT if there is no such agent. */
 int db_agent_get_images(struct db *db, const char *name, struct agent_images *ret);
 int db_agent_set_images(struct db *db, const char *name, const struct agent_images *im);

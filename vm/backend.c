@@ -261,7 +261,7 @@ static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn don
 	if (!virt)
 		return -ENOTCONN;
 	if (v->busy) {
-		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
+		*why = xstrdup("a snapshot, restore or move is under way; try again when it is done");
 		return -EBUSY;
 	}
 	v->virt = virt;
@@ -366,7 +366,7 @@ static int vm_stop(struct fleetd *f, const struct agent *a, int timeout_s, backe
 	if (!virt)
 		return -ENOTCONN;
 	if (v->stop_waiter.done || v->busy) {
-		*why = xstrdup(v->busy ? "a snapshot or restore is under way" : "a stop is already under way");
+		*why = xstrdup(v->busy ? "a snapshot, restore or move is under way" : "a stop is already under way");
 		return -EBUSY;
 	}
 	v->stopping = true;
@@ -526,7 +526,7 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 	}
 	/* First: a snapshot pauses the guest, which is not "not running". */
 	if (v->busy) {
-		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
+		*why = xstrdup("a snapshot, restore or move is under way; try again when it is done");
 		return -EBUSY;
 	}
 	struct virt *virt = vm_agent_virt(b, a, NULL);
@@ -671,6 +671,7 @@ static int vm_init(struct fleetd *f, const struct backend_host *host, char **why
 		f->backend_state[BACKEND_VM] = NULL;
 		goto fail;
 	} else {
+		vm_move_recover(b);	/* before anything starts a guest: a move cut short is undone or finished */
 		vm_report_orphans(b);	/* the agents' own states: lifecycle_reconcile() */
 	}
 	vm_console_watch_start(b);
@@ -764,4 +765,6 @@ const struct backend_ops backend_vm_ops = {
 	.host_facts = vm_host_facts,
 	.host_forget = vm_host_forget,
 	.host_reachable = vm_host_reachable,
+	.move = vm_move,
+	.move_finish = vm_move_finish,
 };

@@ -45,7 +45,7 @@ int vm_disk_copy_begin(struct fleetd *f, const char *agent, char *const *snaps, 
 	int r;
 
 	if (v->busy) {
-		*why = xasprintf("agent '%s': a snapshot or restore is under way; back up when it is done", agent);
+		*why = xasprintf("agent '%s': a snapshot, restore or move is under way; back up when it is done", agent);
 		return -EBUSY;
 	}
 	c = xcalloc(1, sizeof(*c));

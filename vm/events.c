@@ -23,6 +23,26 @@ static void report(struct vm_backend *b, enum backend_event_kind kind, const cha
 		b->host->on_event(b->f, &ev);
 }
 
+/*
+ * Is the agent's domain still defined on the host fleet records it on? A
+ * move (move.c) undefines its copy on the other host: that is no news.
+ */
+static bool defined_on_its_host(struct vm_backend *b, const char *agent)
+{
+	_cleanup_free_ char *dom = vm_domain_name(agent), *host = NULL;
+	struct agent **list = NULL;
+	struct virt *v = NULL;
+	enum virt_state st;
+
+	if (b->host->list_agents(b->f, BACKEND_VM, &list) < 0)
+		return false;
+	for (size_t i = 0; list[i]; i++)
+		if (strcmp(list[i]->name, agent) == 0)
+			host = xstrdup(list[i]->host ? list[i]->host : HOST_LOCAL);
+	agent_list_free(list);
+	return host && vm_host_virt(b, host, &v, NULL) == 0 && virt_domain_state(v, dom, &st) == 0;
+}
+
 void vm_on_virt_event(void *userdata, const char *domain, enum virt_event_kind kind)
 {
 	struct vm_backend *b = userdata;
@@ -55,6 +75,10 @@ void vm_on_virt_event(void *userdata, const char *domain, enum virt_event_kind k
 		       kind == VIRT_EV_STOPPED_CRASHED ? "QEMU died or the guest crashed" : "other reason");
 		break;
 	case VIRT_EV_UNDEFINED:
+		if (defined_on_its_host(b, name)) {
+			log_debug("agent '%s': a copy of its domain on another host was undefined (a move)", name);
+			break;
+		}
 		report(b, BACKEND_EV_GONE, name, false, false, "its libvirt domain was undefined");
 		break;
 	default:

@@ -288,7 +288,7 @@ int vm_memory_quota_apply(struct fleetd *f, const struct agent *a, int old_mib, 
 		return -EBUSY;
 	}
 	if (v && v->busy) {
-		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
+		*why = xstrdup("a snapshot, restore or move is under way; try again when it is done");
 		return -EBUSY;
 	}
 	if ((r = virt_domain_state(b->virt, dom, &st)) < 0) {

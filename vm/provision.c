@@ -357,7 +357,7 @@ int vm_destroy(struct fleetd *f, const struct agent *a, bool force, char **why)
 	if (!virt)
 		return -ENOTCONN;
 	if (v && v->busy) {
-		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
+		*why = xstrdup("a snapshot, restore or move is under way; try again when it is done");
 		return -EBUSY;
 	}
 	r = virt_domain_state(virt, dom, &st);
@@ -380,6 +380,8 @@ int vm_destroy(struct fleetd *f, const struct agent *a, bool force, char **why)
 	}
 	if (v)
 		vm_free(v);
+	/* A move of it cut short and not cleaned yet (its target unreachable then): that copy goes too. */
+	(void)vm_move_recover_one(b, a->name);
 	if (vm_agent_remote(a))
 		vm_remote_disks_remove(virt, a->name);
 	vm_remove_tree(dir);

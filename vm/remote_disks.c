@@ -8,7 +8,8 @@
  *       written last, once the three arrived whole and hashed to ID: without
  *       it (an upload cut short by a kill) the others are deleted and sent again;
  *   agent-NAME.disk.qcow2   the agent's overlay, backed by image-ID.base.qcow2;
- *   agent-NAME.seed.img     its seed disk (provision.c writes it on fleetd's host).
+ *   agent-NAME.seed.img     its seed disk (provision.c writes it on fleetd's host);
+ *   agent-NAME.memory.qcow2 its memory disk, when it was moved there (move.c).
  * The local host keeps its files under state_dir as before (provision.c).
  */
 #include <errno.h>
@@ -231,9 +232,18 @@ void vm_remote_disks_remove(struct virt *v, const char *agent)
 {
 	_cleanup_free_ char *disk = vm_remote_agent_vol(agent, "disk.qcow2");
 	_cleanup_free_ char *seed = vm_remote_agent_vol(agent, "seed.img");
+	_cleanup_free_ char *memdisk = vm_remote_agent_vol(agent, MEMDISK);	/* one moved there has it (move.c) */
 
 	delete_quiet(v, disk);
 	delete_quiet(v, seed);
+	delete_quiet(v, memdisk);
+}
+
+int vm_remote_image_path(struct virt *v, const char *id, const char *file, char **ret, char **why)
+{
+	_cleanup_free_ char *vol = image_vol(id, file);
+
+	return virt_vol_path(v, VM_POOL, vol, ret, why);
 }
 
 int vm_remote_files(struct virt *v, const struct agent *a, const char *id, struct vm_domain_files *ret, char **why)
@@ -252,6 +262,19 @@ int vm_remote_files(struct virt *v, const struct agent *a, const char *id, struc
 	    (r = virt_vol_path(v, VM_POOL, seed, &ret->seed, why)) < 0) {
 		vm_domain_files_clear(ret);
 		return r;
+	}
+	/* Its memory disk, if it has one there (an agent moved there: move.c). */
+	{
+		_cleanup_free_ char *memdisk = vm_remote_agent_vol(a->name, MEMDISK);
+
+		if ((r = virt_vol_path(v, VM_POOL, memdisk, &ret->memdisk, why)) < 0 && r != -ENOENT) {
+			vm_domain_files_clear(ret);
+			return r;
+		}
+		if (r == -ENOENT) {
+			free(*why);
+			*why = NULL;
+		}
 	}
 	/* KVM where that host's libvirt offers it; fleetd's own host's finding says nothing about it. */
 	ret->domain_type = virt_kvm(v) ? "kvm" : "qemu";

@@ -178,7 +178,7 @@ static struct snap_job *snap_job_new(struct vm_backend *b, const struct agent *a
 	if (!virt)
 		return NULL;
 	if (v->execs > 0 || v->busy) {
-		*why = v->busy ? xstrdup("a snapshot or restore is already under way")
+		*why = v->busy ? xstrdup("a snapshot, restore or move is already under way")
 			       : xasprintf("%d command%s running in it; wait for %s to finish", v->execs,
 					   v->execs == 1 ? " is" : "s are", v->execs == 1 ? "it" : "them");
 		return NULL;

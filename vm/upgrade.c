@@ -229,7 +229,7 @@ int vm_upgrade(struct fleetd *f, const struct agent *a, char **ret_from, char **
 	if ((r = vm_remote_refuse(a, "an image upgrade", why)) < 0)
 		return r;
 	if ((v = vm_find(b, a->name)) && v->busy) {
-		*why = xstrdup("a snapshot or restore is under way; try again when it is done");
+		*why = xstrdup("a snapshot, restore or move is under way; try again when it is done");
 		return -EBUSY;
 	}
 	if ((r = b->host->get_images(f, a->name, &im)) < 0) {

@@ -802,6 +802,33 @@ int virt_snapshot_exists(struct virt *v, const char *domain, const char *snap)
 	return r == 0 ? 1 : r == -ENOENT ? 0 : r;
 }
 
+int virt_snapshot_names(struct virt *v, const char *domain, char ***ret, char **why)
+{
+	virDomainSnapshotPtr *snaps = NULL;
+	virDomainPtr d;
+	char **names;
+	int n, r;
+
+	if ((r = lookup(v, domain, &d, why)) < 0)
+		return r;
+	/* TOPOLOGICAL: parents first, the order a redefinition needs. */
+	n = virDomainListAllSnapshots(d, &snaps, VIR_DOMAIN_SNAPSHOT_LIST_TOPOLOGICAL);
+	if (n < 0) {
+		r = last_error("cannot list snapshots", why);
+		virDomainFree(d);
+		return r;
+	}
+	names = xcalloc((size_t)n + 1, sizeof(*names));
+	for (int i = 0; i < n; i++) {
+		names[i] = xstrdup(virDomainSnapshotGetName(snaps[i]));
+		virDomainSnapshotFree(snaps[i]);
+	}
+	free(snaps);
+	virDomainFree(d);
+	*ret = names;
+	return 0;
+}
+
 const char *virt_state_to_string(enum virt_state s)
 {
 	static const char *const names[] = { "off", "running", "paused", "shutting down", "crashed", "other" };

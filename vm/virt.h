@@ -115,6 +115,8 @@ int virt_domain_suspend(struct virt *v, const char *name, char **why);
 int virt_domain_resume(struct virt *v, const char *name, char **why);
 int virt_snapshot_xml(struct virt *v, const char *domain, const char *snap, char **ret_xml, char **why);
 int virt_snapshot_redefine(struct virt *v, const char *domain, const char *xml, char **why);
+/* The names of domain's snapshots, parents before children; NULL-terminated, caller frees each and the array. */
+int virt_snapshot_names(struct virt *v, const char *domain, char ***ret, char **why);
 
 /*
  * Storage (virt_storage.c), how disks reach another host (#15): a `dir` pool
@@ -136,6 +138,8 @@ int virt_vol_upload(struct virt *v, const char *pool, const char *vol, int fd, l
 int virt_vol_overlay(struct virt *v, const char *pool, const char *vol, const char *backing, long long capacity,
 		     char **why);
 int virt_vol_delete(struct virt *v, const char *pool, const char *vol, char **why);
+/* The whole volume written to fd (a new file), through a virStream in bounded chunks, holes kept; -errno with *why. */
+int virt_vol_download(struct virt *v, const char *pool, const char *vol, int fd, char **why);
 
 /*
  * The guest's virtio-serial channel named channel, streamed over v's

@@ -270,3 +270,70 @@ int virt_vol_overlay(struct virt *v, const char *pool, const char *vol, const ch
 	virStorageVolFree(s);
 	return 0;
 }
+
+/* Write n bytes of buf at fd's offset, a chunk of zeros as a hole (the copy stays as sparse as the volume). */
+static int write_sparse(int fd, const char *buf, size_t n)
+{
+	static const char zeros[4096];
+	bool zero = true;
+
+	for (size_t off = 0; off < n && zero; off += sizeof(zeros))
+		zero = memcmp(buf + off, zeros, n - off < sizeof(zeros) ? n - off : sizeof(zeros)) == 0;
+	if (zero)
+		return lseek(fd, (off_t)n, SEEK_CUR) < 0 ? -errno : 0;
+	return write_all(fd, buf, n);
+}
+
+int virt_vol_download(struct virt *v, const char *pool, const char *vol, int fd, char **why)
+{
+	_cleanup_free_ char *buf = xmalloc(UPLOAD_CHUNK);
+	virStorageVolPtr s = NULL;
+	virStreamPtr st = NULL;
+	virConnectPtr c;
+	off_t end;
+	int r;
+
+	if ((r = virt_conn(v, &c, why)) < 0 || (r = vol_lookup(v, pool, vol, &s, why)) < 0)
+		return r;
+	if (!(st = virStreamNew(c, 0))) {
+		r = virt_last_error("cannot open a stream", why);
+		goto out;
+	}
+	/* Length 0: to the volume's end. */
+	if (virStorageVolDownload(s, st, 0, 0, 0) < 0) {
+		r = virt_last_error("cannot start the download", why);
+		goto out;
+	}
+	for (;;) {
+		int got = virStreamRecv(st, buf, UPLOAD_CHUNK);
+
+		if (got == 0)
+			break;
+		if (got < 0) {
+			r = virt_last_error("download", why);
+			virStreamAbort(st);
+			goto out;
+		}
+		if ((r = write_sparse(fd, buf, (size_t)got)) < 0) {
+			*why = xasprintf("cannot write what is downloaded: %s", strerror(-r));
+			virStreamAbort(st);
+			goto out;
+		}
+	}
+	if (virStreamFinish(st) < 0) {
+		r = virt_last_error("cannot finish the download", why);
+		goto out;
+	}
+	/* A hole at the end: the file's size is the volume's. */
+	if ((end = lseek(fd, 0, SEEK_CUR)) < 0 || ftruncate(fd, end) < 0) {
+		r = -errno;
+		*why = xasprintf("cannot size what is downloaded: %s", strerror(-r));
+		goto out;
+	}
+	r = 0;
+out:
+	if (st)
+		virStreamFree(st);
+	virStorageVolFree(s);
+	return r;
+}

@@ -18,7 +18,8 @@
  *   hosts.c      one libvirt connection per hypervisor host (#15); the host ops
  *   remote_disks.c  an agent's disks on another host: the fleet pool, images uploaded once
  *   remote_console.c  a remote guest's serial console streamed into its console log here
- * All of it runs on fleetd's loop thread, bar snapshots.c's and disk_backup.c's workers (which
+ *   move.c       fleetctl move: an agent's disks, domain and snapshots to another host, on a worker
+ * All of it runs on fleetd's loop thread, bar snapshots.c's, move.c's and disk_backup.c's workers (which
  * touch only their jobs) and virt.c's libvirt event thread.
  */
 #ifndef FLEET_VM_INTERNAL_H
@@ -183,10 +184,22 @@ int vm_remote_disks_make(struct vm_backend *b, struct virt *v, const struct agen
 			 const char *seed, char **why);
 /* 0 for a local agent; for one elsewhere -EOPNOTSUPP, *why (if why) saying what is not built there. */
 int vm_remote_refuse(const struct agent *a, const char *what, char **why);
+/* The path there of the image's FILE (vmlinuz, initramfs.img, base.qcow2); -errno with *why. */
+int vm_remote_image_path(struct virt *v, const char *id, const char *file, char **ret, char **why);
 /* The agent's volumes deleted (the image's stay: other agents there boot it). */
 void vm_remote_disks_remove(struct virt *v, const char *agent);
 /* The paths libvirt reports for the agent's volumes and its image's; -errno with *why. */
 int vm_remote_files(struct virt *v, const struct agent *a, const char *id, struct vm_domain_files *ret, char **why);
+
+/* move.c: fleetctl move (docs/multi-host.md "Moving an agent") */
+/* The ops' move and move_finish (backend.h). */
+int vm_move(struct fleetd *f, const struct agent *a, const char *host, backend_done_fn done, void *userdata,
+	    char **why);
+int vm_move_finish(struct fleetd *f, const struct agent *a, const char *from, char **why);
+/* A move of agent cut short (its record): the copy on the host fleet does not record it on removed; -errno. */
+int vm_move_recover_one(struct vm_backend *b, const char *agent);
+/* At start: every move cut short by a kill, so. */
+void vm_move_recover(struct vm_backend *b);
 
 /* console.c */
 /* The newest max bytes of the agent's console; missing files read as empty; -errno (-EINVAL: not a regular file). */

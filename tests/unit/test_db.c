@@ -129,6 +129,28 @@ int main(void)
 	is_str(list[0]->name, "review", "sorted by name");
 	agent_list_free(list);
 
+	/* fleetctl move's commit: one statement, only from the host it is on, only to a host that exists. */
+	{
+		struct host h2 = { .name = "h2", .uri = "qemu+unix:///system" };
+		struct agent *vm = make_agent("mover");
+
+		vm->backend = BACKEND_VM;
+		vm->host = xstrdup(HOST_LOCAL);
+		is_int(db_agent_insert(db, vm), 0, "a vm agent on local");
+		is_int(db_host_insert(db, &h2), 0, "a host h2");
+		is_int(db_agent_set_host(db, "mover", "h2", HOST_LOCAL), -ENOENT, "a move from a host it is not on changes nothing");
+		is_int(db_agent_set_host(db, "mover", HOST_LOCAL, "h3"), -ENOENT, "nor one to a host that is not there");
+		is_int(db_agent_set_host(db, "mover", HOST_LOCAL, "h2"), 0, "local to h2");
+		is_int(db_agent_get(db, "mover", &got), 0, "read back");
+		is_str(got->host, "h2", "it is on h2");
+		agent_free(got);
+		is_int(db_host_delete(db, "h2"), -EBUSY, "h2 cannot be removed under it");
+		is_int(db_agent_set_host(db, "mover", "h2", HOST_LOCAL), 0, "and back");
+		is_int(db_host_delete(db, "h2"), 0, "now h2 goes");
+		is_int(db_agent_delete(db, "mover"), 0, "remove the agent again");
+		agent_free(vm);
+	}
+
 	/* The statement cache of the per-delivery path: one statement per SQL, reset after each use. */
 	{
 		sqlite3_stmt *st1 = NULL, *st2 = NULL;

@@ -13,7 +13,8 @@
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
-HOOKS_USER=uhc-hooks	# this test's hooks_user: fleetd creates it
+U=uhc$(test_run_id)	# agent names of this run (two checkouts at once never collide)
+HOOKS_USER=$U-hooks	# this test's hooks_user: fleetd creates it
 . "$FLEET_SRCDIR/tests/lib/hooks.sh"
 PY=/usr/bin/python3	# the system's: pyenv shims are not for every user
 [ -x "$PY" ] || PY=$(command -v python3) || skip_all "python3 not installed"
@@ -25,17 +26,17 @@ N2=200		# the burst with the kill of the listener
 user_fleetd_setup uhc
 # One run at a time: the runs (of `true`) only have to exist, not to race the test for the CPUs.
 hooks_fleetd_start --max-concurrent-runs 1 --hooks-request-timeout 120; ok $? "fleetd starts with its listener"
-for a in uhc-a uhc-b; do
+for a in $U-a $U-b; do
 	"$FLEETCTL" create "$a" --backend user --max-queued 100000 --command true >/dev/null; ok $? "create agent $a"
 done
 KEY=uhc-hmac-secret-0123456789abcd
-printf '%s' "$KEY" | "$FLEETCTL" hook add uhc-a --source hmac --route uhc-h --header X-Uhc-Sig >/dev/null
-ok $? "an hmac route for uhc-a"
-"$FLEETCTL" hook add uhc-b --source hmac --route uhc-h </dev/null >/dev/null; ok $? "uhc-b subscribes to it too"
+printf '%s' "$KEY" | "$FLEETCTL" hook add $U-a --source hmac --route $U-h --header X-Uhc-Sig >/dev/null
+ok $? "an hmac route for $U-a"
+"$FLEETCTL" hook add $U-b --source hmac --route $U-h </dev/null >/dev/null; ok $? "$U-b subscribes to it too"
 printf '{}' > "$TEST_TMP/empty.json"
 deadline=$((SECONDS + 30))
-while [ "$(post /hooks/uhc-h "$TEST_TMP/empty.json")" = 404 ] && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
-is "$(post /hooks/uhc-h "$TEST_TMP/empty.json")" 401 "the listener has the route"
+while [ "$(post /hooks/$U-h "$TEST_TMP/empty.json")" = 404 ] && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+is "$(post /hooks/$U-h "$TEST_TMP/empty.json")" 401 "the listener has the route"
 
 # make_set DIR FIRST LAST: signed bodies DIR/I.json, DIR/I.sig (the id is the body's SHA-256, DIR/I.id)
 make_set() {
@@ -56,7 +57,7 @@ curl -s -o /dev/null -w '%{http_code}' --max-time 60 -X POST -H 'Content-Type: a
 mv "$dir/$i.st.tmp" "$dir/$i.st"
 EOF
 # burst DIR N: all N, P at a time, in the background (BURST_PID)
-burst() { seq 1 "$2" | xargs -P "$P" -n 1 bash "$TEST_TMP/send_one.sh" "$1" "$HOOKS_URL/hooks/uhc-h" & BURST_PID=$!; _pids+=("$BURST_PID"); }
+burst() { seq 1 "$2" | xargs -P "$P" -n 1 bash "$TEST_TMP/send_one.sh" "$1" "$HOOKS_URL/hooks/$U-h" & BURST_PID=$!; _pids+=("$BURST_PID"); }
 # answered DIR: how many have their status
 answered() { find "$1" -name '*.st' | wc -l; }
 # wait_answered DIR N: until N have their status (at most 300 s)
@@ -69,7 +70,7 @@ wait_answered() {
 runs_by_delivery() {
 	db_q "SELECT e.delivery_id, count(r.id), coalesce(group_concat(DISTINCT a.name), '-')
 		FROM events e LEFT JOIN runs r ON r.event_id = e.id LEFT JOIN agents a ON a.id = r.agent_id
-		WHERE e.route = 'uhc-h' AND e.outcome IS NOT 'duplicate' GROUP BY e.id" | tr '|' ' '
+		WHERE e.route = '$U-h' AND e.outcome IS NOT 'duplicate' GROUP BY e.id" | tr '|' ' '
 }
 # audit WHAT DIR N MIDBURST: the 2xx have one run per subscriber, the others none (but
 # for at most P in flight, stored whole); sets UNSTORED to the indexes never stored
@@ -82,11 +83,11 @@ audit() {
 		st=$(cat "$dir/$i.st" 2>/dev/null || echo none) id=$(cat "$dir/$i.id")
 		case $st in
 		2??)	acked=$((acked + 1))
-			[ "${stored[$id]:-}" = "2 uhc-a,uhc-b" ] || { bad_acked=$((bad_acked + 1)); diag "$what: #$i got $st, stored: '${stored[$id]:-nothing}'"; } ;;
+			[ "${stored[$id]:-}" = "2 $U-a,$U-b" ] || { bad_acked=$((bad_acked + 1)); diag "$what: #$i got $st, stored: '${stored[$id]:-nothing}'"; } ;;
 		*)	other=$((other + 1))
 			case ${stored[$id]:-} in
 			"")	UNSTORED+=("$i") ;;
-			"2 uhc-a,uhc-b") inflight=$((inflight + 1)) ;;
+			"2 $U-a,$U-b") inflight=$((inflight + 1)) ;;
 			*)	partial=$((partial + 1)); diag "$what: #$i got $st, stored: '${stored[$id]}'" ;;
 			esac ;;
 		esac
@@ -99,7 +100,7 @@ audit() {
 	is $bad_acked 0 "$what: every acknowledged delivery has exactly one run per subscriber"
 	is $partial 0 "$what: no delivery is stored in part"
 	ok $([ $inflight -le $P ] && echo 0 || echo 1) "$what: of the unacknowledged, only those in flight were stored ($inflight <= $P)"
-	is "$(db_q "SELECT count(*) FROM hook_deliveries d JOIN hook_routes r ON r.id = d.route_id WHERE r.name = 'uhc-h'")" \
+	is "$(db_q "SELECT count(*) FROM hook_deliveries d JOIN hook_routes r ON r.id = d.route_id WHERE r.name = '$U-h'")" \
 		"$(runs_by_delivery | wc -l)" "$what: one delivery id per stored delivery"
 }
 # resend WHAT DIR N: all again (P at a time); the stored ones are 200 and add no run
@@ -116,7 +117,7 @@ resend() {
 	is "$bad" 0 "$what: every one sent again is answered 200 or 202"
 	is "$new" "$want_new" "$what: only those never stored are accepted as new ($want_new)"
 	is "$(( $(db_q "SELECT count(*) FROM runs") - runs0 ))" $((2 * want_new)) "$what: and only they queued runs, one per subscriber"
-	is "$(runs_by_delivery | awk '$2 != 2 || $3 != "uhc-a,uhc-b"' | wc -l)" 0 "$what: now every delivery has its two runs"
+	is "$(runs_by_delivery | awk -v want="$U-a,$U-b" '$2 != 2 || $3 != want' | wc -l)" 0 "$what: now every delivery has its two runs"
 	is "$(runs_by_delivery | wc -l)" "$N_ALL" "$what: every delivery is stored once"
 }
 
@@ -144,8 +145,8 @@ make_set "$TEST_TMP/b2" 1 "$N2"
 # (hooks_request_timeout is 120 s here, so the deadline cannot end it first).
 mkdir "$TEST_TMP/cut"
 printf '{"cut":1,"nonce":"%s"}' "$RANDOM$RANDOM" > "$TEST_TMP/cut/body.json"
-{ printf 'POST /hooks/uhc-h HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Uhc-Sig: %s\r\n' \
-	"$(hmac_hex "$KEY" "$TEST_TMP/cut/body.json")"
+{ printf 'POST /hooks/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Uhc-Sig: %s\r\n' \
+	"$U-h" "$(hmac_hex "$KEY" "$TEST_TMP/cut/body.json")"
   printf 'Content-Length: %d\r\nConnection: close\r\n\r\n' "$(stat -c %s "$TEST_TMP/cut/body.json")"
   cat "$TEST_TMP/cut/body.json"; } > "$TEST_TMP/cut/req"
 "$PY" "$FLEET_SRCDIR/tests/lib/hookraw.py" partial 127.0.0.1 "${HOOKS_ADDR##*:}" "$TEST_TMP/cut/req" \
@@ -171,8 +172,8 @@ ok $([ "$(hooks_json restarts)" -gt "$restarts0" ] && echo 0 || echo 1) "status 
 is "$(cat "/proc/$FLEETD_PID/comm" 2>/dev/null)" fleetd "fleetd itself kept running"
 audit "listener killed" "$TEST_TMP/b2" "$N2" listener
 cut_id=$(sha256sum < "$TEST_TMP/cut/body.json" | cut -d' ' -f1)
-is "$(db_q "SELECT count(*) FROM events WHERE route = 'uhc-h' AND delivery_id = '$cut_id'")" 0 "and it was not stored"
-is "$(post /hooks/uhc-h "$TEST_TMP/cut/body.json" -H "X-Uhc-Sig: $(hmac_hex "$KEY" "$TEST_TMP/cut/body.json")")" 202 \
+is "$(db_q "SELECT count(*) FROM events WHERE route = '$U-h' AND delivery_id = '$cut_id'")" 0 "and it was not stored"
+is "$(post /hooks/$U-h "$TEST_TMP/cut/body.json" -H "X-Uhc-Sig: $(hmac_hex "$KEY" "$TEST_TMP/cut/body.json")")" 202 \
 	"sent again whole, it is accepted"
 N_ALL=$((N1 + N2 + 1))
 resend "listener killed" "$TEST_TMP/b2" "$N2"

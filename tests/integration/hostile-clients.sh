@@ -20,7 +20,8 @@
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 PY=/usr/bin/python3	# the system's: pyenv shims are not for every user
 [ -x "$PY" ] || PY=$(command -v python3) || skip_all "python3 not installed"
-HOOKS_USER=hc-hooks
+U=hc$(test_run_id)	# agent names of this run (two checkouts at once never collide)
+HOOKS_USER=$U-hooks
 . "$FLEET_SRCDIR/tests/lib/hooks.sh"
 
 GOOD=40			# good requests per measurement
@@ -41,20 +42,20 @@ hooks_fleetd_start --hooks-request-timeout "$DEADLINE" --hooks-max-per-source "$
 ok $? "fleetd starts with its listener ($HOOKS_ADDR)"
 # Its one run writes a line every 50 ms until cancelled (what `logs -f` follows); the
 # good deliveries' runs wait behind it in the queue.
-"$FLEETCTL" create hc-a --backend user --max-queued 100000 \
+"$FLEETCTL" create $U-a --backend user --max-queued 100000 \
 	--command 'while :; do echo "line $(date +%s%N)"; sleep 0.05; done' >/dev/null
-ok $? "create agent hc-a"
+ok $? "create agent $U-a"
 KEY=hc-hmac-secret-0123456789abcdef
-printf '%s' "$KEY" | "$FLEETCTL" hook add hc-a --source hmac --route hc-h --header X-Hc-Sig --max-body 65536 >/dev/null
+printf '%s' "$KEY" | "$FLEETCTL" hook add $U-a --source hmac --route $U-h --header X-Hc-Sig --max-body 65536 >/dev/null
 ok $? "an hmac route for it, 64 KiB bodies"
 printf '{}' > "$TEST_TMP/empty.json"
 deadline=$((SECONDS + 30))
-while [ "$(post /hooks/hc-h "$TEST_TMP/empty.json")" = 404 ] && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
-is "$(post /hooks/hc-h "$TEST_TMP/empty.json")" 401 "the listener has the route"
-RUN=$("$FLEETCTL" --json trigger hc-a | jq -r .id)
-for ((i = 0; i < 300; i++)); do [ "$(run_state hc-a "$RUN")" = running ] && break; sleep 0.1; done
-is "$(run_state hc-a "$RUN")" running "run $RUN of hc-a runs (its log grows)"
-"$FLEETCTL" start hc-a >/dev/null 2>&1
+while [ "$(post /hooks/$U-h "$TEST_TMP/empty.json")" = 404 ] && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+is "$(post /hooks/$U-h "$TEST_TMP/empty.json")" 401 "the listener has the route"
+RUN=$("$FLEETCTL" --json trigger $U-a | jq -r .id)
+for ((i = 0; i < 300; i++)); do [ "$(run_state $U-a "$RUN")" = running ] && break; sleep 0.1; done
+is "$(run_state $U-a "$RUN")" running "run $RUN of $U-a runs (its log grows)"
+"$FLEETCTL" start $U-a >/dev/null 2>&1
 
 fds() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
 rss() { awk '/^VmRSS:/ { print $2; f = 1 } END { if (!f) print 0 }' "/proc/$1/status" 2>/dev/null || echo 0; }
@@ -70,7 +71,7 @@ good() {
 			printf '{"good":%d,"nonce":"%s"}' "$i" "$RANDOM$RANDOM$RANDOM" > "$TEST_TMP/g.json"
 			r=$(curl -s -o /dev/null -w '%{http_code} %{time_total} %{time_connect} %{time_starttransfer}' --max-time 120 -X POST \
 				-H 'Content-Type: application/json' -H "X-Hc-Sig: $(hmac_hex "$KEY" "$TEST_TMP/g.json")" \
-				--data-binary "@$TEST_TMP/g.json" "$HOOKS_URL/hooks/hc-h")
+				--data-binary "@$TEST_TMP/g.json" "$HOOKS_URL/hooks/$U-h")
 		else
 			r=$(curl -s -o /dev/null -w '%{http_code} %{time_total} %{time_connect} %{time_starttransfer}' --max-time 120 \
 				--unix-socket "$SOCK" http://fleet/v1/status)
@@ -138,11 +139,11 @@ attack() {
 
 HT=tcp:$HOOKS_ADDR ST=unix:$SOCK
 # --- the webhook port: from SOURCES addresses, SOURCES x PER_SOURCE < HOOKS_MAX at once ---
-attack hooks-3000-idle hook "$PY" "$HOSTILE" "$HT" idle 3000 "$STOP" /hooks/hc-h "$SOURCES"
-attack hooks-slowloris hook "$PY" "$HOSTILE" "$HT" slowloris 300 "$STOP" /hooks/hc-h "$SOURCES"
-attack hooks-half-open hook "$PY" "$HOSTILE" "$HT" halfopen 300 "$STOP" /hooks/hc-h "$SOURCES"
-attack hooks-header-flood hook "$PY" "$HOSTILE" "$HT" headers 100 "$STOP" /hooks/hc-h "$SOURCES"
-attack hooks-endless-chunked hook "$PY" "$HOSTILE" "$HT" chunked 100 "$STOP" /hooks/hc-h "$SOURCES"
+attack hooks-3000-idle hook "$PY" "$HOSTILE" "$HT" idle 3000 "$STOP" /hooks/$U-h "$SOURCES"
+attack hooks-slowloris hook "$PY" "$HOSTILE" "$HT" slowloris 300 "$STOP" /hooks/$U-h "$SOURCES"
+attack hooks-half-open hook "$PY" "$HOSTILE" "$HT" halfopen 300 "$STOP" /hooks/$U-h "$SOURCES"
+attack hooks-header-flood hook "$PY" "$HOSTILE" "$HT" headers 100 "$STOP" /hooks/$U-h "$SOURCES"
+attack hooks-endless-chunked hook "$PY" "$HOSTILE" "$HT" chunked 100 "$STOP" /hooks/$U-h "$SOURCES"
 
 # --- the control socket (root's: fewer hostile connections than max_connections) ---
 attack api-idle api "$PY" "$HOSTILE" "$ST" idle $((API_MAX - 8)) "$STOP" /v1/status
@@ -153,7 +154,7 @@ attack api-endless-json api "$PY" "$HOSTILE" "$ST" jsonchunk 16 "$STOP" /v1/agen
 # Bodies a route accepts (256 MiB memory puts), never finished: all of them together are capped,
 # and reading them (into chunks of their own mapping, api/server.c) keeps fleetd's loop answering.
 HOSTILE_LENGTH=$((256 << 20)) PEAK_EXTRA_KB=$((API_BODIES_MIB * 1024)) \
-	attack api-huge-body api "$PY" "$HOSTILE" "$ST" bigbody 16 "$STOP" /v1/agents/hc-a/memory/k
+	attack api-huge-body api "$PY" "$HOSTILE" "$ST" bigbody 16 "$STOP" /v1/agents/$U-a/memory/k
 
 # --- clients that go away in the middle of `logs -f` and of an exec stream ---
 # churn WHAT: until $STOP, 8 at a time, each killed (SIGKILL) 0.2 to 1 s after it started.
@@ -163,9 +164,9 @@ churn() {
 		local ps=()
 		for ((p = 0; p < 8; p++)); do
 			if [ "$1" = logs ]; then
-				"$FLEETCTL" logs -f hc-a "$RUN" > /dev/null 2>&1 &
+				"$FLEETCTL" logs -f $U-a "$RUN" > /dev/null 2>&1 &
 			else
-				"$FLEETCTL" exec hc-a --no-stdin -- sh -c 'while :; do echo xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; done' \
+				"$FLEETCTL" exec $U-a --no-stdin -- sh -c 'while :; do echo xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; done' \
 					> /dev/null 2>&1 &
 			fi
 			ps+=($!)
@@ -179,15 +180,15 @@ churn() {
 attack api-logs-f-disconnect api churn logs
 attack api-exec-disconnect api churn exec
 # Every exec whose client went away was cancelled: none of its commands is left in the agent.
-for ((i = 0; i < 300; i++)); do pgrep -u fleet-hc-a -f 'echo xxxx' >/dev/null || break; sleep 0.2; done
-is "$(pgrep -u fleet-hc-a -f 'echo xxxx' | wc -l)" 0 "no command of an exec whose client went away is left"
+for ((i = 0; i < 300; i++)); do pgrep -u fleet-$U-a -f 'echo xxxx' >/dev/null || break; sleep 0.2; done
+is "$(pgrep -u fleet-$U-a -f 'echo xxxx' | wc -l)" 0 "no command of an exec whose client went away is left"
 
 is "$(hooks_json pid)" "$HOOKS_PID" "the listener is the one it was (it never died)"
-is "$(run_state hc-a "$RUN")" running "run $RUN still runs"
-"$FLEETCTL" cancel hc-a "$RUN" >/dev/null; ok $? "cancel it"
+is "$(run_state $U-a "$RUN")" running "run $RUN still runs"
+"$FLEETCTL" cancel $U-a "$RUN" >/dev/null; ok $? "cancel it"
 n=$(grep -c '^hooks-' <<<"$(printf '%s\n' hooks-3000-idle hooks-slowloris hooks-half-open hooks-header-flood \
 	hooks-endless-chunked | grep -E "${HOSTILE_ONLY:-.}")")
-is "$(db_q "SELECT count(*) FROM events WHERE route = 'hc-h'")" $((GOOD * (n + 1))) \
+is "$(db_q "SELECT count(*) FROM events WHERE route = '$U-h'")" $((GOOD * (n + 1))) \
 	"only the good deliveries were stored ($((GOOD * (n + 1))))"
 
 done_testing

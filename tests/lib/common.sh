@@ -69,6 +69,12 @@ fail_all() {
 	exit 1
 }
 
+# test_run_id: a short id of this run ([a-z0-9], 4 characters) for agent
+# names, so two runs of the same test file at once (two checkouts on one
+# host) never share an agent: user agents are host-wide Unix users
+# fleet-NAME. From the test's temp dir.
+test_run_id() { printf '%s' "$TEST_TMP" | cksum | awk '{ printf "%04x", $1 % 65536 }'; }
+
 on_exit() { _cleanups+=("$*"); }
 
 # _umount_under DIR: lazily unmount whatever is mounted below DIR, deepest

@@ -3,10 +3,8 @@
 # journal, signed delivery sets, set comparisons, the database as a kill left
 # it. Source tests/lib/common.sh first.
 
-# crash_run_id: a short id of this run ([a-z0-9], 4 characters) for agent
-# names, so two runs of the same driver at once never share an agent (user
-# agents are host-wide Unix users fleet-NAME). From the test's temp dir.
-crash_run_id() { printf '%s' "$TEST_TMP" | cksum | awk '{ printf "%04x", $1 % 65536 }'; }
+# crash_run_id: test_run_id (tests/lib/common.sh), for agent names.
+crash_run_id() { test_run_id; }
 
 # crash_args CYCLES_DEFAULT "$@": --cycles N / --seed S (or CRASH_CYCLES,
 # CRASH_SEED given before); sets CYCLES and SEED, seeds $RANDOM.

@@ -258,7 +258,7 @@ typedef bool (*db_hook_filter_fn)(const char *filter, const char *type);
  * savepoint of its own: its (route, delivery id) key; if that was seen
  * already, only an events row with outcome "duplicate"; else its events row
  * and one queued run (trigger: the route's source) per subscriber match
- * takes, through db_run_enqueue. 0 and *res, or -errno and nothing of it
+ * takes, as db_run_enqueue would queue it. 0 and *res, or -errno and nothing of it
  * kept: -ENOENT no such route, -EDQUOT a matching agent's queue is full
  * (res->full_agent says which); -ENOSPC the disk is full.
  */

@@ -52,20 +52,30 @@ static int claim(struct db *db, int64_t route_id, const char *delivery_id, int64
 	return r < 0 ? r : 0;	/* -EEXIST: its primary key is taken */
 }
 
+/* A subscriber that takes a delivery: its agent's name and what its run's room check needs. */
+struct taker {
+	int64_t agent_id, max_queued, queued_runs;
+};
+
 /*
  * The subscribers of route_id whose filter takes type and that have a
- * command to run, by agent id; a NULL-terminated list (caller frees). An
+ * command to run, by agent id; a NULL-terminated list of names (caller
+ * frees) and *takers (caller frees), one per name, read in this
+ * transaction (so with the runs queued by the deliveries before it). An
  * agent without a command (`hook add` before `set --command`, or its
  * command taken away) is not one: a run would only fail, once per delivery.
  */
-static int matching(struct db *db, int64_t route_id, const char *type, db_hook_filter_fn match, char ***ret)
+static int matching(struct db *db, int64_t route_id, const char *type, db_hook_filter_fn match, char ***ret,
+		    struct taker **takers)
 {
 	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	char **list = xcalloc(1, sizeof(*list));
+	struct taker *t = NULL;
 	size_t n = 0;
 	int r;
 
-	if ((r = db_prepare_cached(db, &st, "SELECT a.name, s.events FROM hook_subscriptions s JOIN agents a"
+	if ((r = db_prepare_cached(db, &st, "SELECT a.name, s.events, a.id, a.max_queued, a.queued_runs"
+				     " FROM hook_subscriptions s JOIN agents a"
 				     " ON a.id = s.agent_id WHERE s.route_id = ? AND a.command IS NOT NULL ORDER BY a.id")) < 0) {
 		free(list);
 		return r;
@@ -75,14 +85,19 @@ static int matching(struct db *db, int64_t route_id, const char *type, db_hook_f
 		if (!match(col_text(st, 1), type))
 			continue;
 		list = xrealloc(list, (n + 2) * sizeof(*list));
+		t = xrealloc(t, (n + 1) * sizeof(*t));
+		t[n] = (struct taker){ sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3),
+				       sqlite3_column_int64(st, 4) };
 		list[n++] = col_strdup(st, 0);
 		list[n] = NULL;
 	}
 	if (r < 0) {
 		strv_free(list);
+		free(t);
 		return r;
 	}
 	*ret = list;
+	*takers = t;
 	return 0;
 }
 
@@ -101,6 +116,7 @@ static int record(struct db *db, const struct db_hook_delivery *d, db_hook_filte
 {
 	_cleanup_free_ char *source = NULL;
 	_cleanup_(strv_freep) char **agents = NULL;
+	_cleanup_free_ struct taker *takers = NULL;
 	struct run_event ev = { 0 };
 	int64_t route_id;
 	size_t n = 0;
@@ -121,7 +137,7 @@ static int record(struct db *db, const struct db_hook_delivery *d, db_hook_filte
 	}
 	if (r < 0)
 		return r;
-	if (!d->no_run && (r = matching(db, route_id, d->event_type, match, &agents)) < 0)
+	if (!d->no_run && (r = matching(db, route_id, d->event_type, match, &agents, &takers)) < 0)
 		return r;
 	while (agents && agents[n])
 		n++;
@@ -134,8 +150,12 @@ static int record(struct db *db, const struct db_hook_delivery *d, db_hook_filte
 	res->event_id = ev.id;
 	res->run_ids = xcalloc(n ? n : 1, sizeof(*res->run_ids));
 	for (size_t i = 0; i < n; i++) {
-		/* The one enqueue (room check and run row) every trigger uses. */
-		if ((r = db_run_enqueue(db, agents[i], source, &ev, &res->run_ids[i])) < 0) {
+		/*
+		 * db_run_enqueue's room check and run row, without its savepoint (this
+		 * delivery's takes it all back) and with the agent's row as matching read it.
+		 */
+		if ((r = db_run_room(takers[i].max_queued, takers[i].queued_runs)) < 0 ||
+		    (r = db_run_insert_queued(db, takers[i].agent_id, source, ev.id, &res->run_ids[i])) < 0) {
 			if (r == -EDQUOT)
 				res->full_agent = xstrdup(agents[i]);
 			return r;

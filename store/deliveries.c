@@ -2,9 +2,10 @@
  * deliveries: recording one verified webhook delivery (core/listener.c):
  * its per-route delivery id (hook_deliveries, the dedup key), its events
  * row with what it caused, and one queued run per subscriber whose filter
- * takes its type, all or nothing in a savepoint of its own, so a caller
- * can commit many in one transaction (group commit) and one refused
- * delivery spoils none of the others.
+ * takes its type. A refusal (no route, a queue full) is decided before the
+ * first write and leaves nothing, so a caller can commit many in one
+ * transaction (group commit) and one refused delivery spoils none of the
+ * others.
  */
 #include "store/db.h"
 
@@ -56,6 +57,19 @@ static int claim(struct db *db, int64_t route_id, const char *delivery_id, int64
 struct taker {
 	int64_t agent_id, max_queued, queued_runs;
 };
+
+/* 1 if (route_id, delivery_id) was seen already, 0 if not, else -errno. */
+static int seen(struct db *db, int64_t route_id, const char *delivery_id)
+{
+	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = db_prepare_cached(db, &st, "SELECT 1 FROM hook_deliveries WHERE route_id = ? AND delivery_id = ?")) < 0)
+		return r;
+	sqlite3_bind_int64(st, 1, route_id);
+	sqlite3_bind_text(st, 2, delivery_id, -1, SQLITE_STATIC);
+	return db_step(db, st);
+}
 
 /*
  * The subscribers of route_id whose filter takes type and that have a
@@ -110,7 +124,12 @@ void db_hook_result_clear(struct db_hook_result *res)
 	memset(res, 0, sizeof(*res));
 }
 
-/* The body of db_hook_delivery_record, inside its savepoint. */
+/*
+ * The body of db_hook_delivery_record. Whatever may refuse the delivery
+ * (-ENOENT, -EDQUOT) is decided by reads before its first write, so a
+ * refusal leaves nothing without a savepoint; only an error of SQLite's
+ * (-EIO, -ENOSPC, ...) can stop it halfway.
+ */
 static int record(struct db *db, const struct db_hook_delivery *d, db_hook_filter_fn match,
 		  struct db_hook_result *res)
 {
@@ -126,6 +145,23 @@ static int record(struct db *db, const struct db_hook_delivery *d, db_hook_filte
 		return r;
 	ev = (struct run_event){ .source = source, .route = (char *)d->route, .delivery_id = (char *)d->delivery_id,
 				 .type = (char *)d->event_type, .received_at = d->received_at };
+	if (!d->no_run && (r = matching(db, route_id, d->event_type, match, &agents, &takers)) < 0)
+		return r;
+	while (agents && agents[n])
+		n++;
+	/* db_run_enqueue's room rule, with each agent's row as matching read it (in this transaction). */
+	for (size_t i = 0; i < n; i++) {
+		if (db_run_room(takers[i].max_queued, takers[i].queued_runs) == 0)
+			continue;
+		/* A full queue refuses a new delivery, not a redelivery (answered as one, below). */
+		if ((r = seen(db, route_id, d->delivery_id)) < 0)
+			return r;
+		if (r == 0) {
+			res->full_agent = xstrdup(agents[i]);
+			return -EDQUOT;
+		}
+		break;
+	}
 	r = claim(db, route_id, d->delivery_id, d->received_at);
 	if (r == -EEXIST) {
 		/* A redelivery: noted (no headers, no body: nothing reads them), nothing queued. */
@@ -137,10 +173,6 @@ static int record(struct db *db, const struct db_hook_delivery *d, db_hook_filte
 	}
 	if (r < 0)
 		return r;
-	if (!d->no_run && (r = matching(db, route_id, d->event_type, match, &agents, &takers)) < 0)
-		return r;
-	while (agents && agents[n])
-		n++;
 	res->outcome = d->no_run ? "no-run" : n ? "queued" : "no-subscriber";
 	ev.headers = (char *)d->headers;
 	ev.body = (unsigned char *)d->body;
@@ -150,16 +182,9 @@ static int record(struct db *db, const struct db_hook_delivery *d, db_hook_filte
 	res->event_id = ev.id;
 	res->run_ids = xcalloc(n ? n : 1, sizeof(*res->run_ids));
 	for (size_t i = 0; i < n; i++) {
-		/*
-		 * db_run_enqueue's room check and run row, without its savepoint (this
-		 * delivery's takes it all back) and with the agent's row as matching read it.
-		 */
-		if ((r = db_run_room(takers[i].max_queued, takers[i].queued_runs)) < 0 ||
-		    (r = db_run_insert_queued(db, takers[i].agent_id, source, ev.id, &res->run_ids[i])) < 0) {
-			if (r == -EDQUOT)
-				res->full_agent = xstrdup(agents[i]);
+		/* db_run_enqueue's run row, without its savepoint (see db_hook_delivery_record). */
+		if ((r = db_run_insert_queued(db, takers[i].agent_id, source, ev.id, &res->run_ids[i])) < 0)
 			return r;
-		}
 		res->n_runs++;
 	}
 	/* For the watchers' run.queued, once committed (core/deliveries.c). */
@@ -171,15 +196,25 @@ static int record(struct db *db, const struct db_hook_delivery *d, db_hook_filte
 int db_hook_delivery_record(struct db *db, const struct db_hook_delivery *d, db_hook_filter_fn match,
 			    struct db_hook_result *res)
 {
+	bool own = sqlite3_get_autocommit(db->h);
 	int r;
 
 	memset(res, 0, sizeof(*res));
-	if ((r = db_exec_cached(db, "SAVEPOINT hook_delivery")) < 0)
+	/*
+	 * In the caller's transaction (the group commit's), no savepoint: a
+	 * refusal has written nothing (record), and an error of SQLite's makes
+	 * the caller roll the whole transaction back. Each savepoint cost ~10k
+	 * instructions per delivery, most of it SQLite copying every page the
+	 * delivery touched into its journal. On its own, the savepoint is its
+	 * transaction: all of it or nothing.
+	 */
+	if (own && (r = db_exec_cached(db, "SAVEPOINT hook_delivery")) < 0)
 		return r;
-	if ((r = record(db, d, match, res)) < 0 || (r = db_exec_cached(db, "RELEASE hook_delivery")) < 0) {
-		/* Nothing of it stays: no dedup key, no event, no run (a refused delivery leaves no row). */
-		(void)db_exec(db, "ROLLBACK TO hook_delivery");
-		(void)db_exec_cached(db, "RELEASE hook_delivery");
+	if ((r = record(db, d, match, res)) < 0 || (own && (r = db_exec_cached(db, "RELEASE hook_delivery")) < 0)) {
+		if (own) {
+			(void)db_exec(db, "ROLLBACK TO hook_delivery");
+			(void)db_exec_cached(db, "RELEASE hook_delivery");
+		}
 		char *full = TAKE_PTR(res->full_agent);
 		db_hook_result_clear(res);
 		res->full_agent = full;

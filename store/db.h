@@ -256,13 +256,16 @@ void db_hook_result_clear(struct db_hook_result *res);
 /* Whether a subscription's filter (comma-separated; NULL: every event) takes event type (may be NULL). */
 typedef bool (*db_hook_filter_fn)(const char *filter, const char *type);
 /*
- * Record delivery d inside the caller's transaction (or on its own), in a
- * savepoint of its own: its (route, delivery id) key; if that was seen
- * already, only an events row with outcome "duplicate"; else its events row
- * and one queued run (trigger: the route's source) per subscriber match
- * takes, through db_run_enqueue. 0 and *res, or -errno and nothing of it
- * kept: -ENOENT no such route, -EDQUOT a matching agent's queue is full
- * (res->full_agent says which); -ENOSPC the disk is full.
+ * Record delivery d inside the caller's transaction (or on its own): its
+ * (route, delivery id) key; if that was seen already, only an events row
+ * with outcome "duplicate"; else its events row and one queued run
+ * (trigger: the route's source) per subscriber match takes, as
+ * db_run_enqueue would queue it. 0 and *res, or -errno: -ENOENT no such
+ * route, -EDQUOT a matching agent's queue is full (res->full_agent says
+ * which), with nothing of it written; -ENOSPC the disk is full, or another
+ * error of SQLite's, with nothing of it kept on its own, but part of it
+ * possibly written in the caller's transaction, which must then be rolled
+ * back (core/deliveries.c does).
  */
 int db_hook_delivery_record(struct db *db, const struct db_hook_delivery *d, db_hook_filter_fn match,
 			    struct db_hook_result *res);

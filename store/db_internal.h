@@ -63,6 +63,16 @@ int db_step_change(struct db *db, sqlite3_stmt *st);
 /* Run sql (no parameters, no rows); -errno. */
 int db_exec(struct db *db, const char *sql);
 
+/*
+ * The queue's two steps without db_run_enqueue's savepoint, for a caller
+ * inside one of its own that has read the agent's row (a webhook delivery,
+ * store/deliveries.c): whether an agent with max_queued and queued runs
+ * may queue one more (0, or -EDQUOT), and its queued run's row (0, or
+ * -errno). The rule and the row are db_run_enqueue's.
+ */
+int db_run_room(int64_t max_queued, int64_t queued);
+int db_run_insert_queued(struct db *db, int64_t agent_id, const char *trigger, int64_t event_id, int64_t *ret_id);
+
 void bind_text_or_null(sqlite3_stmt *st, int col, const char *text);
 /* Column col as a new string, NULL for SQL NULL; never a pointer into the statement. */
 char *col_strdup(sqlite3_stmt *st, int col);

@@ -44,22 +44,30 @@ static int run_from_row(sqlite3_stmt *st, struct run **ret)
 	return 0;
 }
 
+/* 0 if an agent with queued runs waiting may queue one more, -EDQUOT if max_queued are waiting. */
+int db_run_room(int64_t max_queued, int64_t queued)
+{
+	/* Not -ENOSPC: that is the disk full. */
+	return queued >= max_queued ? -EDQUOT : 0;
+}
+
 /*
- * 0 if agent may queue one more run, -EDQUOT if max_queued are waiting (not -ENOSPC: that is the disk full),
- * -ENOENT no such agent. queued_runs is kept by triggers (migration 12):
- * one row read, however long the queue is.
+ * 0 if agent may queue one more run, -EDQUOT if not (db_run_room), -ENOENT
+ * no such agent; *id its id. queued_runs is kept by triggers (migration
+ * 12): one row read, however long the queue is.
  */
-static int check_room(struct db *db, const char *agent)
+static int check_room(struct db *db, const char *agent, int64_t *id)
 {
 	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	int r;
 
-	if ((r = db_prepare_cached(db, &st, "SELECT max_queued, queued_runs FROM agents WHERE name = ?")) < 0)
+	if ((r = db_prepare_cached(db, &st, "SELECT max_queued, queued_runs, id FROM agents WHERE name = ?")) < 0)
 		return r;
 	sqlite3_bind_text(st, 1, agent, -1, SQLITE_STATIC);
 	if ((r = db_step(db, st)) <= 0)
 		return r == 0 ? -ENOENT : r;
-	return sqlite3_column_int64(st, 1) >= sqlite3_column_int64(st, 0) ? -EDQUOT : 0;
+	*id = sqlite3_column_int64(st, 2);
+	return db_run_room(sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1));
 }
 
 int db_event_insert(struct db *db, struct run_event *ev, const char *outcome)
@@ -87,23 +95,23 @@ int db_event_insert(struct db *db, struct run_event *ev, const char *outcome)
 	return 0;
 }
 
-static int insert_run(struct db *db, const char *agent, const char *trigger, int64_t event_id, int64_t *ret_id)
+int db_run_insert_queued(struct db *db, int64_t agent_id, const char *trigger, int64_t event_id, int64_t *ret_id)
 {
 	_cleanup_stmt_release_ sqlite3_stmt *st = NULL;
 	int r;
 
 	if ((r = db_prepare_cached(db, &st, "INSERT INTO runs (agent_id, trigger, state, queued_at, event_id)"
-				     " SELECT id, ?, ?, ?, ? FROM agents WHERE name = ?")) < 0)
+				     " VALUES (?, ?, ?, ?, ?)")) < 0)
 		return r;
-	sqlite3_bind_text(st, 1, trigger, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, run_state_to_string(RUN_QUEUED), -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, unix_now());
+	sqlite3_bind_int64(st, 1, agent_id);
+	sqlite3_bind_text(st, 2, trigger, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, run_state_to_string(RUN_QUEUED), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, unix_now());
 	if (event_id > 0)
-		sqlite3_bind_int64(st, 4, event_id);
+		sqlite3_bind_int64(st, 5, event_id);
 	else
-		sqlite3_bind_null(st, 4);
-	sqlite3_bind_text(st, 5, agent, -1, SQLITE_STATIC);
-	if ((r = db_step_change(db, st)) < 0)
+		sqlite3_bind_null(st, 5);
+	if ((r = db_step(db, st)) < 0)
 		return r;
 	*ret_id = sqlite3_last_insert_rowid(db->h);
 	return 0;
@@ -111,20 +119,22 @@ static int insert_run(struct db *db, const char *agent, const char *trigger, int
 
 int db_run_enqueue(struct db *db, const char *agent, const char *trigger, struct run_event *ev, int64_t *ret_id)
 {
-	int64_t saved_id = ev ? ev->id : 0;
+	int64_t saved_id = ev ? ev->id : 0, agent_id = 0;
 	int r;
 
 	/*
 	 * One unit: the room check, the event and the run are all there or none
 	 * is. A savepoint, not BEGIN: a caller may have a transaction open (a
 	 * cron trigger records its slot with the run); then it commits both,
-	 * else releasing the savepoint commits.
+	 * else releasing the savepoint commits. (A webhook delivery, which has a
+	 * savepoint of its own, checks and inserts without this one:
+	 * store/deliveries.c.)
 	 */
 	if ((r = db_exec_cached(db, "SAVEPOINT run_enqueue")) < 0)
 		return r;
-	if ((r = check_room(db, agent)) < 0 ||
+	if ((r = check_room(db, agent, &agent_id)) < 0 ||
 	    (ev && ev->id == 0 && (r = db_event_insert(db, ev, NULL)) < 0) ||
-	    (r = insert_run(db, agent, trigger, ev ? ev->id : 0, ret_id)) < 0 ||
+	    (r = db_run_insert_queued(db, agent_id, trigger, ev ? ev->id : 0, ret_id)) < 0 ||
 	    (r = db_exec_cached(db, "RELEASE run_enqueue")) < 0) {
 		(void)db_exec(db, "ROLLBACK TO run_enqueue");
 		(void)db_exec_cached(db, "RELEASE run_enqueue");

@@ -178,6 +178,11 @@ refused "github unsigned" 401 "$(post /hooks/uhl-gh "$TEST_TMP/push.json" -H 'X-
 cp "$TEST_TMP/push.json" "$TEST_TMP/push2.json"; printf ' ' >> "$TEST_TMP/push2.json"
 refused "github: a body changed after signing" 401 "$(post /hooks/uhl-gh "$TEST_TMP/push2.json" -H 'X-GitHub-Event: push' \
 	-H 'X-GitHub-Delivery: uhl-gh-c' -H "X-Hub-Signature-256: sha256=$(hmac_hex "$GH_KEY" "$TEST_TMP/push.json")")" "$before"
+# A body with no "action" in it is not parsed, but must still be braced like one JSON object.
+printf 'payload=%%7B%%22ref%%22%%3A%%22x%%22%%7D' > "$TEST_TMP/form.txt"
+refused "github: a form-encoded body, signed" 400 "$(github_post uhl-gh "$GH_KEY" push uhl-gh-form "$TEST_TMP/form.txt")" "$before"
+printf '[{"ref":"refs/heads/main"}]' > "$TEST_TMP/arr.json"
+refused "github: a JSON array, signed" 400 "$(github_post uhl-gh "$GH_KEY" push uhl-gh-arr "$TEST_TMP/arr.json")" "$before"
 printf '{"type":"event_callback","event_id":"EvUHL0002","event":{"type":"app_mention"}}' > "$TEST_TMP/sl2.json"
 refused "slack forged" 401 "$(slack_post uhl-slack wrong-secret-0123456789 "$(now)" "$TEST_TMP/sl2.json")" "$before"
 refused "slack stale (6 minutes old)" 401 "$(slack_post uhl-slack "$SL_KEY" $(($(now) - 360)) "$TEST_TMP/sl2.json")" "$before"

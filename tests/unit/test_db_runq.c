@@ -198,6 +198,45 @@ int main(void)
 		db_hook_result_clear(&res);
 		check(db, "qa", 1, "a refused delivery (qa's run rolled back)");
 		check(db, "qc", 1, "a refused delivery (qc)");
+		is_int((int)sql_int(db, "SELECT count(*) FROM hook_deliveries WHERE delivery_id = 'd2'", NULL), 0,
+		       "the refused delivery left no dedup key");
+		d.delivery_id = "d1";
+		is_int(db_hook_delivery_record(db, &d, take_all, &res), 0, "a redelivery of d1 with qc's queue full");
+		ok(res.n_runs == 0 && strcmp(res.outcome, "duplicate") == 0 && !res.full_agent,
+		   "is a duplicate, not refused: %s", res.outcome);
+		db_hook_result_clear(&res);
+		check(db, "qc", 1, "a duplicate");
+
+		/*
+		 * A group commit: deliveries in one transaction see the runs the ones
+		 * before them queued (the room check reads the counter in it), and the
+		 * one refused takes only its own rows back.
+		 */
+		is_int(sql_int(db, "UPDATE agents SET max_queued = 2 WHERE name = 'qc' RETURNING max_queued", NULL), 2,
+		       "qc's max_queued becomes 2");
+		is_int(db_begin(db), 0, "a transaction for two deliveries");
+		d.delivery_id = "d3";
+		is_int(db_hook_delivery_record(db, &d, take_all, &res), 0, "the first queues (qc: 2 of 2)");
+		db_hook_result_clear(&res);
+		d.delivery_id = "d4";
+		is_int(db_hook_delivery_record(db, &d, take_all, &res), -EDQUOT, "the second is refused in the same transaction");
+		is_str(res.full_agent, "qc", "because of qc, counting the first's run");
+		db_hook_result_clear(&res);
+		is_int(db_commit(db), 0, "committed");
+		check(db, "qa", 2, "a group commit (qa)");
+		check(db, "qc", 2, "a group commit (qc)");
+		is_int((int)sql_int(db, "SELECT count(*) FROM hook_deliveries WHERE delivery_id = 'd4'", NULL), 0,
+		       "the refused one left no dedup key");
+		is_int((int)sql_int(db, "SELECT count(*) FROM events WHERE delivery_id = 'd4'", NULL), 0, "nor an event");
+		is_int((int)sql_int(db, "SELECT count(*) FROM runs r JOIN events e ON e.id = r.event_id"
+				   " WHERE e.delivery_id = 'd3'", NULL), 2, "the first's two runs name its event");
+		/* (RETURNING: SQLite makes every change at the first step.) */
+		ok(sql_int(db, "DELETE FROM runs WHERE event_id IN (SELECT id FROM events WHERE delivery_id = 'd3')"
+			   " RETURNING id", NULL) > 0, "(its runs taken away again)");
+		check(db, "qa", 1, "the group commit's runs taken away (qa)");
+		is_int(sql_int(db, "UPDATE agents SET max_queued = 1 WHERE name = 'qc' RETURNING max_queued", NULL), 1,
+		       "(qc's max_queued 1 again)");
+		check(db, "qc", 1, "the group commit's runs taken away");
 	}
 
 	/* The heads: each agent's oldest queued run, oldest first. */

@@ -257,21 +257,56 @@ static void test_github(void)
 	github_req(&q, arr, arr_sig, "pull_request");
 	is_int(verdict(&route, &q), HOOK_MALFORMED, "github: a JSON array is no event");
 
-	/* Nesting: 64 objects deep is parsed, 65 refused before jansson sees it. */
+	/* Nesting of a body that is parsed (it has an action): 64 objects deep is parsed, 65 refused before jansson sees it. */
 	char deep[1024];
 	for (int depth = 64; depth <= 65; depth++) {
-		size_t n = 0;
-		for (int i = 0; i < depth; i++)
+		size_t n = (size_t)sprintf(deep, "{\"action\":\"opened\",\"a\":");
+		for (int i = 1; i < depth; i++)
 			n += (size_t)sprintf(deep + n, "{\"a\":");
 		n += (size_t)sprintf(deep + n, "1");
 		for (int i = 0; i < depth; i++)
 			deep[n++] = '}';
 		deep[n] = '\0';
 		char *deep_sig = github_sig("new-secret", deep);
-		github_req(&q, deep, deep_sig, "push");
+		github_req(&q, deep, deep_sig, "pull_request");
 		is_int(verdict(&route, &q), depth == 64 ? HOOK_OK : HOOK_MALFORMED, "github: JSON %d deep %s", depth,
 		       depth == 64 ? "accepted" : "refused");
 		free(deep_sig);
+	}
+
+	/*
+	 * A body that cannot hold an action (neither "action" nor a \u escape in it) is not parsed: the type is the
+	 * header's, the body must still be braced like one object; one that may hold one is parsed, escapes and all.
+	 */
+	static const struct { const char *body, *event, *type; enum hook_verdict v; const char *what; } unparsed[] = {
+		{ "{\"ref\":\"refs/heads/main\",\"transaction\":\"x\"}", "push", "push", HOOK_OK,
+		  "no \"action\" key: not parsed, the event alone" },
+		{ " \n{\"zen\":\"x\"}\r\n", "push", "push", HOOK_OK, "whitespace around the braces" },
+		{ "{\"a\":1,}", "push", "push", HOOK_OK, "not parsed: what is between the braces is the sender's" },
+		{ "{\"\\u0061ction\":\"opened\"}", "pull_request", "pull_request.opened", HOOK_OK,
+		  "an action key written with a \\u escape is parsed and read" },
+		{ "{\"title\":\"caf\\u00e9\",\"action\":\"closed\"}", "issues", "issues.closed", HOOK_OK,
+		  "an action beside an escape" },
+		{ "{\"t\":\"\\u00e9\",\"t\":1}", "push", NULL, HOOK_MALFORMED, "a \\u escape: parsed, duplicate keys refused" },
+		{ "{\"m\":\"a\\\\\",\"action\":\"synchronize\"}", "pull_request", "pull_request.synchronize", HOOK_OK,
+		  "an action after an escaped backslash" },
+		{ "{\"m\":\"\\\\u\",\"x\":1}\"action\"", "push", NULL, HOOK_MALFORMED,
+		  "\"action\" after the object: parsed, refused" },
+		{ "{\"m\":\"x\"}\"actio", "push", NULL, HOOK_MALFORMED, "a cut \"action\" at the end: braces checked" },
+		{ "payload=%7B%22ref%22%3A%22x%22%7D", "push", NULL, HOOK_MALFORMED, "the form encoding refused" },
+		{ "[{\"ref\":\"x\"}]", "push", NULL, HOOK_MALFORMED, "an array refused" },
+		{ "", "push", NULL, HOOK_MALFORMED, "an empty body refused" },
+		{ " { ", "push", NULL, HOOK_MALFORMED, "one brace refused" },
+	};
+	for (size_t i = 0; i < sizeof(unparsed) / sizeof(*unparsed); i++) {
+		char *s = github_sig("new-secret", unparsed[i].body);
+		github_req(&q, unparsed[i].body, s, unparsed[i].event);
+		hook_verify(&route, &q.r, &res);
+		is_int(res.verdict, unparsed[i].v, "github: %s", unparsed[i].what);
+		if (unparsed[i].type)
+			is_str(res.event_type, unparsed[i].type, "github: %s: its type", unparsed[i].what);
+		hook_result_clear(&res);
+		free(s);
 	}
 
 	req_init(&q, body, NULL);

@@ -1,8 +1,9 @@
 /*
  * agentd: the helper that runs inside each agent's environment. Today it
  * relays fleetd's control channel (a virtio-serial port) to the guest's
- * sshd; runs execs as the agent user (run-as), health checks and the memory
- * store (memory.c). It links libc and libarchive (for memory export/import,
+ * sshd and starts the health service (health_server.c); runs execs as the
+ * agent user (run-as), health checks (health.c) and the memory store
+ * (memory.c). It links libc and libarchive (for memory export/import,
  * parsed here as the agent user); the guest image copies both in.
  */
 #include <ctype.h>

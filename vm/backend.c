@@ -623,10 +623,9 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 
 static void vm_exec_cancel(struct exec_handle *h)
 {
+	h->cancelled = true;	/* without a session yet: done() comes when the wait for it ends */
 	if (h->ssh)
 		ssh_exec_cancel(h->ssh);
-	else
-		h->cancelled = true;	/* done() comes when the wait for the session ends */
 }
 
 /* The channel is not read while paused: its SSH window bounds what waits on the host. */

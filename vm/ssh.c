@@ -639,7 +639,8 @@ static bool exec_step(struct ssh_exec *e)
 			if (e->health_port > 0) {
 				/* nothing listens there: an older guest; its caller runs the check as an exec */
 				s->no_health_service = true;
-				exec_set_error(e, -EOPNOTSUPP, xstrdup("the guest has no health service"));
+				if (!e->kill_wanted)	/* else cancelled or timed out: no fallback */
+					exec_set_error(e, -EOPNOTSUPP, xstrdup("the guest has no health service"));
 				e->state = EXEC_FINISHED;
 				exec_report(e);
 				return true;

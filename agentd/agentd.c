@@ -1,8 +1,9 @@
 /*
  * agentd: the helper that runs inside each agent's environment. Today it
  * relays fleetd's control channel (a virtio-serial port) to the guest's
- * sshd; runs execs as the agent user (run-as), health checks and the memory
- * store (memory.c). It links libc and libarchive (for memory export/import,
+ * sshd and starts the health service (health_server.c); runs execs as the
+ * agent user (run-as), health checks (health.c) and the memory store
+ * (memory.c). It links libc and libarchive (for memory export/import,
  * parsed here as the agent user); the guest image copies both in.
  */
 #include <ctype.h>
@@ -22,7 +23,10 @@
 #include <unistd.h>
 
 #include "common/names.h"
+#include "agentd/become.h"
 #include "agentd/frames.h"
+#include "agentd/health.h"
+#include "agentd/health_server.h"
 #include "agentd/memory.h"
 #include "agentd/memdisk.h"
 #include "agentd/relay.h"
@@ -63,6 +67,11 @@ static void usage(FILE *out)
 		"        takes a write, and a shell starts; prints 'healthy' and exits 0, or\n"
 		"        'unhealthy: WHY' and exits 1\n"
 		"\n"
+		"  health-server [--port N]\n"
+		"        as root: answer health requests ('health USER' on a connection to\n"
+		"        " HEALTH_SERVER_ADDR ":N, default %d) with that check run as USER; the relay\n"
+		"        starts one at boot; runs until killed\n"
+		"\n"
 		"  memory [--quota BYTES] ls | get KEY | put KEY | rm KEY | export | import\n"
 		"        the agent's memory store, ~/memory of the user it runs as: put reads the\n"
 		"        value from stdin and replaces it atomically; export writes the store as a\n"
@@ -70,7 +79,7 @@ static void usage(FILE *out)
 		"        or paths out of it); --quota refuses a write that takes it over BYTES\n"
 		"\n"
 		"  --help     show this help\n"
-		"  --version  show the version\n");
+		"  --version  show the version\n", HEALTH_SERVER_PORT);
 }
 
 static int cmd_relay(int argc, char **argv)
@@ -125,6 +134,9 @@ static int cmd_relay(int argc, char **argv)
 		else if (g > 0)
 			fprintf(stderr, "agentd: the memory store's file system grew to its disk\n");
 	}
+	/* The health service (health_server.h) lives as long as the guest: started with the relay, at boot. */
+	if (geteuid() == 0)
+		health_server_start();
 	if (relay_run(port_name, host, (int)port) < 0)
 		return 1;
 	return 0;
@@ -195,16 +207,6 @@ bad:
 	return -1;
 }
 
-/* The user's shell as the command should see it: root's is agentd itself (shell.h), not for commands. */
-static const char *login_shell(const struct passwd *pw)
-{
-	if (!pw->pw_shell || !*pw->pw_shell || shell_is_self(pw->pw_shell))
-		return SHELL_FALLBACK;
-	return pw->pw_shell;
-}
-
-static int cmd_health(void);
-
 /*
  * Is name, looked up in $PATH as execvp(3) would (the first executable
  * regular file; a name with a slash as it is), this very program?
@@ -240,31 +242,14 @@ static bool path_resolves_to_self(const char *name)
 static int exec_as(const char *user, const struct passwd *pw, const gid_t *groups, size_t ngroups, char **argv,
 		   int first_env, int cmd, char **stdin_env, char *files, size_t files_len)
 {
-	char path[512];
+	int r;
 
 	/* As root still: the files' tmpfs, in a mount namespace of the command's own. */
 	if (files && files_install(files, files_len, SECRETS_DIR, pw->pw_uid, pw->pw_gid) < 0)
 		return 126;
-	/* The groups a login gives (/etc/group's), as initgroups(3) would: users.h. */
-	if (setgroups(ngroups, groups) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0) {
-		fprintf(stderr, "agentd: run-as %s: cannot drop privileges: %s\n", user, strerror(errno));
-		return 126;
-	}
-	if (pw->pw_uid != 0 && setuid(0) == 0) {
-		fprintf(stderr, "agentd: run-as %s: privileges could be regained; refusing\n", user);
-		return 126;
-	}
-	if (chdir(pw->pw_dir) < 0 && chdir("/") < 0)
-		return 126;
-	/* What the agent installs for itself lives in /usr/local/bin and ~/.local/bin. */
-	if (pw->pw_uid == 0)
-		snprintf(path, sizeof(path), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-	else
-		snprintf(path, sizeof(path), "%s/.local/bin:/usr/local/bin:/usr/bin:/bin", pw->pw_dir);
-	if (setenv("HOME", pw->pw_dir, 1) < 0 || setenv("USER", pw->pw_name, 1) < 0 ||
-	    setenv("LOGNAME", pw->pw_name, 1) < 0 ||
-	    setenv("SHELL", login_shell(pw), 1) < 0 ||
-	    setenv("PATH", path, 1) < 0 || (files && setenv("FLEET_SECRETS_DIR", SECRETS_DIR, 1) < 0))
+	if ((r = become_user(user, pw, groups, ngroups)) != 0)
+		return r;
+	if (files && setenv("FLEET_SECRETS_DIR", SECRETS_DIR, 1) < 0)
 		return 126;
 	/* Now, as the user: the caller's entries, which may override the above. */
 	for (int i = first_env; i < cmd - 1; i += 2) {
@@ -285,7 +270,7 @@ static int exec_as(const char *user, const struct passwd *pw, const gid_t *group
 	 * file; an agentd of the agent's own earlier in PATH still runs.
 	 */
 	if (argv[cmd + 1] && strcmp(argv[cmd + 1], "health") == 0 && !argv[cmd + 2] && path_resolves_to_self(argv[cmd]))
-		exit(cmd_health());
+		exit(health_run());
 	execvp(argv[cmd], argv + cmd);
 	fprintf(stderr, "agentd: %s: %s\n", argv[cmd], strerror(errno));
 	return errno == ENOENT ? 127 : 126;
@@ -293,7 +278,7 @@ static int exec_as(const char *user, const struct passwd *pw, const gid_t *group
 
 /*
  * In a new session, look USER up in /etc/passwd and its groups in
- * /etc/group (users.h: no NSS in a static agentd), then exec_as. Returns
+ * /etc/group (become.h; users.h: no NSS in a static agentd), then exec_as. Returns
  * only on failure: 126, and an unknown user or unreadable file says so.
  */
 static int run_as_exec(const char *user, char **argv, int first_env, int cmd, char **stdin_env, char *files,
@@ -308,21 +293,8 @@ static int run_as_exec(const char *user, char **argv, int first_env, int cmd, ch
 		fprintf(stderr, "agentd: run-as %s: cannot start a session: %s\n", user, strerror(errno));
 		return 126;
 	}
-	r = user_by_name(USERS_PASSWD, user, &u);
-	if (r == -ENOENT) {
-		fprintf(stderr, "agentd: run-as: no user '%s' in " USERS_PASSWD "\n", user);
-		return 126;
-	}
-	if (r < 0) {
-		fprintf(stderr, "agentd: run-as %s: cannot read " USERS_PASSWD ": %s\n", user, strerror(-r));
-		return 126;
-	}
-	r = user_groups(USERS_GROUP, u.pw.pw_name, u.pw.pw_gid, &groups, &ngroups);
-	if (r < 0) {
-		fprintf(stderr, "agentd: run-as %s: cannot read " USERS_GROUP ": %s\n", user, strerror(-r));
-		user_free(&u);
-		return 126;
-	}
+	if ((r = become_lookup(user, &u, &groups, &ngroups)) != 0)
+		return r;
 	r = exec_as(user, &u.pw, groups, ngroups, argv, first_env, cmd, stdin_env, files, files_len);
 	free(groups);
 	user_free(&u);
@@ -395,89 +367,22 @@ static int cmd_run_as(int argc, char **argv)
 	return r;
 }
 
-static int unhealthy(const char *why, const char *what)
+static int cmd_health_server(int argc, char **argv)
 {
-	printf("unhealthy: %s%s%s\n", why, what ? ": " : "", what ? what : "");
-	return 1;
-}
+	long port = HEALTH_SERVER_PORT;
+	char *end;
 
-/*
- * The shell's start, begun before the home's checks and reaped after them:
- * in a guest its exec overlaps the fsync's wait. -1 when it could not
- * be started (the check then fails on it).
- */
-static pid_t health_shell_start(void)
-{
-	static char *const sh_argv[] = { "sh", "-c", "exit 0", NULL };
-	extern char **environ;
-	pid_t pid;
-
-	return posix_spawn(&pid, "/bin/sh", NULL, NULL, sh_argv, environ) == 0 ? pid : -1;
-}
-
-static bool health_shell_ran(pid_t pid)
-{
-	int status;
-
-	if (pid < 0)
-		return false;
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return false;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
-/* The home's checks: it has room and takes a write that reaches the disk. NULL, or why not (*what: detail). */
-static const char *health_home(const char **what)
-{
-	/* The home passwd names, not $HOME: this may run as root with the caller's environment. */
-	struct user u = { .buf = NULL };
-	bool known = user_by_uid(USERS_PASSWD, geteuid(), &u) == 0;
-	static char home[2048];
-	char path[4096];
-	struct statvfs vfs;
-	int fd;
-
-	*what = NULL;
-	if ((size_t)snprintf(home, sizeof(home), "%s", known && *u.pw.pw_dir ? u.pw.pw_dir : "/") >= sizeof(home)) {
-		user_free(&u);
-		return "the home's path is too long";
+	if (argc == 3 && strcmp(argv[1], "--port") == 0) {
+		port = strtol(argv[2], &end, 10);
+		if (*end || port < 1 || port > 65535) {
+			fprintf(stderr, "agentd: health-server: invalid port '%s'\n", argv[2]);
+			return 2;
+		}
+	} else if (argc != 1) {
+		fputs("agentd: usage: agentd health-server [--port N]\n", stderr);
+		return 2;
 	}
-	user_free(&u);
-	if (statvfs(home, &vfs) < 0)
-		return *what = strerror(errno), "cannot stat the home file system";
-	if ((unsigned long long)vfs.f_bavail * vfs.f_frsize < (1ULL << 20))
-		return *what = home, "less than 1 MiB free in";
-	if (vfs.f_files > 0 && vfs.f_favail < 16)
-		return *what = home, "no free inodes in";
-	snprintf(path, sizeof(path), "%s/.fleet-health.%ld", home, (long)getpid());
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return *what = strerror(errno), "cannot write to the home";
-	if (write(fd, "ok\n", 3) != 3 || fsync(fd) < 0) {
-		*what = strerror(errno);
-		close(fd);
-		unlink(path);
-		return "cannot write to the home";
-	}
-	close(fd);
-	unlink(path);
-	return NULL;
-}
-
-/* The checks fleetd's default health check runs; each failure says which. One process and the shell. */
-static int cmd_health(void)
-{
-	pid_t sh = health_shell_start();
-	const char *what, *why = health_home(&what);
-	bool sh_ok = health_shell_ran(sh);	/* reaped on every path */
-
-	if (why)
-		return unhealthy(why, what);
-	if (!sh_ok)
-		return unhealthy("/bin/sh does not run", NULL);
-	puts("healthy");
-	return 0;
+	return health_server_run((int)port);
 }
 
 int main(int argc, char **argv)
@@ -502,7 +407,9 @@ int main(int argc, char **argv)
 	if (strcmp(argv[1], "run-as") == 0)
 		return cmd_run_as(argc - 1, argv + 1);
 	if (strcmp(argv[1], "health") == 0)
-		return cmd_health();
+		return health_run();
+	if (strcmp(argv[1], "health-server") == 0)
+		return cmd_health_server(argc - 1, argv + 1);
 	if (strcmp(argv[1], "memory") == 0)
 		return memory_main(argc - 1, argv + 1);
 	fprintf(stderr, "agentd: unknown command '%s'\nTry 'agentd --help'.\n", argv[1]);

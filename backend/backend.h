@@ -45,6 +45,12 @@ struct exec_request {
 	bool root;			/* run as the environment's root (vm only); else as the agent user */
 	int timeout_s;			/* 0: none; on expiry every process of the exec is killed */
 	/*
+	 * argv is the backend's own health_default: a backend may answer it
+	 * by a shorter way to the same check (the vm one: the guest's health
+	 * service, agentd/health_server.h), with the same results.
+	 */
+	bool health;
+	/*
 	 * The agent's secrets as files on a tmpfs that exists inside the
 	 * environment for this exec only, named by FLEET_SECRETS_DIR: never on
 	 * a disk, gone when the exec ends. A backend that cannot refuses the

@@ -241,6 +241,7 @@ int health_check(struct fleetd *f, const char *agent, health_done_fn done, void 
 		argv = custom;
 	} else {
 		argv = ops->health_default;	/* without a command of its own: the backend's */
+		req.health = true;
 	}
 	req.argv = argv;
 	c = xcalloc(1, sizeof(*c));

@@ -425,6 +425,7 @@ struct exec_handle {
 	size_t stdin_len;
 	int timeout_s;
 	bool root;
+	bool health;		/* the default health check: the guest's health service if it has one */
 	struct exec_file *files;	/* copies: names and data are this handle's (data wiped when freed) */
 	size_t n_files;
 };
@@ -470,6 +471,30 @@ static void exec_fail(struct exec_handle *h, int error, const char *why)
 	exec_done(h, &res);
 }
 
+static int exec_start(struct exec_handle *h, char **why);
+
+/*
+ * The health service's answer; a guest without the service (an older
+ * agentd, the service gone) refused the connection: the check runs as an
+ * exec, as it did before, and the session tries the service no more.
+ */
+static void health_done(void *userdata, const struct exec_result *res)
+{
+	struct exec_handle *h = userdata;
+	_cleanup_free_ char *msg = NULL;
+	int r;
+
+	if (res->error != -EOPNOTSUPP || h->cancelled) {
+		exec_done(h, res);
+		return;
+	}
+	log_debug("agent '%s': no health service in the guest; the check runs as an exec", h->vm->name);
+	h->health = false;
+	h->ssh = NULL;
+	if ((r = exec_start(h, &msg)) < 0)
+		exec_fail(h, r, msg);
+}
+
 /* Start the (already wrapped) request on the vm's ready session. */
 static int exec_start(struct exec_handle *h, char **why)
 {
@@ -481,6 +506,14 @@ static int exec_start(struct exec_handle *h, char **why)
 
 	int r;
 
+	if (h->health) {
+		r = ssh_health(h->vm->ssh, GUEST_HEALTH_PORT, h->timeout_s,
+			       &(struct exec_callbacks){ exec_output, health_done, h }, &h->ssh, why);
+		if (r != -EOPNOTSUPP)
+			return r;
+		free(*why);
+		*why = NULL;
+	}
 	r = ssh_exec(h->vm->ssh, &req, &(struct exec_callbacks){ exec_output, exec_done, h }, &h->ssh, why);
 	if (r == 0 && h->paused)
 		ssh_exec_pause(h->ssh, true);
@@ -573,6 +606,7 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 	}
 	h->argv = strv_copy(req->argv);
 	h->root = req->root;
+	h->health = req->health && !req->root && !req->n_files && !req->env && !req->stdin_len;
 	/* Files go on the exec's stdin to agentd, which puts them on a tmpfs in the guest (ssh_files_frame). */
 	if (req->n_files > 0) {
 		h->files = xcalloc(req->n_files, sizeof(*h->files));
@@ -600,10 +634,9 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 
 static void vm_exec_cancel(struct exec_handle *h)
 {
+	h->cancelled = true;	/* without a session yet: done() comes when the wait for it ends */
 	if (h->ssh)
 		ssh_exec_cancel(h->ssh);
-	else
-		h->cancelled = true;	/* done() comes when the wait for the session ends */
 }
 
 /* The channel is not read while paused: its SSH window bounds what waits on the host. */

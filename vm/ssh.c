@@ -56,6 +56,7 @@
  * would read, libssh2 reads the answer itself (see session_tick).
  */
 #define PROBE_CHANNEL_TYPE "probe@fleet"
+#define GUEST_LOOPBACK "127.0.0.1"	/* where the guest's health service listens (ssh_health) */
 
 /* --- signals ---------------------------------------------------------------- */
 
@@ -115,6 +116,9 @@ struct ssh_exec {
 	long pid;
 
 	bool internal;		/* fleet's own kill command: no callbacks, no pid line */
+	int health_port;	/* > 0: a health request to the guest's service on this port (ssh_health) */
+	char answer[16];	/* its answer's first bytes, which decide the exit code */
+	size_t answer_len;
 	bool probe;		/* the liveness probe: an internal channel open the guest must refuse */
 	bool kill_wanted, kill_sent, grace_over;
 	bool timed_out, cancelled;
@@ -150,6 +154,7 @@ struct ssh_session {
 	unsigned long long rx_mark;
 	int silent_ticks;
 	bool probe_pending;	/* a probe is queued or waiting for the guest's refusal */
+	bool no_health_service;	/* the guest refused a health request's connection (ssh_health) */
 
 	struct ssh_exec *execs, **execs_tail;
 	struct ssh_exec *opening;	/* the one exec inside libssh2_channel_open_ex() */
@@ -385,6 +390,12 @@ static void exec_output(struct ssh_exec *e, enum exec_stream stream, const char 
 		if (n == 0)
 			return;
 	}
+	if (e->health_port > 0 && stream == EXEC_STDOUT) {
+		size_t room = sizeof(e->answer) - e->answer_len;
+
+		memcpy(e->answer + e->answer_len, buf, n < room ? n : room);
+		e->answer_len += n < room ? n : room;
+	}
 	if (e->internal || e->reported || !e->cb.output)
 		return;
 	e->cb.output(e->cb.userdata, stream, buf, n);
@@ -424,6 +435,16 @@ static void exec_collect(struct ssh_exec *e)
 	char *name = NULL;
 	size_t name_len = 0;
 
+	if (e->health_port > 0) {
+		/* A forwarded connection has no exit status: the answer is the verdict. */
+		static const char pass[] = "healthy\n";
+
+		if (e->answer_len == 0 && e->res.error == 0 && !e->timed_out && !e->cancelled)
+			exec_set_error(e, -EPROTO, xstrdup("the guest's health service closed without an answer"));
+		e->res.exit_code = e->answer_len == sizeof(pass) - 1 && memcmp(e->answer, pass, sizeof(pass) - 1) == 0
+			? 0 : 1;
+		return;
+	}
 	if (libssh2_channel_get_exit_signal(e->ch, &name, &name_len, NULL, NULL, NULL, NULL) == 0 && name) {
 		e->res.signal = signal_from_name(name);
 		if (e->res.signal == 0)
@@ -596,7 +617,9 @@ static bool exec_step(struct ssh_exec *e)
 
 	case EXEC_OPENING:
 		/* a window smaller than libssh2's default: it bounds what a paused exec leaves buffered */
-		if (e->probe)
+		if (e->health_port > 0)
+			e->ch = libssh2_channel_direct_tcpip_ex(s->ssh, GUEST_LOOPBACK, e->health_port, GUEST_LOOPBACK, 22);
+		else if (e->probe)
 			e->ch = libssh2_channel_open_ex(s->ssh, PROBE_CHANNEL_TYPE, sizeof(PROBE_CHANNEL_TYPE) - 1,
 							SSH_EXEC_WINDOW, LIBSSH2_CHANNEL_PACKET_DEFAULT, NULL, 0);
 		else
@@ -613,6 +636,15 @@ static bool exec_step(struct ssh_exec *e)
 				exec_report(e);
 				return true;
 			}
+			if (e->health_port > 0) {
+				/* nothing listens there: an older guest; its caller runs the check as an exec */
+				s->no_health_service = true;
+				if (!e->kill_wanted)	/* else cancelled or timed out: no fallback */
+					exec_set_error(e, -EOPNOTSUPP, xstrdup("the guest has no health service"));
+				e->state = EXEC_FINISHED;
+				exec_report(e);
+				return true;
+			}
 			exec_set_error(e, errno_from_libssh2(rc), xstrdup("the guest refused to open an SSH channel"));
 			e->state = EXEC_FINISHED;
 			exec_report(e);
@@ -620,7 +652,7 @@ static bool exec_step(struct ssh_exec *e)
 		}
 		s->opening = NULL;
 		/* cancelled while opening, or a probe the guest accepted after all: close it unused */
-		e->state = e->kill_wanted || e->probe ? EXEC_CLOSING : EXEC_STARTING;
+		e->state = e->kill_wanted || e->probe ? EXEC_CLOSING : e->health_port > 0 ? EXEC_RUNNING : EXEC_STARTING;
 		return true;
 
 	case EXEC_STARTING:
@@ -1205,6 +1237,39 @@ int ssh_exec(struct ssh_session *s, const struct exec_request *req, const struct
 
 		evtimer_add(e->ev_timer, &tv);
 	}
+	kick(s);
+	*ret = e;
+	return 0;
+}
+
+int ssh_health(struct ssh_session *s, int port, int timeout_s, const struct exec_callbacks *cb,
+	       struct ssh_exec **ret, char **why)
+{
+	struct ssh_exec *e;
+
+	if (s->state == SESSION_FAILED || s->closing) {
+		*why = xstrdup("the SSH session to the guest has failed");
+		return -ENOTCONN;
+	}
+	if (!s->agentd || s->no_health_service || port <= 0 || port > 65535) {
+		*why = xstrdup("no health service in the guest");
+		return -EOPNOTSUPP;
+	}
+	e = exec_new(s, NULL);
+	e->health_port = port;
+	e->hdr_done = true;	/* no shell: no pid line, nothing to kill by pid (a timeout closes) */
+	e->cb = *cb;
+	e->in = xasprintf("health %s\n", s->exec_user);
+	e->in_len = strlen(e->in);
+	e->ev_timer = evtimer_new(s->base, exec_timer_cb, e);
+	if (!e->ev_timer)
+		abort();
+	if (timeout_s > 0) {
+		struct timeval tv = { timeout_s, 0 };
+
+		evtimer_add(e->ev_timer, &tv);
+	}
+	log_debug("ssh: health request to the guest's service on port %d", port);
 	kick(s);
 	*ret = e;
 	return 0;

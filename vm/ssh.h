@@ -110,6 +110,22 @@ int ssh_exec(struct ssh_session *s, const struct exec_request *req, const struct
 	     struct ssh_exec **ret, char **why);
 
 /*
+ * The default health check through the guest's health service
+ * (agentd/health_server.h): a forwarded connection (direct-tcpip) to
+ * 127.0.0.1:port in the guest, which dropbear opens itself, carrying
+ * "health USER\n" (USER: the session's exec_user). It reports through cb
+ * like an exec of `agentd health`: output() with the service's answer,
+ * then done() with exit code 0 when the answer is exactly "healthy\n", 1
+ * for any other answer, an error when there was none. -EOPNOTSUPP now
+ * (session without agentd) or in done() (the guest refused the
+ * connection: no service there; the session does not try it again): run
+ * the check as an exec. timeout_s as for an exec; a timeout or cancel
+ * closes the connection (the service bounds its checks itself).
+ */
+int ssh_health(struct ssh_session *s, int port, int timeout_s, const struct exec_callbacks *cb,
+	       struct ssh_exec **ret, char **why);
+
+/*
  * Kill every process the exec started (its process group) and close its
  * channel; done() still comes once, later, with error -ECANCELED (exit
  * code or signal filled in when the guest reported one). Must not be

@@ -36,6 +36,8 @@
 
 #define DOMAIN_PREFIX "fleet-"
 #define CHANNEL_NAME "org.fleet.ctl"
+/* The guest's health service (agentd/health_server.h, HEALTH_SERVER_PORT: the same number). */
+#define GUEST_HEALTH_PORT 877
 #define NETWORK_NAME "fleet-nat"
 #define AGENTD_IN_GUEST "/usr/bin/agentd"
 #define CONSOLE_LOG "console.log"

@@ -4,12 +4,14 @@
 # full, no SSH server) fails its check and fleet restores the good snapshot
 # by itself: files, a background process and exec all come back. A check that
 # keeps failing after the restore leaves the agent bad, without flapping.
+# The checks go to the guest's health service (agentd/health_server.h): it
+# must see each breakage the exec of `agentd health` saw.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
 vmfleet_setup --tcg
 
-fleetd_ns_start; ok $? "fleetd starts inside the namespace"
+fleetd_ns_start --log-level debug; ok $? "fleetd starts inside the namespace"
 
 ex() { "$FLEETCTL" exec rb "$@"; }
 rollbacks() { "$FLEETCTL" --json audit --limit 1000 | jq '[.[] | select(.action == "auto.rollback")] | length'; }
@@ -28,6 +30,7 @@ wait_rollback() {
 "$FLEETCTL" create rb --backend vm --health-interval 3 --auto-rollback >/dev/null; ok $? "create with --health-interval 3 --auto-rollback"
 "$FLEETCTL" start rb >/dev/null; ok $? "start it"
 is "$("$FLEETCTL" health rb)" "agent 'rb': healthy (healthy)" "the default check (agentd health) passes"
+like "$(cat "$STATE/fleetd.log")" "health request to the guest's service" "through the guest's health service"
 ex -- sh -c 'echo precious > ~/memory/keep'
 ex --root -- sh -c 'sleep 100000 >/dev/null 2>&1 </dev/null & echo $! > /root/bg.pid'
 bgpid=$(ex --root -- cat /root/bg.pid)
@@ -78,6 +81,10 @@ like "$("$FLEETCTL" show rb)" "rollback: .*rolled back 3 times within 3600 s alr
 	"and show says why (the rate limit)"
 sleep 12	# four more check intervals
 is "$(rollbacks)" "$((before + 1))" "and fleet does not roll it back again and again"
+
+! grep -q "no health service in the guest" "$STATE/fleetd.log"; ok $? "no check fell back to an exec"
+like "$(grep -c "health request to the guest's service" "$STATE/fleetd.log")" '^([2-9]|[1-9][0-9]+)$' \
+	"the periodic checks went to the service"
 
 "$FLEETCTL" rm --force rb >/dev/null; ok $? "rm"
 done_testing

@@ -4,6 +4,9 @@
 # snapshot of a stopped one its files; a badly broken guest comes back;
 # a kill -9 of fleetd in the middle of a snapshot is cleaned up at the next
 # start, one in the middle of a restore is finished; bad input is refused.
+# The health check inside a snapshot goes to the guest's health service
+# (agentd/health_server.h), and without it runs as an exec: both mark a
+# snapshot of a guest whose home takes no write bad.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
@@ -13,7 +16,7 @@ ex() { "$FLEETCTL" exec snap "$@"; }
 job_idle() { vmns_exec virsh -q -c qemu:///system domjobinfo fleet-snap 2>/dev/null | grep -q 'Job type: *None'; }
 no_libvirt_snapshot() { ! vmns_exec virsh -q -c qemu:///system snapshot-list fleet-snap --name | grep -q "$1"; }
 
-fleetd_ns_start; ok $? "fleetd starts inside the namespace"
+fleetd_ns_start --log-level debug; ok $? "fleetd starts inside the namespace"
 "$FLEETCTL" create snap --backend vm >/dev/null && "$FLEETCTL" start snap >/dev/null; ok $? "a VM agent runs"
 
 # --- a full checkpoint of a running guest ------------------------------------------------
@@ -44,6 +47,30 @@ is "$out" "agent 'snap' restored to snapshot 'before' (state running)" "restore 
 is "$(ex -- cat /home/agent/memory/keep)" precious "exec works at once, and the file is back"
 ex -- test -e /home/agent/memory/junk; is "$?" 1 "what was written after the snapshot is gone"
 ex --root -- kill -0 "$bgpid"; ok $? "the background process is running again"
+
+# --- the health check inside a snapshot: the guest's service, or an exec without it ---------
+service_requests() { grep -c "health request to the guest's service" "$STATE/fleetd.log"; }
+# bad_snapshot NAME HOW: with the agent's home unwritable, a snapshot is taken but marked bad.
+bad_snapshot() {
+	local mode
+	mode=$(ex --root -- stat -c %a /home/agent)
+	ex --root -- chmod 0500 /home/agent
+	"$FLEETCTL" snapshot snap "$1" >/dev/null; ok $? "$2: a snapshot of a guest whose home takes no write is taken"
+	is "$("$FLEETCTL" --json snapshots snap | jq -r --arg s "$1" '.[] | select(.name == $s) | .good')" false \
+		"$2: and marked bad"
+	like "$("$FLEETCTL" --json show snap | jq -r .health.detail)" "cannot write to the home" "$2: the check says why"
+	ex --root -- chmod "$mode" /home/agent
+	"$FLEETCTL" snapshot rm snap "$1" >/dev/null
+}
+n0=$(service_requests)
+is "$("$FLEETCTL" health snap)" "agent 'snap': healthy (healthy)" "the default health check passes"
+ok $([ "$(service_requests)" -gt "$n0" ] && echo 0 || echo 1) "through the guest's health service"
+bad_snapshot unwritable "health service"
+# An older agentd has no service (here: killed); the check runs as the exec it was, with the same verdicts.
+ex --root -- sh -c 'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = agentd-health ] && kill ${p#/proc/}; done'
+is "$("$FLEETCTL" health snap)" "agent 'snap': healthy (healthy)" "without the service the check still passes"
+like "$(cat "$STATE/fleetd.log")" "no health service in the guest; the check runs as an exec" "as an exec"
+bad_snapshot unwritable2 "exec"
 
 # --- a disk snapshot of a stopped guest -------------------------------------------------------
 "$FLEETCTL" stop snap >/dev/null

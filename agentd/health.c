@@ -1,0 +1,99 @@
+/* health: see health.h. libc only. */
+#include "agentd/health.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agentd/users.h"
+
+static int unhealthy(const char *why, const char *what)
+{
+	printf("unhealthy: %s%s%s\n", why, what ? ": " : "", what ? what : "");
+	return 1;
+}
+
+/*
+ * The shell's start, begun before the home's checks and reaped after them:
+ * in a guest its exec overlaps the fsync's wait. -1 when it could not
+ * be started (the check then fails on it).
+ */
+static pid_t health_shell_start(void)
+{
+	static char *const sh_argv[] = { "sh", "-c", "exit 0", NULL };
+	extern char **environ;
+	pid_t pid;
+
+	return posix_spawn(&pid, "/bin/sh", NULL, NULL, sh_argv, environ) == 0 ? pid : -1;
+}
+
+static bool health_shell_ran(pid_t pid)
+{
+	int status;
+
+	if (pid < 0)
+		return false;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return false;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* The home's checks: it has room and takes a write that reaches the disk. NULL, or why not (*what: detail). */
+static const char *health_home(const char **what)
+{
+	/* The home passwd names, not $HOME: this may run as root with the caller's environment. */
+	struct user u = { .buf = NULL };
+	bool known = user_by_uid(USERS_PASSWD, geteuid(), &u) == 0;
+	static char home[2048];
+	char path[4096];
+	struct statvfs vfs;
+	int fd;
+
+	*what = NULL;
+	if ((size_t)snprintf(home, sizeof(home), "%s", known && *u.pw.pw_dir ? u.pw.pw_dir : "/") >= sizeof(home)) {
+		user_free(&u);
+		return "the home's path is too long";
+	}
+	user_free(&u);
+	if (statvfs(home, &vfs) < 0)
+		return *what = strerror(errno), "cannot stat the home file system";
+	if ((unsigned long long)vfs.f_bavail * vfs.f_frsize < (1ULL << 20))
+		return *what = home, "less than 1 MiB free in";
+	if (vfs.f_files > 0 && vfs.f_favail < 16)
+		return *what = home, "no free inodes in";
+	snprintf(path, sizeof(path), "%s/.fleet-health.%ld", home, (long)getpid());
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return *what = strerror(errno), "cannot write to the home";
+	if (write(fd, "ok\n", 3) != 3 || fsync(fd) < 0) {
+		*what = strerror(errno);
+		close(fd);
+		unlink(path);
+		return "cannot write to the home";
+	}
+	close(fd);
+	unlink(path);
+	return NULL;
+}
+
+/* Each failure says which check failed. One process and the shell. */
+int health_run(void)
+{
+	pid_t sh = health_shell_start();
+	const char *what, *why = health_home(&what);
+	bool sh_ok = health_shell_ran(sh);	/* reaped on every path */
+
+	if (why)
+		return unhealthy(why, what);
+	if (!sh_ok)
+		return unhealthy("/bin/sh does not run", NULL);
+	puts("healthy");
+	return 0;
+}

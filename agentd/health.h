@@ -1,0 +1,14 @@
+/*
+ * health: the checks of fleetd's default health check, run as the agent
+ * user: the home has room and takes a write that reaches the disk (write
+ * and fsync of a new file), and a program starts (/bin/sh -c 'exit 0').
+ * Run by `agentd health`, by run-as in place of exec'ing `agentd health`,
+ * and by the health service's checks (health_server.h).
+ */
+#ifndef FLEET_AGENTD_HEALTH_H
+#define FLEET_AGENTD_HEALTH_H
+
+/* Prints 'healthy' and returns 0, or 'unhealthy: WHY' and returns 1, on stdout. */
+int health_run(void);
+
+#endif

@@ -8,7 +8,13 @@
 #   bare     tests/bench/bare-evhttp.c: libevent's evhttp answering 202 and
 #            doing nothing (built here with cc and pkg-config libevent);
 #   bare-close  the same answering "Connection: close", one request per
-#            connection, as fleet's listener does (the cost of connecting);
+#            connection (the cost of connecting);
+#   bare-durable  the same server appending each body to a file in the
+#            state dir's file system and answering a batch only after one
+#            fdatasync of it (group commit, no database, no checks): the
+#            ceiling that this disk's sync latency sets for any receiver
+#            that acknowledges only what is on disk, at N connections
+#            about N / (one sync's time);
 #   webhook  Debian's `webhook` tool (package webhook) with a hooks.json that
 #            checks the same signature (a payload-hmac-sha256 trigger rule)
 #            and runs /bin/true;
@@ -106,6 +112,7 @@ flock -n 9 || die "another hooks-bench.sh is running on this host"
 BT=$(mktemp -d /tmp/fleet-hooks-bench.XXXXXX) || exit 1
 chmod 0755 "$BT"
 STATE=$(mktemp -d /var/lib/fleet-hkbench.XXXXXX) || exit 1
+DURABLE=$STATE.bare-durable	# bare-durable's file: on the file system of fleet's state
 SOCK=$BT/fleetd.sock
 export FLEET_SOCKET=$SOCK
 HOOKS_USER=fleet-hkbench
@@ -139,7 +146,7 @@ bench_cleanup() {
 		mkdir -p "$KEEP" && cp "$STATE/fleetd.log" "$BT"/*.out "$BT"/*.log "$KEEP/" 2>/dev/null
 	fi
 	[ -z "$VMNS_PID" ] || vmns_stop
-	rm -rf "$BT" "$STATE"
+	rm -rf "$BT" "$STATE" "$DURABLE"
 }
 trap bench_cleanup EXIT
 trap 'exit 130' INT
@@ -192,12 +199,15 @@ cc -O2 -Wall -Wextra -o "$BT/bare-evhttp" "$FLEET_SRCDIR/tests/bench/bare-evhttp
 PIDS+=($!)
 "${NS[@]}" "$BT/bare-evhttp" --close "$BT/bare-close.port" 2>"$BT/bare-close.log" &
 PIDS+=($!)
-for f in bare bare-close; do
+"${NS[@]}" "$BT/bare-evhttp" --durable "$DURABLE" "$BT/bare-durable.port" 2>"$BT/bare-durable.log" &
+PIDS+=($!)
+for f in bare bare-close bare-durable; do
 	for _ in $(seq 100); do [ -s "$BT/$f.port" ] && break; sleep 0.05; done
 	[ -s "$BT/$f.port" ] || die "bare-evhttp did not start: $(cat "$BT/$f.log")"
 done
 BARE_URL=http://127.0.0.1:$(cat "$BT/bare.port")/hooks/bench
 BARE_CLOSE_URL=http://127.0.0.1:$(cat "$BT/bare-close.port")/hooks/bench
+BARE_DURABLE_URL=http://127.0.0.1:$(cat "$BT/bare-durable.port")/hooks/bench
 
 # webhook cannot take port 0: a port nothing listens on (in the namespace), above the ephemeral range.
 free_port() {
@@ -261,6 +271,7 @@ check_target() {	# check_target NAME URL SIG WANT
 BADSIG=sha256=$(printf '%064d' 0)
 check_target bare "$BARE_URL" "$SIG" 202
 check_target bare-close "$BARE_CLOSE_URL" "$SIG" 202
+check_target bare-durable "$BARE_DURABLE_URL" "$SIG" 202
 check_target webhook "$WH_URL" "$SIG" 202
 check_target webhook "$WH_URL" "$BADSIG" 500	# webhook's answer to a rule that does not match
 fleet_sink hkb-check
@@ -336,6 +347,7 @@ t_start=$SECONDS
 for c in $CONNS; do
 	load bare "$c" "$BARE_URL"
 	load bare-close "$c" "$BARE_CLOSE_URL"
+	load bare-durable "$c" "$BARE_DURABLE_URL"
 	fleet_sink "hkb-s$c"
 	fleet_load fleet "$c" "http://$HOOKS_LISTEN/hooks/hkb-s$c" "hkb-s$c"
 	FC --json events --route "hkb-s$c" --limit 1 > "$BT/fleet-$c.events" 2>/dev/null
@@ -456,7 +468,7 @@ a new X-GitHub-Delivery each; webhook $(webhook -version 2>&1 | awk '{print $NF}
 EOF
 printf '\n%-6s %-12s %10s %9s %9s %9s %9s   %s\n' conns target "req/s" "p50 ms" "p99 ms" "max ms" non-2xx "answers"
 for c in $CONNS; do
-	for t in bare bare-close webhook fleet fleet-norun fleet-queued; do
+	for t in bare bare-close bare-durable webhook fleet fleet-norun fleet-queued; do
 		printf '%-6s %-12s %10s %9s %9s %9s %9s   2xx %s, 429 %s, 503 %s, other %s, socket errors %s\n' "$c" "$t" \
 			"$(get $t "$c" rate)" "$(ms "$(get $t "$c" p50_us)")" "$(ms "$(get $t "$c" p99_us)")" \
 			"$(ms "$(get $t "$c" max_us)")" "$(get $t "$c" err_status)" "$(get $t "$c" s2xx)" "$(get $t "$c" s429)" \
@@ -474,6 +486,13 @@ for c in $CONNS; do
 		"$(ratio "$(get fleet-queued "$c" rate)" "$(get bare "$c" rate)")" \
 		"$(ratio "$(get fleet "$c" p99_us)" "$(get bare "$c" p99_us)")" \
 		"$(ratio "$(get fleet "$c" p99_us)" "$(get webhook "$c" p99_us)")"
+done
+printf '\n%-6s %20s %26s %26s %20s\n' conns bare-durable/bare fleet-queued/bare-durable fleet-norun/bare-durable fleet/bare-durable
+for c in $CONNS; do
+	printf '%-6s %20s %26s %26s %20s\n' "$c" "$(ratio "$(get bare-durable "$c" rate)" "$(get bare "$c" rate)")" \
+		"$(ratio "$(get fleet-queued "$c" rate)" "$(get bare-durable "$c" rate)")" \
+		"$(ratio "$(get fleet-norun "$c" rate)" "$(get bare-durable "$c" rate)")" \
+		"$(ratio "$(get fleet "$c" rate)" "$(get bare-durable "$c" rate)")"
 done
 printf '\n%-6s %-12s %11s %12s %17s %21s %24s\n' conns target deliveries "runs ended" "fleetd us/deliv" "fleet-hooksd us/deliv" "fleetd ms/run (derived)"
 for c in $CONNS; do

@@ -107,8 +107,37 @@ virsh_h2 pool-define-as fleet dir --target /var/lib/libvirt/fleet >/dev/null &&
 	virsh_h2 pool-build fleet >/dev/null && virsh_h2 pool-start fleet >/dev/null
 ok $? "h2 has a fleet pool already (defined by hand)"
 virsh_h2 vol-create-as fleet "image-$ID.base.qcow2" 1M --format raw >/dev/null; ok $? "and a base volume cut short, with no marker"
-out=$("$FLEETCTL" create far --host h2 --health-interval 0 --restart never 2>&1); ok $? "a VM agent is created on h2: $out"
-like "$out" "host h2" "placed on h2"
+# The create's uploads (the image, 31 MB; its seed) run on a worker, off
+# fleetd's loop: while they go, other requests are answered. Over tcp the veth toward h2 is
+# slowed (tc tbf, inside the test's own namespace) so the upload lasts long enough to ask.
+slowed=false
+if [ "$H2_TRANSPORT" = tcp ]; then
+	vmns_exec tc qdisc add dev fleet-h1 root tbf rate 20mbit burst 64kb latency 1s
+	ok $? "the link to h2 slowed to 20 Mbit/s (tc tbf on fleet-h1)" && slowed=true
+fi
+"$FLEETCTL" create far --host h2 --health-interval 0 --restart never > "$TEST_TMP/create-far.out" 2>&1 &
+create_pid=$!
+uploading() { [ "$(uploads)" -ge 1 ]; }
+wait_for 120 uploading; ok $? "the create of far on h2 is uploading the image"
+if $slowed; then
+	is "$("$FLEETCTL" --json list | jq -r '.[] | select(.name == "far") | .state')" provisioning \
+		"meanwhile fleetctl list is answered: far is provisioning"
+	is "$("$FLEETCTL" --json show far | jq -r '"\(.state) \(.host)"')" "provisioning h2" "and show far"
+	like "$(apiq POST /v1/agents/far/start)" "still being provisioned.* 409$" "a start of far meanwhile: 409"
+	like "$(apiq DELETE /v1/agents/far)" "its create is under way.* 409$" "an rm of far meanwhile: 409 busy"
+	like "$("$FLEETCTL" host ls)" "h2 +ready" "host ls is answered too (h2 ready)"
+	grep -q "image sha256:${ID:0:12} is on" "$STATE/fleetd.log"; isnt_rc $?
+	ok $? "all while the image was still on its way (fleetd's log)"
+else
+	diag "requests during the upload not checked: H2_TRANSPORT=$H2_TRANSPORT has no link to slow"
+fi
+wait "$create_pid"; ok $? "the create of far on h2 is answered once its disks are there"
+out=$(cat "$TEST_TMP/create-far.out")
+like "$out" "host h2" "placed on h2: $out"
+if $slowed; then
+	vmns_exec tc qdisc del dev fleet-h1 root; ok $? "the link to h2 at full speed again"
+fi
+is "$("$FLEETCTL" --json show far | jq -r .state)" stopped "far is stopped (made)"
 is "$(uploads)" 1 "the image was uploaded to h2 once"
 is "$(vols)" "agent-far.disk.qcow2 agent-far.seed.img image-$ID.base.qcow2 image-$ID.complete image-$ID.initramfs.img image-$ID.vmlinuz " \
 	"h2's fleet pool holds far's overlay and seed, and the image with its marker"

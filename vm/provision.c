@@ -226,8 +226,8 @@ char *vm_network_xml(void)
 
 /*
  * What a create on another host does there, at length (the image uploaded
- * once per host, 31 MB; the overlay made; the seed uploaded; the domain
- * defined): on a worker thread for provision_start,
+ * once per host, 31 MB; the overlay made; the seed and the memory disk
+ * uploaded; the domain defined): on a worker thread for provision_start,
  * so fleetd's loop serves every other request meanwhile, or in the call
  * for provision. It touches only the job: its own copy of the agent, and
  * the host's connection (libvirt's connections are thread-safe).
@@ -249,11 +249,17 @@ struct remote_job {
 static int remote_make(struct remote_job *j, char **why)
 {
 	const struct agent *a = j->agent;
-	_cleanup_free_ char *seed = vm_path(j->b, a->name, "seed.img"), *xml = NULL;
+	_cleanup_free_ char *seed = vm_path(j->b, a->name, "seed.img");
+	_cleanup_free_ char *memdisk = vm_path(j->b, a->name, MEMDISK), *xml = NULL;
 	struct vm_domain_files files;
 	int r;
 
-	if ((r = vm_remote_disks_make(j->b, j->virt, a, j->id, seed, NULL, why)) < 0)
+	/* Its memory disk is made here as for a local agent (mke2fs, qemu-img convert), then uploaded. */
+	if ((r = vm_memdisk_build(memdisk, vm_memdisk_mib(a->memory_quota_mib), why)) < 0)
+		return r;
+	r = vm_remote_disks_make(j->b, j->virt, a, j->id, seed, memdisk, why);
+	(void)unlink(memdisk);	/* its copy is the volume there, as for an agent moved there */
+	if (r < 0)
 		return r;
 	if ((r = vm_remote_files(j->virt, a, j->id, &files, why)) < 0)
 		goto fail;
@@ -292,8 +298,8 @@ static int remote_finish(struct remote_job *j, char **why)
 		_cleanup_free_ char *dom = vm_domain_name(a->name);
 
 		log_info("agent '%s': provisioned domain %s on host %s in %.1f s (%d MiB, %d vcpus, %d GiB disk, "
-			 "image sha256:%.12s)", a->name, dom, a->host, (now_usec() - j->t0) / 1e6,
-			 a->memory_mib, a->vcpus, a->disk_gib, j->id);
+			 "%d MiB memory disk, image sha256:%.12s)", a->name, dom, a->host, (now_usec() - j->t0) / 1e6,
+			 a->memory_mib, a->vcpus, a->disk_gib, vm_memdisk_mib(a->memory_quota_mib), j->id);
 	}
 	agent_free(j->agent);
 	free(j->why);

@@ -9,7 +9,8 @@
 # there, accepted when empty; a bad URI refused with libvirt's error; its
 # libvirtd killed -> unreachable (with the error), restarted -> reachable
 # again, by fleetd's own reconnect. A VM agent created on h2 (its uploads on a
-# worker: with the link slowed by tc, other requests are answered meanwhile):
+# worker: with the link slowed by tc, other requests are answered meanwhile;
+# fleetd killed -9 mid-upload, the create undone at its next start):
 # its disks are volumes in h2's fleet pool (the image uploaded once, a volume
 # cut short replaced, the overlay backed by the base volume, its memory disk),
 # started there (one TCG guest), exec through its channel streamed over h2's
@@ -130,17 +131,29 @@ if $slowed; then
 	like "$("$FLEETCTL" host ls)" "h2 +ready" "host ls is answered too (h2 ready)"
 	grep -q "image sha256:${ID:0:12} is on" "$STATE/fleetd.log"; isnt_rc $?
 	ok $? "all while the image was still on its way (fleetd's log)"
+	# fleetd killed with the upload under way: the create was never acknowledged, and the
+	# next start removes what it made (here and there); the image's volumes without
+	# their marker are sent again whole by the next create.
+	stop_fleetd KILL; ok $? "kill -9 of fleetd while far's image is on its way to h2"
+	wait "$create_pid"; isnt_rc $?; ok $? "the create of far fails (its answer never came)"
+	vmns_exec tc qdisc del dev fleet-h1 root; ok $? "the link to h2 at full speed again"
+	fleetd_ns_start; ok $? "fleetd starts again"
+	is "$("$FLEETCTL" --json list | jq '[.[] | select(.name == "far")] | length')" 0 \
+		"the unacknowledged create of far is undone at the start (no record)"
+	[ ! -e "$STATE/vms/far" ] && [ ! -e "$STATE/keys/far" ]; ok $? "nor its keys and seed here"
+	[[ "$(vols)" != *agent-far* && "$(vols)" != *"image-$ID.complete"* ]]
+	ok $? "no volume of far on h2, and no marker for the image cut short: $(vols)"
+	"$FLEETCTL" create far --host h2 --health-interval 0 --restart never > "$TEST_TMP/create-far.out" 2>&1; ok $? "far is created on h2 again"
+	sent=2
 else
 	diag "requests during the upload not checked: H2_TRANSPORT=$H2_TRANSPORT has no link to slow"
+	wait "$create_pid"; ok $? "the create of far on h2 is answered once its disks are there"
+	sent=1
 fi
-wait "$create_pid"; ok $? "the create of far on h2 is answered once its disks are there"
 out=$(cat "$TEST_TMP/create-far.out")
 like "$out" "host h2" "placed on h2: $out"
-if $slowed; then
-	vmns_exec tc qdisc del dev fleet-h1 root; ok $? "the link to h2 at full speed again"
-fi
 is "$("$FLEETCTL" --json show far | jq -r .state)" stopped "far is stopped (made)"
-is "$(uploads)" 1 "the image was uploaded to h2 once"
+is "$(uploads)" "$sent" "the image was uploaded to h2 once (whole; $sent upload(s) begun)"
 is "$(vols)" "agent-far.disk.qcow2 agent-far.memory.qcow2 agent-far.seed.img image-$ID.base.qcow2 image-$ID.complete image-$ID.initramfs.img image-$ID.vmlinuz " \
 	"h2's fleet pool holds far's overlay, memory disk and seed, and the image with its marker"
 [ ! -e "$STATE/vms/far/memory.qcow2" ]; ok $? "its memory disk is only there (the copy made here was uploaded, then removed)"
@@ -225,7 +238,7 @@ is "$(virsh_h2 domstate fleet-far)" running "far kept running on h2"
 is "$("$FLEETCTL" exec far -- cat /etc/hostname)" far "exec after the restart: a new stream (FORCE takes the channel over)"
 wait_for 60 console_says console-mark-2; ok $? "its console is streamed again after the restart"
 out=$("$FLEETCTL" create far2 --host h2 --health-interval 0 --restart never 2>&1); ok $? "a second agent on h2: $out"
-is "$(uploads)" 1 "the image is not uploaded again"
+is "$(uploads)" "$sent" "the image is not uploaded again"
 is "$(stat -c %Y "$H2_POOL/image-$ID.base.qcow2")" "$base_mtime" "its base volume untouched"
 is "$(qemu-img info --output=json "$H2_POOL/agent-far2.disk.qcow2" | jq -r '."backing-filename"')" \
 	"/var/lib/libvirt/fleet/image-$ID.base.qcow2" "far2's overlay is backed by the same base"

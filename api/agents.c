@@ -167,16 +167,47 @@ static void backend_error(struct api_call *c, const struct agent *a, const char 
 		api_error(c, 500, "backend", "agent '%s': %s failed: %s", a->name, verb, why ? why : strerror(-r));
 }
 
+/* A create whose environment is still being made (a VM on another host: its disks uploaded there). */
+struct create_op {
+	struct api_call *call;		/* deferred */
+	struct agent *agent;
+};
+
+static void create_answered(struct api_call *c, struct agent *a)
+{
+	log_info("agent '%s': created (backend %s, state %s) by uid %ld", a->name,
+		 backend_kind_to_string(a->backend), agent_state_to_string(a->state), (long)c->uid);
+	api_reply(c, 201, agent_to_json(a));
+}
+
+static void create_provisioned(void *userdata, int r, const char *why)
+{
+	struct create_op *op = userdata;
+
+	if (r < 0) {
+		backend_error(op->call, op->agent, "provision", r, why);
+	} else {
+		op->agent->state = AGENT_STOPPED;
+		create_answered(op->call, op->agent);
+	}
+	agent_free(op->agent);
+	free(op);
+}
+
 /*
- * Record the agent and provision its environment (lifecycle_create: two
- * phases). Replies on failure; returns 0 on success.
+ * Record the agent and provision its environment (lifecycle_create_start:
+ * two phases), answering 201 with the agent once it is made, or the
+ * failure. The slow part of a VM's on another host runs off the loop: the
+ * answer waits for it, other requests do not.
  */
-static int create_agent(struct api_call *c, struct agent *a)
+static void create_agent(struct api_call *c, struct agent **ap)
 {
 	struct fleetd *f = c->fleetd;
+	struct agent *a = *ap;
 	const struct backend_ops *ops = NULL;
 	_cleanup_free_ char *msg = NULL;
 	const char *why = NULL;
+	struct create_op *op;
 	int r;
 
 	if (backend_built_in(a->backend)) {
@@ -184,25 +215,25 @@ static int create_agent(struct api_call *c, struct agent *a)
 		if (!ops) {
 			api_error(c, 503, "unavailable", "agent '%s': the %s backend is unavailable: %s", a->name,
 				  backend_kind_to_string(a->backend), why);
-			return -EAGAIN;
+			return;
 		}
 	}
-	r = lifecycle_create(f, ops, a, &msg);
-	if (r < 0 && msg) {
+	op = xcalloc(1, sizeof(*op));
+	r = lifecycle_create_start(f, ops, a, create_provisioned, op, &msg);
+	if (r == 1) {
+		op->call = api_defer(c);
+		op->agent = TAKE_PTR(*ap);
+		return;
+	}
+	free(op);
+	if (r < 0 && msg)
 		backend_error(c, a, "provision", r, msg);
-		return r;
-	}
-	if (r == -EEXIST) {
+	else if (r == -EEXIST)
 		api_error(c, 409, "exists", "agent '%s': already exists", a->name);
-		return r;
-	}
-	if (r < 0) {
+	else if (r < 0)
 		api_error_errno(c, r, "agent '%s': create failed: %s", a->name, strerror(-r));
-		return r;
-	}
-	log_info("agent '%s': created (backend %s, state %s) by uid %ld", a->name,
-		 backend_kind_to_string(a->backend), agent_state_to_string(a->state), (long)c->uid);
-	return 0;
+	else
+		create_answered(c, a);
 }
 
 /*
@@ -589,9 +620,7 @@ void api_agents_create(struct api_call *c)
 			goto out;
 		}
 	}
-	r = create_agent(c, a);
-	if (r == 0)
-		api_reply(c, 201, agent_to_json(a));
+	create_agent(c, &a);
 out:
 	json_decref(body);
 }

@@ -178,8 +178,18 @@ struct backend_ops {
 	int (*init)(struct fleetd *f, const struct backend_host *host, char **why);
 	void (*shutdown)(struct fleetd *f);
 
-	/* Create the environment of a new agent (a->state is AGENT_PROVISIONING). */
+	/* Create the environment of a new agent (a->state is AGENT_PROVISIONING), all of it in the call. */
 	int (*provision)(struct fleetd *f, const struct agent *a, char **why);
+	/*
+	 * (optional) The same, its slow part off the loop (a VM on another
+	 * host: the image and its disks uploaded there): 1, and done() reports
+	 * on the loop once the environment is made (r 0) or failed (r -errno,
+	 * why; what it made removed); or 0 (made already) or -errno (failed,
+	 * *why) at once, and done() is not called. Meanwhile the agent is busy
+	 * (destroy answers -EBUSY). NULL: provision is quick enough.
+	 */
+	int (*provision_start)(struct fleetd *f, const struct agent *a, backend_done_fn done, void *userdata,
+			       char **why);
 	/* Remove the environment and everything it owns; force: even while running. */
 	int (*destroy)(struct fleetd *f, const struct agent *a, bool force, char **why);
 

@@ -87,7 +87,8 @@ static void restarts_forget(struct fleetd *f, const char *agent);
 
 /* --- create and remove ------------------------------------------------------------- */
 
-int lifecycle_create(struct fleetd *f, const struct backend_ops *ops, struct agent *a, char **why)
+/* Phase one: the row, as 'provisioning' (or 'defined' without a backend). */
+static int create_record(struct fleetd *f, const struct backend_ops *ops, struct agent *a)
 {
 	int r;
 
@@ -98,21 +99,73 @@ int lifecycle_create(struct fleetd *f, const struct backend_ops *ops, struct age
 		return r;
 	}
 	watch_publish(f, "agent.created", a->name, json_pack("{s:s, s:s}", "backend", backend_kind_to_string(a->backend), "state", agent_state_to_string(a->state)));
-	if (!ops)
-		return 0;
-	if ((r = ops->provision(f, a, why)) < 0) {
-		int r2;
+	return 0;
+}
 
-		if (!*why)
-			*why = xstrdup(strerror(-r));
-		r2 = db_agent_delete(f->db, a->name);
+/* Phase two, after the backend's provision: the row 'stopped', or gone again when it failed (r < 0). */
+static int create_finish(struct fleetd *f, const char *agent, int r)
+{
+	if (r < 0) {
+		int r2 = db_agent_delete(f->db, agent);
+
 		if (r2 < 0)
-			log_error("agent '%s': cannot remove the record of the failed create: %s", a->name,
-				  strerror(-r2));
+			log_error("agent '%s': cannot remove the record of the failed create: %s", agent, strerror(-r2));
 		return r;
 	}
-	a->state = AGENT_STOPPED;
-	return lifecycle_set_state(f, a->name, a->state, NULL);
+	return lifecycle_set_state(f, agent, AGENT_STOPPED, NULL);
+}
+
+int lifecycle_create(struct fleetd *f, const struct backend_ops *ops, struct agent *a, char **why)
+{
+	int r;
+
+	if ((r = create_record(f, ops, a)) < 0 || !ops)
+		return r;
+	if ((r = ops->provision(f, a, why)) < 0 && !*why)
+		*why = xstrdup(strerror(-r));
+	if ((r = create_finish(f, a->name, r)) == 0)
+		a->state = AGENT_STOPPED;
+	return r;
+}
+
+struct create_op {
+	struct fleetd *f;
+	char *agent;
+	backend_done_fn done;
+	void *userdata;
+};
+
+static void provisioned(void *userdata, int r, const char *why)
+{
+	struct create_op *op = userdata;
+
+	r = create_finish(op->f, op->agent, r);
+	op->done(op->userdata, r, r < 0 && !why ? strerror(-r) : why);
+	free(op->agent);
+	free(op);
+}
+
+int lifecycle_create_start(struct fleetd *f, const struct backend_ops *ops, struct agent *a, backend_done_fn done,
+			   void *userdata, char **why)
+{
+	struct create_op *op;
+	int r;
+
+	if (!ops || !ops->provision_start)
+		return lifecycle_create(f, ops, a, why);
+	if ((r = create_record(f, ops, a)) < 0)
+		return r;
+	op = xcalloc(1, sizeof(*op));
+	*op = (struct create_op){ f, xstrdup(a->name), done, userdata };
+	if ((r = ops->provision_start(f, a, provisioned, op, why)) == 1)
+		return 1;	/* under way: the row stays 'provisioning' until provisioned() */
+	free(op->agent);
+	free(op);
+	if (r < 0 && !*why)
+		*why = xstrdup(strerror(-r));
+	if ((r = create_finish(f, a->name, r)) == 0)
+		a->state = AGENT_STOPPED;
+	return r;
 }
 
 int lifecycle_destroy(struct fleetd *f, const struct backend_ops *ops, const struct agent *a, bool force,

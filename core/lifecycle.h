@@ -32,6 +32,16 @@ int lifecycle_set_state(struct fleetd *f, const char *agent, enum agent_state st
  * database error (-EEXIST: the name is taken).
  */
 int lifecycle_create(struct fleetd *f, const struct backend_ops *ops, struct agent *a, char **why);
+/*
+ * The same, where the backend makes part of the environment off the loop
+ * (provision_start: a VM on another host): 1 while that goes on (the row
+ * 'provisioning'), then done() on the loop with 0 (the row 'stopped') or
+ * -errno and why (the row gone again; why is the backend's, or a
+ * database error's); or, with nothing left to wait for, lifecycle_create's
+ * return at once (done() not called, a->state 'stopped' on success).
+ */
+int lifecycle_create_start(struct fleetd *f, const struct backend_ops *ops, struct agent *a, backend_done_fn done,
+			   void *userdata, char **why);
 
 /*
  * Remove a: the intent ('removing') is written first, then the backend

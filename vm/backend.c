@@ -777,6 +777,7 @@ const struct backend_ops backend_vm_ops = {
 	.init = vm_init,
 	.shutdown = vm_shutdown,
 	.provision = vm_provision,
+	.provision_start = vm_provision_start,
 	.destroy = vm_destroy,
 	.start = vm_start,
 	.stop = vm_stop,

@@ -273,13 +273,12 @@ int vm_memory_quota_apply(struct fleetd *f, const struct agent *a, int old_mib, 
 	int newq = a->memory_quota_mib > 0 ? a->memory_quota_mib : MEMORY_QUOTA_DEFAULT;
 	int oldq = old_mib > 0 ? old_mib : MEMORY_QUOTA_DEFAULT;
 	struct vm *v = vm_find(b, a->name);
+	struct virt *virt;
 	enum virt_state st;
 	int r;
 
 	if (newq == oldq)
 		return 0;
-	if ((r = vm_remote_refuse(a, "a memory quota", why)) < 0)
-		return r;
 	if (newq < oldq) {
 		/* qcow2 keeps its snapshots at their size: the disk cannot shrink under them. */
 		*why = xasprintf("a VM agent's memory store cannot shrink (its disk is %d MiB, and its snapshots "
@@ -291,13 +290,29 @@ int vm_memory_quota_apply(struct fleetd *f, const struct agent *a, int old_mib, 
 		*why = xstrdup("a snapshot, restore or move is under way; try again when it is done");
 		return -EBUSY;
 	}
-	if ((r = virt_domain_state(b->virt, dom, &st)) < 0) {
-		*why = xstrdup("cannot reach libvirt (is libvirtd running?)");
+	if (!(virt = vm_agent_virt(b, a, why)))
+		return -ENOTCONN;
+	if ((r = virt_domain_state(virt, dom, &st)) < 0) {
+		*why = xasprintf("cannot reach libvirt on host %s (is libvirtd running there?)", a->host ? a->host : HOST_LOCAL);
 		return r;
 	}
 	if (st != VIRT_OFF) {
 		*why = xstrdup("its memory disk grows while the agent is stopped: stop the agent first");
 		return -EBUSY;
+	}
+	if (vm_agent_remote(a)) {
+		/* Its volume in that host's pool, grown there by libvirt (qemu-img resize on that host). */
+		_cleanup_free_ char *vol = vm_remote_agent_vol(a->name, MEMDISK);
+
+		r = virt_vol_grow_qcow2(virt, VM_POOL, vol, (long long)vm_memdisk_mib(newq) * MIB, why);
+		if (r == -ENOENT) {	/* made there before agents had one: its store is on its root disk */
+			free(*why);
+			*why = NULL;
+			return 0;
+		}
+		if (r == 0)
+			log_info("agent '%s': its memory disk on host %s grows to %s (quota %d MiB)", a->name, a->host, size, newq);
+		return r;
 	}
 	if ((r = vm_memdisk_exists(b, a->name)) <= 0)
 		return r;	/* none yet: the next start makes it at the new size */

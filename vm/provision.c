@@ -16,6 +16,7 @@
 #include "vm/images.h"
 #include "common/log.h"
 #include "backend/spawn.h"
+#include "backend/worker.h"
 #include "vm/ssh.h"
 #include "common/util.h"
 #include "vm/virt.h"
@@ -223,7 +224,108 @@ char *vm_network_xml(void)
 			 "</network>\n");
 }
 
-int vm_provision(struct fleetd *f, const struct agent *a, char **why)
+/*
+ * What a create on another host does there, at length (the image uploaded
+ * once per host, 31 MB; the overlay made; the seed and the memory disk
+ * uploaded; the domain defined): on a worker thread for provision_start,
+ * so fleetd's loop serves every other request meanwhile, or in the call
+ * for provision. It touches only the job: its own copy of the agent, and
+ * the host's connection (libvirt's connections are thread-safe).
+ */
+struct remote_job {
+	struct vm_backend *b;
+	struct virt *virt;
+	struct vm *vm;			/* busy while the worker runs; NULL in the call */
+	struct agent *agent;		/* a copy */
+	char id[IMAGE_ID_LEN + 1];	/* its image */
+	long long t0;
+	int r;
+	char *why;
+	backend_done_fn done;
+	void *userdata;
+};
+
+/* Its disks there, then the domain naming them; what reached the host goes again on failure. -errno with *why. */
+static int remote_make(struct remote_job *j, char **why)
+{
+	const struct agent *a = j->agent;
+	_cleanup_free_ char *seed = vm_path(j->b, a->name, "seed.img");
+	_cleanup_free_ char *memdisk = vm_path(j->b, a->name, MEMDISK), *xml = NULL;
+	struct vm_domain_files files;
+	int r;
+
+	/* Its memory disk is made here as for a local agent (mke2fs, qemu-img convert), then uploaded. */
+	if ((r = vm_memdisk_build(memdisk, vm_memdisk_mib(a->memory_quota_mib), why)) < 0)
+		return r;
+	r = vm_remote_disks_make(j->b, j->virt, a, j->id, seed, memdisk, why);
+	(void)unlink(memdisk);	/* its copy is the volume there, as for an agent moved there */
+	if (r < 0)
+		return r;
+	if ((r = vm_remote_files(j->virt, a, j->id, &files, why)) < 0)
+		goto fail;
+	xml = vm_domain_xml_files(j->b, a, &files, NULL);
+	vm_domain_files_clear(&files);
+	if ((r = virt_domain_define(j->virt, xml, why)) < 0)
+		goto fail;
+	return 0;
+fail:
+	vm_remote_disks_remove(j->virt, a->name);
+	return r;
+}
+
+static void remote_work(void *arg)
+{
+	struct remote_job *j = arg;
+
+	j->r = remote_make(j, &j->why);
+}
+
+/* On the loop: a failed job's files here removed, the outcome logged; j freed. j->r, *why (caller frees) on failure. */
+static int remote_finish(struct remote_job *j, char **why)
+{
+	const struct agent *a = j->agent;
+	int r = j->r;
+
+	if (r < 0) {
+		_cleanup_free_ char *dir = vm_path(j->b, a->name, NULL), *keys = vm_key_path(j->b, a->name, NULL);
+
+		/* Nothing half-created: its volumes there went on the worker, its keys and seed go here. */
+		vm_remove_tree(dir);
+		vm_remove_tree(keys);
+		*why = j->why ? j->why : xstrdup(strerror(-r));
+		j->why = NULL;
+	} else {
+		_cleanup_free_ char *dom = vm_domain_name(a->name);
+
+		log_info("agent '%s': provisioned domain %s on host %s in %.1f s (%d MiB, %d vcpus, %d GiB disk, "
+			 "%d MiB memory disk, image sha256:%.12s)", a->name, dom, a->host, (now_usec() - j->t0) / 1e6,
+			 a->memory_mib, a->vcpus, a->disk_gib, vm_memdisk_mib(a->memory_quota_mib), j->id);
+	}
+	agent_free(j->agent);
+	free(j->why);
+	free(j);
+	return r;
+}
+
+static void remote_done(void *arg)
+{
+	struct remote_job *j = arg;
+	backend_done_fn done = j->done;
+	void *userdata = j->userdata;
+	_cleanup_free_ char *why = NULL;
+	int r;
+
+	j->vm->busy = false;
+	r = remote_finish(j, &why);
+	done(userdata, r, why);
+}
+
+/*
+ * The part on fleetd's host (checks, keys, seed; for a local agent all of
+ * it): 0 made, 1 an agent on another host whose disks and domain are still
+ * to make there (*ret: the job), -errno with *why (nothing left).
+ */
+static int provision_here(struct fleetd *f, const struct agent *a, struct remote_job **ret, char **why)
 {
 	struct vm_backend *b = vm_backend_of(f);
 	_cleanup_free_ char *dom = vm_domain_name(a->name);
@@ -292,25 +394,23 @@ int vm_provision(struct fleetd *f, const struct agent *a, char **why)
 		goto fail;
 	}
 	if (remote) {
-		/* Its disks are volumes in that host's pool: the seed is made here, then uploaded. */
-		struct vm_domain_files files;
+		/* Its disks are volumes in that host's pool: the seed is made here, the rest by the job. */
+		struct remote_job *j;
 
-		if ((r = make_seed(b, a, client_pub, why)) < 0 || (chmod(seed, 0600) < 0 && (r = -errno)) ||
-		    (r = vm_remote_disks_make(b, virt, a, id, seed, why)) < 0)
+		if ((r = make_seed(b, a, client_pub, why)) < 0 || (chmod(seed, 0600) < 0 && (r = -errno)))
 			goto fail;
 		if ((r = b->host->set_images(f, a->name, &im)) < 0) {
 			*why = xasprintf("cannot record its image: %s", strerror(-r));
 			goto fail;
 		}
-		if ((r = vm_remote_files(virt, a, id, &files, why)) < 0)
-			goto fail;
-		xml = vm_domain_xml_files(b, a, &files, NULL);
-		vm_domain_files_clear(&files);
-		if ((r = virt_domain_define(virt, xml, why)) < 0)
-			goto fail;
-		log_info("agent '%s': provisioned domain %s on host %s (%d MiB, %d vcpus, %d GiB disk, image sha256:%.12s)",
-			 a->name, dom, a->host, a->memory_mib, a->vcpus, a->disk_gib, id);
-		return 0;
+		j = xcalloc(1, sizeof(*j));
+		j->b = b;
+		j->virt = virt;
+		j->agent = agent_copy(a);
+		memcpy(j->id, id, sizeof(j->id));
+		j->t0 = now_usec();
+		*ret = j;
+		return 1;
 	}
 	if ((r = vm_run_tool(img, "qemu-img create", why)) < 0 || (r = make_seed(b, a, client_pub, why)) < 0)
 		goto fail;
@@ -337,11 +437,43 @@ int vm_provision(struct fleetd *f, const struct agent *a, char **why)
 	return 0;
 fail:
 	/* Nothing half-created: no orphan overlay, keys or domain. */
-	if (remote)
-		vm_remote_disks_remove(virt, a->name);
 	vm_remove_tree(dir);
 	vm_remove_tree(keys);
 	return r < 0 ? r : -EIO;
+}
+
+int vm_provision(struct fleetd *f, const struct agent *a, char **why)
+{
+	struct remote_job *j = NULL;
+	int r = provision_here(f, a, &j, why);
+
+	if (r <= 0)
+		return r;
+	/* All of it in the call (restoring a backup at fleetd's start, before the loop serves). */
+	remote_work(j);
+	return remote_finish(j, why);
+}
+
+int vm_provision_start(struct fleetd *f, const struct agent *a, backend_done_fn done, void *userdata, char **why)
+{
+	struct remote_job *j = NULL;
+	int r = provision_here(f, a, &j, why);
+
+	if (r <= 0)
+		return r;
+	j->done = done;
+	j->userdata = userdata;
+	/* busy: no remove (nor anything else) of it while its disks are made there. */
+	j->vm = vm_get(j->b, a->name);
+	j->vm->busy = true;
+	if ((r = worker_run(f->base, remote_work, remote_done, j)) < 0) {
+		j->vm->busy = false;
+		j->r = r;
+		j->why = xasprintf("cannot start a worker thread: %s", strerror(-r));
+		return remote_finish(j, why);
+	}
+	log_info("agent '%s': making its disks and domain on host %s (off the loop)", a->name, a->host);
+	return 1;
 }
 
 int vm_destroy(struct fleetd *f, const struct agent *a, bool force, char **why)
@@ -357,7 +489,7 @@ int vm_destroy(struct fleetd *f, const struct agent *a, bool force, char **why)
 	if (!virt)
 		return -ENOTCONN;
 	if (v && v->busy) {
-		*why = xstrdup("a snapshot, restore or move is under way; try again when it is done");
+		*why = xstrdup("a snapshot, restore, move or its create is under way; try again when it is done");
 		return -EBUSY;
 	}
 	r = virt_domain_state(virt, dom, &st);

@@ -9,7 +9,8 @@
  *       it (an upload cut short by a kill) the others are deleted and sent again;
  *   agent-NAME.disk.qcow2   the agent's overlay, backed by image-ID.base.qcow2;
  *   agent-NAME.seed.img     its seed disk (provision.c writes it on fleetd's host);
- *   agent-NAME.memory.qcow2 its memory disk, when it was moved there (move.c).
+ *   agent-NAME.memory.qcow2 its memory disk (vdc): made on fleetd's host and uploaded at
+ *                           create (provision.c), or brought by a move (move.c).
  * The local host keeps its files under state_dir as before (provision.c).
  */
 #include <errno.h>
@@ -192,31 +193,40 @@ fail:
 	return r < 0 ? r : -EIO;
 }
 
+/* Upload the local file path as the agent's volume file (a new volume: a leftover of that name is replaced). */
+static int upload_agent_file(struct virt *v, const char *agent, const char *file, const char *path, char **why)
+{
+	_cleanup_free_ char *vol = vm_remote_agent_vol(agent, file);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat st;
+	int r;
+
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		r = fd < 0 ? -errno : -EINVAL;
+		*why = xasprintf("cannot open %s: %s", path, strerror(-r));
+		return r;
+	}
+	delete_quiet(v, vol);
+	return virt_vol_upload(v, VM_POOL, vol, fd, (long long)st.st_size, NULL, NULL, why);
+}
+
 int vm_remote_disks_make(struct vm_backend *b, struct virt *v, const struct agent *a, const char *id,
-			 const char *seed, char **why)
+			 const char *seed, const char *memdisk, char **why)
 {
 	_cleanup_free_ char *base_vol = image_vol(id, "base.qcow2"), *base = NULL;
 	_cleanup_free_ char *disk = vm_remote_agent_vol(a->name, "disk.qcow2");
-	_cleanup_free_ char *seed_vol = vm_remote_agent_vol(a->name, "seed.img");
-	_cleanup_close_ int fd = -1;
-	struct stat st;
 	int r;
 
 	if ((r = vm_remote_image(b, v, id, why)) < 0 || (r = virt_vol_path(v, VM_POOL, base_vol, &base, why)) < 0)
 		return r;
 	if ((r = virt_vol_overlay(v, VM_POOL, disk, base, (long long)a->disk_gib << 30, why)) < 0)
 		return r;
-	if ((fd = open(seed, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0 || fstat(fd, &st) < 0) {
-		r = -errno;
-		*why = xasprintf("cannot open the seed disk %s: %s", seed, strerror(-r));
-		goto fail;
+	if ((r = upload_agent_file(v, a->name, "seed.img", seed, why)) < 0 ||
+	    (memdisk && (r = upload_agent_file(v, a->name, MEMDISK, memdisk, why)) < 0)) {
+		vm_remote_disks_remove(v, a->name);
+		return r;
 	}
-	if ((r = virt_vol_upload(v, VM_POOL, seed_vol, fd, (long long)st.st_size, NULL, NULL, why)) < 0)
-		goto fail;
 	return 0;
-fail:
-	delete_quiet(v, disk);
-	return r;
 }
 
 int vm_remote_refuse(const struct agent *a, const char *what, char **why)
@@ -232,7 +242,7 @@ void vm_remote_disks_remove(struct virt *v, const char *agent)
 {
 	_cleanup_free_ char *disk = vm_remote_agent_vol(agent, "disk.qcow2");
 	_cleanup_free_ char *seed = vm_remote_agent_vol(agent, "seed.img");
-	_cleanup_free_ char *memdisk = vm_remote_agent_vol(agent, MEMDISK);	/* one moved there has it (move.c) */
+	_cleanup_free_ char *memdisk = vm_remote_agent_vol(agent, MEMDISK);
 
 	delete_quiet(v, disk);
 	delete_quiet(v, seed);
@@ -263,7 +273,7 @@ int vm_remote_files(struct virt *v, const struct agent *a, const char *id, struc
 		vm_domain_files_clear(ret);
 		return r;
 	}
-	/* Its memory disk, if it has one there (an agent moved there: move.c). */
+	/* Its memory disk, if it has one there (every agent made or moved there since they have one). */
 	{
 		_cleanup_free_ char *memdisk = vm_remote_agent_vol(a->name, MEMDISK);
 

@@ -6,6 +6,8 @@
  * docs/multi-host.md): nothing but libvirt's remote protocol crosses.
  */
 #include <errno.h>
+#include <libxml/parser.h>
+#include <libxml/xpath.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -269,6 +271,51 @@ int virt_vol_overlay(struct virt *v, const char *pool, const char *vol, const ch
 		return r;
 	virStorageVolFree(s);
 	return 0;
+}
+
+/* The format libvirt gives the volume (its <target><format type=...>, parsed by libxml2); caller frees, NULL if none. */
+static char *vol_format(virStorageVolPtr s)
+{
+	_cleanup_free_ char *xml = virStorageVolGetXMLDesc(s, 0);
+	xmlDocPtr doc = xml ? xmlReadMemory(xml, (int)strlen(xml), "volume.xml", NULL, XML_PARSE_NONET) : NULL;
+	xmlXPathContextPtr ctx = doc ? xmlXPathNewContext(doc) : NULL;
+	xmlXPathObjectPtr o = ctx ? xmlXPathEvalExpression(BAD_CAST "string(/volume/target/format/@type)", ctx) : NULL;
+	char *ret = o && o->type == XPATH_STRING && o->stringval && *o->stringval ? xstrdup((const char *)o->stringval) : NULL;
+
+	xmlXPathFreeObject(o);
+	xmlXPathFreeContext(ctx);
+	xmlFreeDoc(doc);
+	return ret;
+}
+
+int virt_vol_grow_qcow2(struct virt *v, const char *pool, const char *vol, long long capacity, char **why)
+{
+	_cleanup_free_ char *format = NULL;
+	virStoragePoolPtr p;
+	virStorageVolPtr s;
+	virStorageVolInfo info;
+	int r;
+
+	/* A refresh first: libvirt probes each file's format then (an upload made it a raw volume). */
+	if ((r = pool_lookup(v, pool, &p, why)) < 0)
+		return r;
+	r = virStoragePoolRefresh(p, 0) < 0 ? virt_last_error("cannot refresh the storage pool", why) : 0;
+	virStoragePoolFree(p);
+	if (r < 0 || (r = vol_lookup(v, pool, vol, &s, why)) < 0)
+		return r;
+	/* A raw resize would only lengthen the file: only a volume libvirt knows as qcow2 grows (qemu-img resize there). */
+	if (!(format = vol_format(s)) || strcmp(format, "qcow2") != 0) {
+		*why = xasprintf("volume %s in pool %s is not qcow2 to libvirt (%s)", vol, pool, format ? format : "no format");
+		r = -EINVAL;
+	} else if (virStorageVolGetInfo(s, &info) < 0) {
+		r = virt_last_error("cannot read a volume's capacity", why);
+	} else if ((long long)info.capacity < capacity && virStorageVolResize(s, (unsigned long long)capacity, 0) < 0) {
+		r = virt_last_error("cannot grow a volume", why);
+	}
+	virStorageVolFree(s);
+	if (r == 0)
+		log_debug("libvirt: volume %s/%s at least %lld bytes (%s)", pool, vol, capacity, virt_uri(v));
+	return r;
 }
 
 /* Write n bytes of buf at fd's offset, a chunk of zeros as a hole (the copy stays as sparse as the volume). */

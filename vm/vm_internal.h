@@ -5,7 +5,7 @@
  * the others:
  *   backend.c    the verbs start/stop/state/exec, init and the ops table;
  *                the struct vm registry, paths and small file helpers
- *   provision.c  provision/destroy: keys, disks, the seed, domain/network XML
+ *   provision.c  provision/destroy: keys, disks, the seed, domain/network XML; a remote create on a worker
  *   channel.c    the control channel: connect, retry, wait_ready; KVM watchdog
  *   console.c    reading the console log and keeping it within its cap
  *   upgrade.c    each agent's image record: legacy adoption, boot prep, upgrade
@@ -19,7 +19,8 @@
  *   remote_disks.c  an agent's disks on another host: the fleet pool, images uploaded once
  *   remote_console.c  a remote guest's serial console streamed into its console log here
  *   move.c       fleetctl move: an agent's disks, domain and snapshots to another host, on a worker
- * All of it runs on fleetd's loop thread, bar snapshots.c's, move.c's and disk_backup.c's workers (which
+ * All of it runs on fleetd's loop thread, bar snapshots.c's, move.c's, memdisk.c's, disk_backup.c's and
+ * provision.c's (a remote create's) workers (which
  * touch only their jobs) and virt.c's libvirt event thread.
  */
 #ifndef FLEET_VM_INTERNAL_H
@@ -157,7 +158,7 @@ struct vm_domain_files {
 	char *disk;
 	char *backing;		/* the disk's base, pinned; NULL: none pinned (an agent from before the image store) */
 	char *seed;
-	char *memdisk;		/* NULL: no memory disk (an agent on another host, for now) */
+	char *memdisk;		/* NULL: no memory disk (an agent made before them, on another host) */
 	char *console;		/* NULL: a pty there, no file on fleetd's host */
 	char *channel;		/* the control socket; NULL: libvirt picks its path on the agent's host */
 	const char *domain_type;	/* "kvm" or "qemu"; NULL: b->domain_type (fleetd's own host's) */
@@ -169,6 +170,8 @@ char *vm_domain_xml_files(struct vm_backend *b, const struct agent *a, const str
 /* On a host other than local (its disks are volumes there: remote_disks.c). */
 bool vm_agent_remote(const struct agent *a);
 int vm_provision(struct fleetd *f, const struct agent *a, char **why);
+/* The ops' provision_start: a remote agent's disks and domain made there on a worker (v busy meanwhile). */
+int vm_provision_start(struct fleetd *f, const struct agent *a, backend_done_fn done, void *userdata, char **why);
 int vm_destroy(struct fleetd *f, const struct agent *a, bool force, char **why);
 /* The domain definition (uuid NULL: a new domain); caller frees. */
 char *vm_domain_xml(struct vm_backend *b, const struct agent *a, const struct agent_images *im, const char *uuid);
@@ -181,9 +184,13 @@ int vm_dir_secure(struct vm_backend *b, const char *agent, char **why);
 char *vm_remote_agent_vol(const char *agent, const char *file);
 /* The pool there, and image id in it, uploaded once and checked by its hash; -errno with *why. */
 int vm_remote_image(struct vm_backend *b, struct virt *v, const char *id, char **why);
-/* The image, the agent's overlay on it and its seed (the local file seed) uploaded; -errno with *why. */
+/*
+ * The image, the agent's overlay on it, its seed and its memory disk (the
+ * local files seed and memdisk; memdisk NULL: none) uploaded; blocking (a
+ * worker's, at create); what it made there is deleted on failure. -errno with *why.
+ */
 int vm_remote_disks_make(struct vm_backend *b, struct virt *v, const struct agent *a, const char *id,
-			 const char *seed, char **why);
+			 const char *seed, const char *memdisk, char **why);
 /* 0 for a local agent; for one elsewhere -EOPNOTSUPP, *why (if why) saying what is not built there. */
 int vm_remote_refuse(const struct agent *a, const char *what, char **why);
 /* The path there of the image's FILE (vmlinuz, initramfs.img, base.qcow2); -errno with *why. */

@@ -118,6 +118,73 @@ static void test_create(void)
 	fixture_close(&X);
 }
 
+/*
+ * lifecycle_create_start with a backend whose provision ends off the loop
+ * (provision_start: the VM backend's remote create): the fake's provision,
+ * then its report deferred to the loop with later_r.
+ */
+struct later {
+	backend_done_fn done;
+	void *userdata;
+	int r;
+};
+static int later_r;
+
+static void later_fire(evutil_socket_t fd, short what, void *arg)
+{
+	struct later *l = arg;
+
+	l->done(l->userdata, l->r, l->r < 0 ? "fake: the upload failed" : NULL);
+	free(l);
+}
+
+static int provision_later(struct fleetd *f, const struct agent *a, backend_done_fn done, void *userdata, char **why)
+{
+	int r = OPS->provision(f, a, why);
+	struct later *l;
+
+	if (r < 0)
+		return r;
+	l = xcalloc(1, sizeof(*l));
+	*l = (struct later){ done, userdata, later_r };
+	event_base_once(f->base, -1, EV_TIMEOUT, later_fire, l, &(struct timeval){ 0, 0 });
+	return 1;
+}
+
+static void test_create_start(void)
+{
+	struct backend_ops ops = *OPS;
+	struct answer ans = { .agent = "lc-async" }, bad = { .agent = "lc-async-bad" }, sync = { .agent = "lc-sync" };
+	_cleanup_(agent_freep) struct agent *a = fixture_agent("lc-async", RESTART_ON_FAILURE);
+	_cleanup_(agent_freep) struct agent *b = fixture_agent("lc-async-bad", RESTART_ON_FAILURE);
+	_cleanup_(agent_freep) struct agent *c = fixture_agent("lc-sync", RESTART_ON_FAILURE);
+	_cleanup_free_ char *why = NULL, *why2 = NULL, *why3 = NULL;
+
+	fake_reset();
+	fixture_open(&X, 0, NULL);
+	ops.provision_start = provision_later;
+	later_r = 0;
+	is_int(lifecycle_create_start(F, &ops, a, answered, &ans, &why), 1, "create_start: under way (1)");
+	is_int(db_state(&X, "lc-async"), AGENT_PROVISIONING, "create_start: the row reads provisioning meanwhile");
+	is_int(ans.calls, 0, "create_start: done() not inside the call");
+	ok(LOOP_UNTIL(&X, ans.calls == 1), "create_start: done() follows on the loop");
+	is_int(ans.r, 0, "create_start: done() with 0");
+	is_int(ans.state_then, AGENT_STOPPED, "create_start: the row reads stopped when done() runs");
+
+	later_r = -ENOSPC;
+	is_int(lifecycle_create_start(F, &ops, b, answered, &bad, &why2), 1, "a create_start that fails later: 1 first");
+	ok(LOOP_UNTIL(&X, bad.calls == 1), "its done() follows");
+	is_int(bad.r, -ENOSPC, "with the backend's errno");
+	is_int(bad.state_then, -1, "and the row is gone when done() runs");
+
+	/* Without provision_start: lifecycle_create, at once. */
+	is_int(lifecycle_create_start(F, OPS, c, answered, &sync, &why3), 0, "create_start without provision_start: 0 at once");
+	is_int(c->state, AGENT_STOPPED, "the agent reads stopped");
+	loop_now(&X);
+	is_int(sync.calls, 0, "and done() is never called");
+	fixture_close(&X);
+}
+
 static void test_remove(void)
 {
 	_cleanup_free_ char *why = NULL;
@@ -413,7 +480,7 @@ int main(void)
 {
 	log_setup("test_core_lifecycle", LOG_WARNING);
 	/* Each on a fresh state dir and a clean host. */
-	void (*tests[])(void) = { test_create, test_remove, test_missing, test_start_stop, test_restart_policy,
+	void (*tests[])(void) = { test_create, test_create_start, test_remove, test_missing, test_start_stop, test_restart_policy,
 				  test_restart_limit, test_restart_cancel, test_restart_forgotten_on_remove };
 
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {

@@ -8,11 +8,14 @@
 # and automatic, and why none fits); rm refused while an agent is placed
 # there, accepted when empty; a bad URI refused with libvirt's error; its
 # libvirtd killed -> unreachable (with the error), restarted -> reachable
-# again, by fleetd's own reconnect. A VM agent created on h2: its disks are
-# volumes in h2's fleet pool (the image uploaded once, a volume cut short
-# replaced, the overlay backed by the base volume), started there (one TCG
-# guest), exec through its channel streamed over h2's connection (a run with
-# a secret, memory, 3 MB of output), snapshot and restore there, an
+# again, by fleetd's own reconnect. A VM agent created on h2 (its uploads on a
+# worker: with the link slowed by tc, other requests are answered meanwhile;
+# fleetd killed -9 mid-upload, the create undone at its next start):
+# its disks are volumes in h2's fleet pool (the image uploaded once, a volume
+# cut short replaced, the overlay backed by the base volume, its memory disk),
+# started there (one TCG guest), exec through its channel streamed over h2's
+# connection (a run with a secret, ~/memory on its vdc, memory, 3 MB of
+# output), a memory quota grown there, snapshot and restore there, an
 # automatic rollback (the system deleted), fleetd restarted and h2's libvirtd
 # killed under the running guest (exec after each), h2 drained with it there
 # (new agents go to local, it keeps working), stop, rm deleting its volumes.
@@ -107,11 +110,55 @@ virsh_h2 pool-define-as fleet dir --target /var/lib/libvirt/fleet >/dev/null &&
 	virsh_h2 pool-build fleet >/dev/null && virsh_h2 pool-start fleet >/dev/null
 ok $? "h2 has a fleet pool already (defined by hand)"
 virsh_h2 vol-create-as fleet "image-$ID.base.qcow2" 1M --format raw >/dev/null; ok $? "and a base volume cut short, with no marker"
-out=$("$FLEETCTL" create far --host h2 --health-interval 0 --restart never 2>&1); ok $? "a VM agent is created on h2: $out"
-like "$out" "host h2" "placed on h2"
-is "$(uploads)" 1 "the image was uploaded to h2 once"
-is "$(vols)" "agent-far.disk.qcow2 agent-far.seed.img image-$ID.base.qcow2 image-$ID.complete image-$ID.initramfs.img image-$ID.vmlinuz " \
-	"h2's fleet pool holds far's overlay and seed, and the image with its marker"
+# The create's uploads (the image, 31 MB; its seed and memory disk) run on a worker, off
+# fleetd's loop: while they go, other requests are answered. Over tcp the veth toward h2 is
+# slowed (tc tbf, inside the test's own namespace) so the upload lasts long enough to ask.
+slowed=false
+if [ "$H2_TRANSPORT" = tcp ]; then
+	vmns_exec tc qdisc add dev fleet-h1 root tbf rate 20mbit burst 64kb latency 1s
+	ok $? "the link to h2 slowed to 20 Mbit/s (tc tbf on fleet-h1)" && slowed=true
+fi
+"$FLEETCTL" create far --host h2 --health-interval 0 --restart never > "$TEST_TMP/create-far.out" 2>&1 &
+create_pid=$!
+uploading() { [ "$(uploads)" -ge 1 ]; }
+wait_for 120 uploading; ok $? "the create of far on h2 is uploading the image"
+if $slowed; then
+	is "$("$FLEETCTL" --json list | jq -r '.[] | select(.name == "far") | .state')" provisioning \
+		"meanwhile fleetctl list is answered: far is provisioning"
+	is "$("$FLEETCTL" --json show far | jq -r '"\(.state) \(.host)"')" "provisioning h2" "and show far"
+	like "$(apiq POST /v1/agents/far/start)" "still being provisioned.* 409$" "a start of far meanwhile: 409"
+	like "$(apiq DELETE /v1/agents/far)" "its create is under way.* 409$" "an rm of far meanwhile: 409 busy"
+	like "$("$FLEETCTL" host ls)" "h2 +ready" "host ls is answered too (h2 ready)"
+	grep -q "image sha256:${ID:0:12} is on" "$STATE/fleetd.log"; isnt_rc $?
+	ok $? "all while the image was still on its way (fleetd's log)"
+	# fleetd killed with the upload under way: the create was never acknowledged, and the
+	# next start removes what it made (here and there); the image's volumes without
+	# their marker are sent again whole by the next create.
+	stop_fleetd KILL; ok $? "kill -9 of fleetd while far's image is on its way to h2"
+	wait "$create_pid"; isnt_rc $?; ok $? "the create of far fails (its answer never came)"
+	vmns_exec tc qdisc del dev fleet-h1 root; ok $? "the link to h2 at full speed again"
+	fleetd_ns_start; ok $? "fleetd starts again"
+	is "$("$FLEETCTL" --json list | jq '[.[] | select(.name == "far")] | length')" 0 \
+		"the unacknowledged create of far is undone at the start (no record)"
+	[ ! -e "$STATE/vms/far" ] && [ ! -e "$STATE/keys/far" ]; ok $? "nor its keys and seed here"
+	[[ "$(vols)" != *agent-far* && "$(vols)" != *"image-$ID.complete"* ]]
+	ok $? "no volume of far on h2, and no marker for the image cut short: $(vols)"
+	"$FLEETCTL" create far --host h2 --health-interval 0 --restart never > "$TEST_TMP/create-far.out" 2>&1; ok $? "far is created on h2 again"
+	sent=2
+else
+	diag "requests during the upload not checked: H2_TRANSPORT=$H2_TRANSPORT has no link to slow"
+	wait "$create_pid"; ok $? "the create of far on h2 is answered once its disks are there"
+	sent=1
+fi
+out=$(cat "$TEST_TMP/create-far.out")
+like "$out" "host h2" "placed on h2: $out"
+is "$("$FLEETCTL" --json show far | jq -r .state)" stopped "far is stopped (made)"
+is "$(uploads)" "$sent" "the image was uploaded to h2 once (whole; $sent upload(s) begun)"
+is "$(vols)" "agent-far.disk.qcow2 agent-far.memory.qcow2 agent-far.seed.img image-$ID.base.qcow2 image-$ID.complete image-$ID.initramfs.img image-$ID.vmlinuz " \
+	"h2's fleet pool holds far's overlay, memory disk and seed, and the image with its marker"
+[ ! -e "$STATE/vms/far/memory.qcow2" ]; ok $? "its memory disk is only there (the copy made here was uploaded, then removed)"
+is "$(qemu-img info --output=json "$H2_POOL/agent-far.memory.qcow2" | jq -r '"\(.format) \(."virtual-size")"')" \
+	"qcow2 $(( (64 + 64 / 25 + 8) << 20 ))" "far's memory disk volume: qcow2, sized for its quota (64 MiB)"
 cmp -s "$H2_POOL/image-$ID.base.qcow2" "$STATE/images/base.qcow2"; ok $? "the base volume cut short was replaced by the whole image"
 cmp -s "$H2_POOL/image-$ID.vmlinuz" "$STATE/images/vmlinuz"; ok $? "the kernel volume is the image's kernel"
 is "$(qemu-img info --output=json "$H2_POOL/agent-far.disk.qcow2" | jq -r '."backing-filename"')" \
@@ -121,6 +168,8 @@ is "$(qemu-img info --output=json "$H2_POOL/agent-far.disk.qcow2" | jq -r '."vir
 xml=$(virsh_h2 dumpxml fleet-far)
 like "$xml" "<source file='/var/lib/libvirt/fleet/agent-far.disk.qcow2'" "h2's domain fleet-far names the overlay volume"
 like "$xml" "<kernel>/var/lib/libvirt/fleet/image-$ID.vmlinuz</kernel>" "and boots the kernel volume"
+is "$(virsh_h2 domblklist fleet-far | awk '$1 == "vdc" { print $2 }')" "/var/lib/libvirt/fleet/agent-far.memory.qcow2" \
+	"and gives it its memory disk volume as vdc"
 base_mtime=$(stat -c %Y "$H2_POOL/image-$ID.base.qcow2")
 "$FLEETCTL" start far >/dev/null; ok $? "fleetctl start far (on h2)"
 is "$(virsh_h2 domstate fleet-far)" running "h2's libvirtd runs fleet-far (a TCG guest)"
@@ -134,6 +183,10 @@ is "$(printf 'over the stream\n' | "$FLEETCTL" exec far -- cat)" "over the strea
 [ ! -e "$STATE/vms/far/ctl.sock" ]; ok $? "no control socket on fleetd's host: it is on h2"
 is "$("$FLEETCTL" exec far -- head -c 3000000 /dev/urandom | wc -c)" 3000000 \
 	"3 MB of output arrive whole through the stream's bounded buffers"
+# Its memory store is its own disk there, as a local agent's (tests/vm/memory.sh): the guest's
+# kernel holds ~/memory to the quota.
+is "$("$FLEETCTL" exec far -- sh -c 'grep " /home/agent/memory " /proc/mounts | cut -d" " -f1,3')" "/dev/vdc ext4" \
+	"far's ~/memory is its memory disk (vdc, ext4), a file system of its own"
 printf 'remember this' | "$FLEETCTL" memory far put note; ok $? "memory put on far (agentd memory through the stream)"
 is "$("$FLEETCTL" memory far get note)" "remember this" "memory get reads it back"
 # A run (the queue, a secret in its environment, its log) on far, all through the same channel.
@@ -185,7 +238,7 @@ is "$(virsh_h2 domstate fleet-far)" running "far kept running on h2"
 is "$("$FLEETCTL" exec far -- cat /etc/hostname)" far "exec after the restart: a new stream (FORCE takes the channel over)"
 wait_for 60 console_says console-mark-2; ok $? "its console is streamed again after the restart"
 out=$("$FLEETCTL" create far2 --host h2 --health-interval 0 --restart never 2>&1); ok $? "a second agent on h2: $out"
-is "$(uploads)" 1 "the image is not uploaded again"
+is "$(uploads)" "$sent" "the image is not uploaded again"
 is "$(stat -c %Y "$H2_POOL/image-$ID.base.qcow2")" "$base_mtime" "its base volume untouched"
 is "$(qemu-img info --output=json "$H2_POOL/agent-far2.disk.qcow2" | jq -r '."backing-filename"')" \
 	"/var/lib/libvirt/fleet/image-$ID.base.qcow2" "far2's overlay is backed by the same base"
@@ -230,8 +283,24 @@ is "$("$FLEETCTL" list | awk '$1 == "far" { print $3 }')" running "list: far run
 is "$(virsh_h2 domstate fleet-far)" running "far ran on through it"
 is "$("$FLEETCTL" exec far -- cat /home/agent/mark)" before "exec on far again, over a stream on the new connection"
 wait_for 60 console_says console-mark-3; ok $? "and its console, over the new connection"
+# Its memory quota grows there as here: refused while it runs, then its volume grows on h2
+# (libvirt's qemu-img resize there) and the guest's file system with it at the next boot.
+out=$("$FLEETCTL" set far --memory-quota 96 2>&1); isnt_rc $?; ok $? "a memory quota change of far while it runs is refused"
+like "$out" "stop the agent first" "saying to stop it first: $out"
 "$FLEETCTL" stop far >/dev/null; ok $? "fleetctl stop far"
 is "$(virsh_h2 domstate fleet-far)" "shut off" "h2's libvirtd shut fleet-far off"
+"$FLEETCTL" set far --memory-quota 96 >/dev/null; ok $? "set --memory-quota 96 on far, stopped on h2"
+is "$("$FLEETCTL" --json show far | jq -r .memory.quota_mib)" 96 "its quota is 96 MiB"
+is "$(qemu-img info --output=json -U "$H2_POOL/agent-far.memory.qcow2" | jq -r '."virtual-size"')" \
+	$(( (96 + 96 / 25 + 8) << 20 )) "its memory disk volume on h2 grew to the size that holds 96 MiB"
+like "$("$FLEETCTL" set far --memory-quota 32 2>&1)" "cannot shrink" "a shrink is refused, as for a local agent"
+"$FLEETCTL" start far >/dev/null; ok $? "far starts again on h2"
+read -r fs_blocks fs_bsize < <("$FLEETCTL" exec far -- stat -f -c '%b %S' /home/agent/memory)
+fs_bytes=$(( ${fs_blocks:-0} * ${fs_bsize:-0} ))
+ok $([ "$fs_bytes" -ge $((96 << 20)) ] && echo 0 || echo 1) \
+	"its ~/memory file system grew with it: $(( fs_bytes >> 20 )) MiB"
+is "$("$FLEETCTL" memory far get note)" "remember this" "and the key it held is still there"
+"$FLEETCTL" stop far >/dev/null; ok $? "fleetctl stop far again"
 "$FLEETCTL" rm far >/dev/null; ok $? "rm far"
 virsh_h2 dominfo fleet-far >/dev/null 2>&1; isnt_rc $?; ok $? "fleet-far is gone from h2's libvirtd"
 "$FLEETCTL" rm far2 >/dev/null; ok $? "rm far2"

@@ -17,7 +17,10 @@
 # 20 s, then prints) in flight; then libvirtd is stopped with SIGTERM and
 # started again, as tests/vm/deps-faults.sh part 1 does. Printed per guest:
 # how the exec and the run ended, and whether an exec works after fleetd's
-# reconnect.
+# reconnect. Last, loc (defined with a local agent's XML, its channel at
+# vms/loc/ctl.sock) is recorded on "loop" while fleetd is stopped, so the
+# next exec reaches it through virDomainOpenChannel: whether guests defined
+# by earlier fleetds could be reached so.
 #
 # Usage: tests/bench/channel-libvirtd-restart.sh
 # Env (as for make check): FLEET_SRCDIR, FLEET_BUILDDIR, FLEETD, FLEETCTL, AGENTD.
@@ -90,4 +93,12 @@ done
 		echo "  exec after the reconnect: ${AFTER[$a]}"
 	done
 }
+# A guest defined with a local agent's XML (its channel at vms/loc/ctl.sock) reached through
+# virDomainOpenChannel: loc recorded on host "loop" (the same libvirtd) while fleetd is stopped.
+stop_fleetd || die "fleetd did not stop"
+sqlite3 "$STATE/fleet.db" "UPDATE agents SET host = 'loop' WHERE name = 'loc'" || die "cannot record loc on loop"
+fleetd_ns_start || die "fleetd did not start again"
+out=$("$FLEETCTL" exec loc -- cat /etc/hostname 2>&1)
+echo "loc's own XML (channel path vms/loc/ctl.sock) through virDomainOpenChannel: exec rc $?: $out"
+sqlite3 "$STATE/fleet.db" "UPDATE agents SET host = 'local' WHERE name = 'loc'"
 for a in $AGENTS; do "$FLEETCTL" rm --force "$a" >/dev/null; done

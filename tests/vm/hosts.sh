@@ -17,7 +17,8 @@
 # connection (a run with a secret, ~/memory on its vdc, memory, 3 MB of
 # output), a memory quota grown there, snapshot and restore there, an
 # automatic rollback (the system deleted), fleetd restarted and h2's libvirtd
-# killed under the running guest (exec after each), h2 drained with it there
+# killed under the running guest (exec after each; an exec in flight when
+# h2's libvirtd died fails: its stream died with it), h2 drained with it there
 # (new agents go to local, it keeps working), stop, rm deleting its volumes.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
@@ -266,7 +267,12 @@ like "$resp" "no host can take a 256 MiB agent now: local: draining; h2: drainin
 is "$(hosts_json | jq -r '[.[].draining] | map(tostring) | join(" ")')" "false false" "neither drains"
 like "$(apiq PATCH /v1/hosts/nowhere '{"draining":true}')" ' 404$' "drain of no such host: 404"
 # h2's libvirtd killed under the running guest: QEMU runs on, fleetd reconnects, and the next
-# exec opens a new stream on the new connection.
+# exec opens a new stream on the new connection. An exec in flight then rode the stream, which
+# dies with that libvirtd: it fails with an error (docs/multi-host.md: why local guests keep
+# QEMU's socket, whose sessions outlive a libvirtd restart).
+"$FLEETCTL" exec far -- sh -c 'touch /tmp/in-flight; sleep 60; echo too-late' >"$TEST_TMP/in-flight.out" 2>&1 &
+INFLIGHT=$!
+wait_for 120 "$FLEETCTL" exec far -- test -e /tmp/in-flight; ok $? "an exec is in flight on far"
 kill -KILL "$(h2_libvirtd_pid)"; ok $? "h2's libvirtd is killed while far runs there"
 wait_for 30 h2_down; ok $? "fleetd sees h2 unreachable"
 like "$("$FLEETCTL" show far)" "host: +h2 \(unreachable: [^)]+; its state is the last known\)" \
@@ -278,6 +284,8 @@ is "$("$FLEETCTL" --json list | jq -r '.[] | select(.name == "far") | "\(.state)
 	"running true" "list --json: far's last known state and host_unreachable"
 h2_libvirtd_restart; ok $? "h2's libvirtd is started again"
 wait_for 60 h2_up; ok $? "fleetd reconnects to h2"
+wait "$INFLIGHT"; isnt_rc $?; ok $? "the exec in flight when h2's libvirtd died failed: $(tr '\n' ' ' < "$TEST_TMP/in-flight.out")"
+grep -q too-late "$TEST_TMP/in-flight.out"; isnt_rc $?; ok $? "and never finished its command's output"
 is "$("$FLEETCTL" --json show far | jq -r '.host_unreachable // "none"')" none "show: h2 reachable again"
 is "$("$FLEETCTL" list | awk '$1 == "far" { print $3 }')" running "list: far running again"
 is "$(virsh_h2 domstate fleet-far)" running "far ran on through it"

@@ -26,7 +26,13 @@ struct virt_event {
 
 struct virt {
 	struct event_base *base;
+	pthread_t loop;			/* fleetd's loop thread: the only one that (re)connects */
 	char *uri;
+	/*
+	 * Written only on the loop, under lock; read by workers under lock, each
+	 * taking a reference of its own (conn_ref), so a disconnect on the loop
+	 * never frees a connection a worker is using: it just goes dead there.
+	 */
 	virConnectPtr conn;
 	int lifecycle_cb;		/* libvirt callback id, -1 when none */
 	virt_event_fn fn;
@@ -168,24 +174,84 @@ static void on_close(virConnectPtr conn, int reason, void *opaque)
 	(void)write(v->wake[1], "x", 1);
 }
 
+static bool on_loop(struct virt *v)
+{
+	return pthread_equal(pthread_self(), v->loop);
+}
+
+/* v's connection with a reference of the caller's own, or NULL; any thread, never connects. */
+static virConnectPtr conn_peek(struct virt *v)
+{
+	virConnectPtr c = NULL;
+
+	pthread_mutex_lock(&v->lock);
+	if (v->conn && virConnectRef(v->conn) == 0)
+		c = v->conn;
+	pthread_mutex_unlock(&v->lock);
+	return c;
+}
+
+/* On the loop: v's connection goes; a worker's reference keeps it (dead) until the worker lets go. */
 static void disconnect(struct virt *v)
 {
-	if (!v->conn)
+	virConnectPtr c = v->conn;
+
+	if (!c)
 		return;
-	if (v->lifecycle_cb >= 0)
-		virConnectDomainEventDeregisterAny(v->conn, v->lifecycle_cb);
-	v->lifecycle_cb = -1;
-	virConnectUnregisterCloseCallback(v->conn, on_close);
-	virConnectClose(v->conn);
+	pthread_mutex_lock(&v->lock);
 	v->conn = NULL;
+	pthread_mutex_unlock(&v->lock);
+	if (v->lifecycle_cb >= 0)
+		virConnectDomainEventDeregisterAny(c, v->lifecycle_cb);
+	v->lifecycle_cb = -1;
+	virConnectUnregisterCloseCallback(c, on_close);
+	virConnectClose(c);
+}
+
+/*
+ * v's connection with a reference of the caller's own (virConnectClose it):
+ * 0, or -ENOTCONN with *why (if why). On the loop it (re)connects first if
+ * needed; a worker thread never does (that would race the loop's own
+ * reconnect): it gets the live connection or the error, and its job fails
+ * as one cut short by a lost connection would.
+ */
+static int conn_ref(struct virt *v, virConnectPtr *ret, char **why)
+{
+	virConnectPtr c;
+	int r;
+
+	if (on_loop(v) && (r = virt_connect(v, why)) < 0)
+		return r;
+	if (!(c = conn_peek(v)) || virConnectIsAlive(c) != 1) {
+		if (c)
+			virConnectClose(c);
+		if (why)
+			*why = xasprintf("not connected to %s (the connection was lost; fleetd reconnects by itself)",
+					 v->uri);
+		return -ENOTCONN;
+	}
+	*ret = c;
+	return 0;
 }
 
 int virt_connect(struct virt *v, char **why)
 {
+	virConnectPtr c;
+
+	if (!on_loop(v)) {
+		int r = conn_ref(v, &c, why);
+
+		if (r == 0)
+			virConnectClose(c);
+		return r;
+	}
 	if (v->conn && virConnectIsAlive(v->conn) == 1)
 		return 0;
 	disconnect(v);
-	v->conn = virConnectOpen(v->uri);
+	c = virConnectOpen(v->uri);
+	pthread_mutex_lock(&v->lock);
+	v->conn = c;
+	pthread_mutex_unlock(&v->lock);
 	if (!v->conn) {
 		char *msg = NULL;
 
@@ -215,12 +281,7 @@ int virt_connect(struct virt *v, char **why)
 
 int virt_conn(struct virt *v, virConnectPtr *ret, char **why)
 {
-	int r;
-
-	if ((r = virt_connect(v, why)) < 0)
-		return r;
-	*ret = v->conn;
-	return 0;
+	return conn_ref(v, ret, why);
 }
 
 unsigned virt_generation(struct virt *v)
@@ -230,7 +291,12 @@ unsigned virt_generation(struct virt *v)
 
 bool virt_is_connected(struct virt *v)
 {
-	return v->conn && virConnectIsAlive(v->conn) == 1;
+	virConnectPtr c = conn_peek(v);
+	bool alive = c && virConnectIsAlive(c) == 1;
+
+	if (c)
+		virConnectClose(c);
+	return alive;
 }
 
 const char *virt_uri(struct virt *v)
@@ -283,9 +349,10 @@ static int node_reclaimable_kib(virConnectPtr conn, unsigned long long *kib)
 
 int virt_free_memory(struct virt *v, long long *ret, char **why)
 {
+	_cleanup_conn_ virConnectPtr c = conn_peek(v);
 	unsigned long long bytes;
 
-	if (!virt_is_connected(v)) {
+	if (!c || virConnectIsAlive(c) != 1) {
 		*why = xasprintf("not connected to %s", v->uri);
 		return -ENOTCONN;
 	}
@@ -295,11 +362,11 @@ int virt_free_memory(struct virt *v, long long *ret, char **why)
 	 * which a busy host's page cache keeps near zero, and placement would
 	 * refuse every agent there.
 	 */
-	if (node_reclaimable_kib(v->conn, &bytes) == 0) {
+	if (node_reclaimable_kib(c, &bytes) == 0) {
 		*ret = (long long)(bytes * 1024);
 		return 0;
 	}
-	bytes = virNodeGetFreeMemory(v->conn);
+	bytes = virNodeGetFreeMemory(c);
 	if (bytes == 0)
 		return last_error("cannot read the host's free memory", why);
 	*ret = (long long)bytes;
@@ -309,7 +376,9 @@ int virt_free_memory(struct virt *v, long long *ret, char **why)
 bool virt_kvm(struct virt *v)
 {
 	/* libvirt answers for a virttype "kvm" only where QEMU can use KVM. */
-	char *caps = virt_is_connected(v) ? virConnectGetDomainCapabilities(v->conn, NULL, NULL, NULL, "kvm", 0) : NULL;
+	_cleanup_conn_ virConnectPtr c = conn_peek(v);
+	char *caps = c && virConnectIsAlive(c) == 1 ? virConnectGetDomainCapabilities(c, NULL, NULL, NULL, "kvm", 0)
+						     : NULL;
 
 	if (!caps)
 		return false;
@@ -324,16 +393,17 @@ static void format_version(unsigned long ver, char out[32])
 
 int virt_versions(struct virt *v, char libvirt[32], char hypervisor[32], char **why)
 {
+	_cleanup_conn_ virConnectPtr c = conn_peek(v);
 	unsigned long lib = 0, hv = 0;
 
-	if (!virt_is_connected(v)) {
+	if (!c || virConnectIsAlive(c) != 1) {
 		*why = xasprintf("not connected to %s", v->uri);
 		return -ENOTCONN;
 	}
-	if (virConnectGetLibVersion(v->conn, &lib) < 0)
+	if (virConnectGetLibVersion(c, &lib) < 0)
 		return last_error("cannot ask libvirtd its version", why);
 	format_version(lib, libvirt);
-	if (virConnectGetVersion(v->conn, &hv) < 0 || hv == 0)
+	if (virConnectGetVersion(c, &hv) < 0 || hv == 0)
 		snprintf(hypervisor, 32, "unknown");
 	else
 		format_version(hv, hypervisor);
@@ -410,6 +480,7 @@ int virt_open(struct event_base *base, const char *uri, virt_event_fn fn, void *
 	v->userdata = userdata;
 	v->lifecycle_cb = -1;
 	v->backoff_s = RECONNECT_SECONDS;
+	v->loop = pthread_self();
 	pthread_mutex_init(&v->lock, NULL);
 	if (pipe2(v->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
 		r = -errno;
@@ -462,14 +533,15 @@ void virt_close(struct virt *v)
 	free(v);
 }
 
-/* Look up a domain, connecting first if needed. */
+/* Look up a domain, connecting first if needed (the domain holds its own reference to the connection). */
 static int lookup(struct virt *v, const char *name, virDomainPtr *ret, char **why)
 {
+	_cleanup_conn_ virConnectPtr c = NULL;
 	int r;
 
-	if ((r = virt_connect(v, why)) < 0)
+	if ((r = conn_ref(v, &c, why)) < 0)
 		return r;
-	*ret = virDomainLookupByName(v->conn, name);
+	*ret = virDomainLookupByName(c, name);
 	if (!*ret) {
 		_cleanup_free_ char *what = xasprintf("domain %s", name);
 		return last_error(what, why);
@@ -479,12 +551,13 @@ static int lookup(struct virt *v, const char *name, virDomainPtr *ret, char **wh
 
 int virt_domain_define(struct virt *v, const char *xml, char **why)
 {
+	_cleanup_conn_ virConnectPtr c = NULL;
 	virDomainPtr d;
 	int r;
 
-	if ((r = virt_connect(v, why)) < 0)
+	if ((r = conn_ref(v, &c, why)) < 0)
 		return r;
-	d = virDomainDefineXMLFlags(v->conn, xml, VIR_DOMAIN_DEFINE_VALIDATE);
+	d = virDomainDefineXMLFlags(c, xml, VIR_DOMAIN_DEFINE_VALIDATE);
 	if (!d)
 		return last_error("cannot define domain", why);
 	virDomainFree(d);
@@ -610,11 +683,12 @@ int virt_domain_list(struct virt *v, const char *prefix, bool active_only, char 
 	virDomainPtr *doms = NULL;
 	char **names;
 	size_t k = 0;
+	_cleanup_conn_ virConnectPtr c = NULL;
 	int n, r;
 
-	if ((r = virt_connect(v, NULL)) < 0)
+	if ((r = conn_ref(v, &c, NULL)) < 0)
 		return r;
-	n = virConnectListAllDomains(v->conn, &doms, active_only ? VIR_CONNECT_LIST_DOMAINS_ACTIVE : 0);
+	n = virConnectListAllDomains(c, &doms, active_only ? VIR_CONNECT_LIST_DOMAINS_ACTIVE : 0);
 	if (n < 0)
 		return last_error("cannot list domains", NULL);
 	names = xcalloc((size_t)n + 1, sizeof(*names));
@@ -634,11 +708,12 @@ int virt_domain_usage_all(struct virt *v, const char *prefix, struct virt_domain
 	virDomainStatsRecordPtr *recs = NULL;
 	struct virt_domain_usage *u;
 	size_t k = 0;
+	_cleanup_conn_ virConnectPtr c = NULL;
 	int count, r;
 
-	if ((r = virt_connect(v, NULL)) < 0)
+	if ((r = conn_ref(v, &c, NULL)) < 0)
 		return r;
-	count = virConnectGetAllDomainStats(v->conn, VIR_DOMAIN_STATS_CPU_TOTAL | VIR_DOMAIN_STATS_BALLOON, &recs,
+	count = virConnectGetAllDomainStats(c, VIR_DOMAIN_STATS_CPU_TOTAL | VIR_DOMAIN_STATS_BALLOON, &recs,
 					    VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE);
 	if (count < 0)
 		return last_error("cannot read domain statistics", NULL);
@@ -665,14 +740,15 @@ int virt_domain_usage_all(struct virt *v, const char *prefix, struct virt_domain
 
 int virt_network_ensure(struct virt *v, const char *name, const char *xml, char **why)
 {
+	_cleanup_conn_ virConnectPtr c = NULL;
 	virNetworkPtr net;
 	int r;
 
-	if ((r = virt_connect(v, why)) < 0)
+	if ((r = conn_ref(v, &c, why)) < 0)
 		return r;
-	net = virNetworkLookupByName(v->conn, name);
+	net = virNetworkLookupByName(c, name);
 	if (!net) {
-		net = virNetworkDefineXML(v->conn, xml);
+		net = virNetworkDefineXML(c, xml);
 		if (!net)
 			return last_error("cannot define network", why);
 		log_info("libvirt: defined network %s", name);

@@ -185,7 +185,7 @@ static int open_console(virDomainPtr d, const char *unused, virStreamPtr st)
 static int stream_open(struct virt *v, const char *domain, const char *channel, const char *label,
 		       stream_opener opener, int *ret_fd, char **why)
 {
-	virConnectPtr c;
+	_cleanup_conn_ virConnectPtr c = NULL;
 	virDomainPtr d = NULL;
 	struct pump *p;
 	int sv[2], r;

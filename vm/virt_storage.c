@@ -27,7 +27,7 @@ static bool xml_plain(const char *s)
 
 static int pool_lookup(struct virt *v, const char *pool, virStoragePoolPtr *ret, char **why)
 {
-	virConnectPtr c;
+	_cleanup_conn_ virConnectPtr c = NULL;
 	int r;
 
 	if ((r = virt_conn(v, &c, why)) < 0)
@@ -59,7 +59,7 @@ int virt_pool_ensure(struct virt *v, const char *pool, const char *path, char **
 {
 	_cleanup_free_ char *xml = NULL;
 	virStoragePoolPtr p = NULL;
-	virConnectPtr c;
+	_cleanup_conn_ virConnectPtr c = NULL;
 	int r;
 
 	if (!xml_plain(pool) || !xml_plain(path) || path[0] != '/') {
@@ -195,7 +195,7 @@ int virt_vol_upload(struct virt *v, const char *pool, const char *vol, int fd, l
 	_cleanup_free_ char *xml = NULL;
 	virStorageVolPtr s = NULL;
 	virStreamPtr st = NULL;
-	virConnectPtr c;
+	_cleanup_conn_ virConnectPtr c = NULL;
 	int r;
 
 	if (!xml_plain(vol) || size <= 0) {
@@ -336,7 +336,7 @@ int virt_vol_download(struct virt *v, const char *pool, const char *vol, int fd,
 	_cleanup_free_ char *buf = xmalloc(UPLOAD_CHUNK);
 	virStorageVolPtr s = NULL;
 	virStreamPtr st = NULL;
-	virConnectPtr c;
+	_cleanup_conn_ virConnectPtr c = NULL;
 	off_t end;
 	int r;
 

@@ -36,6 +36,7 @@
 #include "model/fleetd.h"
 #include "common/log.h"
 #include "backend/spawn.h"
+#include "backend/worker.h"
 #include "vm/ssh.h"
 #include "common/util.h"
 #include "vm/virt.h"
@@ -118,6 +119,46 @@ void vm_free(struct vm *v)
 	agent_free(v->boot_agent);
 	free(v->name);
 	free(v);
+}
+
+struct vm_job {
+	struct vm_backend *b;
+	void (*work)(void *arg);
+	void (*done)(void *arg);
+	void *arg;
+};
+
+static void vm_job_work(void *p)
+{
+	struct vm_job *j = p;
+
+	j->work(j->arg);
+}
+
+/* On the loop. */
+static void vm_job_done(void *p)
+{
+	struct vm_job *j = p;
+	void (*done)(void *arg) = j->done;
+	void *arg = j->arg;
+
+	j->b->jobs--;
+	free(j);
+	done(arg);
+}
+
+int vm_worker_run(struct vm_backend *b, void (*work)(void *arg), void (*done)(void *arg), void *arg)
+{
+	struct vm_job *j = xmalloc(sizeof(*j));
+	int r;
+
+	*j = (struct vm_job){ b, work, done, arg };
+	if ((r = worker_run(b->f->base, vm_job_work, vm_job_done, j)) < 0) {
+		free(j);
+		return r;
+	}
+	b->jobs++;
+	return 0;
 }
 
 int vm_run_tool(const char *const argv[], const char *what, char **why)
@@ -726,11 +767,23 @@ static void vm_shutdown(struct fleetd *f)
 
 	if (!b)
 		return;
+	vm_console_watch_stop(b);
+	vm_egress_refresh_stop(b);
+	if (b->jobs) {
+		/*
+		 * A worker thread still uses b, its hosts' connections and its
+		 * job's vm: fleetd does not wait for a slow upload or copy, and
+		 * the job is undone or finished at the next start, as after a
+		 * kill (docs/multi-host.md). Nothing it uses is freed under it:
+		 * the process's exit ends both.
+		 */
+		log_notice("vm: %u job(s) still on worker threads (a create on another host, a move, a snapshot); "
+			   "not waiting: the next start finishes or undoes them", b->jobs);
+		return;
+	}
 	/* Guests keep running: fleetd's restart never touches them. */
 	while (b->vms)
 		vm_free(b->vms);
-	vm_console_watch_stop(b);
-	vm_egress_refresh_stop(b);
 	vm_hosts_close(b);
 	virt_close(b->virt);
 	free(b->state_dir);

@@ -27,7 +27,6 @@
 #include <unistd.h>
 
 #include "backend/spawn.h"
-#include "backend/worker.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "model/agent.h"
@@ -254,7 +253,7 @@ int vm_memdisk_make(struct vm *v, const struct agent *a, void (*done)(struct vm 
 	j->userdata = userdata;
 	/* busy: no destroy, exec, snapshot or second start while the disk is made. */
 	v->busy = true;
-	if ((r = worker_run(v->b->f->base, memdisk_work, memdisk_done, j)) < 0) {
+	if ((r = vm_worker_run(v->b, memdisk_work, memdisk_done, j)) < 0) {
 		v->busy = false;
 		*why = xasprintf("cannot start making the memory disk: %s", strerror(-r));
 		free(j->path);

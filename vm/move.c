@@ -28,7 +28,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/worker.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "common/util.h"
@@ -518,7 +517,7 @@ int vm_move(struct fleetd *f, const struct agent *a, const char *host, backend_d
 	/* busy: no start, exec, snapshot or remove while it is copied. */
 	v->busy = true;
 	vm_drop_session(v);
-	if ((r = worker_run(f->base, move_work, move_done, j)) < 0) {
+	if ((r = vm_worker_run(b, move_work, move_done, j)) < 0) {
 		v->busy = false;
 		record_remove(b, a->name);
 		*why = xasprintf("cannot start a worker thread: %s", strerror(-r));

@@ -16,7 +16,6 @@
 #include "vm/images.h"
 #include "common/log.h"
 #include "backend/spawn.h"
-#include "backend/worker.h"
 #include "vm/ssh.h"
 #include "common/util.h"
 #include "vm/virt.h"
@@ -466,7 +465,7 @@ int vm_provision_start(struct fleetd *f, const struct agent *a, backend_done_fn 
 	/* busy: no remove (nor anything else) of it while its disks are made there. */
 	j->vm = vm_get(j->b, a->name);
 	j->vm->busy = true;
-	if ((r = worker_run(f->base, remote_work, remote_done, j)) < 0) {
+	if ((r = vm_worker_run(j->b, remote_work, remote_done, j)) < 0) {
 		j->vm->busy = false;
 		j->r = r;
 		j->why = xasprintf("cannot start a worker thread: %s", strerror(-r));

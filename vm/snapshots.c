@@ -14,7 +14,6 @@
 #include "common/util.h"
 #include "vm/virt.h"
 #include "vm/vm_internal.h"
-#include "backend/worker.h"
 
 #define DISK_FULL_BYTES (4LL << 20)	/* less free than this where a disk lives: the host disk is full */
 
@@ -209,7 +208,7 @@ static int snap_job_start(struct vm_backend *b, struct snap_job *j, char **why)
 	/* A revert ends the session with its QEMU; waiting execs are none (checked). */
 	if (j->revert)
 		vm_drop_session(j->vm);
-	if ((r = worker_run(b->f->base, snap_job_work, j->revert ? snap_reverted : snap_created, j)) < 0) {
+	if ((r = vm_worker_run(b, snap_job_work, j->revert ? snap_reverted : snap_created, j)) < 0) {
 		j->vm->busy = false;
 		*why = xasprintf("cannot start a worker thread: %s", strerror(-r));
 		snap_job_free(j);

@@ -98,6 +98,7 @@ struct vm_backend {
 	struct vm *vms;
 	unsigned egress_gen;		/* bumped by each vm_egress_apply, so a refresh can tell it was overtaken */
 	struct egress_refresh *egress_refresh;
+	unsigned jobs;			/* vm_worker_run's jobs not done yet */
 };
 
 /* backend.c: the registry and paths. */
@@ -118,6 +119,12 @@ int vm_dir_open(struct vm_backend *b, const char *agent);
 /* The first line of a small file of ours (no symlink, FIFO or device is followed); -errno. */
 int vm_read_line(const char *path, char **ret);
 int vm_write_text(const char *path, const char *text, mode_t mode);
+/*
+ * worker_run for the backend's own jobs (a remote create, a move, a
+ * snapshot, a memory disk), counted in b->jobs until done() ran, so the
+ * shutdown knows whether a worker thread still uses b: 0 or -errno.
+ */
+int vm_worker_run(struct vm_backend *b, void (*work)(void *arg), void (*done)(void *arg), void *arg);
 /* Run a host tool; on failure -errno (or -EIO) and *why with its first line of output. */
 int vm_run_tool(const char *const argv[], const char *what, char **why);
 void vm_remove_tree(const char *path);

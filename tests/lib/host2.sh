@@ -25,6 +25,16 @@
 #                      real network.
 #   unix               its Unix socket through /proc/PID/root
 #                      (qemu+unix:///system?socket=...), no network at all.
+#   ssh                what docs/multi-host.md tells operators to use: the
+#                      same veth pair, h2's libvirtd on its Unix socket only,
+#                      an SSH server (Debian's dropbear) on H2_ADDR:22 in h2's
+#                      namespaces taking only a test key (root's
+#                      authorized_keys in a /root of h2's mount namespace),
+#                      H2_URI=qemu+ssh://root@H2_ADDR/system?keyfile=...:
+#                      libvirt runs OpenSSH's ssh, which checks h2's host key
+#                      against known_hosts in a /root of the first namespace
+#                      (fleetd's), and runs virt-ssh-helper on h2. H2_SSH_DIR
+#                      holds the keys; h2_ssh_known_hosts FILE swaps known_hosts.
 #
 # Either way no traffic leaves the namespaces the test made.
 
@@ -39,9 +49,10 @@ host2_start() {
 	local ns1=("$VMNS_PID" "$VMNS_DIR" "$VMNS_VARLIB" "$VMNS_ID") rc
 	# shellcheck disable=SC2034 # VMNS_BEFORE_DAEMONS, VMNS_LIBVIRTD_ARGS: read by vmns_start
 	case "$H2_TRANSPORT" in
-	tcp) VMNS_BEFORE_DAEMONS=_h2_net_setup VMNS_LIBVIRTD_ARGS=--listen ;;
-	unix) VMNS_BEFORE_DAEMONS='' VMNS_LIBVIRTD_ARGS='' ;;
-	*) fail_all "H2_TRANSPORT=$H2_TRANSPORT: tcp or unix" ;;
+	tcp) VMNS_BEFORE_DAEMONS=_h2_before_tcp VMNS_LIBVIRTD_ARGS=--listen ;;
+	ssh) VMNS_BEFORE_DAEMONS=_h2_before_ssh VMNS_LIBVIRTD_ARGS='' ;;
+	unix) VMNS_BEFORE_DAEMONS=_h2_no_kvm VMNS_LIBVIRTD_ARGS='' ;;
+	*) fail_all "H2_TRANSPORT=$H2_TRANSPORT: tcp, ssh or unix" ;;
 	esac
 	_H2_NS1_PID=$VMNS_PID
 	VMNS_PID='' VMNS_DIR='' VMNS_VARLIB='' VMNS_ID=''
@@ -56,6 +67,10 @@ host2_start() {
 		H2_URI="qemu+tcp://$H2_ADDR/system"
 		# The socket is there before libvirtd listens on TCP: wait for an answer over it.
 		wait_for 30 vmns_exec virsh -c "$H2_URI" uri || fail_all "h2's libvirtd does not answer on $H2_URI"
+	elif [ "$H2_TRANSPORT" = ssh ]; then
+		_h2_ssh_start || fail_all "cannot start h2's SSH server"
+		H2_URI="qemu+ssh://root@$H2_ADDR/system?keyfile=$H2_SSH_DIR/fleet_key"
+		wait_for 30 vmns_exec virsh -c "$H2_URI" uri || fail_all "h2's libvirtd does not answer on $H2_URI"
 	else
 		H2_URI="qemu+unix:///system?socket=/proc/${H2[0]}/root/run/libvirt/libvirt-sock"
 	fi
@@ -66,12 +81,26 @@ host2_start() {
 # namespace with its peer created straight in h2's (it never exists in the
 # host's), and h2's libvirtd.conf (the private copy of /etc/libvirt that its
 # mount namespace sees) listening on H2_ADDR only.
-_h2_net_setup() {
+# h2 runs its guests under TCG, as vmfleet_setup --tcg makes the first one do: on some
+# development machines /dev/kvm answers its ioctls but a KVM guest never leaves its
+# kernel's decompressor, and fleet's KVM watchdog covers fleetd's own host only
+# (docs/multi-host.md). /dev/null over /dev/kvm in h2's mount namespace: its libvirtd
+# and QEMU find no KVM, on every machine alike.
+_h2_no_kvm() {
+	[ -e /dev/kvm ] || return 0
+	nsenter -t "$VMNS_PID" -m -- mount --bind /dev/null /dev/kvm
+}
+_h2_before_tcp() { _h2_no_kvm && _h2_net_setup; }
+_h2_before_ssh() { _h2_no_kvm && _h2_veth; }
+_h2_veth() {
 	nsenter -t "$_H2_NS1_PID" -n -- ip link add fleet-h1 type veth peer name fleet-h2 netns "$VMNS_PID" &&
 		nsenter -t "$_H2_NS1_PID" -n -- ip addr add "$H2_NS1_ADDR/30" dev fleet-h1 &&
 		nsenter -t "$_H2_NS1_PID" -n -- ip link set fleet-h1 up &&
 		nsenter -t "$VMNS_PID" -n -- ip addr add "$H2_ADDR/30" dev fleet-h2 &&
-		nsenter -t "$VMNS_PID" -n -- ip link set fleet-h2 up || return 1
+		nsenter -t "$VMNS_PID" -n -- ip link set fleet-h2 up
+}
+_h2_net_setup() {
+	_h2_veth || return 1
 	cat >> "$VMNS_DIR/etc/libvirt/libvirtd.conf" <<-EOF
 
 	# host2.sh: TCP on the veth address inside the test's namespaces only
@@ -82,8 +111,38 @@ _h2_net_setup() {
 	EOF
 }
 
+# H2_TRANSPORT=ssh: keys made here (a client key for fleetd, a host key for h2), a /root of
+# each namespace's own (h2's: authorized_keys; the first's, fleetd's: known_hosts; the
+# host's /root is never written), dropbear on H2_ADDR:22 inside h2's namespaces.
+H2_SSH_DIR=
+_H2_SSHD_PID=
+_h2_ssh_start() {
+	local d=${H2[1]}/ssh
+	H2_SSH_DIR=$d
+	mkdir -p "$d/h2-root/.ssh" "$d/ns1-root/.ssh" && chmod 0700 "$d" "$d"/*-root "$d"/*-root/.ssh || return 1
+	ssh-keygen -q -t ed25519 -N '' -C fleet-test -f "$d/fleet_key" || return 1
+	cp "$d/fleet_key.pub" "$d/h2-root/.ssh/authorized_keys" && chmod 0600 "$d/h2-root/.ssh/authorized_keys" || return 1
+	dropbearkey -t ed25519 -f "$d/host_key" >/dev/null 2>&1 || return 1
+	printf '%s %s\n' "$H2_ADDR" "$(dropbearkey -y -f "$d/host_key" | grep '^ssh-ed25519' | cut -d' ' -f1-2)" \
+		> "$d/ns1-root/.ssh/known_hosts" || return 1
+	nsenter -t "${H2[0]}" -m -- mount --bind "$d/h2-root" /root || return 1
+	nsenter -t "$_H2_NS1_PID" -m -- mount --bind "$d/ns1-root" /root || return 1
+	# -s: keys only; -j -k: no forwarding; -E -F: in the foreground, its log ours.
+	nsenter -t "${H2[0]}" -m -n -- /usr/sbin/dropbear -F -E -s -j -k -p "$H2_ADDR:22" -r "$d/host_key" \
+		-P "$d/dropbear.pid" 2>>"$d/dropbear.log" &
+	_H2_SSHD_PID=$!
+	wait_for 10 nsenter -t "${H2[0]}" -n -- bash -c "exec 3<>/dev/tcp/$H2_ADDR/22"
+}
+# h2_ssh_known_hosts FILE: fleetd's known_hosts (in the first namespace's /root) becomes FILE's content.
+h2_ssh_known_hosts() { cat "$1" > "$H2_SSH_DIR/ns1-root/.ssh/known_hosts"; }
+
 h2_stop() {	# vmns_stop of the second namespace (the veth pair goes with it), the first one's variables kept
 	[ "${#H2[@]}" -gt 0 ] || return 0
+	if [ -n "$_H2_SSHD_PID" ]; then
+		kill "$_H2_SSHD_PID" 2>/dev/null
+		wait "$_H2_SSHD_PID" 2>/dev/null
+		_H2_SSHD_PID=
+	fi
 	local keep=("$VMNS_PID" "$VMNS_DIR" "$VMNS_VARLIB" "$VMNS_ID")
 	VMNS_PID=${H2[0]} VMNS_DIR=${H2[1]} VMNS_VARLIB=${H2[2]} VMNS_ID=${H2[3]}
 	vmns_stop

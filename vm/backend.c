@@ -256,10 +256,45 @@ static void start_memdisk_made(struct vm *v, int r, const char *why, void *userd
  * with no memory disk and no egress rules (no NAT there); its control
  * channel is streamed over that host's connection (channel.c). -errno with *why.
  */
+/* The type a defined domain boots as ("kvm" or "qemu"), from its definition; "qemu" if unknown. */
+static const char *domain_type_of(struct virt *virt, const char *dom)
+{
+	_cleanup_free_ char *xml = NULL;
+
+	return virt_domain_xml(virt, dom, &xml) == 0 && strncmp(xml, "<domain type='kvm'", 18) == 0 ? "kvm" : "qemu";
+}
+
+int vm_remote_boot(struct vm *v, const struct agent *a, char **why)
+{
+	_cleanup_free_ char *dom = vm_domain_name(a->name), *cwhy = NULL;
+	int r;
+
+	/* Paused until its console streams here (remote_console.c), so its log holds the whole boot. */
+	if ((r = virt_domain_start_paused(v->virt, dom, why)) < 0)
+		return r;
+	vm_remote_console_close(v);	/* the last run's, if its end was not seen yet */
+	if (vm_remote_console_open(v, &cwhy) < 0)
+		log_notice("agent '%s': its console is not logged yet (%s); fleetd tries again every few seconds",
+			   a->name, cwhy ? cwhy : "?");
+	if ((r = virt_domain_resume(v->virt, dom, why)) < 0) {
+		v->stopping = true;	/* not a crash: it never ran */
+		(void)virt_domain_destroy(v->virt, dom, NULL);
+		return r;
+	}
+	/* What the watchdog needs if KVM there turns out to run no guest (channel.c). */
+	v->booted_type = domain_type_of(v->virt, dom);
+	v->started_at = now_usec();
+	if (a != v->boot_agent) {	/* the watchdog boots again with the copy it has */
+		agent_free(v->boot_agent);
+		v->boot_agent = agent_copy(a);
+	}
+	return 0;
+}
+
 static int start_remote(struct vm *v, const struct agent *a, enum virt_state st, backend_done_fn done, void *userdata,
 			char **why)
 {
-	_cleanup_free_ char *dom = vm_domain_name(a->name), *cwhy = NULL;
+	_cleanup_free_ char *dom = vm_domain_name(a->name);
 	int r;
 
 	if (st != VIRT_RUNNING) {
@@ -268,22 +303,10 @@ static int start_remote(struct vm *v, const struct agent *a, enum virt_state st,
 			v->stopping = true;	/* clearing a crashed domain is not another crash */
 			(void)virt_domain_destroy(v->virt, dom, NULL);
 		}
-		/* Paused until its console streams here (remote_console.c), so its log holds the whole boot. */
-		if ((r = virt_domain_start_paused(v->virt, dom, why)) < 0)
+		if ((r = vm_remote_boot(v, a, why)) < 0)
 			return r;
-		vm_remote_console_close(v);	/* the last run's, if its end was not seen yet */
-		if (vm_remote_console_open(v, &cwhy) < 0)
-			log_notice("agent '%s': its console is not logged yet (%s); fleetd tries again every few seconds",
-				   a->name, cwhy ? cwhy : "?");
-		if ((r = virt_domain_resume(v->virt, dom, why)) < 0) {
-			v->stopping = true;	/* not a crash: it never ran */
-			(void)virt_domain_destroy(v->virt, dom, NULL);
-			return r;
-		}
-		v->booted_type = NULL;
-		v->started_at = now_usec();
-		log_info("agent '%s': domain %s started on host %s; waiting for its control channel", a->name, dom,
-			 a->host);
+		log_info("agent '%s': domain %s started on host %s (%s); waiting for its control channel", a->name, dom,
+			 a->host, strcmp(v->booted_type, "kvm") == 0 ? "KVM" : "TCG");
 	}
 	v->stopping = false;
 	vm_wait_ready(v, done, userdata);

@@ -200,6 +200,66 @@ char *vm_virt_type_file(struct vm_backend *b)
  * to TCG for good (remembered in vms/virt-type), redefine the domain and
  * boot it again. Returns true when it took over the boot.
  */
+/*
+ * The same for a guest on another host: that host (not fleetd's) goes to TCG
+ * for good (vm_host_kvm_set_off), and the guest is redefined there as a TCG
+ * domain and booted again. The next create or move there gets TCG at once.
+ */
+static bool kvm_watchdog_remote(struct vm *v)
+{
+	struct vm_backend *b = v->b;
+	const struct agent *a = v->boot_agent;
+	_cleanup_free_ char *dom = vm_domain_name(v->name), *why = NULL, *xml = NULL;
+	_cleanup_images_ struct agent_images im = { 0 };
+	struct vm_domain_files files;
+	char uuid[40];
+
+	if (vm_host_kvm_proven(b, a->host))
+		return false;
+	if (!vm_host_kvm_off(b, a->host)) {
+		if (now_usec() - v->started_at < KVM_WATCHDOG_S * 1000000LL)
+			return false;
+		if (vm_console_has_kernel_banner(b, v->name)) {
+			vm_host_kvm_set_proven(b, a->host);
+			return false;
+		}
+		log_warning("vm backend: agent '%s' printed no kernel line %d s after a KVM start on host %s: KVM does "
+			    "not run guests there; switching that host to TCG (domain type qemu)", v->name,
+			    KVM_WATCHDOG_S, a->host);
+		if (vm_host_kvm_set_off(b, a->host) < 0)
+			log_warning("vm backend: cannot remember the switch of host %s", a->host);
+	} else {
+		log_info("agent '%s': rebooting under TCG like the rest of host %s", v->name, a->host);
+	}
+	vm_drop_session(v);
+	v->stopping = true;	/* our destroy, not a crash */
+	(void)virt_domain_destroy(v->virt, dom, NULL);
+	if (virt_domain_uuid(v->virt, dom, uuid) < 0) {
+		vm_waiters_finish(v, -EIO, "cannot read the domain's UUID to redefine it");
+		return true;
+	}
+	if (vm_load_images(b, v->name, &im) < 0 || !im.image) {
+		vm_waiters_finish(v, -EIO, "cannot read the agent's image record to redefine its domain under TCG");
+		return true;
+	}
+	if (vm_remote_files(b, v->virt, a, im.image, &files, &why) < 0) {
+		vm_waiters_finish(v, -EIO, why ? why : "cannot find its volumes to redefine its domain under TCG");
+		return true;
+	}
+	xml = vm_domain_xml_files(b, a, &files, uuid);
+	vm_domain_files_clear(&files);
+	free(why);
+	why = NULL;
+	if (virt_domain_define(v->virt, xml, &why) < 0 || vm_remote_boot(v, a, &why) < 0) {
+		vm_waiters_finish(v, -EIO, why ? why : "cannot boot the guest under TCG");
+		return true;
+	}
+	v->stopping = false;
+	v->boot_deadline = now_usec() + boot_timeout_s(v) * 1000000LL;
+	schedule_connect(v);
+	return true;
+}
+
 static bool kvm_watchdog(struct vm *v)
 {
 	struct vm_backend *b = v->b;
@@ -208,6 +268,8 @@ static bool kvm_watchdog(struct vm *v)
 
 	if (!v->booted_type || strcmp(v->booted_type, "kvm") != 0 || !v->started_at || !v->boot_agent)
 		return false;
+	if (vm_agent_remote(v->boot_agent))
+		return kvm_watchdog_remote(v);
 	/* Guests started as KVM before the switch follow it at once; the first one waits it out. */
 	if (strcmp(b->domain_type, "kvm") == 0) {
 		if (b->kvm_proven || now_usec() - v->started_at < KVM_WATCHDOG_S * 1000000LL)

@@ -10,14 +10,17 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "model/fleetd.h"
+#include "vm/virt.h"
 #include "vm/vm_internal.h"
 
 struct vm_host {
 	char *name;
 	struct virt *virt;
+	bool kvm_proven;		/* a KVM guest there printed its kernel banner since fleetd started */
 	struct vm_host *next;
 };
 
@@ -32,6 +35,49 @@ static struct vm_host *find(struct vm_backend *b, const char *host)
 		if (strcmp(h->name, host) == 0)
 			return h;
 	return NULL;
+}
+
+/* <state_dir>/vms/virt-type@HOST: "qemu" once a KVM guest there printed no kernel line (channel.c). */
+static char *kvm_off_file(struct vm_backend *b, const char *host)
+{
+	return xasprintf("%s/vms/virt-type@%s", b->state_dir, host);
+}
+
+bool vm_host_kvm_off(struct vm_backend *b, const char *host)
+{
+	_cleanup_free_ char *file = NULL, *line = NULL;
+
+	if (is_local(host))
+		return strcmp(b->domain_type, "kvm") != 0;
+	file = kvm_off_file(b, host);
+	return vm_read_line(file, &line) == 0 && strcmp(line, "qemu") == 0;
+}
+
+int vm_host_kvm_set_off(struct vm_backend *b, const char *host)
+{
+	_cleanup_free_ char *file = kvm_off_file(b, host);
+
+	return vm_write_text(file, "qemu\n", 0600);
+}
+
+bool vm_host_kvm_proven(struct vm_backend *b, const char *host)
+{
+	struct vm_host *h = find(b, host);
+
+	return h && h->kvm_proven;
+}
+
+void vm_host_kvm_set_proven(struct vm_backend *b, const char *host)
+{
+	struct vm_host *h = find(b, host);
+
+	if (h)
+		h->kvm_proven = true;
+}
+
+const char *vm_host_domain_type(struct vm_backend *b, const char *host, struct virt *v)
+{
+	return virt_kvm(v) && !vm_host_kvm_off(b, host) ? "kvm" : "qemu";
 }
 
 /* Open host's connection on uri and keep it (a failed first connect is retried in the background). */
@@ -129,7 +175,7 @@ int vm_host_connect(struct fleetd *f, const char *host, const char *uri, char **
 	{
 		struct vm_host *h = xcalloc(1, sizeof(*h));
 
-		*h = (struct vm_host){ xstrdup(host), v, b->hosts };
+		*h = (struct vm_host){ .name = xstrdup(host), .virt = v, .next = b->hosts };
 		b->hosts = h;
 	}
 	log_info("vm backend: host %s connected (%s)", host, uri);
@@ -162,7 +208,7 @@ void vm_host_facts(struct fleetd *f, const char *host, const char *uri, struct h
 		return;
 	}
 	ret->reachable = true;
-	ret->kvm = virt_kvm(v);
+	ret->kvm = strcmp(vm_host_domain_type(b, host, v), "kvm") == 0;	/* what its guests run as */
 	free(why);
 	why = NULL;
 	if (virt_free_memory(v, &ret->free_memory_bytes, &why) < 0) {
@@ -193,6 +239,12 @@ void vm_host_forget(struct fleetd *f, const char *host)
 
 	if (!b || is_local(host))
 		return;
+	{
+		/* A host added again (its KVM fixed, say) is tried with KVM again. */
+		_cleanup_free_ char *file = kvm_off_file(b, host);
+
+		(void)unlink(file);
+	}
 	for (pp = &b->hosts; *pp && strcmp((*pp)->name, host) != 0; pp = &(*pp)->next)
 		;
 	if (!(h = *pp))

@@ -339,7 +339,7 @@ static int target_xml(struct move_job *j, char **ret, char **why)
 		return 0;
 	}
 	/* Its memory disk's volume, if it had one, is named too (vm_remote_files). */
-	if ((r = vm_remote_files(j->dst, j->agent, j->image, &files, why)) < 0)
+	if ((r = vm_remote_files(j->b, j->dst, j->agent, j->image, &files, why)) < 0)
 		return r;
 	if (strcmp(j->boot_image, j->image) != 0) {
 		free(files.kernel);

@@ -260,7 +260,7 @@ static int remote_make(struct remote_job *j, char **why)
 	(void)unlink(memdisk);	/* its copy is the volume there, as for an agent moved there */
 	if (r < 0)
 		return r;
-	if ((r = vm_remote_files(j->virt, a, j->id, &files, why)) < 0)
+	if ((r = vm_remote_files(j->b, j->virt, a, j->id, &files, why)) < 0)
 		goto fail;
 	xml = vm_domain_xml_files(j->b, a, &files, NULL);
 	vm_domain_files_clear(&files);

@@ -256,7 +256,8 @@ int vm_remote_image_path(struct virt *v, const char *id, const char *file, char 
 	return virt_vol_path(v, VM_POOL, vol, ret, why);
 }
 
-int vm_remote_files(struct virt *v, const struct agent *a, const char *id, struct vm_domain_files *ret, char **why)
+int vm_remote_files(struct vm_backend *b, struct virt *v, const struct agent *a, const char *id,
+		    struct vm_domain_files *ret, char **why)
 {
 	_cleanup_free_ char *kernel = image_vol(id, "vmlinuz"), *initrd = image_vol(id, "initramfs.img");
 	_cleanup_free_ char *base = image_vol(id, "base.qcow2");
@@ -286,7 +287,7 @@ int vm_remote_files(struct virt *v, const struct agent *a, const char *id, struc
 			*why = NULL;
 		}
 	}
-	/* KVM where that host's libvirt offers it; fleetd's own host's finding says nothing about it. */
-	ret->domain_type = virt_kvm(v) ? "kvm" : "qemu";
+	/* KVM where that host's libvirt offers it and it was not found to run no guest (channel.c). */
+	ret->domain_type = vm_host_domain_type(b, a->host, v);
 	return 0;
 }

@@ -111,6 +111,12 @@ char *vm_image_path(struct vm_backend *b, const char *file);
 /* The agent's struct vm, or NULL; vm_get() makes one if there is none. */
 struct vm *vm_find(struct vm_backend *b, const char *name);
 struct vm *vm_get(struct vm_backend *b, const char *name);
+/*
+ * Boot a's defined, stopped domain on its other host: started paused, its
+ * console streamed here, resumed; v->booted_type, started_at and
+ * boot_agent set for the KVM watchdog. 0, or -errno with *why.
+ */
+int vm_remote_boot(struct vm *v, const struct agent *a, char **why);
 /* Frees v; its waiters and a stop in progress are told -ECANCELED. */
 void vm_free(struct vm *v);
 void vm_drop_session(struct vm *v);
@@ -145,6 +151,21 @@ void vm_hosts_close(struct vm_backend *b);
 int vm_host_connect(struct fleetd *f, const char *host, const char *uri, char **why);
 void vm_host_facts(struct fleetd *f, const char *host, const char *uri, struct host_facts *ret);
 void vm_host_forget(struct fleetd *f, const char *host);
+/*
+ * KVM that a host's libvirt offers but that runs no guest (channel.c's
+ * watchdog): vm_host_kvm_off says whether host was found so (remembered in
+ * <state_dir>/vms/virt-type@HOST until the host is added again; for local,
+ * b->domain_type), vm_host_kvm_set_off records it (0 or -errno), and
+ * vm_host_domain_type is what a domain there gets: "kvm" where its libvirt
+ * offers KVM and it was not found unusable, else "qemu". Any thread.
+ * vm_host_kvm_proven / _set_proven: a KVM guest there printed its kernel
+ * banner (loop only).
+ */
+bool vm_host_kvm_off(struct vm_backend *b, const char *host);
+int vm_host_kvm_set_off(struct vm_backend *b, const char *host);
+const char *vm_host_domain_type(struct vm_backend *b, const char *host, struct virt *v);
+bool vm_host_kvm_proven(struct vm_backend *b, const char *host);
+void vm_host_kvm_set_proven(struct vm_backend *b, const char *host);
 bool vm_host_reachable(struct fleetd *f, const char *host, char **why);
 
 /* channel.c */
@@ -205,7 +226,8 @@ int vm_remote_image_path(struct virt *v, const char *id, const char *file, char 
 /* The agent's volumes deleted (the image's stay: other agents there boot it). */
 void vm_remote_disks_remove(struct virt *v, const char *agent);
 /* The paths libvirt reports for the agent's volumes and its image's; -errno with *why. */
-int vm_remote_files(struct virt *v, const struct agent *a, const char *id, struct vm_domain_files *ret, char **why);
+int vm_remote_files(struct vm_backend *b, struct virt *v, const struct agent *a, const char *id,
+		    struct vm_domain_files *ret, char **why);
 
 /* move.c: fleetctl move (docs/multi-host.md "Moving an agent") */
 /* The ops' move and move_finish (backend.h). */

@@ -307,6 +307,12 @@ struct backend_ops {
 	void (*host_facts)(struct fleetd *f, const char *host, const char *uri, struct host_facts *ret);
 	void (*host_forget)(struct fleetd *f, const char *host);
 	/*
+	 * (optional) 0 when nothing under way needs host (so host rm may
+	 * forget it), -EBUSY with *why (caller frees) while something does:
+	 * a move to it, whose agent is placed there only once it is done.
+	 */
+	int (*host_busy)(struct fleetd *f, const char *host, char **why);
+	/*
 	 * (optional) false, with *why (libvirt's reason; caller frees), while
 	 * host's connection is known lost; true otherwise, a host not connected
 	 * yet included. Asks the host nothing: cheap enough for every `show`.

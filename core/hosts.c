@@ -120,6 +120,9 @@ int hosts_remove(struct fleetd *f, const char *name, char **why)
 		*why = xstrdup("the host '" HOST_LOCAL "' is fleetd's own libvirt_uri; it cannot be removed");
 		return -EBUSY;
 	}
+	/* A move to it places its agent there only when done: the host must outlive it. */
+	if ((ops = vm_ops(f, &reason)) && ops->host_busy && (r = ops->host_busy(f, name, why)) < 0)
+		return r;
 	if ((r = db_host_delete(f->db, name)) == -EBUSY) {
 		struct agent **list = NULL;
 		_cleanup_free_ char *names = xstrdup("");

@@ -874,6 +874,7 @@ const struct backend_ops backend_vm_ops = {
 	.host_connect = vm_host_connect,
 	.host_facts = vm_host_facts,
 	.host_forget = vm_host_forget,
+	.host_busy = vm_host_busy,
 	.host_reachable = vm_host_reachable,
 	.move = vm_move,
 	.move_finish = vm_move_finish,

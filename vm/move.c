@@ -599,6 +599,31 @@ int vm_move_recover_one(struct vm_backend *b, const char *agent)
 	return 0;
 }
 
+int vm_host_busy(struct fleetd *f, const char *host, char **why)
+{
+	struct vm_backend *b = vm_backend_of(f);
+	_cleanup_free_ char *dir = NULL;
+	const char *reason;
+	struct dirent *e;
+	int r = 0;
+	DIR *d;
+
+	if (!b || !(d = opendir(dir = record_path(b, NULL))))
+		return 0;
+	while (r == 0 && (e = readdir(d))) {
+		_cleanup_free_ char *from = NULL, *to = NULL;
+
+		if (e->d_name[0] == '.' || agent_name_check(e->d_name, &reason) < 0 ||
+		    record_read(b, e->d_name, &from, &to) < 0 || strcmp(to, host) != 0)
+			continue;
+		*why = xasprintf("a move of agent '%s' to host '%s' is under way; remove the host when it is done",
+				 e->d_name, host);
+		r = -EBUSY;
+	}
+	closedir(d);
+	return r;
+}
+
 void vm_move_recover(struct vm_backend *b)
 {
 	_cleanup_free_ char *dir = record_path(b, NULL);

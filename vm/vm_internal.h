@@ -151,6 +151,8 @@ void vm_hosts_close(struct vm_backend *b);
 int vm_host_connect(struct fleetd *f, const char *host, const char *uri, char **why);
 void vm_host_facts(struct fleetd *f, const char *host, const char *uri, struct host_facts *ret);
 void vm_host_forget(struct fleetd *f, const char *host);
+/* move.c: -EBUSY with *why while a move to host is under way (its record in <state_dir>/moves), else 0. */
+int vm_host_busy(struct fleetd *f, const char *host, char **why);
 /*
  * KVM that a host's libvirt offers but that runs no guest (channel.c's
  * watchdog): vm_host_kvm_off says whether host was found so (remembered in

@@ -72,6 +72,9 @@ wait_fast 120 staged; ok $? "the move stops mv and stages its disk here"
 # The copy runs on a worker: fleetd answers meanwhile, and the agent is busy.
 is "$("$FLEETCTL" list | awk '$1 == "mv" { print $1 }')" mv "fleetd answers a list during the copy"
 like "$(apiq POST /v1/agents/mv/start)" "move is under way.* 409$" "a start of mv during the copy: 409 busy"
+out=$("$FLEETCTL" host rm h2 2>&1); isnt_rc $?; ok $? "host rm h2 during a move to it is refused: $out"
+like "$out" "a move of agent 'mv' to host 'h2' is under way" "saying which move"
+like "$(apiq DELETE /v1/hosts/h2)" " 409$" "the API: 409"
 # Kill while the upload to h2 runs, if it gets that far while we look; else during the staging copy.
 uploading() { [[ "$(mv_vols)" == *agent-mv.disk.qcow2* ]] || ! staged; }
 wait_fast 30 uploading

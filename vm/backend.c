@@ -189,7 +189,7 @@ int vm_dir_open(struct vm_backend *b, const char *agent)
 
 static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn done, void *userdata, char **why);
 
-/* A start waiting for the agent's memory disk to be made (memdisk.c). */
+/* A start waiting for the agent's memory disk to be made (memdisk.c), or a remote one's boot prepared (remote_boot.c). */
 struct start_wait {
 	struct agent *a;
 	backend_done_fn done;
@@ -222,6 +222,19 @@ static int start_remote(struct vm *v, const struct agent *a, enum virt_state st,
 	int r;
 
 	if (st != VIRT_RUNNING) {
+		struct start_wait *w = xcalloc(1, sizeof(*w));
+
+		/* Its boot image there and its memory disk's size first, on a worker if anything is to do. */
+		*w = (struct start_wait){ agent_copy(a), done, userdata };
+		if ((r = vm_remote_boot_prepare(v, a, st == VIRT_OFF, start_memdisk_made, w, why)) != 0) {
+			if (r < 0) {
+				agent_free(w->a);
+				free(w);
+			}
+			return r < 0 ? r : 0;
+		}
+		agent_free(w->a);
+		free(w);
 		vm_drop_session(v);
 		if (st != VIRT_OFF) {
 			v->stopping = true;	/* clearing a crashed domain is not another crash */

@@ -204,6 +204,7 @@ static void start_memdisk_made(struct vm *v, int r, const char *why, void *userd
 	/* The disk is there now, so this start goes on to the boot (or says why not). */
 	if (r == 0)
 		r = vm_start(v->b->f, w->a, w->done, w->userdata, &again);
+	v->remote_boot_ready = false;	/* spent by that start, or by none: the next one checks again */
 	if (r < 0)
 		w->done(w->userdata, r, again ? again : why ? why : strerror(-r));
 	agent_free(w->a);

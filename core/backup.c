@@ -301,8 +301,9 @@ static int add_snapshots(struct backup_job *j, const char *agent, uid_t uid, jso
 }
 
 /* --with-disks: a VM agent's disks and its snapshots' definitions, for the worker. */
-static int add_vm(struct backup_job *j, const char *agent, json_t *e, char **why)
+static int add_vm(struct backup_job *j, const struct agent *a, json_t *e, char **why)
 {
+	const char *agent = a->name;
 	struct snapshot **list = NULL;
 	struct vm_disk_copy *c = NULL;
 	const char *off = NULL;
@@ -323,7 +324,7 @@ static int add_vm(struct backup_job *j, const char *agent, json_t *e, char **why
 	names = xcalloc(n + 1, sizeof(*names));
 	for (size_t i = 0; i < n; i++)
 		names[i] = list[i]->name;
-	r = vm_disk_copy_begin(j->f, agent, names, n, &c, why);
+	r = vm_disk_copy_begin(j->f, a, names, n, &c, why);
 	free(names);
 	snapshot_list_free(list);
 	if (r < 0)
@@ -355,7 +356,7 @@ static int list_agents(struct backup_job *j, bool with_disks, char **why)
 		json_array_append_new(agents, e);
 		if (with_disks && a->backend == BACKEND_VM && a->state != AGENT_DEFINED && a->state != AGENT_MISSING &&
 		    a->state != AGENT_PROVISIONING && a->state != AGENT_REMOVING) {
-			r = add_vm(j, a->name, e, why);
+			r = add_vm(j, a, e, why);
 			continue;
 		}
 		/* What has no home (never made, gone, being made or removed): its record is all there is. */

@@ -230,7 +230,7 @@ int vm_dir_open(struct vm_backend *b, const char *agent)
 
 static int vm_start(struct fleetd *f, const struct agent *a, backend_done_fn done, void *userdata, char **why);
 
-/* A start waiting for the agent's memory disk to be made (memdisk.c). */
+/* A start waiting for the agent's memory disk to be made (memdisk.c), or a remote one's boot prepared (remote_boot.c). */
 struct start_wait {
 	struct agent *a;
 	backend_done_fn done;
@@ -245,6 +245,7 @@ static void start_memdisk_made(struct vm *v, int r, const char *why, void *userd
 	/* The disk is there now, so this start goes on to the boot (or says why not). */
 	if (r == 0)
 		r = vm_start(v->b->f, w->a, w->done, w->userdata, &again);
+	v->remote_boot_ready = false;	/* spent by that start, or by none: the next one checks again */
 	if (r < 0)
 		w->done(w->userdata, r, again ? again : why ? why : strerror(-r));
 	agent_free(w->a);
@@ -298,6 +299,19 @@ static int start_remote(struct vm *v, const struct agent *a, enum virt_state st,
 	int r;
 
 	if (st != VIRT_RUNNING) {
+		struct start_wait *w = xcalloc(1, sizeof(*w));
+
+		/* Its boot image there and its memory disk's size first, on a worker if anything is to do. */
+		*w = (struct start_wait){ agent_copy(a), done, userdata };
+		if ((r = vm_remote_boot_prepare(v, a, st == VIRT_OFF, start_memdisk_made, w, why)) != 0) {
+			if (r < 0) {
+				agent_free(w->a);
+				free(w);
+			}
+			return r < 0 ? r : 0;
+		}
+		agent_free(w->a);
+		free(w);
 		vm_drop_session(v);
 		if (st != VIRT_OFF) {
 			v->stopping = true;	/* clearing a crashed domain is not another crash */

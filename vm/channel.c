@@ -211,7 +211,6 @@ static bool kvm_watchdog_remote(struct vm *v)
 	const struct agent *a = v->boot_agent;
 	_cleanup_free_ char *dom = vm_domain_name(v->name), *why = NULL, *xml = NULL;
 	_cleanup_images_ struct agent_images im = { 0 };
-	struct vm_domain_files files;
 	char uuid[40];
 
 	if (vm_host_kvm_proven(b, a->host))
@@ -242,14 +241,10 @@ static bool kvm_watchdog_remote(struct vm *v)
 		vm_waiters_finish(v, -EIO, "cannot read the agent's image record to redefine its domain under TCG");
 		return true;
 	}
-	if (vm_remote_files(b, v->virt, a, im.image, &files, &why) < 0) {
+	if (vm_remote_domain_xml(b, v->virt, a, im.image, im.boot_image, uuid, &xml, &why) < 0) {
 		vm_waiters_finish(v, -EIO, why ? why : "cannot find its volumes to redefine its domain under TCG");
 		return true;
 	}
-	xml = vm_domain_xml_files(b, a, &files, uuid);
-	vm_domain_files_clear(&files);
-	free(why);
-	why = NULL;
 	if (virt_domain_define(v->virt, xml, &why) < 0 || vm_remote_boot(v, a, &why) < 0) {
 		vm_waiters_finish(v, -EIO, why ? why : "cannot boot the guest under TCG");
 		return true;

@@ -11,6 +11,7 @@
 #include "common/util.h"
 #include "model/fleetd.h"
 #include "vm/images.h"
+#include "vm/snapshot_rehome.h"
 #include "vm/virt.h"
 #include "vm/vm_internal.h"
 
@@ -25,7 +26,8 @@ static const struct {
 
 struct vm_disk_copy {
 	struct vm *vm;
-	struct virt *virt;
+	struct virt *virt;		/* its host's connection */
+	bool remote;			/* its disks are volumes in that host's pool (remote_disks.c), its keys here */
 	char *domain;
 	char *uuid;
 	char *paths[ARRAY_SIZE(files)];
@@ -35,34 +37,43 @@ struct vm_disk_copy {
 	char *resume_why;	/* the resume failed: the guest stays paused */
 };
 
-int vm_disk_copy_begin(struct fleetd *f, const char *agent, char *const *snaps, size_t n,
+int vm_disk_copy_begin(struct fleetd *f, const struct agent *a, char *const *snaps, size_t n,
 		       struct vm_disk_copy **ret, char **why)
 {
 	struct vm_backend *b = vm_backend_of(f);
-	struct vm *v = vm_get(b, agent);
+	struct vm *v = vm_get(b, a->name);
+	struct virt *virt;
 	struct vm_disk_copy *c;
 	char uuid[64];
 	int r;
 
 	if (v->busy) {
-		*why = xasprintf("agent '%s': a snapshot, restore or move is under way; back up when it is done", agent);
+		*why = xasprintf("agent '%s': a snapshot, restore or move is under way; back up when it is done", a->name);
 		return -EBUSY;
 	}
+	if (!(virt = vm_agent_virt(b, a, why)))
+		return -EHOSTDOWN;
 	c = xcalloc(1, sizeof(*c));
-	c->domain = vm_domain_name(agent);
-	if ((r = virt_connect(b->virt, why)) < 0 || (r = virt_domain_uuid(b->virt, c->domain, uuid)) < 0) {
+	c->domain = vm_domain_name(a->name);
+	if ((r = virt_connect(virt, why)) < 0 || (r = virt_domain_uuid(virt, c->domain, uuid)) < 0) {
 		if (!*why)
-			*why = xasprintf("agent '%s': cannot read its domain %s: %s", agent, c->domain, strerror(-r));
+			*why = xasprintf("agent '%s': cannot read its domain %s: %s", a->name, c->domain, strerror(-r));
+		else if (r < 0 && vm_agent_remote(a)) {
+			char *inner = *why;
+			*why = xasprintf("agent '%s': cannot reach its host %s: %s", a->name, a->host, inner);
+			free(inner);
+		}
 		free(c->domain);
 		free(c);
 		return r;
 	}
 	c->vm = v;
-	c->virt = b->virt;
+	c->virt = virt;
+	c->remote = vm_agent_remote(a);
 	c->uuid = xstrdup(uuid);
 	c->paused_usec = -1;
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++)
-		c->paths[i] = files[i].key ? vm_key_path(b, agent, files[i].name) : vm_path(b, agent, files[i].name);
+		c->paths[i] = files[i].key ? vm_key_path(b, a->name, files[i].name) : vm_path(b, a->name, files[i].name);
 	c->snaps = xcalloc(n + 1, sizeof(*c->snaps));
 	for (size_t i = 0; i < n; i++)
 		c->snaps[i] = xstrdup(snaps[i]);
@@ -133,6 +144,39 @@ static int copy_file(const char *src, int dir, const char *name)
 	return r;
 }
 
+/*
+ * The agent's volume file on its host to a new file name in dir, 0600,
+ * through libvirt (virStorageVolDownload, bounded chunks, holes kept):
+ * 0, -ENOENT (no such volume: *why NULL) or -errno with *why.
+ */
+static int download_file(struct vm_disk_copy *c, int dir, const char *name, const char *file, char **why)
+{
+	_cleanup_free_ char *vol = vm_remote_agent_vol(c->vm->name, file);
+	_cleanup_close_ int out = -1;
+	long long size;
+	int r;
+
+	if ((r = virt_vol_size(c->virt, VM_POOL, vol, &size, why)) < 0) {
+		if (r == -ENOENT) {
+			free(*why);
+			*why = NULL;
+		}
+		return r;
+	}
+	if ((out = openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
+		r = -errno;
+		*why = xasprintf("cannot create %s: %s", name, strerror(-r));
+		return r;
+	}
+	if ((r = virt_vol_download(c->virt, VM_POOL, vol, out, why)) == 0 && fsync(out) < 0) {
+		r = -errno;
+		*why = xasprintf("cannot sync %s: %s", name, strerror(-r));
+	}
+	if (r < 0)
+		(void)unlinkat(dir, name, 0);
+	return r;
+}
+
 int vm_disk_copy_run(struct vm_disk_copy *c, int dir, json_t *entry, json_t *names, char **why)
 {
 	json_t *list = json_array(), *snaps = json_array();
@@ -160,15 +204,24 @@ int vm_disk_copy_run(struct vm_disk_copy *c, int dir, json_t *entry, json_t *nam
 		t0 = now_usec();
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(files) && !r; i++) {
-		_cleanup_free_ char *name = xasprintf("vm-%s-%s", c->vm->name, files[i].name);
+		_cleanup_free_ char *name = xasprintf("vm-%s-%s", c->vm->name, files[i].name), *err = NULL;
 
-		r = copy_file(c->paths[i], dir, name);
+		/* A remote agent's disks are volumes on its host; its keys (and a copy of its seed) are here. */
+		if (c->remote && !files[i].key)
+			r = download_file(c, dir, name, files[i].name, &err);
+		else
+			r = copy_file(c->paths[i], dir, name);
 		if (r == -ENOENT && !files[i].required) {
 			r = 0;	/* a memory disk is made at the first start */
 			continue;
 		}
 		if (r < 0) {
-			*why = xasprintf("cannot copy %s: %s", c->paths[i], strerror(-r));
+			if (c->remote && !files[i].key) {
+				_cleanup_free_ char *vol = vm_remote_agent_vol(c->vm->name, files[i].name);
+				*why = xasprintf("cannot copy volume %s from %s: %s", vol, virt_uri(c->virt),
+						 err ? err : strerror(-r));
+			} else
+				*why = xasprintf("cannot copy %s: %s", c->paths[i], strerror(-r));
 			break;
 		}
 		json_array_append_new(list, json_pack("{s:s, s:s}", "file", name, "as", files[i].name));
@@ -242,6 +295,78 @@ static int restore_file(int dir, const char *file, const char *dst)
 	return copy_sparse(in, out);
 }
 
+/*
+ * A remote agent's disks from the backup's dir to volumes of its host's
+ * pool (its image uploaded there first, once), its overlay rebased on that
+ * host's base volume in a staged copy here, then its domain defined there
+ * with uuid; its seed and keys are put back here by the caller first. What
+ * reached the host goes again on failure. -errno with *why.
+ */
+static int restore_remote(struct vm_backend *b, struct virt *v, const struct agent *a, int dir, const json_t *entry,
+			  const struct agent_images *im, const char *uuid, char **why)
+{
+	_cleanup_free_ char *stage = vm_path(b, a->name, "disk.qcow2.restore"), *base = NULL, *xml = NULL;
+	_cleanup_free_ char *seed = vm_path(b, a->name, "seed.img");
+	const char *disk = backup_name(entry, "disk.qcow2"), *memdisk = backup_name(entry, MEMDISK);
+	int r;
+
+	if ((r = vm_remote_image(b, v, im->image, why)) < 0 ||
+	    (strcmp(im->boot_image, im->image) != 0 && (r = vm_remote_image(b, v, im->boot_image, why)) < 0) ||
+	    (r = vm_remote_image_path(v, im->image, "base.qcow2", &base, why)) < 0)
+		return r;
+	/* The overlay's header names its base by path: that host's volume, written here before it travels. */
+	const char *const rebase[] = { "qemu-img", "rebase", "-q", "-u", "-f", "qcow2", "-F", "qcow2", "-b", base, stage, NULL };
+	if ((r = restore_file(dir, disk, stage)) < 0) {
+		*why = xasprintf("cannot stage %s as %s: %s", disk, stage, strerror(-r));
+		goto fail;
+	}
+	if ((r = vm_run_tool(rebase, "qemu-img rebase of the restored disk", why)) < 0)
+		goto fail;
+	{
+		_cleanup_close_ int fd = open(stage, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+		if (fd < 0) {
+			r = -errno;
+			*why = xasprintf("cannot open %s: %s", stage, strerror(-r));
+			goto fail;
+		}
+		if ((r = vm_remote_upload_fd(v, a->name, "disk.qcow2", fd, why)) < 0)
+			goto fail;
+	}
+	(void)unlink(stage);
+	{
+		_cleanup_close_ int fd = open(seed, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+		if (fd < 0) {
+			r = -errno;
+			*why = xasprintf("cannot open %s: %s", seed, strerror(-r));
+			goto fail;
+		}
+		if ((r = vm_remote_upload_fd(v, a->name, "seed.img", fd, why)) < 0)
+			goto fail;
+	}
+	if (memdisk) {
+		_cleanup_close_ int fd = openat(dir, memdisk, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+		if (fd < 0) {
+			r = -errno;
+			*why = xasprintf("cannot open %s of the backup: %s", memdisk, strerror(-r));
+			goto fail;
+		}
+		if ((r = vm_remote_upload_fd(v, a->name, MEMDISK, fd, why)) < 0)
+			goto fail;
+	}
+	/* Its old UUID: libvirt gives a snapshot's definition back only to the domain it names. */
+	if ((r = vm_remote_domain_xml(b, v, a, im->image, im->boot_image, uuid, &xml, why)) < 0 ||
+	    (r = virt_domain_define(v, xml, why)) < 0)
+		goto fail;
+	return 0;
+fail:
+	(void)unlink(stage);
+	vm_remote_disks_remove(v, a->name);
+	return r < 0 ? r : -EIO;
+}
+
 int vm_disk_restore(struct fleetd *f, const struct agent *a, int dir, const json_t *entry, char **why)
 {
 	struct vm_backend *b = vm_backend_of(f);
@@ -250,14 +375,24 @@ int vm_disk_restore(struct fleetd *f, const struct agent *a, int dir, const json
 	_cleanup_free_ char *xml = NULL;
 	_cleanup_images_ struct agent_images im = { 0 };
 	const char *uuid = json_string_value(json_object_get(entry, "domain_uuid"));
+	bool remote = vm_agent_remote(a);
+	struct virt *v = NULL;
 	char id[IMAGE_ID_LEN + 1];
 	enum virt_state st;
 	int r;
 
-	if ((r = virt_connect(b->virt, why)) < 0)
+	/* Back on the host it was on: a remote agent's disks go to that host's pool again. */
+	if ((r = vm_host_virt(b, a->host, &v, why)) < 0 || (r = virt_connect(v, why)) < 0) {
+		if (remote) {
+			char *inner = *why;
+			*why = xasprintf("cannot reach its host %s: %s", a->host, inner ? inner : strerror(-r));
+			free(inner);
+		}
 		return -EHOSTDOWN;
-	if (virt_domain_state(b->virt, dom, &st) == 0) {
-		*why = xasprintf("a libvirt domain named %s already exists; fleet will not take it over", dom);
+	}
+	if (virt_domain_state(v, dom, &st) == 0) {
+		*why = xasprintf("a libvirt domain named %s already exists%s%s; fleet will not take it over", dom,
+				 remote ? " on host " : "", remote ? a->host : "");
 		return -EEXIST;
 	}
 	if (access(vdir, F_OK) == 0 || access(keys, F_OK) == 0) {
@@ -298,19 +433,28 @@ int vm_disk_restore(struct fleetd *f, const struct agent *a, int dir, const json
 			r = -ENOENT;
 			goto fail;
 		}
+		/* A remote agent keeps its keys and a copy of its seed here; its disk and memory disk are volumes there. */
+		if (remote && !files[i].key && strcmp(files[i].name, "seed.img") != 0)
+			continue;
 		if ((r = restore_file(dir, file, dst)) < 0) {
 			*why = xasprintf("cannot put %s back as %s: %s", file, dst, strerror(-r));
 			goto fail;
 		}
 	}
+	if (remote) {
+		if ((r = restore_remote(b, v, a, dir, entry, &im, uuid, why)) < 0)
+			goto fail;
+		log_info("agent '%s': domain %s defined again on host %s, on its restored volumes", a->name, dom, a->host);
+		return 0;
+	}
 	if (a->network == NETWORK_NAT) {
 		_cleanup_free_ char *net = vm_network_xml();
-		if ((r = virt_network_ensure(b->virt, NETWORK_NAME, net, why)) < 0)
+		if ((r = virt_network_ensure(v, NETWORK_NAME, net, why)) < 0)
 			goto fail;
 	}
 	/* Its old UUID: libvirt gives a snapshot's definition back only to the domain it names. */
 	xml = vm_domain_xml(b, a, &im, uuid);
-	if ((r = virt_domain_define(b->virt, xml, why)) < 0)
+	if ((r = virt_domain_define(v, xml, why)) < 0)
 		goto fail;
 	log_info("agent '%s': domain %s defined again on its restored disks", a->name, dom);
 	return 0;
@@ -323,7 +467,20 @@ fail:
 int vm_disk_restore_snapshot(struct fleetd *f, const struct agent *a, const char *xml, char **why)
 {
 	struct vm_backend *b = vm_backend_of(f);
-	_cleanup_free_ char *dom = vm_domain_name(a->name);
+	_cleanup_free_ char *dom = vm_domain_name(a->name), *dom_xml = NULL, *moved = NULL;
+	struct virt *v = NULL;
+	int r;
 
-	return virt_snapshot_redefine(b->virt, dom, xml, why);
+	if (!vm_agent_remote(a))
+		return virt_snapshot_redefine(b->virt, dom, xml, why);
+	/* Its embedded domain names the volumes' paths as they were: the domain as defined there now instead. */
+	if ((r = vm_host_virt(b, a->host, &v, why)) < 0)
+		return r;
+	if ((r = virt_domain_xml(v, dom, &dom_xml)) < 0) {
+		*why = xasprintf("cannot read domain %s back from %s", dom, virt_uri(v));
+		return r;
+	}
+	if ((r = vm_snapshot_rehome(xml, dom_xml, &moved, why)) < 0)
+		return r;
+	return virt_snapshot_redefine(v, dom, moved, why);
 }

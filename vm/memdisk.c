@@ -309,9 +309,12 @@ int vm_memory_quota_apply(struct fleetd *f, const struct agent *a, int old_mib, 
 			*why = NULL;
 			return 0;
 		}
-		if (r == 0)
-			log_info("agent '%s': its memory disk on host %s grows to %s (quota %d MiB)", a->name, a->host, size, newq);
-		return r;
+		if (r < 0)
+			return r;
+		if (v)
+			v->memdisk_mib = vm_memdisk_mib(newq);
+		log_info("agent '%s': its memory disk on host %s grows to %s (quota %d MiB)", a->name, a->host, size, newq);
+		return 0;
 	}
 	if ((r = vm_memdisk_exists(b, a->name)) <= 0)
 		return r;	/* none yet: the next start makes it at the new size */

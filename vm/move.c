@@ -330,30 +330,13 @@ fail:
 static int target_xml(struct move_job *j, char **ret, char **why)
 {
 	struct agent_images im = { .image = j->image, .boot_image = j->boot_image };
-	struct vm_domain_files files;
-	int r;
 
 	if (!j->dst_remote) {
 		/* Here an agent's memory disk is made at its next start if it has none yet. */
 		*ret = vm_domain_xml(j->b, j->agent, &im, j->uuid);
 		return 0;
 	}
-	/* Its memory disk's volume, if it had one, is named too (vm_remote_files). */
-	if ((r = vm_remote_files(j->b, j->dst, j->agent, j->image, &files, why)) < 0)
-		return r;
-	if (strcmp(j->boot_image, j->image) != 0) {
-		free(files.kernel);
-		free(files.initrd);
-		files.kernel = files.initrd = NULL;
-		if ((r = vm_remote_image_path(j->dst, j->boot_image, "vmlinuz", &files.kernel, why)) < 0 ||
-		    (r = vm_remote_image_path(j->dst, j->boot_image, "initramfs.img", &files.initrd, why)) < 0)
-			goto out;
-	}
-	*ret = vm_domain_xml_files(j->b, j->agent, &files, j->uuid);
-	r = 0;
-out:
-	vm_domain_files_clear(&files);
-	return r;
+	return vm_remote_domain_xml(j->b, j->dst, j->agent, j->image, j->boot_image, j->uuid, ret, why);
 }
 
 /* Each snapshot's definition, parents first, given to the target's domain with its disks there. */

@@ -315,6 +315,8 @@ static void remote_done(void *arg)
 	int r;
 
 	j->vm->busy = false;
+	if (j->r == 0)	/* made at its quota's size: its first start has nothing to grow */
+		j->vm->memdisk_mib = vm_memdisk_mib(j->agent->memory_quota_mib);
 	r = remote_finish(j, &why);
 	done(userdata, r, why);
 }

@@ -193,21 +193,37 @@ fail:
 	return r < 0 ? r : -EIO;
 }
 
-/* Upload the local file path as the agent's volume file (a new volume: a leftover of that name is replaced). */
-static int upload_agent_file(struct virt *v, const char *agent, const char *file, const char *path, char **why)
+int vm_remote_upload_fd(struct virt *v, const char *agent, const char *file, int fd, char **why)
 {
 	_cleanup_free_ char *vol = vm_remote_agent_vol(agent, file);
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	struct stat st;
 	int r;
 
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		r = fd < 0 ? -errno : -EINVAL;
-		*why = xasprintf("cannot open %s: %s", path, strerror(-r));
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		*why = xasprintf("cannot upload %s: %s", vol, strerror(-r));
 		return r;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		*why = xasprintf("cannot upload %s: not a regular file", vol);
+		return -EINVAL;
 	}
 	delete_quiet(v, vol);
 	return virt_vol_upload(v, VM_POOL, vol, fd, (long long)st.st_size, NULL, NULL, why);
+}
+
+/* Upload the local file path as the agent's volume file (a new volume: a leftover of that name is replaced). */
+static int upload_agent_file(struct virt *v, const char *agent, const char *file, const char *path, char **why)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int r;
+
+	if (fd < 0) {
+		r = -errno;
+		*why = xasprintf("cannot open %s: %s", path, strerror(-r));
+		return r;
+	}
+	return vm_remote_upload_fd(v, agent, file, fd, why);
 }
 
 int vm_remote_disks_make(struct vm_backend *b, struct virt *v, const struct agent *a, const char *id,
@@ -289,5 +305,30 @@ int vm_remote_files(struct vm_backend *b, struct virt *v, const struct agent *a,
 	}
 	/* KVM where that host's libvirt offers it and it was not found to run no guest (channel.c). */
 	ret->domain_type = vm_host_domain_type(b, a->host, v);
+	return 0;
+}
+
+int vm_remote_domain_xml(struct vm_backend *b, struct virt *v, const struct agent *a, const char *image,
+			 const char *boot_image, const char *uuid, char **ret, char **why)
+{
+	struct vm_domain_files files;
+	int r;
+
+	/* Its memory disk's volume, if it has one there, is named too. */
+	if ((r = vm_remote_files(b, v, a, image, &files, why)) < 0)
+		return r;
+	/* An upgrade boots another image's kernel and initramfs; the disk stays on the base it was made on. */
+	if (boot_image && strcmp(boot_image, image) != 0) {
+		free(files.kernel);
+		free(files.initrd);
+		files.kernel = files.initrd = NULL;
+		if ((r = vm_remote_image_path(v, boot_image, "vmlinuz", &files.kernel, why)) < 0 ||
+		    (r = vm_remote_image_path(v, boot_image, "initramfs.img", &files.initrd, why)) < 0) {
+			vm_domain_files_clear(&files);
+			return r;
+		}
+	}
+	*ret = vm_domain_xml_files(b, a, &files, uuid);
+	vm_domain_files_clear(&files);
 	return 0;
 }

@@ -226,8 +226,6 @@ int vm_upgrade(struct fleetd *f, const struct agent *a, char **ret_from, char **
 		*why = xstrdup("the vm backend is not available");
 		return -ENODEV;
 	}
-	if ((r = vm_remote_refuse(a, "an image upgrade", why)) < 0)
-		return r;
 	if ((v = vm_find(b, a->name)) && v->busy) {
 		*why = xstrdup("a snapshot, restore or move is under way; try again when it is done");
 		return -EBUSY;
@@ -255,6 +253,20 @@ int vm_upgrade(struct fleetd *f, const struct agent *a, char **ret_from, char **
 		old = t;
 	}
 	next = (struct agent_images){ .image = im.image, .boot_image = id, .old_images = *old ? old : NULL };
+	if (vm_agent_remote(a)) {
+		/*
+		 * The image reaches its host at its next start (remote_boot.c: on a
+		 * worker, uploaded once per host, hashed), and its domain is
+		 * redefined then: nothing long runs here, on the loop.
+		 */
+		if ((r = b->host->set_images(f, a->name, &next)) < 0) {
+			*why = xasprintf("cannot record its new boot image: %s", strerror(-r));
+			return r;
+		}
+		log_notice("agent '%s': boots image sha256:%.12s from its next start on (was sha256:%.12s); it is "
+			   "uploaded to host %s then if it is not there yet", a->name, id, *ret_from, a->host);
+		return 0;
+	}
 	dom = vm_domain_name(a->name);
 	if ((r = virt_domain_uuid(b->virt, dom, uuid)) < 0) {
 		*why = xasprintf("cannot read the UUID of domain %s", dom);

@@ -138,7 +138,11 @@ int virt_vol_upload(struct virt *v, const char *pool, const char *vol, int fd, l
 int virt_vol_overlay(struct virt *v, const char *pool, const char *vol, const char *backing, long long capacity,
 		     char **why);
 int virt_vol_delete(struct virt *v, const char *pool, const char *vol, char **why);
-/* A qcow2 volume's virtual size grown to capacity bytes (libvirt's qemu-img resize there; never shrunk); -EINVAL: not qcow2 to libvirt. */
+/*
+ * A qcow2 volume's virtual size grown to capacity bytes (libvirt's qemu-img
+ * resize there; never shrunk): 1 grown, 0 it was that large; -EINVAL: not
+ * qcow2 to libvirt.
+ */
 int virt_vol_grow_qcow2(struct virt *v, const char *pool, const char *vol, long long capacity, char **why);
 /* The whole volume written to fd (a new file), through a virStream in bounded chunks, holes kept; -errno with *why. */
 int virt_vol_download(struct virt *v, const char *pool, const char *vol, int fd, char **why);

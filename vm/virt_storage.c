@@ -309,11 +309,11 @@ int virt_vol_grow_qcow2(struct virt *v, const char *pool, const char *vol, long 
 		r = -EINVAL;
 	} else if (virStorageVolGetInfo(s, &info) < 0) {
 		r = virt_last_error("cannot read a volume's capacity", why);
-	} else if ((long long)info.capacity < capacity && virStorageVolResize(s, (unsigned long long)capacity, 0) < 0) {
-		r = virt_last_error("cannot grow a volume", why);
+	} else if ((long long)info.capacity < capacity) {
+		r = virStorageVolResize(s, (unsigned long long)capacity, 0) < 0 ? virt_last_error("cannot grow a volume", why) : 1;
 	}
 	virStorageVolFree(s);
-	if (r == 0)
+	if (r >= 0)
 		log_debug("libvirt: volume %s/%s at least %lld bytes (%s)", pool, vol, capacity, virt_uri(v));
 	return r;
 }

@@ -18,9 +18,10 @@
  *   hosts.c      one libvirt connection per hypervisor host (#15); the host ops
  *   remote_disks.c  an agent's disks on another host: the fleet pool, images uploaded once
  *   remote_console.c  a remote guest's serial console streamed into its console log here
+ *   remote_boot.c  before a remote agent's boot: its boot image there, its memory disk's size
  *   move.c       fleetctl move: an agent's disks, domain and snapshots to another host, on a worker
  * All of it runs on fleetd's loop thread, bar snapshots.c's, move.c's, memdisk.c's, disk_backup.c's and
- * provision.c's (a remote create's) workers (which
+ * provision.c's (a remote create's) and remote_boot.c's workers (which
  * touch only their jobs) and virt.c's libvirt event thread.
  */
 #ifndef FLEET_VM_INTERNAL_H
@@ -81,6 +82,7 @@ struct vm {
 	bool busy;			/* a snapshot or restore is under way */
 	int memdisk_mib;		/* its memory disk's size as last made, grown or read (0: unknown; a revert forgets it) */
 	struct vm_remote_console *console;	/* a remote guest's console stream into its log (remote_console.c) */
+	bool remote_boot_ready;		/* remote_boot.c's work for the start that waits is done */
 	struct vm *next;
 };
 
@@ -221,6 +223,16 @@ int vm_remote_image(struct vm_backend *b, struct virt *v, const char *id, char *
  */
 int vm_remote_disks_make(struct vm_backend *b, struct virt *v, const struct agent *a, const char *id,
 			 const char *seed, const char *memdisk, char **why);
+/* fd (a regular file, opened just now: read from its start) uploaded as the agent's FILE there, replacing one; -errno with *why. */
+int vm_remote_upload_fd(struct virt *v, const char *agent, const char *file, int fd, char **why);
+/*
+ * The definition of a's domain on v's host (uuid NULL: a new domain): its
+ * disk, seed and memory disk volumes, its disk on image's base, the kernel
+ * and initramfs of boot_image (NULL: image's), each uploaded there already.
+ * Caller frees *ret; -errno with *why.
+ */
+int vm_remote_domain_xml(struct vm_backend *b, struct virt *v, const struct agent *a, const char *image,
+			 const char *boot_image, const char *uuid, char **ret, char **why);
 /* 0 for a local agent; for one elsewhere -EOPNOTSUPP, *why (if why) saying what is not built there. */
 int vm_remote_refuse(const struct agent *a, const char *what, char **why);
 /* The path there of the image's FILE (vmlinuz, initramfs.img, base.qcow2); -errno with *why. */
@@ -264,6 +276,16 @@ void vm_remote_console_close(struct vm *v);
 void vm_remote_console_ensure(struct vm *v);
 /* From the console timer: every running remote agent without a stream gets one, and the cap. */
 void vm_remote_consoles_tick(struct vm_backend *b);
+
+/* remote_boot.c */
+/*
+ * Before a remote agent's boot (off: its domain is shut off): 0 nothing to
+ * do (boot now), 1 a worker brings its domain to its boot image (uploaded
+ * there once) and its memory disk to its quota's size, then calls done on
+ * the loop (v busy meanwhile); -errno with *why.
+ */
+int vm_remote_boot_prepare(struct vm *v, const struct agent *a, bool off,
+			   void (*done)(struct vm *v, int r, const char *why, void *userdata), void *userdata, char **why);
 
 /* upgrade.c */
 static inline void agent_images_clearp(struct agent_images *im)

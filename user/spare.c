@@ -20,6 +20,13 @@
  * SPARES_MAX other agents' spares are newer. It is named fleet-spare until
  * it has its command: no keeper (is_keeper) and no agent process
  * (user_agent_busy) counts it.
+ *
+ * Spares are cloned on a thread of their own (the maker), not on the loop:
+ * the clone into new namespaces held fleetd 1.5-12 ms, while the command
+ * that asked for the spare was starting and its output waiting. The maker
+ * lives until the backend shuts down; a spare's PR_SET_PDEATHSIG is tied
+ * to it (the thread that cloned it), so spares and the commands they took
+ * still die with fleetd.
  */
 #include "user/internal.h"
 
@@ -27,6 +34,7 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,9 +60,10 @@ struct spare {
 	struct user_launch_spec spec;
 	char *home, *netns_path, *resolv_conf;
 	int cg_fds[USER_LAUNCH_MAX_CGROUPS];
+	bool making;			/* the maker has it: only the maker touches spec and proc */
+	bool dropped;			/* dropped while making: freed once made */
 	bool launched;
 	struct user_launch_proc proc;
-	struct event *ev_make;		/* pending: launch it */
 	struct event *ev_idle;		/* launched: drop it when unused for SPARE_IDLE_S */
 	struct event *ev_dead;		/* launched: its pidfd, readable when it died unused */
 };
@@ -62,6 +71,17 @@ struct spare {
 static struct spare *spares;
 static int mounts_fd = -1;
 static unsigned mounts_gen;
+
+/* The maker thread: struct spare pointers in on req, struct made out on rep (read on the loop). */
+static pthread_t maker;
+static bool maker_up;
+static int maker_req[2] = { -1, -1 }, maker_rep[2] = { -1, -1 };
+static struct event *ev_made;
+
+struct made {
+	struct spare *s;
+	int r;	/* user_launch's */
+};
 
 /*
  * A number that changes whenever fleetd's mount table does: a spare's
@@ -81,12 +101,12 @@ static unsigned mounts_generation(void)
 	return mounts_gen;
 }
 
+static void on_spare_gone(evutil_socket_t fd, short what, void *arg);
+
 static void spare_free(struct spare *s)
 {
 	int status;
 
-	if (s->ev_make)
-		event_free(s->ev_make);
 	if (s->ev_idle)
 		event_free(s->ev_idle);
 	if (s->ev_dead)
@@ -129,23 +149,132 @@ static struct spare *spare_find(const char *agent)
 	return s;
 }
 
+/* Out of the list and gone: now, or once the maker is done with it. */
+static void spare_discard(struct spare *s)
+{
+	spare_unlink(s);
+	if (s->making)
+		s->dropped = true;	/* on_made frees it */
+	else
+		spare_free(s);
+}
+
 void spare_drop(const char *agent)
 {
 	struct spare *s = spare_find(agent);
 
-	if (!s)
+	if (s)
+		spare_discard(s);
+}
+
+/* A spare the maker launched (or could not), on the loop. */
+static void spare_made(const struct made *m)
+{
+	struct spare *s = m->s;
+	struct timeval idle = { SPARE_IDLE_S, 0 };
+
+	s->making = false;
+	s->launched = m->r == 0;
+	for (size_t i = 0; i < s->spec.n_cgroup_fds; i++)
+		close(s->cg_fds[i]);
+	s->spec.n_cgroup_fds = 0;
+	if (s->dropped) {
+		spare_free(s);	/* not in the list any more */
 		return;
-	spare_unlink(s);
-	spare_free(s);
+	}
+	if (m->r < 0) {
+		log_debug("agent '%s': no spare sandbox: %s", s->agent, strerror(-m->r));
+		spare_unlink(s);
+		spare_free(s);
+		return;
+	}
+	s->ev_dead = event_new(us->f->base, s->proc.pidfd, EV_READ, on_spare_gone, s);
+	s->ev_idle = evtimer_new(us->f->base, on_spare_gone, s);
+	event_add(s->ev_dead, NULL);
+	evtimer_add(s->ev_idle, &idle);
+}
+
+static void on_made(evutil_socket_t fd, short what, void *arg)
+{
+	struct made m;
+
+	(void)what;
+	(void)arg;
+	/* Whole records: a pipe write of this size is atomic. */
+	while (read(fd, &m, sizeof(m)) == (ssize_t)sizeof(m))
+		spare_made(&m);
+}
+
+static void *maker_main(void *arg)
+{
+	sigset_t all;
+
+	(void)arg;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, NULL);	/* signals are the loop's */
+	for (;;) {
+		struct spare *s;
+		struct made m;
+		ssize_t n = read(maker_req[0], &s, sizeof(s));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n != (ssize_t)sizeof(s) || !s)
+			return NULL;	/* shutdown */
+		m.s = s;
+		m.r = user_launch(&s->spec, &s->proc);
+		while (write(maker_rep[1], &m, sizeof(m)) < 0 && errno == EINTR)
+			;
+	}
+}
+
+/* Start the maker once; false if it cannot run (no spares then). */
+static bool maker_start(struct fleetd *f)
+{
+	if (maker_up)
+		return true;
+	if (pipe2(maker_req, O_CLOEXEC) < 0)
+		return false;
+	if (pipe2(maker_rep, O_CLOEXEC | O_NONBLOCK) < 0) {
+		close(maker_req[0]);
+		close(maker_req[1]);
+		return false;
+	}
+	if (pthread_create(&maker, NULL, maker_main, NULL) != 0) {
+		for (int i = 0; i < 2; i++) {
+			close(maker_req[i]);
+			close(maker_rep[i]);
+		}
+		return false;
+	}
+	ev_made = event_new(f->base, maker_rep[0], EV_READ | EV_PERSIST, on_made, NULL);
+	event_add(ev_made, NULL);
+	maker_up = true;
+	return true;
 }
 
 void spares_shutdown(void)
 {
-	while (spares) {
-		struct spare *s = spares;
+	while (spares)
+		spare_discard(spares);
+	if (maker_up) {
+		/* The maker finishes what it has, then stops: what it made is dropped here. */
+		struct spare *none = NULL;
+		int fl;
 
-		spares = s->next;
-		spare_free(s);
+		(void)!write(maker_req[1], &none, sizeof(none));
+		pthread_join(maker, NULL);
+		if ((fl = fcntl(maker_rep[0], F_GETFL)) >= 0)
+			(void)fcntl(maker_rep[0], F_SETFL, fl | O_NONBLOCK);
+		on_made(maker_rep[0], EV_READ, NULL);
+		event_free(ev_made);
+		ev_made = NULL;
+		for (int i = 0; i < 2; i++) {
+			close(maker_req[i]);
+			close(maker_rep[i]);
+			maker_req[i] = maker_rep[i] = -1;
+		}
+		maker_up = false;
 	}
 	if (mounts_fd >= 0)
 		close(mounts_fd);
@@ -170,39 +299,12 @@ static void on_spare_gone(evutil_socket_t fd, short what, void *arg)
 	spare_free(s);
 }
 
-static void on_spare_make(evutil_socket_t fd, short what, void *arg)
-{
-	struct spare *s = arg;
-	struct timeval idle = { SPARE_IDLE_S, 0 };
-	int r;
-
-	(void)fd;
-	(void)what;
-	event_free(s->ev_make);
-	s->ev_make = NULL;
-	s->mounts_gen = mounts_generation();
-	if ((r = user_launch(&s->spec, &s->proc)) < 0) {
-		log_debug("agent '%s': no spare sandbox: %s", s->agent, strerror(-r));
-		spare_unlink(s);
-		spare_free(s);
-		return;
-	}
-	s->launched = true;
-	for (size_t i = 0; i < s->spec.n_cgroup_fds; i++)
-		close(s->cg_fds[i]);
-	s->spec.n_cgroup_fds = 0;
-	s->ev_dead = event_new(us->f->base, s->proc.pidfd, EV_READ, on_spare_gone, s);
-	s->ev_idle = evtimer_new(us->f->base, on_spare_gone, s);
-	event_add(s->ev_dead, NULL);
-	evtimer_add(s->ev_idle, &idle);
-}
-
 void spare_want(struct fleetd *f, const char *agent, const struct user_launch_spec *spec)
 {
 	struct spare *s;
 	size_t n = 0;
 
-	if (spare_find(agent))
+	if (spare_find(agent) || !maker_start(f))
 		return;
 	s = xcalloc(1, sizeof(*s));
 	if (!(s->key = user_launch_key(spec))) {
@@ -215,7 +317,9 @@ void spare_want(struct fleetd *f, const char *agent, const struct user_launch_sp
 		.rlimit_nofile = spec->rlimit_nofile, .tmp_size_mib = spec->tmp_size_mib,
 		.shared_dirs = spec->shared_dirs, .n_shared_dirs = spec->n_shared_dirs,	/* us->shared_dirs: fleetd's */
 		.stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
-		.die_with_parent = true, .init_path = spec->init_path, .spare = true,
+		.die_with_parent = true, .spare = true,
+		/* found here, not on the maker: user_launch_init_path caches without a lock */
+		.init_path = spec->init_path ? spec->init_path : user_launch_init_path(),
 	};
 	s->spec.home = s->home = xstrdup(spec->home);
 	s->spec.netns_path = s->netns_path = spec->netns_path ? xstrdup(spec->netns_path) : NULL;
@@ -228,20 +332,24 @@ void spare_want(struct fleetd *f, const char *agent, const struct user_launch_sp
 		s->spec.n_cgroup_fds = i + 1;
 	}
 	s->spec.cgroup_fds = s->cg_fds;
-	/* Made on the loop, once what asked for it is done: the clone holds fleetd for a moment. */
-	s->ev_make = evtimer_new(f->base, on_spare_make, s);
-	event_active(s->ev_make, EV_TIMEOUT, 0);
+	/* The oldest go beyond SPARES_MAX. */
+	for (struct spare *o = spares, *next; o; o = next) {
+		next = o->next;
+		if (++n >= SPARES_MAX)
+			spare_discard(o);
+	}
+	s->mounts_gen = mounts_generation();
+	s->making = true;
 	s->next = spares;
 	spares = s;
-	/* The oldest go beyond SPARES_MAX. */
-	for (struct spare **p = &spares; *p;) {
-		if (++n > SPARES_MAX) {
-			struct spare *old = *p;
+	{
+		ssize_t w;
 
-			*p = old->next;
-			spare_free(old);
-		} else {
-			p = &(*p)->next;
+		while ((w = write(maker_req[1], &s, sizeof(s))) < 0 && errno == EINTR)
+			;
+		if (w != (ssize_t)sizeof(s)) {
+			s->making = false;
+			spare_discard(s);
 		}
 	}
 }
@@ -254,7 +362,7 @@ int spare_take(const char *agent, const struct user_launch_spec *spec, struct us
 	int r;
 
 	if (!s || !s->launched)
-		return -ENOENT;	/* none, or not made yet: a fresh launch is as fast */
+		return -ENOENT;	/* none, or the maker is at it: a fresh launch is as fast */
 	spare_unlink(s);
 	key = user_launch_key(spec);
 	p = (struct pollfd){ .fd = s->proc.pidfd, .events = POLLIN };

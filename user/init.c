@@ -507,6 +507,9 @@ _noreturn_ static void launch_init(struct launch_prep *p)
 			child_fail(rep, LAUNCH_STAGE_FORK, errno);
 		if (payload == 0)
 			launch_payload(p);
+		/* A spare that took its command is a sandbox like any other; only now, with a child (is_keeper). */
+		if (s->spare)
+			(void)prctl(PR_SET_NAME, "fleet-init");
 	}
 	{
 		struct user_launch_report r = { LAUNCH_REPORT_READY, 0, 0 };
@@ -745,7 +748,6 @@ static void await_command(struct launch_prep *p)
 	prep_secrets_opts(p);
 	if (s->n_files > 0)
 		write_secret_files(p);
-	(void)prctl(PR_SET_NAME, "fleet-init");	/* a sandbox with a command, like any other */
 }
 
 /* The signals we inherited as ignored, from /proc/self/status (common/procstatus.h); false: unknown. */

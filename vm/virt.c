@@ -666,6 +666,7 @@ int virt_domain_usage_all(struct virt *v, const char *prefix, struct virt_domain
 int virt_network_ensure(struct virt *v, const char *name, const char *xml, char **why)
 {
 	virNetworkPtr net;
+	bool defined = false;
 	int r;
 
 	if ((r = virt_connect(v, why)) < 0)
@@ -675,17 +676,74 @@ int virt_network_ensure(struct virt *v, const char *name, const char *xml, char 
 		net = virNetworkDefineXML(v->conn, xml);
 		if (!net)
 			return last_error("cannot define network", why);
+		defined = true;
 		log_info("libvirt: defined network %s", name);
 		if (virNetworkSetAutostart(net, 1) < 0)
 			log_debug("libvirt: cannot autostart network %s: %s", name, virGetLastErrorMessage());
 	}
 	if (virNetworkIsActive(net) != 1 && virNetworkCreate(net) < 0) {
 		r = last_error("cannot start network", why);
+		/* One this call defined and that cannot start (its subnet taken there) is not left behind. */
+		if (defined && virNetworkUndefine(net) == 0)
+			log_info("libvirt: undefined network %s again", name);
 		virNetworkFree(net);
 		return r;
 	}
 	virNetworkFree(net);
 	return 0;
+}
+
+int virt_network_xml(struct virt *v, const char *name, char **ret, char **why)
+{
+	virNetworkPtr net;
+	char *xml;
+	int r;
+
+	if ((r = virt_connect(v, why)) < 0)
+		return r;
+	if (!(net = virNetworkLookupByName(v->conn, name)))
+		return last_error("cannot find network", why);
+	xml = virNetworkGetXMLDesc(net, 0);
+	r = xml ? 0 : last_error("cannot read network", why);
+	virNetworkFree(net);
+	if (r == 0) {
+		*ret = xstrdup(xml);
+		free(xml);
+	}
+	return r;
+}
+
+int virt_nwfilter_define(struct virt *v, const char *xml, char **why)
+{
+	virNWFilterPtr f;
+	int r;
+
+	if ((r = virt_connect(v, why)) < 0)
+		return r;
+	/* A filter of that name is replaced, and libvirt applies it again to every running guest that uses it. */
+	if (!(f = virNWFilterDefineXML(v->conn, xml)))
+		return last_error("cannot define network filter", why);
+	virNWFilterFree(f);
+	return 0;
+}
+
+int virt_nwfilter_undefine(struct virt *v, const char *name, char **why)
+{
+	virNWFilterPtr f;
+	int r;
+
+	if ((r = virt_connect(v, why)) < 0)
+		return r;
+	if (!(f = virNWFilterLookupByName(v->conn, name))) {
+		virErrorPtr e = virGetLastError();
+
+		if (e && e->code == VIR_ERR_NO_NWFILTER)
+			return -ENOENT;
+		return last_error("cannot find network filter", why);
+	}
+	r = virNWFilterUndefine(f) < 0 ? last_error("cannot undefine network filter", why) : 0;
+	virNWFilterFree(f);
+	return r;
 }
 
 /* virDomainSnapshotCreateXML: a new snapshot and a redefined one are the same call with other XML and flags. */

@@ -212,7 +212,7 @@ static void start_memdisk_made(struct vm *v, int r, const char *why, void *userd
 
 /*
  * On a host other than local its disks are volumes there (remote_disks.c),
- * with no memory disk and no egress rules (no NAT there); its control
+ * a NAT guest's rules its network filter there (remote_nat.c); its control
  * channel is streamed over that host's connection (channel.c). -errno with *why.
  */
 static int start_remote(struct vm *v, const struct agent *a, enum virt_state st, backend_done_fn done, void *userdata,
@@ -227,6 +227,9 @@ static int start_remote(struct vm *v, const struct agent *a, enum virt_state st,
 			v->stopping = true;	/* clearing a crashed domain is not another crash */
 			(void)virt_domain_destroy(v->virt, dom, NULL);
 		}
+		/* Its network there may be gone since create (net-destroy, a reboot), its filter too: both first. */
+		if (a->network == NETWORK_NAT && (r = vm_remote_nat_apply(v->virt, a->name, a->egress_allow, why)) < 0)
+			return r;
 		/* Paused until its console streams here (remote_console.c), so its log holds the whole boot. */
 		if ((r = virt_domain_start_paused(v->virt, dom, why)) < 0)
 			return r;

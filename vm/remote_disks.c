@@ -288,5 +288,6 @@ int vm_remote_files(struct virt *v, const struct agent *a, const char *id, struc
 	}
 	/* KVM where that host's libvirt offers it; fleetd's own host's finding says nothing about it. */
 	ret->domain_type = virt_kvm(v) ? "kvm" : "qemu";
+	ret->remote_nat = a->network == NETWORK_NAT;
 	return 0;
 }

@@ -39,8 +39,8 @@ host2_start() {
 	local ns1=("$VMNS_PID" "$VMNS_DIR" "$VMNS_VARLIB" "$VMNS_ID") rc
 	# shellcheck disable=SC2034 # VMNS_BEFORE_DAEMONS, VMNS_LIBVIRTD_ARGS: read by vmns_start
 	case "$H2_TRANSPORT" in
-	tcp) VMNS_BEFORE_DAEMONS=_h2_net_setup VMNS_LIBVIRTD_ARGS=--listen ;;
-	unix) VMNS_BEFORE_DAEMONS='' VMNS_LIBVIRTD_ARGS='' ;;
+	tcp) VMNS_BEFORE_DAEMONS=_h2_before_tcp VMNS_LIBVIRTD_ARGS=--listen ;;
+	unix) VMNS_BEFORE_DAEMONS=_h2_no_kvm VMNS_LIBVIRTD_ARGS='' ;;
 	*) fail_all "H2_TRANSPORT=$H2_TRANSPORT: tcp or unix" ;;
 	esac
 	_H2_NS1_PID=$VMNS_PID
@@ -60,6 +60,17 @@ host2_start() {
 		H2_URI="qemu+unix:///system?socket=/proc/${H2[0]}/root/run/libvirt/libvirt-sock"
 	fi
 }
+
+# h2 runs its guests under TCG, as vmfleet_setup --tcg makes the first one do: on some
+# development machines /dev/kvm answers its ioctls but a KVM guest never leaves its
+# kernel's decompressor, and fleet's KVM watchdog covers fleetd's own host only
+# (docs/multi-host.md). /dev/null over /dev/kvm in h2's mount namespace: its libvirtd
+# and QEMU find no KVM, on every machine alike.
+_h2_no_kvm() {
+	[ -e /dev/kvm ] || return 0
+	nsenter -t "$VMNS_PID" -m -- mount --bind /dev/null /dev/kvm
+}
+_h2_before_tcp() { _h2_no_kvm && _h2_net_setup; }
 
 # Run by vmns_start inside h2's new namespace, before its libvirtd starts
 # (VMNS_PID and VMNS_DIR are h2's): the veth pair, made inside the first

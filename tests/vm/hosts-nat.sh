@@ -103,6 +103,8 @@ is "$(filters)" "fleet-agent-$A fleet-agent-$B " "$A's filter is defined on h2 t
 filter_a=$(virsh_h2 nwfilter-dumpxml "fleet-agent-$A")
 like "$filter_a" "dstipaddr='198.51.100.2'.*dstportstart='8080'" "it lets 198.51.100.2:8080 through"
 check "nothing of them is in fleetd's own host's firewall" -- sh -c "! nsenter -t $VMNS_PID -m -n -- nft list chain bridge fleet agent-$A >/dev/null 2>&1"
+like "$("$FLEETCTL" doctor 2>&1)" "OK +firewall +no agent has --network nat here" \
+	"doctor wants no firewall rules here for NAT agents on another host"
 
 pids=()
 for n in $A $B; do "$FLEETCTL" start $n >"$TEST_TMP/start.$n" 2>&1 & pids+=($!); done

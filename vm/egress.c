@@ -120,11 +120,17 @@ static void refresh_collect(struct egress_refresh *r, void *ctx)
 
 	if (b->host->list_agents(b->f, BACKEND_VM, &list) < 0)
 		return;
-	/* A remote agent's host rides in iface: its filter is defined there (only while its connection is open). */
-	for (struct agent **a = list; *a; a++)
+	/*
+	 * A remote agent's host rides in iface: its filter is defined there, only
+	 * while that host's connection is up (a reconnect is the loop's to make).
+	 */
+	for (struct agent **a = list; *a; a++) {
+		struct virt *v = vm_agent_remote(*a) ? vm_host_virt_if_open(b, (*a)->host) : NULL;
+
 		if ((*a)->network == NETWORK_NAT && (*a)->egress_allow &&
-		    (!vm_agent_remote(*a) || vm_host_virt_if_open(b, (*a)->host)))
+		    (!vm_agent_remote(*a) || (v && virt_is_connected(v))))
 			egress_refresh_add(r, (*a)->name, vm_agent_remote(*a) ? (*a)->host : NULL, (*a)->egress_allow);
+	}
 	agent_list_free(list);
 }
 

@@ -21,6 +21,7 @@
 #include "core/listener.h"
 #include "core/memory.h"
 #include "model/fleetd.h"
+#include "model/host.h"
 #include "store/db.h"
 #include "vm/images.h"
 
@@ -198,11 +199,13 @@ static void check_firewall(struct agent **agents, size_t n, struct doctor_report
 {
 	size_t nat = 0;
 
+	/* A VM agent on another host has its rules in a network filter there (docs/multi-host.md), none here. */
 	for (size_t i = 0; i < n; i++)
-		nat += agents[i]->network == NETWORK_NAT;
+		nat += agents[i]->network == NETWORK_NAT &&
+		       (!agents[i]->host || strcmp(agents[i]->host, HOST_LOCAL) == 0);
 	if (nat == 0) {
 		doctor_add(r, "firewall", DOCTOR_OK, NULL,
-			   "no agent has --network nat: fleet needs no firewall rules");
+			   "no agent has --network nat here: fleet needs no firewall rules");
 		return;
 	}
 	if (firewall_base_present())

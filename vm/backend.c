@@ -254,7 +254,7 @@ static void start_memdisk_made(struct vm *v, int r, const char *why, void *userd
 
 /*
  * On a host other than local its disks are volumes there (remote_disks.c),
- * with no memory disk and no egress rules (no NAT there); its control
+ * a NAT guest's rules its network filter there (remote_nat.c); its control
  * channel is streamed over that host's connection (channel.c). -errno with *why.
  */
 /* The type a defined domain boots as ("kvm" or "qemu"), from its definition; "qemu" if unknown. */
@@ -317,6 +317,9 @@ static int start_remote(struct vm *v, const struct agent *a, enum virt_state st,
 			v->stopping = true;	/* clearing a crashed domain is not another crash */
 			(void)virt_domain_destroy(v->virt, dom, NULL);
 		}
+		/* Its network there may be gone since create (net-destroy, a reboot), its filter too: both first. */
+		if (a->network == NETWORK_NAT && (r = vm_remote_nat_apply(v->virt, a->name, a->egress_allow, why)) < 0)
+			return r;
 		if ((r = vm_remote_boot(v, a, why)) < 0)
 			return r;
 		log_info("agent '%s': domain %s started on host %s (%s); waiting for its control channel", a->name, dom,

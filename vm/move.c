@@ -427,9 +427,9 @@ int vm_move(struct fleetd *f, const struct agent *a, const char *host, backend_d
 
 	if (!b)
 		return *why = xstrdup("the vm backend is not running"), -EOPNOTSUPP;
-	if (!host_is_local(host) && a->network == NETWORK_NAT) {
-		*why = xasprintf("--network nat on host %s is not built yet: its egress rules live in fleetd's own "
-				 "host's firewall (docs/multi-host.md)", host);
+	if ((!host_is_local(host) || vm_agent_remote(a)) && a->network == NETWORK_NAT) {
+		*why = xasprintf("a move of a --network nat agent between hosts is not built yet: its rules are fleetd's "
+				 "firewall on local and a network filter on any other host (docs/multi-host.md)");
 		return -EOPNOTSUPP;
 	}
 	/* What an earlier move that was cut short left there goes first (its record says where). */

@@ -147,15 +147,22 @@ char *vm_domain_xml_files(struct vm_backend *b, const struct agent *a, const str
 				 : xstrdup("      <source mode='bind'/>\n");
 	if (a->network == NETWORK_NAT) {
 		char tap[FIREWALL_TAP_SIZE];
+		_cleanup_free_ char *filter = files->remote_nat ? vm_remote_nat_filter(a->name) : NULL;
+		_cleanup_free_ char *filterref = filter ? xasprintf("      <filterref filter='%s'/>\n", filter) : NULL;
 
-		/* A tap named by fleet: its egress rules match it (backend/firewall.h). */
+		/*
+		 * A tap named by fleet: its egress rules match it (backend/firewall.h);
+		 * on another host its network filter there holds them (remote_nat.c).
+		 */
 		firewall_vm_tap(a->name, tap);
 		nic = xasprintf("    <interface type='network'>\n"
-				"      <source network='" NETWORK_NAME "'/>\n"
+				"      <source network='%s'/>\n"
 				"      <target dev='%s'/>\n"
 				"      <model type='virtio'/>\n"
+				"%s"
 				"      <port isolated='yes'/>\n"
-				"    </interface>\n", tap);
+				"    </interface>\n", files->remote_nat ? REMOTE_NAT_NETWORK : NETWORK_NAME, tap,
+				filterref ? filterref : "");
 	}
 	/* Agent names are [a-z][a-z0-9-]*, paths are ours or libvirt's volumes ([A-Za-z0-9/._-]): no escaping needed. */
 	return xasprintf(
@@ -260,6 +267,9 @@ static int remote_make(struct remote_job *j, char **why)
 	(void)unlink(memdisk);	/* its copy is the volume there, as for an agent moved there */
 	if (r < 0)
 		return r;
+	/* A NAT guest's network there and its filter, before a domain names them. */
+	if (a->network == NETWORK_NAT && (r = vm_remote_nat_apply(j->virt, a->name, a->egress_allow, why)) < 0)
+		goto fail;
 	if ((r = vm_remote_files(j->b, j->virt, a, j->id, &files, why)) < 0)
 		goto fail;
 	xml = vm_domain_xml_files(j->b, a, &files, NULL);
@@ -269,6 +279,8 @@ static int remote_make(struct remote_job *j, char **why)
 	return 0;
 fail:
 	vm_remote_disks_remove(j->virt, a->name);
+	if (a->network == NETWORK_NAT)
+		vm_remote_nat_remove(j->virt, a->name);
 	return r;
 }
 
@@ -347,12 +359,6 @@ static int provision_here(struct fleetd *f, const struct agent *a, struct remote
 
 	if (!virt)
 		return -ENOTCONN;
-	/* A NAT guest's egress rules are fleetd's host's firewall: they would not hold a guest elsewhere. */
-	if (remote && a->network == NETWORK_NAT) {
-		*why = xasprintf("--network nat on host %s is not built yet: its egress rules live in fleetd's own "
-				 "host's firewall (docs/multi-host.md); use --network none there", a->host);
-		return -EOPNOTSUPP;
-	}
 	/* Its own copy of the image as built: a later rebuild in image_dir leaves this agent alone. */
 	if ((r = image_import(b->state_dir, b->image_dir, id, why)) < 0)
 		return r;
@@ -519,7 +525,10 @@ int vm_destroy(struct fleetd *f, const struct agent *a, bool force, char **why)
 		vm_remote_disks_remove(virt, a->name);
 	vm_remove_tree(dir);
 	vm_remove_tree(keys);
-	if (a->network == NETWORK_NAT) {
+	if (a->network == NETWORK_NAT && vm_agent_remote(a)) {
+		/* Its rules were its filter there; the network stays for the host's other agents. */
+		vm_remote_nat_remove(virt, a->name);
+	} else if (a->network == NETWORK_NAT) {
 		_cleanup_free_ char *fwhy = NULL;
 
 		/* The guest is gone: a leftover chain would only wait for a tap of the same name. */

@@ -305,6 +305,7 @@ int vm_remote_files(struct vm_backend *b, struct virt *v, const struct agent *a,
 	}
 	/* KVM where that host's libvirt offers it and it was not found to run no guest (channel.c). */
 	ret->domain_type = vm_host_domain_type(b, a->host, v);
+	ret->remote_nat = a->network == NETWORK_NAT;
 	return 0;
 }
 

@@ -742,6 +742,7 @@ int virt_network_ensure(struct virt *v, const char *name, const char *xml, char 
 {
 	_cleanup_conn_ virConnectPtr c = NULL;
 	virNetworkPtr net;
+	bool defined = false;
 	int r;
 
 	if ((r = conn_ref(v, &c, why)) < 0)
@@ -751,17 +752,77 @@ int virt_network_ensure(struct virt *v, const char *name, const char *xml, char 
 		net = virNetworkDefineXML(c, xml);
 		if (!net)
 			return last_error("cannot define network", why);
+		defined = true;
 		log_info("libvirt: defined network %s", name);
 		if (virNetworkSetAutostart(net, 1) < 0)
 			log_debug("libvirt: cannot autostart network %s: %s", name, virGetLastErrorMessage());
 	}
 	if (virNetworkIsActive(net) != 1 && virNetworkCreate(net) < 0) {
 		r = last_error("cannot start network", why);
+		/* One this call defined and that cannot start (its subnet taken there) is not left behind. */
+		if (defined && virNetworkUndefine(net) == 0)
+			log_info("libvirt: undefined network %s again", name);
 		virNetworkFree(net);
 		return r;
 	}
 	virNetworkFree(net);
 	return 0;
+}
+
+int virt_network_xml(struct virt *v, const char *name, char **ret, char **why)
+{
+	_cleanup_conn_ virConnectPtr c = NULL;
+	virNetworkPtr net;
+	char *xml;
+	int r;
+
+	if ((r = conn_ref(v, &c, why)) < 0)
+		return r;
+	if (!(net = virNetworkLookupByName(c, name)))
+		return last_error("cannot find network", why);
+	xml = virNetworkGetXMLDesc(net, 0);
+	r = xml ? 0 : last_error("cannot read network", why);
+	virNetworkFree(net);
+	if (r == 0) {
+		*ret = xstrdup(xml);
+		free(xml);
+	}
+	return r;
+}
+
+int virt_nwfilter_define(struct virt *v, const char *xml, char **why)
+{
+	_cleanup_conn_ virConnectPtr c = NULL;
+	virNWFilterPtr f;
+	int r;
+
+	if ((r = conn_ref(v, &c, why)) < 0)
+		return r;
+	/* A filter of that name is replaced, and libvirt applies it again to every running guest that uses it. */
+	if (!(f = virNWFilterDefineXML(c, xml)))
+		return last_error("cannot define network filter", why);
+	virNWFilterFree(f);
+	return 0;
+}
+
+int virt_nwfilter_undefine(struct virt *v, const char *name, char **why)
+{
+	_cleanup_conn_ virConnectPtr c = NULL;
+	virNWFilterPtr f;
+	int r;
+
+	if ((r = conn_ref(v, &c, why)) < 0)
+		return r;
+	if (!(f = virNWFilterLookupByName(c, name))) {
+		virErrorPtr e = virGetLastError();
+
+		if (e && e->code == VIR_ERR_NO_NWFILTER)
+			return -ENOENT;
+		return last_error("cannot find network filter", why);
+	}
+	r = virNWFilterUndefine(f) < 0 ? last_error("cannot undefine network filter", why) : 0;
+	virNWFilterFree(f);
+	return r;
 }
 
 /* virDomainSnapshotCreateXML: a new snapshot and a redefined one are the same call with other XML and flags. */

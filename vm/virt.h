@@ -91,8 +91,20 @@ struct virt_domain_usage {
  */
 int virt_domain_usage_all(struct virt *v, const char *prefix, struct virt_domain_usage **ret, size_t *n);
 
-/* Define and start the network from xml unless one of that name is active. */
+/*
+ * Define and start the network from xml unless one of that name is active
+ * (one it defined and could not start is undefined again).
+ */
 int virt_network_ensure(struct virt *v, const char *name, const char *xml, char **why);
+/* The network's definition (caller frees); -ENOENT: none of that name. */
+int virt_network_xml(struct virt *v, const char *name, char **ret, char **why);
+/*
+ * A network filter (nwfilter) defined from xml, replacing one of its name
+ * (libvirt applies it again to the guests using it), and one undefined
+ * (-ENOENT: none; libvirt refuses while a guest uses it). 0 or -errno with *why.
+ */
+int virt_nwfilter_define(struct virt *v, const char *xml, char **why);
+int virt_nwfilter_undefine(struct virt *v, const char *name, char **why);
 
 /*
  * Internal snapshots (qcow2): of a running domain a full checkpoint (RAM and

@@ -20,8 +20,9 @@
  *   remote_console.c  a remote guest's serial console streamed into its console log here
  *   remote_boot.c  before a remote agent's boot: its boot image there, its memory disk's size
  *   move.c       fleetctl move: an agent's disks, domain and snapshots to another host, on a worker
+ *   remote_nat.c --network nat on another host: fleet's libvirt network there, a network filter per agent
  * All of it runs on fleetd's loop thread, bar snapshots.c's, move.c's, memdisk.c's, disk_backup.c's and
- * provision.c's (a remote create's) and remote_boot.c's workers (which
+ * provision.c's (a remote create's), remote_boot.c's and egress.c's name refresh (a remote NAT agent's filter) workers (which
  * touch only their jobs) and virt.c's libvirt event thread.
  */
 #ifndef FLEET_VM_INTERNAL_H
@@ -45,6 +46,10 @@
 #define CONSOLE_LOG "console.log"
 #define MEMDISK "memory.qcow2"	/* the memory store's disk, the guest's vdc (memdisk.c) */
 #define VM_POOL "fleet"		/* the storage pool on a host other than local (remote_disks.c) */
+/* NAT on a host other than local (remote_nat.c): fleet's network there, its bridge, each agent's filter. */
+#define REMOTE_NAT_NETWORK "fleet-rnat"
+#define REMOTE_NAT_BRIDGE "fleetrbr0"
+#define REMOTE_NAT_FILTER_PREFIX "fleet-agent-"
 
 struct fleetd;
 struct event;
@@ -194,6 +199,7 @@ struct vm_domain_files {
 	char *console;		/* NULL: a pty there, no file on fleetd's host */
 	char *channel;		/* the control socket; NULL: libvirt picks its path on the agent's host */
 	const char *domain_type;	/* "kvm" or "qemu"; NULL: b->domain_type (fleetd's own host's) */
+	bool remote_nat;		/* a NAT agent on another host: REMOTE_NAT_NETWORK and its filter (remote_nat.c) */
 };
 void vm_domain_files_clear(struct vm_domain_files *f);
 /* The domain definition naming files (uuid NULL: a new domain); caller frees. */
@@ -252,6 +258,24 @@ int vm_move_finish(struct fleetd *f, const struct agent *a, const char *from, ch
 int vm_move_recover_one(struct vm_backend *b, const char *agent);
 /* At start: every move cut short by a kill, so. */
 void vm_move_recover(struct vm_backend *b);
+
+/* remote_nat.c */
+/* The agent's network filter's name (REMOTE_NAT_FILTER_PREFIX + agent); caller frees. */
+char *vm_remote_nat_filter(const char *agent);
+/* REMOTE_NAT_NETWORK on v's host, defined (a /24 fleet chooses there) and started; its gateway and prefix. */
+int vm_remote_nat_network(struct virt *v, char gw[16], int *prefix, char **why);
+/*
+ * The agent's filter (libvirt's nwfilter XML; caller frees) for the network
+ * gw/prefix, the host's own addresses host_addrs (NULL-terminated) and the
+ * list egress_allow (NULL: none; names resolved now, blocking). NULL with
+ * *why when the list does not parse.
+ */
+char *vm_remote_nat_filter_xml(const char *agent, const char *gw, int prefix, const char *const *host_addrs,
+			       const char *egress_allow, char **why);
+/* The network ensured and the agent's filter defined on v's host (blocking: names resolved); -errno with *why. */
+int vm_remote_nat_apply(struct virt *v, const char *agent, const char *egress_allow, char **why);
+/* The agent's filter undefined there (its guest gone); the network stays for other agents. Logged, never fails. */
+void vm_remote_nat_remove(struct virt *v, const char *agent);
 
 /* console.c */
 /* The newest max bytes of the agent's console; missing files read as empty; -errno (-EINVAL: not a regular file). */

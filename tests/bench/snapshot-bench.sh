@@ -29,7 +29,8 @@
 #
 # Usage: tests/bench/snapshot-bench.sh [--rounds R] [--quick] [--memory "MIB..."]
 #            [--churn "MIB..."] [--budget S] [--out FILE] [--keep DIR] [--debug-log]
-#   --quick    1 round, memory 256 512, churn 0 64 (about 2 minutes; the default: about 8-9)
+#   --quick    2 rounds (one with each side first), memory 256 512, churn 0 64
+#              (about 3 minutes; the default: about 8-9; --quick --rounds 1: about 80 s)
 # Also prints, in both modes, one line per row of issue #16 it measures:
 #   ratio|ROW|FLEET|BASELINE|RATIO|TARGET
 # Env (as for make check): FLEET_SRCDIR, FLEET_BUILDDIR, FLEETD, FLEETCTL, AGENTD.
@@ -50,9 +51,11 @@ while [ $# -gt 0 ]; do
 	--memory) MEMS=$2; shift 2 ;;
 	--churn) CHURNS=$2; shift 2 ;;
 	--budget) BUDGET_S=$2; shift 2 ;;
-	--quick) ROUNDS=1; MEMS="256 512"; CHURNS="0 64"; shift ;;
+	# Two rounds, not one: rounds alternate which side goes first, and with one round per point
+	# fleet went first at both points that give ratio lines (docs/benchmarks.md, 2026-12-03 10:13).
+	--quick) ROUNDS=2; MEMS="256 512"; CHURNS="0 64"; shift ;;
 	--debug-log) DEBUG_LOG=1; shift ;;
-	-h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "snapshot-bench: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done

@@ -30,7 +30,7 @@
 # Usage: tests/bench/snapshot-bench.sh [--rounds R] [--quick] [--memory "MIB..."]
 #            [--churn "MIB..."] [--budget S] [--out FILE] [--keep DIR] [--debug-log]
 #   --quick    2 rounds (one with each side first), memory 256 512, churn 0 64
-#              (about 3 minutes; the default: about 8-9; --quick --rounds 1: about 80 s)
+#              (about 90 s; the default: about 8-9 minutes; --quick --rounds 1: the old run)
 # Also prints, in both modes, one line per row of issue #16 it measures:
 #   ratio|ROW|FLEET|BASELINE|RATIO|TARGET
 # Env (as for make check): FLEET_SRCDIR, FLEET_BUILDDIR, FLEETD, FLEETCTL, AGENTD.

@@ -101,7 +101,13 @@ static void check_free(struct check *c)
 	free(c);
 }
 
-/* Report once: record the result, then tell the caller. */
+/*
+ * Report once: tell the caller, then record the result. In that order so a
+ * snapshot waiting for the verdict starts its checkpoint without waiting for
+ * this commit (an fsync); whatever the caller answers over the API is
+ * written out by the loop after this returns, so it still follows the
+ * record.
+ */
 static void check_report(struct check *c, int healthy, const char *detail)
 {
 	struct tracked *t;
@@ -116,14 +122,14 @@ static void check_report(struct check *c, int healthy, const char *detail)
 	t->passed_usec = now_usec();
 	metrics_observe(c->f, M_HEALTH_DURATION, (const char *[]){ c->ops->name, healthy == 1 ? "healthy" : "unhealthy" },
 			(now_usec() - c->t_begin) / 1e6);
-	if ((r = db_agent_set_health(c->f->db, c->agent, healthy, detail)) < 0 && r != -ENOENT)
-		log_error("agent '%s': cannot record its health: %s", c->agent, strerror(-r));
 	watch_publish(c->f, "health", c->agent, json_pack("{s:b, s:s?}", "healthy", healthy == 1, "detail", detail));
 	if (!healthy)
 		log_warning("agent '%s': health check failed: %s", c->agent, detail);
 	else
 		log_debug("agent '%s': healthy", c->agent);
 	c->done(c->userdata, healthy, detail);
+	if ((r = db_agent_set_health(c->f->db, c->agent, healthy, detail)) < 0 && r != -ENOENT)
+		log_error("agent '%s': cannot record its health: %s", c->agent, strerror(-r));
 }
 
 static void check_output(void *userdata, enum exec_stream stream, const char *data, size_t len)

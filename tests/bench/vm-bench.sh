@@ -19,6 +19,13 @@
 #      `fleetctl exec --root A -- true` against the same ssh `true`; then
 #      (not with --quick) a master as root running the very command line
 #      fleetd sends for `exec A -- true`.
+#   3. a fleet of FLEET VM agents (default 10, 2 of them running; --fleet 0:
+#      skip): `fleetctl list`, `status` and `show` with FLEET agents against
+#      with 1 (medians of REPS calls), and fleetd's start (its reconcile of
+#      every agent, until it answers) with FLEET agents against the same
+#      start on an empty state dir, measured before any domain exists; the
+#      target (issue #16) is 2 s + 20 ms per agent. The extra agents are
+#      created and left stopped, but one, which is started (TCG: few guests).
 #
 # Prints a table on stdout, then one line per row of issue #16 it measures:
 #   ratio|ROW|FLEET|BASELINE|RATIO|TARGET
@@ -26,7 +33,7 @@
 # stdout). Bounded: about 5-8 minutes on 2 cores; --quick (one provisioning
 # round, N=15, no root-line breakdown) about 1.5 minutes.
 #
-# Usage: tests/bench/vm-bench.sh [--quick] [--out FILE] [--n N] [--rounds R]
+# Usage: tests/bench/vm-bench.sh [--quick] [--out FILE] [--n N] [--rounds R] [--fleet N]
 # Env (as for make check): FLEET_SRCDIR, FLEET_BUILDDIR, FLEETD, FLEETCTL, AGENTD;
 # BOOT_S: how long the baseline guest may take to answer ssh (default 180).
 set -u
@@ -35,14 +42,16 @@ OUT=
 QUICK=
 N=50
 ROUNDS=5
+FLEET=10
 BUDGET_S=${BUDGET_S:-570}	# stop starting new work after this many seconds
 while [ $# -gt 0 ]; do
 	case $1 in
 	--out) OUT=$2; shift 2 ;;
 	--n) N=$2; shift 2 ;;
 	--rounds) ROUNDS=$2; shift 2 ;;
+	--fleet) FLEET=$2; shift 2 ;;
 	--quick) QUICK=1; N=15; ROUNDS=1; shift ;;
-	-h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "vm-bench: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -99,12 +108,38 @@ cp "$IMG/vmlinuz" "$IMG/initramfs.img" "$IMG/base.qcow2" "$STATE/images/"
 echo qemu > "$STATE/vms/virt-type"	# TCG for fleet's domains, as for the baseline's
 IMGDIR=$STATE/images
 
-vmns_exec "$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$BT/none.conf" 2>"$BT/fleetd.err" ||
-	die "fleetd did not start: $(cat "$BT/fleetd.err")"
-FLEETD_PID=$(head -1 "$STATE/fleetd.lock")
+now_us() { local t=$EPOCHREALTIME; echo "${t/./}"; }
+# fleetd_up DIR SOCK: start fleetd on state dir DIR (it returns once it answers: its reconcile
+# done); FLEETD_PID is its pid, START_US how long the start took (nsenter included, on both sides).
+fleetd_up() {
+	local t0
+	t0=$(now_us)
+	vmns_exec "$FLEETD" --state-dir "$1" --socket "$2" --config "$BT/none.conf" 2>"$BT/fleetd.err" ||
+		die "fleetd did not start: $(cat "$BT/fleetd.err")"
+	START_US=$(($(now_us) - t0))
+	FLEETD_PID=$(head -1 "$1/fleetd.lock")
+}
+fleetd_down() {
+	[ -n "$FLEETD_PID" ] || return 0
+	kill "$FLEETD_PID" 2>/dev/null
+	for _ in $(seq 300); do kill -0 "$FLEETD_PID" 2>/dev/null || break; sleep 0.05; done
+	kill -0 "$FLEETD_PID" 2>/dev/null && die "fleetd $FLEETD_PID did not stop"
+	FLEETD_PID=
+}
+# The reconcile row's baseline: fleetd's start with no agent at all (its VM backend, libvirt
+# connection and all), before any domain exists; one untimed start first, as for the N-agent starts.
+: > "$BT/start0"
+if [ "$FLEET" -gt 0 ]; then
+	mkdir -p "$BT/state0"
+	for i in 0 1 2 3; do
+		fleetd_up "$BT/state0" "$BT/fleetd0.sock"
+		[ "$i" = 0 ] || echo "$START_US" >> "$BT/start0"
+		fleetd_down
+	done
+fi
+fleetd_up "$STATE" "$SOCK"
 virsh_ns() { vmns_exec virsh -q -c qemu:///system "$@"; }
 
-now_us() { local t=$EPOCHREALTIME; echo "${t/./}"; }
 median() { sort -n | awk '{a[NR]=$1} END {if (NR == 0) print 0; else print (NR % 2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
 p95() { sort -n | awk '{a[NR]=$1} END {i=int(NR*0.95 + 0.999999); if (i<1) i=1; print (NR ? a[i] : 0)}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
@@ -342,6 +377,52 @@ if [ -z "$QUICK" ] && [ "$(left)" -gt 40 ]; then
 	master_down
 fi
 
+# --- a fleet of VM agents: list, status, show, and fleetd's start ----------------------------------
+
+: > "$BT/startN"
+fl_list1= fl_status1= fl_show1= fl_listN= fl_statusN= fl_showN= fl_exec_after=
+REPS=15; [ -z "$QUICK" ] || REPS=5
+# median_us CMD...: the median wall time (us) of REPS runs of CMD.
+median_us() {
+	: > "$BT/reps"
+	for _ in $(seq "$REPS"); do
+		local t0; t0=$(now_us); "$@" >/dev/null 2>&1; echo $(($(now_us) - t0)) >> "$BT/reps"
+	done
+	median < "$BT/reps"
+}
+if [ "$FLEET" -gt 1 ] && [ "$(left)" -gt 120 ]; then
+	# With one agent: the guest of the exec rows, running.
+	"$FLEETCTL" list >/dev/null
+	fl_list1=$(median_us "$FLEETCTL" list)
+	fl_status1=$(median_us "$FLEETCTL" status)
+	fl_show1=$(median_us "$FLEETCTL" show "$A")
+	t0=$(now_us)
+	for i in $(seq 2 "$FLEET"); do
+		"$FLEETCTL" create "fleet$i" --backend vm --memory 128 --network none --health-interval 0 \
+			--restart never >/dev/null || die "fleetctl create fleet$i failed"
+	done
+	fl_create=$(( ($(now_us) - t0) / (FLEET - 1) ))
+	"$FLEETCTL" start fleet2 >/dev/null || die "fleetctl start fleet2 failed"
+	fl_running=$("$FLEETCTL" --json list | jq '[.[] | select(.state == "running")] | length')
+	echo "# vm-bench: $FLEET VM agents, $fl_running running; create $(sec "$fl_create") s each" >&2
+	"$FLEETCTL" list >/dev/null
+	fl_listN=$(median_us "$FLEETCTL" list)
+	fl_statusN=$(median_us "$FLEETCTL" status)
+	fl_showN=$(median_us "$FLEETCTL" show "$A")
+	# fleetd's start with them: stopped and started again (the guests keep running), 1 + 3 times.
+	for i in 0 1 2 3; do
+		fleetd_down
+		fleetd_up "$STATE" "$SOCK"
+		[ "$i" = 0 ] || echo "$START_US" >> "$BT/startN"
+	done
+	# Not a row: the running guest's first exec after that start (fleetd's new session to it).
+	t0=$(now_us)
+	"$FLEETCTL" exec "$A" --no-stdin -- true >/dev/null 2>&1 && fl_exec_after=$(($(now_us) - t0))
+	fl_running=$("$FLEETCTL" --json list | jq '[.[] | select(.state == "running")] | length')
+else
+	[ "$FLEET" -le 1 ] || echo "# vm-bench: time budget: no fleet phase" >&2
+fi
+
 # --- report --------------------------------------------------------------------------------------
 
 fp=$(median < "$BT/f.prov"); bp=$(median < "$BT/b.prov")
@@ -379,6 +460,16 @@ range() { sort -n "$1" | awk '{a[NR]=$1} END {if (NR) printf "%.1f-%.1f", a[1]/1
 		printf '%-44s %11s ms %11s ms %7s\n' "  exec true | ssh root fleetd's line: p95" "$(ms "$f2p")" "$(ms "$blp")" "$(ratio "$f2p" "$blp")"
 	fi
 	echo "failures: fleetctl exec $fail_f, ssh new connection $fail_fresh, ssh reused connection $fail_mux + $fail_line"
+	if [ -s "$BT/startN" ]; then
+		echo
+		printf '%-44s %14s %14s %7s\n' "a fleet of $FLEET VM agents ($fl_running running)" "$FLEET agents" "baseline" ratio
+		printf '%-44s %11s ms %11s ms %7s\n' "  fleetctl list (median of $REPS) | 1 agent" "$(ms "$fl_listN")" "$(ms "$fl_list1")" "$(ratio "$fl_listN" "$fl_list1")"
+		printf '%-44s %11s ms %11s ms %7s\n' "  fleetctl status | 1 agent" "$(ms "$fl_statusN")" "$(ms "$fl_status1")" "$(ratio "$fl_statusN" "$fl_status1")"
+		printf '%-44s %11s ms %11s ms %7s\n' "  fleetctl show A | 1 agent" "$(ms "$fl_showN")" "$(ms "$fl_show1")" "$(ratio "$fl_showN" "$fl_show1")"
+		printf '%-44s %11s ms %11s ms %7s\n' "  fleetd start (median of 3) | empty state" "$(ms "$(median < "$BT/startN")")" "$(ms "$(median < "$BT/start0")")" "$(ratio "$(median < "$BT/startN")" "$(median < "$BT/start0")")"
+		echo "  starts (ms): $FLEET agents $(tr '\n' ' ' < "$BT/startN" | awk '{for (i = 1; i <= NF; i++) printf "%s%.1f", (i > 1 ? ", " : ""), $i / 1e3}'); empty $(tr '\n' ' ' < "$BT/start0" | awk '{for (i = 1; i <= NF; i++) printf "%s%.1f", (i > 1 ? ", " : ""), $i / 1e3}')"
+		echo "  first exec in $A after the last start (its session made again): $([ -n "$fl_exec_after" ] && echo "$(ms "$fl_exec_after") ms" || echo failed)"
+	fi
 } > "$BT/table"
 cat "$BT/table"
 
@@ -388,6 +479,13 @@ echo
 ratio_line 'exec `true` as root' "$fr" "$bm" "reused OpenSSH connection" "keep"
 ratio_line 'exec `true` as the agent' "$f2" "$bm" "reused OpenSSH connection" "<= 1.1x"
 ratio_line 'exec `true` as the agent' "$f1" "$bf" "a new OpenSSH connection" "<= 0.4x"
+if [ -s "$BT/startN" ]; then
+	sN=$(median < "$BT/startN"); s0=$(median < "$BT/start0")
+	echo "ratio|reconcile at fleetd start, $FLEET VM agents ($fl_running running)|$(ms "$sN") ms|empty state dir: $(ms "$s0") ms|$(ratio "$sN" "$s0")x|< 2 s + 20 ms/agent = $(ms $((2000000 + 20000 * FLEET))) ms"
+	echo "ratio|\`fleetctl list\`, $FLEET VM agents|$(ms "$fl_listN") ms|same, 1 agent: $(ms "$fl_list1") ms|$(ratio "$fl_listN" "$fl_list1")x|<= 2x"
+	echo "ratio|\`fleetctl status\`, $FLEET VM agents|$(ms "$fl_statusN") ms|same, 1 agent: $(ms "$fl_status1") ms|$(ratio "$fl_statusN" "$fl_status1")x|<= 2x"
+	echo "ratio|\`fleetctl show\`, $FLEET VM agents|$(ms "$fl_showN") ms|same, 1 agent: $(ms "$fl_show1") ms|$(ratio "$fl_showN" "$fl_show1")x|<= 2x"
+fi
 
 figures() {
 	echo "date $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -426,6 +524,12 @@ figures() {
 	echo "failures_fleet_exec $fail_f"
 	echo "failures_ssh_fresh $fail_fresh"
 	echo "failures_ssh_reused $((fail_mux + fail_line))"
+	echo "fleet_agents $FLEET"
+	echo "fleet_list_ms $(ms "${fl_listN:-0}") ms (1 agent: $(ms "${fl_list1:-0}") ms)"
+	echo "fleet_status_ms $(ms "${fl_statusN:-0}") ms (1 agent: $(ms "${fl_status1:-0}") ms)"
+	echo "fleet_show_ms $(ms "${fl_showN:-0}") ms (1 agent: $(ms "${fl_show1:-0}") ms)"
+	echo "fleetd_start_agents_ms $(ms "$(median < "$BT/startN")") ms"
+	echo "fleetd_start_empty_ms $(ms "$(median < "$BT/start0")") ms"
 	echo "elapsed_s $SECONDS s"
 }
 if [ -n "$OUT" ] && [ "$OUT" != - ]; then

@@ -102,8 +102,11 @@ ok "the systemd guest builds (images/build-systemd-guest.sh, $build_s s)"
 
 PORT=2222
 echo "[127.0.0.1]:$PORT $(cut -d' ' -f1,2 "$T/guest/ssh_host_ed25519_key.pub")" > "$T/known_hosts"
+# TCG, unless FLEET_TEST_KVM=1: a /dev/kvm that opens can still run no guest (seen on this
+# project's development machines: the kernel never leaves its decompressor, the console stays
+# empty), and this test has no watchdog to fall back as fleetd does.
 accel=tcg
-[ -w /dev/kvm ] && accel=kvm
+[ "${FLEET_TEST_KVM:-}" = 1 ] && [ -w /dev/kvm ] && accel=kvm
 qemu-system-x86_64 -accel "$accel" -m 1024 -smp 2 -display none -monitor none \
 	-kernel "$T/guest/vmlinuz" -initrd "$INITRD" \
 	-append "console=ttyS0 root=/dev/vda rw init=/usr/lib/systemd/systemd systemd.unified_cgroup_hierarchy=1 net.ifnames=0" \

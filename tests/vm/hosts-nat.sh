@@ -17,7 +17,9 @@
 # --egress-allow` (a name resolved by fleetd) changes the running guest's
 # rules at once; `move` takes the listed agent to fleetd's own host (its
 # filter gone from h2, its rules in fleetd's firewall, its list still
-# deciding) and back (the reverse); rm takes the agent's filter away and
+# deciding), then back, first failing there (a decoy domain with its UUID
+# on h2: the filter it defined there goes, its rules here stay), then for
+# real (the reverse); rm takes the agent's filter away and
 # leaves the network to the other agent, which still reaches the outside.
 # Nothing leaves the namespaces this test made.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
@@ -177,6 +179,19 @@ wait_for 120 has_addr $A; ok $? "$A gets an address on fleet-nat here: $(guest_a
 is "$(from_retry $A 198.51.100.2)" outside-2 "on local, $A reaches what its list allows (198.51.100.2:8080)"
 is "$(from $A 198.51.100.3)" "" "and is refused 198.51.100.3 (which fleetd's host reaches)"
 "$FLEETCTL" stop $A >/dev/null; ok $? "stop $A"
+# A move that fails after its filter reached h2: a decoy domain there holds $A's UUID, so the define fails.
+uuid=$(virsh_ns domuuid fleet-$A)
+printf "<domain type='qemu'><name>decoy-%s</name><uuid>%s</uuid><memory unit='MiB'>64</memory><os><type>hvm</type></os></domain>\n" \
+	"$A" "$uuid" >"$TEST_TMP/decoy.xml"
+"${RUN2[@]}" virsh -q -c qemu:///system define "$TEST_TMP/decoy.xml" >/dev/null; ok $? "a decoy domain on h2 with $A's UUID"
+on_exit "${RUN2[*]} virsh -q -c qemu:///system undefine decoy-$A >/dev/null 2>&1"
+out=$("$FLEETCTL" move $A h2 2>&1); [ $? != 0 ]; ok $? "move $A h2 fails at the define there: $out"
+like "$out" "cannot define domain: .*already (defined|exists)" "saying libvirt's reason"
+is "$("$FLEETCTL" --json show $A | jq -r .host)" local "$A stays on local"
+virsh_h2 dominfo fleet-$A >/dev/null 2>&1; [ $? != 0 ]; ok $? "no fleet-$A domain is left on h2"
+is "$(filters)" "fleet-agent-$B " "the filter the failed move defined on h2 is gone again"
+local_chain; ok $? "and its rules here stay"
+"${RUN2[@]}" virsh -q -c qemu:///system undefine "decoy-$A" >/dev/null; ok $? "the decoy goes"
 out=$("$FLEETCTL" move $A h2 2>&1); ok $? "move $A h2 (back): $out"
 local_chain; [ $? != 0 ]; ok $? "its egress rules are gone from fleetd's host's firewall"
 virsh_ns dominfo fleet-$A >/dev/null 2>&1; [ $? != 0 ]; ok $? "and its domain from fleetd's libvirtd"

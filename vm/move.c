@@ -20,6 +20,12 @@
  * move was under way: at fleetd's start, vm_move_recover removes the copy
  * on whichever host the agent is not recorded on (a half-copied target, or
  * the source left by a kill after the commit).
+ *
+ * A --network nat agent's policy is its host's kind (vm/egress.c): on
+ * another host its network filter there, defined before its domain there
+ * names it; here its rules in fleetd's firewall, applied at the commit (and
+ * again at each start). Whatever of it a copy had goes with that copy
+ * (remove_copy), so a failed or undone move leaves the source's intact.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/firewall.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "common/util.h"
@@ -147,10 +154,12 @@ static void vol_delete_quiet(struct virt *v, const char *agent, const char *file
  * The agent's copy on host (connection v) removed: its domain there
  * (undefined with its snapshots' metadata), and its disks (a remote host's
  * volumes; here its disk and memory disk, the seed and keys staying, as a
- * remote agent has them), and any staged copy. 0, or -errno with *why
- * (the domain is there and cannot be removed).
+ * remote agent has them), and any staged copy; for a NAT agent (nat) its
+ * policy there too (a remote host's network filter, or here its rules in
+ * fleetd's firewall). 0, or -errno with *why (the domain is there and
+ * cannot be removed).
  */
-static int remove_copy(struct vm_backend *b, struct virt *v, bool remote, const char *agent, char **why)
+static int remove_copy(struct vm_backend *b, struct virt *v, bool remote, const char *agent, bool nat, char **why)
 {
 	_cleanup_free_ char *dom = vm_domain_name(agent);
 	enum virt_state st;
@@ -187,6 +196,15 @@ static int remove_copy(struct vm_backend *b, struct virt *v, bool remote, const 
 			_cleanup_free_ char *path = vm_path(b, agent, leftovers[i]);
 			(void)unlink(path);
 		}
+	}
+	/* Its domain there is gone: nothing names the filter any more, no tap of its name runs here. */
+	if (nat && remote) {
+		vm_remote_nat_remove(v, agent);
+	} else if (nat) {
+		_cleanup_free_ char *fwhy = NULL;
+
+		if (firewall_vm_agent_remove(agent, &fwhy) < 0)
+			log_warning("agent '%s': cannot remove its egress rules here: %s", agent, fwhy ? fwhy : "?");
 	}
 	return 0;
 }
@@ -374,11 +392,14 @@ static void move_work(void *arg)
 	long long t0 = now_usec();
 
 	if ((j->r = copy_disks(j, &j->why)) < 0 ||
+	    /* A NAT guest's network and filter there before its domain names them (as at create). */
+	    (j->dst_remote && j->agent->network == NETWORK_NAT &&
+	     (j->r = vm_remote_nat_apply(j->dst, j->agent->name, j->agent->egress_allow, &j->why)) < 0) ||
 	    (j->r = target_xml(j, &xml, &j->why)) < 0 ||
 	    (j->r = virt_domain_define(j->dst, xml, &j->why)) < 0 ||
 	    (j->r = copy_snapshots(j, dom, &j->why)) < 0) {
 		/* The source was only read: the agent is whole there. What reached the target goes. */
-		if (remove_copy(j->b, j->dst, j->dst_remote, j->agent->name, &cwhy) < 0)
+		if (remove_copy(j->b, j->dst, j->dst_remote, j->agent->name, j->agent->network == NETWORK_NAT, &cwhy) < 0)
 			log_warning("agent '%s': after a failed move, its copy on %s stays: %s (removed at fleetd's "
 				    "next start)", j->agent->name, j->to, cwhy ? cwhy : "?");
 		else
@@ -427,11 +448,6 @@ int vm_move(struct fleetd *f, const struct agent *a, const char *host, backend_d
 
 	if (!b)
 		return *why = xstrdup("the vm backend is not running"), -EOPNOTSUPP;
-	if ((!host_is_local(host) || vm_agent_remote(a)) && a->network == NETWORK_NAT) {
-		*why = xasprintf("a move of a --network nat agent between hosts is not built yet: its rules are fleetd's "
-				 "firewall on local and a network filter on any other host (docs/multi-host.md)");
-		return -EOPNOTSUPP;
-	}
 	/* What an earlier move that was cut short left there goes first (its record says where). */
 	if (record_read(b, a->name, &old_from, &old_to) == 0) {
 		(void)vm_move_recover_one(b, a->name);
@@ -523,7 +539,19 @@ int vm_move_finish(struct fleetd *f, const struct agent *a, const char *from, ch
 	/* The next start finds the agent's new host: no session or connection of the old one is kept. */
 	if ((v = vm_find(b, a->name)) && !v->busy)
 		vm_free(v);
-	if ((r = vm_host_virt(b, from, &src, why)) < 0 || (r = remove_copy(b, src, !host_is_local(from), a->name, why)) < 0) {
+	/*
+	 * A NAT agent now here: its rules in fleetd's firewall at once, as its
+	 * start would make them (a failure is said and its start tries again).
+	 */
+	if (a->network == NETWORK_NAT && !vm_agent_remote(a) && strcmp(from, HOST_LOCAL) != 0) {
+		_cleanup_free_ char *ewhy = NULL;
+
+		if (vm_egress_apply(b, a, &ewhy) < 0)
+			log_warning("agent '%s': cannot apply its egress rules here yet (its start will): %s", a->name,
+				    ewhy ? ewhy : "?");
+	}
+	if ((r = vm_host_virt(b, from, &src, why)) < 0 ||
+	    (r = remove_copy(b, src, !host_is_local(from), a->name, a->network == NETWORK_NAT, why)) < 0) {
 		log_warning("agent '%s': its old copy on host %s stays for now (removed at fleetd's next start): %s",
 			    a->name, from, *why ? *why : strerror(-r));
 		return r;
@@ -541,6 +569,7 @@ int vm_move_recover_one(struct vm_backend *b, const char *agent)
 	struct agent **list = NULL;
 	struct virt *v = NULL;
 	const char *stale;
+	bool nat = false;
 	int r;
 
 	if ((r = record_read(b, agent, &from, &to)) < 0) {
@@ -553,8 +582,10 @@ int vm_move_recover_one(struct vm_backend *b, const char *agent)
 	if ((r = b->host->list_agents(b->f, BACKEND_VM, &list)) < 0)
 		return r;
 	for (size_t i = 0; list[i]; i++)
-		if (strcmp(list[i]->name, agent) == 0)
+		if (strcmp(list[i]->name, agent) == 0) {
 			host = xstrdup(list[i]->host ? list[i]->host : HOST_LOCAL);
+			nat = list[i]->network == NETWORK_NAT;
+		}
 	agent_list_free(list);
 	if (!host) {
 		/* Removed since: its copies went with fleetctl rm, on the host it was recorded on. */
@@ -571,7 +602,7 @@ int vm_move_recover_one(struct vm_backend *b, const char *agent)
 		return 0;
 	}
 	if ((r = vm_host_virt(b, stale, &v, &why)) < 0 || (r = virt_connect(v, &why)) < 0 ||
-	    (r = remove_copy(b, v, !host_is_local(stale), agent, &why)) < 0) {
+	    (r = remove_copy(b, v, !host_is_local(stale), agent, nat, &why)) < 0) {
 		log_warning("agent '%s': a move from %s to %s was cut short; its copy on %s cannot be removed yet: %s",
 			    agent, from, to, stale, why ? why : strerror(-r));
 		return r;

@@ -15,9 +15,13 @@
 # guest without a list reaches h2's address on the outside link, which fleetd
 # cannot know: the control, and the gap docs/multi-host.md states); `set
 # --egress-allow` (a name resolved by fleetd) changes the running guest's
-# rules at once; rm takes the agent's filter away and leaves the network to
-# the other agent, which still reaches the outside. Nothing leaves the
-# namespaces this test made.
+# rules at once; `move` takes the listed agent to fleetd's own host (its
+# filter gone from h2, its rules in fleetd's firewall, its list still
+# deciding), then back, first failing there (a decoy domain with its UUID
+# on h2: the filter it defined there goes, its rules here stay), then for
+# real (the reverse); rm takes the agent's filter away and
+# leaves the network to the other agent, which still reaches the outside.
+# Nothing leaves the namespaces this test made.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
@@ -153,6 +157,52 @@ stop_fleetd; ok $? "fleetd stops"
 fleetd_ns_start; ok $? "fleetd starts again"
 is "$(filters)" "fleet-agent-$A fleet-agent-$B " "both filters are still on h2"
 is "$(from_retry $B 198.51.100.3)" outside-3 "$B still reaches the outside"
+
+# ---- move: $A with a list from h2 to fleetd's host and back (its policy is the target's kind) ----------
+local_chain() { vmns_exec nft list chain bridge fleet "agent-$A" >/dev/null 2>&1; }
+# fleetd's namespace reaches the outside through h2 (routes inside the test's namespaces only).
+vmns_exec ip route add 198.51.100.0/24 via "$H2_ADDR" || fail_all "cannot route the outside from fleetd's namespace"
+"${RUN2[@]}" sysctl -qw net.ipv4.ip_forward=1 || fail_all "cannot let h2 forward"
+ns_reach() { vmns_exec socat -T3 - TCP:$1:8080,connect-timeout=3 </dev/null 2>/dev/null; }
+wait_for 10 ns_reach 198.51.100.3
+is "$(ns_reach 198.51.100.3)" outside-3 "fleetd's host reaches 198.51.100.3 through h2 (control: the route works)"
+"$FLEETCTL" set $A --egress-allow 198.51.100.2:8080 >/dev/null; ok $? "set $A --egress-allow 198.51.100.2:8080"
+"$FLEETCTL" stop $A >/dev/null; ok $? "stop $A"
+out=$("$FLEETCTL" move $A local 2>&1); ok $? "move $A local, a NAT agent (no longer 501): $out"
+is "$("$FLEETCTL" --json show $A | jq -r '"\(.host) \(.egress_allow)"')" "local 198.51.100.2:8080" "show: on local, its list kept"
+is "$(filters)" "fleet-agent-$B " "$A's filter is gone from h2, $B's stays"
+virsh_h2 dominfo fleet-$A >/dev/null 2>&1; [ $? != 0 ]; ok $? "and its domain"
+local_chain; ok $? "its egress rules are in fleetd's host's firewall (bridge fleet agent-$A)"
+like "$(virsh_ns dumpxml fleet-$A)" "<source network='fleet-nat'" "its interface here is on fleet-nat"
+"$FLEETCTL" start $A >/dev/null; ok $? "start $A on local"
+wait_for 120 has_addr $A; ok $? "$A gets an address on fleet-nat here: $(guest_addr $A)"
+is "$(from_retry $A 198.51.100.2)" outside-2 "on local, $A reaches what its list allows (198.51.100.2:8080)"
+is "$(from $A 198.51.100.3)" "" "and is refused 198.51.100.3 (which fleetd's host reaches)"
+"$FLEETCTL" stop $A >/dev/null; ok $? "stop $A"
+# A move that fails after its filter reached h2: a decoy domain there holds $A's UUID, so the define fails.
+uuid=$(virsh_ns domuuid fleet-$A)
+printf "<domain type='qemu'><name>decoy-%s</name><uuid>%s</uuid><memory unit='MiB'>64</memory><os><type>hvm</type></os></domain>\n" \
+	"$A" "$uuid" >"$TEST_TMP/decoy.xml"
+"${RUN2[@]}" virsh -q -c qemu:///system define "$TEST_TMP/decoy.xml" >/dev/null; ok $? "a decoy domain on h2 with $A's UUID"
+on_exit "${RUN2[*]} virsh -q -c qemu:///system undefine decoy-$A >/dev/null 2>&1"
+out=$("$FLEETCTL" move $A h2 2>&1); [ $? != 0 ]; ok $? "move $A h2 fails at the define there: $out"
+like "$out" "cannot define domain: .*already (defined|exists)" "saying libvirt's reason"
+is "$("$FLEETCTL" --json show $A | jq -r .host)" local "$A stays on local"
+virsh_h2 dominfo fleet-$A >/dev/null 2>&1; [ $? != 0 ]; ok $? "no fleet-$A domain is left on h2"
+is "$(filters)" "fleet-agent-$B " "the filter the failed move defined on h2 is gone again"
+local_chain; ok $? "and its rules here stay"
+"${RUN2[@]}" virsh -q -c qemu:///system undefine "decoy-$A" >/dev/null; ok $? "the decoy goes"
+out=$("$FLEETCTL" move $A h2 2>&1); ok $? "move $A h2 (back): $out"
+local_chain; [ $? != 0 ]; ok $? "its egress rules are gone from fleetd's host's firewall"
+virsh_ns dominfo fleet-$A >/dev/null 2>&1; [ $? != 0 ]; ok $? "and its domain from fleetd's libvirtd"
+is "$(filters)" "fleet-agent-$A fleet-agent-$B " "its filter is on h2 again"
+like "$(virsh_h2 nwfilter-dumpxml "fleet-agent-$A")" "dstipaddr='198.51.100.2'.*dstportstart='8080'" "made from its kept list"
+like "$(virsh_h2 dumpxml fleet-$A)" "<filterref filter='fleet-agent-$A'" "its domain on h2 names it"
+"$FLEETCTL" start $A >/dev/null; ok $? "start $A on h2"
+wait_for 120 has_addr $A; ok $? "$A gets an address on fleet-rnat: $(guest_addr $A)"
+is "$(from_retry $A 198.51.100.2)" outside-2 "on h2, $A reaches what its list allows"
+is "$(from $A 198.51.100.3)" "" "and is refused 198.51.100.3"
+is "$(from $A "$H2_ADDR")" "" "and h2 ($H2_ADDR)"
 
 # ---- rm: the rules go with the agent, the network stays for the other ----------------------------------
 "$FLEETCTL" rm $A --force >/dev/null; ok $? "rm $A"

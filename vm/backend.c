@@ -40,6 +40,7 @@
 #include "vm/ssh.h"
 #include "common/util.h"
 #include "vm/virt.h"
+#include "vm/virt_xml.h"
 #include "vm/vm_internal.h"
 
 /* --- the agents' struct vm, paths and small helpers (vm_internal.h) ----------- */
@@ -260,9 +261,11 @@ static void start_memdisk_made(struct vm *v, int r, const char *why, void *userd
 /* The type a defined domain boots as ("kvm" or "qemu"), from its definition; "qemu" if unknown. */
 static const char *domain_type_of(struct virt *virt, const char *dom)
 {
-	_cleanup_free_ char *xml = NULL;
+	_cleanup_free_ char *xml = NULL, *type = NULL;
 
-	return virt_domain_xml(virt, dom, &xml) == 0 && strncmp(xml, "<domain type='kvm'", 18) == 0 ? "kvm" : "qemu";
+	if (virt_domain_xml(virt, dom, &xml) < 0 || virt_xml_string(xml, "string(/domain/@type)", &type) < 0)
+		return "qemu";
+	return type && strcmp(type, "kvm") == 0 ? "kvm" : "qemu";
 }
 
 int vm_remote_boot(struct vm *v, const struct agent *a, char **why)

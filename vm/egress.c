@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "model/fleetd.h"
+#include "vm/virt_xml.h"
 #include "vm/vm_internal.h"
 
 #define VM_EGRESS_REFRESH_S 300
@@ -53,7 +54,7 @@ int vm_egress_apply(struct vm_backend *b, const struct agent *a, char **why)
  */
 static int live_tap_check(struct vm_backend *b, const struct agent *a, char **why)
 {
-	_cleanup_free_ char *dom = vm_domain_name(a->name), *xml = NULL, *want = NULL;
+	_cleanup_free_ char *dom = vm_domain_name(a->name), *xml = NULL;
 	char tap[FIREWALL_TAP_SIZE];
 	enum virt_state st;
 
@@ -61,8 +62,7 @@ static int live_tap_check(struct vm_backend *b, const struct agent *a, char **wh
 	    virt_domain_xml(b->virt, dom, &xml) < 0)
 		return 0;	/* not running (its next boot has the name), or libvirt will say at start */
 	firewall_vm_tap(a->name, tap);
-	want = xasprintf("<target dev='%s'/>", tap);
-	if (strstr(xml, want))
+	if (virt_xml_has(xml, "/domain/devices/interface/target/@dev", tap) > 0)
 		return 0;
 	*why = xasprintf("its guest runs from a definition without fleet's tap name %s (made by an older fleet): "
 			 "the list is stored and applies from its next start; restart it", tap);

@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "model/fleetd.h"
+#include "vm/virt_xml.h"
 #include "vm/vm_internal.h"
 
 #define MIB (1LL << 20)
@@ -98,7 +99,7 @@ static void boot_done(void *arg)
 int vm_remote_boot_prepare(struct vm *v, const struct agent *a, bool off,
 			   void (*done)(struct vm *v, int r, const char *why, void *userdata), void *userdata, char **why)
 {
-	_cleanup_free_ char *dom = vm_domain_name(a->name), *cur = NULL, *want = NULL;
+	_cleanup_free_ char *dom = vm_domain_name(a->name), *cur = NULL, *want = NULL, *kernel = NULL;
 	_cleanup_images_ struct agent_images im = { 0 };
 	const char *boot;
 	struct remote_boot_job *j;
@@ -115,8 +116,12 @@ int vm_remote_boot_prepare(struct vm *v, const struct agent *a, bool off,
 	if (virt_domain_xml(v->virt, dom, &cur) < 0)
 		return 0;	/* the start reports what is wrong */
 	/* The volume's name is the image's: the path around it is the pool's, whatever it is there. */
-	want = xasprintf("/image-%s.vmlinuz</kernel>", boot);
-	redefine = !strstr(cur, want);
+	want = xasprintf("/image-%s.vmlinuz", boot);
+	if (virt_xml_string(cur, "string(/domain/os/kernel)", &kernel) < 0) {
+		*why = xasprintf("the definition of domain %s on host %s is not XML libxml2 can read", dom, a->host);
+		return -EINVAL;
+	}
+	redefine = !kernel || strlen(kernel) < strlen(want) || strcmp(kernel + strlen(kernel) - strlen(want), want) != 0;
 	if (off && v->memdisk_mib < vm_memdisk_mib(a->memory_quota_mib))
 		mib = vm_memdisk_mib(a->memory_quota_mib);
 	if (!redefine && !mib)

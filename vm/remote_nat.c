@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "model/egress.h"
+#include "vm/virt_xml.h"
 #include "vm/vm_internal.h"
 
 #define HOST_ADDRS_MAX 16
@@ -69,39 +70,24 @@ static char *network_xml(int third)
 			 "</network>\n", third, third, third);
 }
 
-/* The value of attr='...' inside the element that starts at el (up to its '>'), into buf; -EINVAL if absent. */
-static int xml_attr(const char *el, const char *attr, char *buf, size_t size)
-{
-	const char *end = strchr(el, '>'), *p;
-	_cleanup_free_ char *key = xasprintf(" %s='", attr);
-	size_t len;
+/* The network's first IPv4 <ip> element (an IPv6 one says family='ipv6'). */
+#define NETWORK_IP4 "/network/ip[not(@family) or @family='ipv4'][1]"
 
-	if (!end || !(p = strstr(el, key)) || p > end)
-		return -EINVAL;
-	p += strlen(key);
-	len = strcspn(p, "'");
-	if (len == 0 || len >= size || p + len > end)
-		return -EINVAL;
-	memcpy(buf, p, len);
-	buf[len] = '\0';
-	return 0;
-}
-
-/* The IPv4 address and prefix of a network's definition (libvirt's own text); -EINVAL without one. */
-static int network_ip(const char *xml, char gw[INET_ADDRSTRLEN], int *prefix)
+int vm_remote_nat_network_ip(const char *xml, char gw[INET_ADDRSTRLEN], int *prefix)
 {
-	char mask[INET_ADDRSTRLEN], pfx[8];
+	_cleanup_free_ char *addr = NULL, *pfx = NULL, *mask = NULL;
 	struct in_addr a, m;
-	const char *el = strstr(xml, "<ip ");
 	long p;
 
-	if (!el || xml_attr(el, "address", gw, INET_ADDRSTRLEN) < 0 || inet_pton(AF_INET, gw, &a) != 1)
+	if (virt_xml_string(xml, "string(" NETWORK_IP4 "/@address)", &addr) < 0 || !addr ||
+	    strlen(addr) >= INET_ADDRSTRLEN || inet_pton(AF_INET, addr, &a) != 1)
 		return -EINVAL;
-	if (xml_attr(el, "prefix", pfx, sizeof(pfx)) == 0 && parse_long(pfx, 8, 30, &p) == 0) {
+	snprintf(gw, INET_ADDRSTRLEN, "%s", addr);
+	if (virt_xml_string(xml, "string(" NETWORK_IP4 "/@prefix)", &pfx) == 0 && pfx && parse_long(pfx, 8, 30, &p) == 0) {
 		*prefix = (int)p;
 		return 0;
 	}
-	if (xml_attr(el, "netmask", mask, sizeof(mask)) < 0 || inet_pton(AF_INET, mask, &m) != 1)
+	if (virt_xml_string(xml, "string(" NETWORK_IP4 "/@netmask)", &mask) < 0 || !mask || inet_pton(AF_INET, mask, &m) != 1)
 		return -EINVAL;
 	*prefix = __builtin_popcount(m.s_addr);
 	return *prefix >= 8 && *prefix <= 30 ? 0 : -EINVAL;
@@ -114,7 +100,7 @@ int vm_remote_nat_network(struct virt *v, char gw[INET_ADDRSTRLEN], int *prefix,
 
 	if ((r = virt_network_xml(v, REMOTE_NAT_NETWORK, &xml, why)) == 0) {
 		/* There already (fleet's from an earlier agent, or the operator's): used as it is, started if it is not. */
-		if (network_ip(xml, gw, prefix) < 0) {
+		if (vm_remote_nat_network_ip(xml, gw, prefix) < 0) {
 			*why = xstrdup("network " REMOTE_NAT_NETWORK " there has no IPv4 address of its own");
 			return -EINVAL;
 		}

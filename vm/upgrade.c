@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "vm/virt.h"
+#include "vm/virt_xml.h"
 #include "vm/vm_internal.h"
 
 static uint64_t be64(const unsigned char *p)
@@ -146,6 +147,7 @@ void vm_adopt_legacy_agents(struct vm_backend *b)
 int vm_prepare_boot(struct vm_backend *b, const struct agent *a, char **why)
 {
 	_cleanup_free_ char *dom = vm_domain_name(a->name), *cur = NULL, *xml = NULL, *kernel = NULL, *base = NULL;
+	_cleanup_free_ char *cur_type = NULL;
 	_cleanup_free_ char *disk = vm_path(b, a->name, "disk.qcow2"), *backing = NULL, *legacy = NULL;
 	_cleanup_free_ char *tapdev = NULL, *memdisk = NULL;
 	_cleanup_images_ struct agent_images im = { 0 };
@@ -183,29 +185,24 @@ int vm_prepare_boot(struct vm_backend *b, const struct agent *a, char **why)
 	}
 	if (virt_domain_xml(b->virt, dom, &cur) < 0 || virt_domain_uuid(b->virt, dom, uuid) < 0)
 		return 0;	/* the start reports what is wrong */
-	{
-		_cleanup_free_ char *k = im.boot_image ? image_store_path(b->state_dir, im.boot_image, "vmlinuz")
-						       : vm_image_path(b, "vmlinuz");
-		kernel = xasprintf("<kernel>%s</kernel>", k);
-		if (base) {
-			char *src = xasprintf("<source file='%s'/>", base);
-			free(base);
-			base = src;
-		}
-	}
+	kernel = im.boot_image ? image_store_path(b->state_dir, im.boot_image, "vmlinuz") : vm_image_path(b, "vmlinuz");
 	if (a->network == NETWORK_NAT) {
 		char tap[FIREWALL_TAP_SIZE];
 
 		/* A definition from before fleet named the tap: its egress rules would not match. */
 		firewall_vm_tap(a->name, tap);
-		tapdev = xasprintf("<target dev='%s'/>", tap);
+		tapdev = xstrdup(tap);
 	}
-	{
-		_cleanup_free_ char *m = vm_path(b, a->name, MEMDISK);
-		memdisk = xasprintf("<source file='%s'", m);
+	memdisk = vm_path(b, a->name, MEMDISK);
+	if (virt_xml_string(cur, "string(/domain/@type)", &cur_type) < 0) {
+		*why = xasprintf("libvirt's definition of domain %s is not XML libxml2 can read", dom);
+		return -EINVAL;
 	}
-	if (strstr(cur, kernel) && (!base || strstr(cur, base)) && (!tapdev || strstr(cur, tapdev)) && strstr(cur, memdisk) &&
-	    !(strcmp(b->domain_type, "qemu") == 0 && strstr(cur, "<domain type='kvm'")))
+	if (virt_xml_has(cur, "/domain/os/kernel", kernel) > 0 &&
+	    (!base || virt_xml_has(cur, "/domain/devices/disk/source/@file", base) > 0) &&
+	    (!tapdev || virt_xml_has(cur, "/domain/devices/interface/target/@dev", tapdev) > 0) &&
+	    virt_xml_has(cur, "/domain/devices/disk/source/@file", memdisk) > 0 &&
+	    !(strcmp(b->domain_type, "qemu") == 0 && cur_type && strcmp(cur_type, "kvm") == 0))
 		return 0;
 	xml = vm_domain_xml(b, a, &im, uuid);
 	log_info("agent '%s': redefining domain %s (its images, domain type %s, tap name, memory disk)", a->name, dom, b->domain_type);

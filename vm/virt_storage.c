@@ -6,8 +6,6 @@
  * docs/multi-host.md): nothing but libvirt's remote protocol crosses.
  */
 #include <errno.h>
-#include <libxml/parser.h>
-#include <libxml/xpath.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,6 +14,7 @@
 #include "common/util.h"
 #include "vm/virt.h"
 #include "vm/virt_conn.h"
+#include "vm/virt_xml.h"
 
 #define UPLOAD_CHUNK (256 << 10)	/* what one virStreamSend carries */
 
@@ -273,18 +272,14 @@ int virt_vol_overlay(struct virt *v, const char *pool, const char *vol, const ch
 	return 0;
 }
 
-/* The format libvirt gives the volume (its <target><format type=...>, parsed by libxml2); caller frees, NULL if none. */
+/* The format libvirt gives the volume (its <target><format type=...>); caller frees, NULL if none. */
 static char *vol_format(virStorageVolPtr s)
 {
 	_cleanup_free_ char *xml = virStorageVolGetXMLDesc(s, 0);
-	xmlDocPtr doc = xml ? xmlReadMemory(xml, (int)strlen(xml), "volume.xml", NULL, XML_PARSE_NONET) : NULL;
-	xmlXPathContextPtr ctx = doc ? xmlXPathNewContext(doc) : NULL;
-	xmlXPathObjectPtr o = ctx ? xmlXPathEvalExpression(BAD_CAST "string(/volume/target/format/@type)", ctx) : NULL;
-	char *ret = o && o->type == XPATH_STRING && o->stringval && *o->stringval ? xstrdup((const char *)o->stringval) : NULL;
+	char *ret = NULL;
 
-	xmlXPathFreeObject(o);
-	xmlXPathFreeContext(ctx);
-	xmlFreeDoc(doc);
+	if (xml)
+		(void)virt_xml_string(xml, "string(/volume/target/format/@type)", &ret);
 	return ret;
 }
 

@@ -264,6 +264,8 @@ void vm_move_recover(struct vm_backend *b);
 char *vm_remote_nat_filter(const char *agent);
 /* REMOTE_NAT_NETWORK on v's host, defined (a /24 fleet chooses there) and started; its gateway and prefix. */
 int vm_remote_nat_network(struct virt *v, char gw[16], int *prefix, char **why);
+/* The gateway address and prefix of a network's definition (libvirt's XML, its first IPv4 <ip>); -EINVAL without one. */
+int vm_remote_nat_network_ip(const char *xml, char gw[16], int *prefix);
 /*
  * The agent's filter (libvirt's nwfilter XML; caller frees) for the network
  * gw/prefix, the host's own addresses host_addrs (NULL-terminated) and the

@@ -40,6 +40,29 @@ static int count(const char *xml, const char *match)
 	return n;
 }
 
+/* An existing network's gateway and prefix, read from libvirt's XML whatever its quoting, order or first <ip>. */
+static void network_ip_read(void)
+{
+	char gw[16];
+	int prefix = 0;
+
+	ok(vm_remote_nat_network_ip("<network><name>fleet-rnat</name>\n"
+				    "  <ip address='192.168.230.1' netmask='255.255.255.0'><dhcp/></ip>\n</network>", gw, &prefix) == 0 &&
+	   strcmp(gw, "192.168.230.1") == 0 && prefix == 24, "libvirt's own form: address and netmask (%s/%d)", gw, prefix);
+	ok(vm_remote_nat_network_ip("<network>\n<ip prefix=\"20\"\n    address=\"10.9.0.1\"/></network>", gw, &prefix) == 0 &&
+	   strcmp(gw, "10.9.0.1") == 0 && prefix == 20, "double quotes, prefix first, a newline between attributes (%s/%d)", gw, prefix);
+	ok(vm_remote_nat_network_ip("<network><ip family='ipv6' address='fd00::1' prefix='64'/>"
+				    "<ip address='172.20.0.1' prefix='16'/></network>", gw, &prefix) == 0 &&
+	   strcmp(gw, "172.20.0.1") == 0 && prefix == 16, "an IPv6 <ip> first: the IPv4 one is read (%s/%d)", gw, prefix);
+	ok(vm_remote_nat_network_ip("<network><!-- <ip address='1.2.3.4' prefix='8'/> --><name>x</name></network>", gw, &prefix) < 0,
+	   "an <ip> inside a comment is not the network's");
+	ok(vm_remote_nat_network_ip("<network><ip family='ipv6' address='fd00::1' prefix='64'/></network>", gw, &prefix) < 0,
+	   "IPv6 only: no gateway");
+	ok(vm_remote_nat_network_ip("<network><ip address='192.168.1.1' prefix='31'/></network>", gw, &prefix) < 0,
+	   "a prefix fleet cannot use is refused");
+	ok(vm_remote_nat_network_ip("<network><ip address='192.168.1.1' prefix='24'>", gw, &prefix) < 0, "not XML: refused");
+}
+
 int main(void)
 {
 	const char *const host[] = { "198.18.15.2", NULL };
@@ -102,5 +125,6 @@ int main(void)
 	free(y);
 	free(none);
 	free(dns);
+	network_ip_read();
 	return tap_done();
 }

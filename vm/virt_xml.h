@@ -1,0 +1,28 @@
+/*
+ * virt_xml: reading libvirt's definitions (domain, network, volume XML)
+ * with libxml2's parser and XPath, never by searching their text: an
+ * attribute's quoting, order, spacing or an element elsewhere in the
+ * document must not change what fleet reads. Parsed with no network and
+ * no entity expansion. libc and libxml2 only.
+ */
+#ifndef FLEET_VM_VIRT_XML_H
+#define FLEET_VM_VIRT_XML_H
+
+#include <stdbool.h>
+
+/*
+ * The string value of XPath expression expr over xml (e.g.
+ * "string(/domain/@type)"): 0 with *ret a copy the caller frees, NULL
+ * when the value is empty; -EINVAL when xml is not XML or expr not XPath.
+ */
+int virt_xml_string(const char *xml, const char *expr, char **ret);
+
+/*
+ * Whether a node of node-set expression expr over xml (e.g.
+ * "/domain/devices/disk/source/@file") has exactly the string value
+ * value: 1 or 0; -EINVAL when xml is not XML or expr not a node set.
+ * The value is compared here, never quoted into the expression.
+ */
+int virt_xml_has(const char *xml, const char *expr, const char *value);
+
+#endif

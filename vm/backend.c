@@ -648,6 +648,9 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 	}
 	struct virt *virt = vm_agent_virt(b, a, NULL);
 
+	if (virt)	/* its host was away at fleetd's start: a backup's pause undone now */
+		(void)vm_backup_pause_undo(b, a->name, virt);
+
 	r = virt ? virt_domain_state(virt, dom, &st) : -ENOTCONN;
 	if (r == -ENOTCONN) {
 		/*
@@ -789,6 +792,7 @@ static int vm_init(struct fleetd *f, const struct backend_host *host, char **why
 		goto fail;
 	} else {
 		vm_move_recover(b);	/* before anything starts a guest: a move cut short is undone or finished */
+		vm_backup_pause_recover(b);	/* a guest a backup paused before fleetd's stop runs again */
 		vm_report_orphans(b);	/* the agents' own states: lifecycle_reconcile() */
 	}
 	vm_console_watch_start(b);
@@ -820,7 +824,7 @@ static void vm_shutdown(struct fleetd *f)
 		 * kill (docs/multi-host.md). Nothing it uses is freed under it:
 		 * the process's exit ends both.
 		 */
-		log_notice("vm: %u job(s) still on worker threads (a create on another host, a move, a snapshot); "
+		log_notice("vm: %u job(s) still on worker threads (a create on another host, a move, a snapshot, a backup copy); "
 			   "not waiting: the next start finishes or undoes them", b->jobs);
 		return;
 	}

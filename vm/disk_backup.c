@@ -33,6 +33,7 @@ struct vm_disk_copy {
 	char *paths[ARRAY_SIZE(files)];
 	char **snaps;
 	size_t n_snaps;
+	char *pause_record;	/* BACKUP_PAUSED: kept while the guest is paused, for a fleetd killed meanwhile */
 	long long paused_usec;	/* -1: not paused */
 	char *resume_why;	/* the resume failed: the guest stays paused */
 };
@@ -72,6 +73,7 @@ int vm_disk_copy_begin(struct fleetd *f, const struct agent *a, char *const *sna
 	c->remote = vm_agent_remote(a);
 	c->uuid = xstrdup(uuid);
 	c->paused_usec = -1;
+	c->pause_record = vm_path(b, a->name, BACKUP_PAUSED);
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++)
 		c->paths[i] = files[i].key ? vm_key_path(b, a->name, files[i].name) : vm_path(b, a->name, files[i].name);
 	c->snaps = xcalloc(n + 1, sizeof(*c->snaps));
@@ -79,6 +81,7 @@ int vm_disk_copy_begin(struct fleetd *f, const struct agent *a, char *const *sna
 		c->snaps[i] = xstrdup(snaps[i]);
 	c->n_snaps = n;
 	v->busy = true;
+	b->jobs++;	/* vm_shutdown frees nothing of c's while core/backup.c's worker copies */
 	*ret = c;
 	return 0;
 }
@@ -199,8 +202,15 @@ int vm_disk_copy_run(struct vm_disk_copy *c, int dir, json_t *entry, json_t *nam
 	if (r < 0)
 		return r;
 	if (virt_domain_state(c->virt, c->domain, &st) == 0 && st == VIRT_RUNNING) {
-		if ((r = virt_domain_suspend(c->virt, c->domain, why)) < 0)
+		/* Written before the pause: a fleetd killed during the copy resumes the guest at its next start. */
+		if ((r = vm_write_text(c->pause_record, "paused for a backup copy\n", 0600)) < 0) {
+			*why = xasprintf("cannot write %s: %s", c->pause_record, strerror(-r));
 			return r;
+		}
+		if ((r = virt_domain_suspend(c->virt, c->domain, why)) < 0) {
+			(void)unlink(c->pause_record);
+			return r;
+		}
 		t0 = now_usec();
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(files) && !r; i++) {
@@ -237,7 +247,8 @@ int vm_disk_copy_run(struct vm_disk_copy *c, int dir, json_t *entry, json_t *nam
 				r = rr;
 				*why = xasprintf("cannot resume its guest after the copy: %s", c->resume_why);
 			}
-		}
+		} else
+			(void)unlink(c->pause_record);	/* a failed resume keeps it: the next start tries again */
 	}
 	return r;
 }
@@ -247,6 +258,7 @@ void vm_disk_copy_end(struct vm_disk_copy *c)
 	if (!c)
 		return;
 	c->vm->busy = false;
+	c->vm->b->jobs--;
 	if (c->paused_usec >= 0)
 		log_notice("agent '%s': paused %.3f s while its disks were copied for the backup", c->vm->name,
 			   c->paused_usec / 1e6);
@@ -254,6 +266,7 @@ void vm_disk_copy_end(struct vm_disk_copy *c)
 		log_error("agent '%s': its guest stays paused, the resume after the backup copy failed: %s "
 			  "(fleetctl restart %s)", c->vm->name, c->resume_why, c->vm->name);
 	free(c->resume_why);
+	free(c->pause_record);
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++)
 		free(c->paths[i]);
 	for (size_t i = 0; i < c->n_snaps; i++)
@@ -483,4 +496,53 @@ int vm_disk_restore_snapshot(struct fleetd *f, const struct agent *a, const char
 	if ((r = vm_snapshot_rehome(xml, dom_xml, &moved, why)) < 0)
 		return r;
 	return virt_snapshot_redefine(v, dom, moved, why);
+}
+
+int vm_backup_pause_undo(struct vm_backend *b, const char *agent, struct virt *virt)
+{
+	_cleanup_free_ char *record = vm_path(b, agent, BACKUP_PAUSED), *dom = NULL, *why = NULL;
+	enum virt_state st;
+	struct stat sb;
+	int r;
+
+	if (lstat(record, &sb) < 0)
+		return 0;
+	dom = vm_domain_name(agent);
+	if ((r = virt_domain_state(virt, dom, &st)) < 0) {
+		if (r != -ENOTCONN) {	/* no such domain: nothing is paused */
+			(void)unlink(record);
+			return 0;
+		}
+		return r;
+	}
+	if (st == VIRT_PAUSED && (r = virt_domain_resume(virt, dom, &why)) < 0) {
+		log_error("agent '%s': its guest, paused for a backup copy cut short, cannot be resumed: %s "
+			  "(fleetctl restart %s)", agent, why ? why : strerror(-r), agent);
+		return r;
+	}
+	(void)unlink(record);
+	if (st != VIRT_PAUSED)
+		return 0;
+	log_notice("agent '%s': its guest resumed (fleetd stopped while a backup copy had it paused)", agent);
+	return 1;
+}
+
+void vm_backup_pause_recover(struct vm_backend *b)
+{
+	struct agent **list = NULL;
+
+	if (b->host->list_agents(b->f, BACKEND_VM, &list) < 0)
+		return;
+	for (size_t i = 0; list[i]; i++) {
+		_cleanup_free_ char *record = vm_path(b, list[i]->name, BACKUP_PAUSED);
+		struct virt *virt;
+		struct stat sb;
+
+		if (lstat(record, &sb) < 0)
+			continue;
+		/* A host not reachable now: its record stays, and the agent's next exec resumes it. */
+		if ((virt = vm_agent_virt(b, list[i], NULL)))
+			(void)vm_backup_pause_undo(b, list[i]->name, virt);
+	}
+	agent_list_free(list);
 }

@@ -44,6 +44,7 @@
 #define NETWORK_NAME "fleet-nat"
 #define AGENTD_IN_GUEST "/usr/bin/agentd"
 #define CONSOLE_LOG "console.log"
+#define BACKUP_PAUSED "backup-paused"	/* its guest paused for a backup copy (disk_backup.c) */
 #define MEMDISK "memory.qcow2"	/* the memory store's disk, the guest's vdc (memdisk.c) */
 #define VM_POOL "fleet"		/* the storage pool on a host other than local (remote_disks.c) */
 /* NAT on a host other than local (remote_nat.c): fleet's network there, its bridge, each agent's filter. */
@@ -105,7 +106,7 @@ struct vm_backend {
 	struct vm *vms;
 	unsigned egress_gen;		/* bumped by each vm_egress_apply, so a refresh can tell it was overtaken */
 	struct egress_refresh *egress_refresh;
-	unsigned jobs;			/* vm_worker_run's jobs not done yet */
+	unsigned jobs;			/* vm_worker_run's jobs and backup copies (disk_backup.c) not done yet */
 };
 
 /* backend.c: the registry and paths. */
@@ -266,6 +267,16 @@ char *vm_remote_nat_filter(const char *agent);
 int vm_remote_nat_network(struct virt *v, char gw[16], int *prefix, char **why);
 /* The gateway address and prefix of a network's definition (libvirt's XML, its first IPv4 <ip>); -EINVAL without one. */
 int vm_remote_nat_network_ip(const char *xml, char gw[16], int *prefix);
+
+/* disk_backup.c */
+/*
+ * A guest a backup copy paused and a stopped or killed fleetd never
+ * resumed (its BACKUP_PAUSED record): resumed on virt. 1 resumed, 0
+ * nothing to do, -errno (its host unreachable: the record stays).
+ */
+int vm_backup_pause_undo(struct vm_backend *b, const char *agent, struct virt *virt);
+/* At start: every such guest, so. */
+void vm_backup_pause_recover(struct vm_backend *b);
 /*
  * The agent's filter (libvirt's nwfilter XML; caller frees) for the network
  * gw/prefix, the host's own addresses host_addrs (NULL-terminated) and the

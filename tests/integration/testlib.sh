@@ -27,7 +27,6 @@ pid=$FLEETD_PID
 stop_fleetd; ok $? "stop_fleetd stops a running fleetd"
 check "it is gone" -- bash -c "! kill -0 $pid"
 stop_fleetd; rc=$?
-isnt_rc() { [ "$1" -ne 0 ]; }
 check "stop_fleetd again, on the fleetd that is already gone, fails" -- isnt_rc "$rc"
 
 # A fleetd that died on its own (here: kill -9 behind the helper's back).

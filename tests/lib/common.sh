@@ -40,6 +40,7 @@ like() {	# like TEXT PATTERN DESCRIPTION (grep -E); returns 0 on a match
 	if printf '%s' "$1" | grep -qE -- "$2"; then ok 0 "$3"; else ok 1 "$3"; echo "#   '$1'"; echo "#   does not match /$2/"; return 1; fi
 }
 
+isnt_rc() { [ "$1" != 0 ]; }	# isnt_rc STATUS: true when a command failed, for ok/check
 diag() { printf '# %s\n' "$@"; }
 
 # Skip the whole file when a prerequisite is missing, except under CI=true,

@@ -14,7 +14,9 @@
 #    kept, its disk still on the base it was made on; a second start
 #    uploads nothing;
 #  - its memory disk grown back at a start after a restore brought back a
-#    snapshot taken before its quota grew.
+#    snapshot taken before its quota grew;
+#  - fleetd stopped (TERM) and killed (-9) while a backup copy has the
+#    guest paused: its next start resumes the guest.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
@@ -138,6 +140,36 @@ is "$(vsize "$H2_POOL/agent-$A.memory.qcow2")" "$(memdisk_bytes 96)" "its volume
 read -r fs_blocks fs_bsize < <(ex -- stat -f -c '%b %S' /home/agent/memory)
 fs_bytes=$(( ${fs_blocks:-0} * ${fs_bsize:-0} ))
 [ "$fs_bytes" -ge $((96 << 20)) ]; ok $? "its ~/memory file system grew with it: $(( fs_bytes >> 20 )) MiB"
+
+# --- a backup's pause outlives no fleetd: stopped (TERM), then killed (-9), while the copy has the
+# guest paused. The link at 1 Mbit/s keeps the download of its volumes going long enough; the next
+# start resumes the guest (it once stayed paused until an operator restarted it), and on SIGTERM
+# fleetd frees nothing the backup's worker still uses.
+h2_paused() { [ "$(virsh_h2 domstate "fleet-$A")" = paused ]; }
+for sig in TERM KILL; do
+	vmns_exec tc qdisc add dev fleet-h1 root tbf rate 1mbit burst 32kb latency 2s
+	ok $? "the link to h2 slowed to 1 Mbit/s ($sig)"
+	echo "rd pass" | "$FLEETCTL" backup "$TEST_TMP/bk-$sig" --with-disks > "$TEST_TMP/bk-$sig.out" 2>&1 &
+	bk_pid=$!
+	wait_for 60 h2_paused; ok $? "the backup copy has its guest paused on h2"
+	[ -e "$STATE/vms/$A/backup-paused" ]; ok $? "with a record of the pause in its dir"
+	stop_fleetd "$sig"; ok $? "fleetd stopped by SIG$sig during the copy"
+	if [ "$sig" = TERM ]; then
+		like "$(cat "$STATE/fleetd.log")" "1 job\(s\) still on worker threads .*backup copy.*not waiting" \
+			"it leaves the copy on its worker thread"
+		! grep -qE "AddressSanitizer|Segmentation|double free|corrupted" "$STATE/fleetd.log"
+		ok $? "nothing freed under the worker"
+	fi
+	wait "$bk_pid"; isnt_rc $?; ok $? "the backup fails (its answer never came)"
+	vmns_exec tc qdisc del dev fleet-h1 root; ok $? "the link to h2 at full speed again"
+	h2_paused; ok $? "its guest is still paused with fleetd gone"
+	fleetd_ns_start; ok $? "fleetd starts again"
+	is "$(virsh_h2 domstate "fleet-$A")" running "fleetd's start resumed the guest"
+	is "$(grep -c "agent '$A': its guest resumed (fleetd stopped while a backup copy had it paused)" "$STATE/fleetd.log")" \
+		"$([ "$sig" = TERM ] && echo 1 || echo 2)" "its log says so"
+	[ ! -e "$STATE/vms/$A/backup-paused" ]; ok $? "the record is gone"
+	is "$(ex -- echo alive)" alive "exec works in it"
+done
 
 "$FLEETCTL" rm --force "$A" >/dev/null; ok $? "rm $A"
 is "$(vols)" "" "its volumes are gone from h2"

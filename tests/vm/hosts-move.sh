@@ -22,7 +22,6 @@ vmfleet_setup --tcg jq sqlite3 curl qemu-img
 host2_start
 
 apiq() { api "$@" | tr -d "\n"; }
-isnt_rc() { [ "$1" != 0 ]; }
 H2_POOL=${H2[2]}/fleet	# /var/lib/libvirt/fleet on h2, as seen from outside its namespace
 ID=$(cd "$STATE/images" && sha256sum vmlinuz initramfs.img base.qcow2 | sha256sum | cut -d' ' -f1)
 mv_vols() { virsh_h2 vol-list fleet 2>/dev/null | awk '$1 ~ /^agent-mv\./ { print $1 }' | sort | tr '\n' ' '; }

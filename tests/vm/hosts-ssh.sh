@@ -20,7 +20,6 @@ vmfleet_setup --tcg jq ssh ssh-keygen dropbearkey virt-ssh-helper
 H2_TRANSPORT=ssh
 host2_start
 
-isnt_rc() { [ "$1" != 0 ]; }
 id=$(test_run_id)
 a=ss$id
 vols() { virsh_h2 vol-list fleet 2>/dev/null | awk -v a="agent-$a." 'index($1, a) == 1 { print $1 }' | sort | tr '\n' ' '; }

@@ -64,7 +64,6 @@ fi
 
 # --- host add: names and URIs checked ------------------------------------------------------------
 out=$("$FLEETCTL" host add bad "qemu+unix:///system?socket=$TEST_TMP/no-such.sock" 2>&1); rc=$?
-isnt_rc() { [ "$1" != 0 ]; }
 check "a URI that does not answer is refused" -- isnt_rc "$rc"
 like "$out" "no-such.sock" "with libvirt's error naming the socket: $out"
 resp=$(apiq POST /v1/hosts "{\"name\":\"bad\",\"uri\":\"qemu+unix:///system?socket=$TEST_TMP/no-such.sock\"}")

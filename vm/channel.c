@@ -43,8 +43,9 @@ static void session_ready(void *userdata)
 	struct vm *v = userdata;
 
 	v->ready = true;
-	if (strcmp(v->b->domain_type, "kvm") == 0)
-		v->b->kvm_proven = true;
+	/* A KVM guest that answers proves KVM on its host (not on another one's). */
+	if (v->booted_type && strcmp(v->booted_type, "kvm") == 0 && v->boot_agent)
+		vm_host_kvm_set_proven(v->b, v->boot_agent->host);
 	log_info("agent '%s': control channel ready", v->name);
 	vm_waiters_finish(v, 0, NULL);
 }
@@ -193,114 +194,93 @@ char *vm_virt_type_file(struct vm_backend *b)
 	return xasprintf("%s/vms/virt-type", b->state_dir);
 }
 
-/*
- * /dev/kvm can answer its ioctls and still not run a guest (seen with nested
- * virtualization: the kernel never leaves its decompressor). When the first
- * KVM guest prints no kernel banner within KVM_WATCHDOG_S, switch this host
- * to TCG for good (remembered in vms/virt-type), redefine the domain and
- * boot it again. Returns true when it took over the boot.
- */
-/*
- * The same for a guest on another host: that host (not fleetd's) goes to TCG
- * for good (vm_host_kvm_set_off), and the guest is redefined there as a TCG
- * domain and booted again. The next create or move there gets TCG at once.
- */
-static bool kvm_watchdog_remote(struct vm *v)
+/* The host a KVM watchdog's log line speaks of: "host NAME" or "this host"; caller frees. */
+static char *host_label(const struct agent *a)
+{
+	return vm_agent_remote(a) ? xasprintf("host %s", a->host) : xstrdup("this host");
+}
+
+/* Its domain defined again as TCG and booted: 0, or -errno with *why. */
+static int reboot_as_tcg(struct vm *v, struct virt *virt, const char *dom, const char *uuid, char **why)
 {
 	struct vm_backend *b = v->b;
 	const struct agent *a = v->boot_agent;
-	_cleanup_free_ char *dom = vm_domain_name(v->name), *why = NULL, *xml = NULL;
 	_cleanup_images_ struct agent_images im = { 0 };
+	_cleanup_free_ char *xml = NULL;
+	int r;
+
+	if (!vm_agent_remote(a)) {
+		(void)vm_load_images(b, v->name, &im);
+		xml = vm_domain_xml(b, a, &im, uuid);	/* b->domain_type is qemu by now */
+		if ((r = virt_domain_define(virt, xml, why)) < 0 || (r = virt_domain_start(virt, dom, why)) < 0)
+			return r;
+		v->booted_type = "qemu";
+		v->started_at = now_usec();
+		return 0;
+	}
+	if (vm_load_images(b, v->name, &im) < 0 || !im.image) {
+		*why = xstrdup("cannot read the agent's image record to redefine its domain under TCG");
+		return -EIO;
+	}
+	/* The domain type comes from vm_host_domain_type: qemu there by now. */
+	if ((r = vm_remote_domain_xml(b, virt, a, im.image, im.boot_image, uuid, &xml, why)) < 0 ||
+	    (r = virt_domain_define(virt, xml, why)) < 0)
+		return r;
+	return vm_remote_boot(v, a, why);	/* sets booted_type and started_at */
+}
+
+/*
+ * /dev/kvm can answer its ioctls and still not run a guest (seen with nested
+ * virtualization: the kernel never leaves its decompressor). When the first
+ * KVM guest on a host (fleetd's own or another) prints no kernel banner
+ * within KVM_WATCHDOG_S, that host goes to TCG for good (vm_host_kvm_set_off:
+ * vms/virt-type, or vms/virt-type@HOST), the domain is redefined as TCG and
+ * booted again; guests started as KVM there before the switch follow at once.
+ * Returns true when it took over the boot.
+ */
+static bool kvm_watchdog(struct vm *v)
+{
+	struct vm_backend *b = v->b;
+	const struct agent *a = v->boot_agent;
+	_cleanup_free_ char *dom = vm_domain_name(v->name), *why = NULL, *where = NULL;
+	struct virt *virt;
 	char uuid[40];
 
-	if (vm_host_kvm_proven(b, a->host))
+	if (!v->booted_type || strcmp(v->booted_type, "kvm") != 0 || !v->started_at || !a)
 		return false;
 	if (!vm_host_kvm_off(b, a->host)) {
-		if (now_usec() - v->started_at < KVM_WATCHDOG_S * 1000000LL)
+		if (vm_host_kvm_proven(b, a->host) || now_usec() - v->started_at < KVM_WATCHDOG_S * 1000000LL)
 			return false;
 		if (vm_console_has_kernel_banner(b, v->name)) {
 			vm_host_kvm_set_proven(b, a->host);
 			return false;
 		}
-		log_warning("vm backend: agent '%s' printed no kernel line %d s after a KVM start on host %s: KVM does "
-			    "not run guests there; switching that host to TCG (domain type qemu)", v->name,
-			    KVM_WATCHDOG_S, a->host);
+		where = host_label(a);
+		log_warning("vm backend: agent '%s' printed no kernel line %d s after a KVM start on %s: KVM does not "
+			    "run guests there; switching that host to TCG (domain type qemu)", v->name, KVM_WATCHDOG_S,
+			    where);
 		if (vm_host_kvm_set_off(b, a->host) < 0)
-			log_warning("vm backend: cannot remember the switch of host %s", a->host);
+			log_warning("vm backend: cannot remember the switch of %s to TCG", where);
 	} else {
-		log_info("agent '%s': rebooting under TCG like the rest of host %s", v->name, a->host);
+		where = host_label(a);
+		log_info("agent '%s': rebooting under TCG like the rest of %s", v->name, where);
 	}
 	vm_drop_session(v);
+	if (!(virt = vm_agent_virt(b, a, &why))) {
+		vm_waiters_finish(v, -EIO, why ? why : "its host's connection is gone");
+		return true;
+	}
 	v->stopping = true;	/* our destroy, not a crash */
-	(void)virt_domain_destroy(v->virt, dom, NULL);
-	if (virt_domain_uuid(v->virt, dom, uuid) < 0) {
+	(void)virt_domain_destroy(virt, dom, NULL);
+	if (virt_domain_uuid(virt, dom, uuid) < 0) {
 		vm_waiters_finish(v, -EIO, "cannot read the domain's UUID to redefine it");
 		return true;
 	}
-	if (vm_load_images(b, v->name, &im) < 0 || !im.image) {
-		vm_waiters_finish(v, -EIO, "cannot read the agent's image record to redefine its domain under TCG");
-		return true;
-	}
-	if (vm_remote_domain_xml(b, v->virt, a, im.image, im.boot_image, uuid, &xml, &why) < 0) {
-		vm_waiters_finish(v, -EIO, why ? why : "cannot find its volumes to redefine its domain under TCG");
-		return true;
-	}
-	if (virt_domain_define(v->virt, xml, &why) < 0 || vm_remote_boot(v, a, &why) < 0) {
+	if (reboot_as_tcg(v, virt, dom, uuid, &why) < 0) {
 		vm_waiters_finish(v, -EIO, why ? why : "cannot boot the guest under TCG");
 		return true;
 	}
 	v->stopping = false;
-	v->boot_deadline = now_usec() + boot_timeout_s(v) * 1000000LL;
-	schedule_connect(v);
-	return true;
-}
-
-static bool kvm_watchdog(struct vm *v)
-{
-	struct vm_backend *b = v->b;
-	_cleanup_free_ char *dom = vm_domain_name(v->name), *why = NULL, *xml = NULL, *file = NULL;
-	char uuid[40];
-
-	if (!v->booted_type || strcmp(v->booted_type, "kvm") != 0 || !v->started_at || !v->boot_agent)
-		return false;
-	if (vm_agent_remote(v->boot_agent))
-		return kvm_watchdog_remote(v);
-	/* Guests started as KVM before the switch follow it at once; the first one waits it out. */
-	if (strcmp(b->domain_type, "kvm") == 0) {
-		if (b->kvm_proven || now_usec() - v->started_at < KVM_WATCHDOG_S * 1000000LL)
-			return false;
-		if (vm_console_has_kernel_banner(b, v->name)) {
-			b->kvm_proven = true;
-			return false;
-		}
-		log_warning("vm backend: agent '%s' printed no kernel line %d s after a KVM start: KVM does not run "
-			    "guests on this host; switching to TCG (domain type qemu)", v->name, KVM_WATCHDOG_S);
-		b->domain_type = "qemu";
-		file = vm_virt_type_file(b);
-		if (vm_write_text(file, "qemu\n", 0600) < 0)
-			log_warning("vm backend: cannot remember the switch in %s", file);
-	} else {
-		log_info("agent '%s': rebooting under TCG like the rest of this host", v->name);
-	}
-	vm_drop_session(v);
-	v->stopping = true;	/* our destroy, not a crash */
-	(void)virt_domain_destroy(b->virt, dom, NULL);
-	if (virt_domain_uuid(b->virt, dom, uuid) < 0) {
-		vm_waiters_finish(v, -EIO, "cannot read the domain's UUID to redefine it");
-		return true;
-	}
-	{
-		_cleanup_images_ struct agent_images im = { 0 };
-		(void)vm_load_images(b, v->name, &im);
-		xml = vm_domain_xml(b, v->boot_agent, &im, uuid);
-	}
-	if (virt_domain_define(b->virt, xml, &why) < 0 || virt_domain_start(b->virt, dom, &why) < 0) {
-		vm_waiters_finish(v, -EIO, why ? why : "cannot boot the guest under TCG");
-		return true;
-	}
-	v->stopping = false;
-	v->booted_type = "qemu";
-	v->started_at = now_usec();
 	v->boot_deadline = now_usec() + boot_timeout_s(v) * 1000000LL;
 	schedule_connect(v);
 	return true;

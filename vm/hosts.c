@@ -55,23 +55,32 @@ bool vm_host_kvm_off(struct vm_backend *b, const char *host)
 
 int vm_host_kvm_set_off(struct vm_backend *b, const char *host)
 {
-	_cleanup_free_ char *file = kvm_off_file(b, host);
+	_cleanup_free_ char *file = NULL;
 
+	if (is_local(host)) {
+		b->domain_type = "qemu";	/* every later create and start here */
+		file = vm_virt_type_file(b);
+	} else
+		file = kvm_off_file(b, host);
 	return vm_write_text(file, "qemu\n", 0600);
 }
 
 bool vm_host_kvm_proven(struct vm_backend *b, const char *host)
 {
-	struct vm_host *h = find(b, host);
+	struct vm_host *h;
 
-	return h && h->kvm_proven;
+	if (is_local(host))
+		return b->kvm_proven;
+	return (h = find(b, host)) && h->kvm_proven;
 }
 
 void vm_host_kvm_set_proven(struct vm_backend *b, const char *host)
 {
-	struct vm_host *h = find(b, host);
+	struct vm_host *h;
 
-	if (h)
+	if (is_local(host))
+		b->kvm_proven = true;
+	else if ((h = find(b, host)))
 		h->kvm_proven = true;
 }
 

@@ -103,6 +103,87 @@ static void mark_unreachable(struct fleetd *f, const struct agent *a, const stru
 		json_object_set_new(j, "host_unreachable", json_string(why ? why : "unreachable"));
 }
 
+/*
+ * ?view=table: the text `fleetctl list` prints, rendered here. A JSON
+ * answer costs the client more to parse than its whole start (jansson
+ * reads ~50 MB/s: 1.5 ms for 1000 agents as bare arrays, against a
+ * fleetctl call of 1.4 ms), so the table of a large fleet comes ready.
+ */
+struct table_out {
+	struct fleetd *f;
+	struct evbuffer *buf;
+	const struct backend_ops *vm;
+	char **lost;		/* hosts found unreachable by this call, NULL-terminated */
+	char **seen;		/* hosts asked about by this call */
+	size_t n_lost, n_seen;
+	bool any;
+};
+
+#define TABLE_HEAD "%-32s %-7s %-12s %8s %5s %-7s %-12s %s\n"
+#define TABLE_ROW "%-32s %-7s %-12s %5dMiB %5d %-7s %-12s %s\n"
+
+/* Whether host's connection is lost, asked once per host per call (in memory: no libvirt call). */
+static bool host_lost(struct table_out *t, const char *host)
+{
+	_cleanup_free_ char *why = NULL;
+	bool lost;
+
+	for (size_t i = 0; i < t->n_lost; i++)
+		if (strcmp(t->lost[i], host) == 0)
+			return true;
+	for (size_t i = 0; i < t->n_seen; i++)
+		if (strcmp(t->seen[i], host) == 0)
+			return false;
+	lost = t->vm && t->vm->host_reachable && !t->vm->host_reachable(t->f, host, &why);
+	if (lost) {
+		t->lost = xrealloc(t->lost, (t->n_lost + 1) * sizeof(*t->lost));
+		t->lost[t->n_lost++] = xstrdup(host);
+	} else {
+		t->seen = xrealloc(t->seen, (t->n_seen + 1) * sizeof(*t->seen));
+		t->seen[t->n_seen++] = xstrdup(host);
+	}
+	return lost;
+}
+
+static void table_row(void *ud, const struct agent_row *a)
+{
+	struct table_out *t = ud;
+	char created[32];
+
+	if (!t->any && evbuffer_add_printf(t->buf, TABLE_HEAD, "NAME", "BACKEND", "STATE", "MEMORY", "VCPUS",
+					   "NETWORK", "HOST", "CREATED") < 0)
+		abort();
+	t->any = true;
+	/* its host lost: the recorded state is only the last one known */
+	if (evbuffer_add_printf(t->buf, TABLE_ROW, a->name, a->backend, a->host && host_lost(t, a->host) ? "unreachable" : a->state,
+				a->memory_mib, a->vcpus, a->network, a->host ? a->host : "-",
+				format_utc(a->created_at, created, sizeof(created))) < 0)
+		abort();
+}
+
+static void agents_table(struct api_call *c)
+{
+	struct table_out t = { .f = c->fleetd, .buf = evbuffer_new(), .vm = backend_get(c->fleetd, BACKEND_VM, NULL) };
+	int r = t.buf ? db_agent_rows(c->fleetd->db, table_row, &t) : -ENOMEM;
+
+	for (size_t i = 0; i < t.n_lost; i++)
+		free(t.lost[i]);
+	for (size_t i = 0; i < t.n_seen; i++)
+		free(t.seen[i]);
+	free(t.lost);
+	free(t.seen);
+	if (r < 0) {
+		if (t.buf)
+			evbuffer_free(t.buf);
+		api_error_errno(c, r, "cannot list agents: %s", strerror(-r));
+		return;
+	}
+	if (!t.any && evbuffer_add(t.buf, "no agents\n", 10) < 0)
+		abort();
+	api_reply_raw(c, 200, "text/plain; charset=utf-8", evbuffer_pullup(t.buf, -1), evbuffer_get_length(t.buf));
+	evbuffer_free(t.buf);
+}
+
 void api_agents_list(struct api_call *c)
 {
 	struct agent **list = NULL;
@@ -112,8 +193,13 @@ void api_agents_list(struct api_call *c)
 	json_t *arr;
 	int r;
 
-	if (api_query(c, "view", view, sizeof(view)) && strcmp(view, "brief") != 0 && strcmp(view, "full") != 0) {
-		api_error(c, 400, "invalid", "view must be brief or full");
+	if (api_query(c, "view", view, sizeof(view)) && strcmp(view, "brief") != 0 && strcmp(view, "full") != 0 &&
+	    strcmp(view, "table") != 0) {
+		api_error(c, 400, "invalid", "view must be brief, table or full");
+		return;
+	}
+	if (strcmp(view, "table") == 0) {
+		agents_table(c);
 		return;
 	}
 	brief = strcmp(view, "brief") == 0;

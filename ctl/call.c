@@ -46,6 +46,39 @@ int call(struct ctl *ctl, const char *method, const char *path, json_t *body, js
 	return call_raw(ctl, method, path, "application/json", text, text ? strlen(text) : 0, ret);
 }
 
+/* What an http_client error r means, printed. */
+static void print_transport_error(const struct ctl *ctl, int r)
+{
+	if (print_not_running(ctl, r))
+		return;
+	if (r == -EACCES)
+		fprintf(stderr, "fleetctl: cannot connect to fleetd at %s: %s (root or the socket group only)\n",
+			ctl->socket, strerror(-r));
+	else
+		fprintf(stderr, "fleetctl: talking to fleetd at %s: %s\n", ctl->socket, strerror(-r));
+}
+
+int call_text(struct ctl *ctl, const char *path, struct http_response *ret)
+{
+	json_t *err;
+	int r = http_request_body(ctl->socket, "GET", path, NULL, NULL, 0, ret);
+
+	if (r < 0) {
+		print_transport_error(ctl, r);
+		return 1;
+	}
+	if (ret->status < 300)
+		return 0;
+	/* An error is JSON, as for every call. */
+	err = ret->body_len ? json_loadb(ret->body, ret->body_len, 0, NULL) : NULL;
+	fprintf(stderr, "fleetctl: %s\n", json_string_value(json_object_get(err, "error")) ?: "request failed");
+	if (!json_string_value(json_object_get(err, "error")))
+		fprintf(stderr, "fleetctl: (HTTP status %d)\n", ret->status);
+	json_decref(err);
+	http_response_free(ret);
+	return 1;
+}
+
 int call_raw(struct ctl *ctl, const char *method, const char *path, const char *ctype, const char *body,
 	     size_t body_len, json_t **ret)
 {
@@ -55,13 +88,7 @@ int call_raw(struct ctl *ctl, const char *method, const char *path, const char *
 
 	r = http_request_body(ctl->socket, method, path, ctype, body, body_len, &resp);
 	if (r < 0) {
-		if (print_not_running(ctl, r))
-			return 1;
-		if (r == -EACCES)
-			fprintf(stderr, "fleetctl: cannot connect to fleetd at %s: %s (root or the socket group only)\n",
-				ctl->socket, strerror(-r));
-		else
-			fprintf(stderr, "fleetctl: talking to fleetd at %s: %s\n", ctl->socket, strerror(-r));
+		print_transport_error(ctl, r);
 		return 1;
 	}
 	if (resp.body_len > 0) {

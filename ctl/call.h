@@ -52,6 +52,13 @@ int call(struct ctl *ctl, const char *method, const char *path, json_t *body, js
 /* call() with body_len raw bytes of type ctype as the body (NULL: none). */
 int call_raw(struct ctl *ctl, const char *method, const char *path, const char *ctype, const char *body,
 	     size_t body_len, json_t **ret);
+/*
+ * GET path whose answer is text, not JSON (a table fleetd rendered): 0
+ * with *ret holding it (the caller frees it with http_response_free), or
+ * 1 after printing the error, as call() does.
+ */
+struct http_response;
+int call_text(struct ctl *ctl, const char *path, struct http_response *ret);
 /* call() with the path made from fmt and what follows ("/v1/agents/%s"). */
 int callf(struct ctl *ctl, const char *method, json_t *body, json_t **ret, const char *fmt, ...) _printf_(5, 6);
 

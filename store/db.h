@@ -66,6 +66,14 @@ int db_agent_get(struct db *db, const char *name, struct agent **ret);
 /* All agents ordered by name; *ret is a NULL-terminated array the caller frees with agent_list_free (agent.h). */
 int db_agent_list(struct db *db, struct agent ***ret, size_t *n);
 int db_agent_count(struct db *db, long *ret);
+/* What `fleetctl list` shows of an agent (db_agent_rows); its strings live until the callback returns. */
+struct agent_row {
+	const char *name, *backend, *state, *network, *host;	/* host NULL: none (a user agent) */
+	int memory_mib, vcpus;
+	long long created_at;
+};
+/* row(ud, r) for each agent in name order, from one query of those columns only; 0 or -errno. */
+int db_agent_rows(struct db *db, void (*row)(void *ud, const struct agent_row *r), void *ud);
 /* Only lifecycle.c calls this. detail (may be NULL) replaces state_detail. */
 int db_agent_set_state(struct db *db, const char *name, enum agent_state state, const char *detail);
 /* Record the result of a health check (healthy 1 or 0) with its detail. */

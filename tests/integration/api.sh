@@ -23,6 +23,13 @@ is "$(printf '%s' "${out% *}" | jq -c '.agents[0] | [.name, .memory_mib, .state]
 	"with the agent's values"
 out=$(api GET /v1/agents); is "$(printf '%s' "${out% *}" | jq -r '.agents[0].health.status')" unknown \
 	"without a view the list has the full objects"
+# The table view (what `fleetctl list` asks for): the text it prints, rendered by fleetd.
+out=$(curl -sS --unix-socket "$SOCK" -D "$TEST_TMP/table.h" "http://fleet/v1/agents?view=table"); ok $? "GET /v1/agents?view=table"
+like "$(cat "$TEST_TMP/table.h")" "^HTTP/1.1 200" "200"
+like "$(cat "$TEST_TMP/table.h")" "Content-Type: text/plain" "as text"
+like "$(printf '%s' "$out" | head -1)" "^NAME +BACKEND +STATE +MEMORY +VCPUS +NETWORK +HOST +CREATED$" "its header"
+like "$out" "api-alpha +user +stopped +128MiB +1 +none +- +[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z" "and the agent's row"
+is "$out" "$("$FLEETCTL" list)" "exactly what fleetctl list prints"
 
 # err_case DESCRIPTION WANT_STATUS WANT_CODE METHOD PATH [BODY]
 err_case() {

@@ -40,7 +40,6 @@
 #include "vm/ssh.h"
 #include "common/util.h"
 #include "vm/virt.h"
-#include "vm/virt_xml.h"
 #include "vm/vm_internal.h"
 
 /* --- the agents' struct vm, paths and small helpers (vm_internal.h) ----------- */
@@ -258,43 +257,6 @@ static void start_memdisk_made(struct vm *v, int r, const char *why, void *userd
  * a NAT guest's rules its network filter there (remote_nat.c); its control
  * channel is streamed over that host's connection (channel.c). -errno with *why.
  */
-/* The type a defined domain boots as ("kvm" or "qemu"), from its definition; "qemu" if unknown. */
-static const char *domain_type_of(struct virt *virt, const char *dom)
-{
-	_cleanup_free_ char *xml = NULL, *type = NULL;
-
-	if (virt_domain_xml(virt, dom, &xml) < 0 || virt_xml_string(xml, "string(/domain/@type)", &type) < 0)
-		return "qemu";
-	return type && strcmp(type, "kvm") == 0 ? "kvm" : "qemu";
-}
-
-int vm_remote_boot(struct vm *v, const struct agent *a, char **why)
-{
-	_cleanup_free_ char *dom = vm_domain_name(a->name), *cwhy = NULL;
-	int r;
-
-	/* Paused until its console streams here (remote_console.c), so its log holds the whole boot. */
-	if ((r = virt_domain_start_paused(v->virt, dom, why)) < 0)
-		return r;
-	vm_remote_console_close(v);	/* the last run's, if its end was not seen yet */
-	if (vm_remote_console_open(v, &cwhy) < 0)
-		log_notice("agent '%s': its console is not logged yet (%s); fleetd tries again every few seconds",
-			   a->name, cwhy ? cwhy : "?");
-	if ((r = virt_domain_resume(v->virt, dom, why)) < 0) {
-		v->stopping = true;	/* not a crash: it never ran */
-		(void)virt_domain_destroy(v->virt, dom, NULL);
-		return r;
-	}
-	/* What the watchdog needs if KVM there turns out to run no guest (channel.c). */
-	v->booted_type = domain_type_of(v->virt, dom);
-	v->started_at = now_usec();
-	if (a != v->boot_agent) {	/* the watchdog boots again with the copy it has */
-		agent_free(v->boot_agent);
-		v->boot_agent = agent_copy(a);
-	}
-	return 0;
-}
-
 static int start_remote(struct vm *v, const struct agent *a, enum virt_state st, backend_done_fn done, void *userdata,
 			char **why)
 {

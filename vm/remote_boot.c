@@ -10,6 +10,8 @@
  * the boot, as for a local agent). What takes long (an upload, a pool
  * refresh, qemu-img there) runs on a worker; the agent is busy meanwhile.
  * It touches only its job there; the host's connection is thread-safe.
+ * Then the boot itself (vm_remote_boot): started paused until its console
+ * streams here, resumed.
  */
 #include <errno.h>
 #include <string.h>
@@ -156,4 +158,41 @@ int vm_remote_boot_prepare(struct vm *v, const struct agent *a, bool off,
 		log_info("agent '%s': bringing its domain on host %s to image sha256:%.12s before its boot (off the loop)",
 			 a->name, a->host, boot);
 	return 1;
+}
+
+/* The type a defined domain boots as ("kvm" or "qemu"), from its definition; "qemu" if unknown. */
+static const char *domain_type_of(struct virt *virt, const char *dom)
+{
+	_cleanup_free_ char *xml = NULL, *type = NULL;
+
+	if (virt_domain_xml(virt, dom, &xml) < 0 || virt_xml_string(xml, "string(/domain/@type)", &type) < 0)
+		return "qemu";
+	return type && strcmp(type, "kvm") == 0 ? "kvm" : "qemu";
+}
+
+int vm_remote_boot(struct vm *v, const struct agent *a, char **why)
+{
+	_cleanup_free_ char *dom = vm_domain_name(a->name), *cwhy = NULL;
+	int r;
+
+	/* Paused until its console streams here (remote_console.c), so its log holds the whole boot. */
+	if ((r = virt_domain_start_paused(v->virt, dom, why)) < 0)
+		return r;
+	vm_remote_console_close(v);	/* the last run's, if its end was not seen yet */
+	if (vm_remote_console_open(v, &cwhy) < 0)
+		log_notice("agent '%s': its console is not logged yet (%s); fleetd tries again every few seconds",
+			   a->name, cwhy ? cwhy : "?");
+	if ((r = virt_domain_resume(v->virt, dom, why)) < 0) {
+		v->stopping = true;	/* not a crash: it never ran */
+		(void)virt_domain_destroy(v->virt, dom, NULL);
+		return r;
+	}
+	/* What the watchdog needs if KVM there turns out to run no guest (channel.c). */
+	v->booted_type = domain_type_of(v->virt, dom);
+	v->started_at = now_usec();
+	if (a != v->boot_agent) {	/* the watchdog boots again with the copy it has */
+		agent_free(v->boot_agent);
+		v->boot_agent = agent_copy(a);
+	}
+	return 0;
 }

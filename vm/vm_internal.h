@@ -119,12 +119,6 @@ char *vm_image_path(struct vm_backend *b, const char *file);
 /* The agent's struct vm, or NULL; vm_get() makes one if there is none. */
 struct vm *vm_find(struct vm_backend *b, const char *name);
 struct vm *vm_get(struct vm_backend *b, const char *name);
-/*
- * Boot a's defined, stopped domain on its other host: started paused, its
- * console streamed here, resumed; v->booted_type, started_at and
- * boot_agent set for the KVM watchdog. 0, or -errno with *why.
- */
-int vm_remote_boot(struct vm *v, const struct agent *a, char **why);
 /* Frees v; its waiters and a stop in progress are told -ECANCELED. */
 void vm_free(struct vm *v);
 void vm_drop_session(struct vm *v);
@@ -323,6 +317,12 @@ void vm_remote_consoles_tick(struct vm_backend *b);
  */
 int vm_remote_boot_prepare(struct vm *v, const struct agent *a, bool off,
 			   void (*done)(struct vm *v, int r, const char *why, void *userdata), void *userdata, char **why);
+/*
+ * Boot a's defined, stopped domain on its other host: started paused, its
+ * console streamed here, resumed; v->booted_type, started_at and
+ * boot_agent set for the KVM watchdog. 0, or -errno with *why.
+ */
+int vm_remote_boot(struct vm *v, const struct agent *a, char **why);
 
 /* upgrade.c */
 static inline void agent_images_clearp(struct agent_images *im)

@@ -34,6 +34,7 @@ struct snap_job {
 	char *domain, *snap;
 	char *disk;			/* the disk's file here; NULL: a volume on the agent's host (remote) */
 	char *disk_vol;			/* that volume's name, for its size */
+	struct agent *agent;		/* a copy: where its disk lives, for a failed checkpoint's message */
 	char *memdisk;			/* non-NULL: make the memory disk first (an agent never started yet) */
 	int memdisk_mib;
 	bool revert, was_running;
@@ -88,23 +89,35 @@ static void snap_job_free(struct snap_job *j)
 	free(j->disk_vol);
 	free(j->memdisk);
 	free(j->why);
+	agent_free(j->agent);
 	free(j);
 }
 
-/* Bytes free for QEMU (not root) on the file system holding the agent's disk; -1 if unknown. */
-static long long disk_free(struct vm_backend *b, const char *agent)
+/*
+ * Bytes free for QEMU (not root) where the agent's disk lives: the file
+ * system of its dir here, or the fleet pool on its other host (through
+ * libvirt: a refresh and a query of that pool); -1 if unknown. *where
+ * (caller frees) names the place for a message.
+ */
+static long long disk_free(struct vm_backend *b, const struct agent *a, char **where)
 {
-	_cleanup_free_ char *dir = vm_path(b, agent, NULL);
 	struct statvfs s;
+	struct virt *virt;
+	long long avail;
 
-	return statvfs(dir, &s) == 0 ? (long long)s.f_bavail * (long long)s.f_frsize : -1;
+	if (vm_agent_remote(a)) {
+		*where = xasprintf("pool %s on host %s", VM_POOL, a->host);
+		return (virt = vm_agent_virt(b, a, NULL)) && virt_pool_free(virt, VM_POOL, &avail, NULL) == 0 ? avail : -1;
+	}
+	*where = vm_path(b, a->name, NULL);
+	return statvfs(*where, &s) == 0 ? (long long)s.f_bavail * (long long)s.f_frsize : -1;
 }
 
 static void snap_created(void *arg)
 {
 	struct snap_job *j = arg;
 	long long after = job_disk_bytes(j), avail;
-	_cleanup_free_ char *why = NULL, *where = NULL;
+	_cleanup_free_ char *why = NULL, *where = NULL, *dir = NULL;
 	struct snapshot_result res = {
 		.error = j->r, .why = j->why, .kind = j->was_running ? SNAPSHOT_KIND_FULL : SNAPSHOT_KIND_DISK,
 		.size_bytes = (after >= 0 && j->size_before >= 0 && after >= j->size_before) ? after - j->size_before : -1,
@@ -115,11 +128,10 @@ static void snap_created(void *arg)
 	 * ("failed to save SaveStateEntry ... -5"), and keeps the part it wrote
 	 * allocated in disk.qcow2; say what happened.
 	 */
-	avail = j->r < 0 && j->disk ? disk_free(j->vm->b, j->vm->name) : -1;
+	avail = j->r < 0 && j->agent ? disk_free(j->vm->b, j->agent, &dir) : -1;
 	if (j->r < 0 && ((avail >= 0 && avail < DISK_FULL_BYTES) || (j->why && strstr(j->why, "No space left")))) {
-		_cleanup_free_ char *dir = vm_path(j->vm->b, j->vm->name, NULL);
-
-		where = avail >= 0 ? xasprintf("%.1f MiB free in %s", (double)avail / (1 << 20), dir) : xasprintf("in %s", dir);
+		where = avail >= 0 ? xasprintf("%.1f MiB free in %s", (double)avail / (1 << 20), dir)
+				   : xasprintf("in %s", dir ? dir : "its disk's place");
 		why = xasprintf("the host disk is full (%s)%s; %s", where,
 				j->was_running ? "; the guest may pause (I/O error) when it next needs disk space" : "",
 				j->why ? j->why : strerror(-j->r));
@@ -187,6 +199,7 @@ static struct snap_job *snap_job_new(struct vm_backend *b, const struct agent *a
 	j->virt = virt;		/* its host's: internal qcow2 snapshots work the same on a volume there */
 	j->domain = vm_domain_name(a->name);
 	j->snap = xstrdup(snap);
+	j->agent = agent_copy(a);
 	if (vm_agent_remote(a))
 		j->disk_vol = vm_remote_agent_vol(a->name, "disk.qcow2");
 	else
@@ -220,6 +233,7 @@ int vm_snapshot_create(struct fleetd *f, const struct agent *a, const char *snap
 			      backend_snapshot_fn done, void *userdata, char **why)
 {
 	struct vm_backend *b = vm_backend_of(f);
+	_cleanup_free_ char *dir = NULL;
 	struct snap_job *j;
 	long long avail, need;
 
@@ -233,9 +247,7 @@ int vm_snapshot_create(struct fleetd *f, const struct agent *a, const char *snap
 	 * next write. Refuse unless the worst case fits.
 	 */
 	need = ((long long)a->memory_mib + a->memory_mib / 16 + 16) << 20;
-	if (j->disk && j->was_running && (avail = disk_free(b, a->name)) >= 0 && avail < need) {
-		_cleanup_free_ char *dir = vm_path(b, a->name, NULL);
-
+	if (j->was_running && (avail = disk_free(b, a, &dir)) >= 0 && avail < need) {
 		*why = xasprintf("the host disk is nearly full: %.1f MiB free in %s, and a checkpoint of the running "
 				 "guest may need up to %lld MiB for its memory; free some space, or stop the agent "
 				 "for a disk-only snapshot", (double)avail / (1 << 20), dir, need >> 20);
@@ -268,11 +280,12 @@ int vm_snapshot_delete(struct fleetd *f, const struct agent *a, const char *snap
 {
 	_cleanup_free_ char *dom = vm_domain_name(a->name);
 	struct virt *virt = vm_agent_virt(vm_backend_of(f), a, why);
-	/* On another host the free space is that host's: not checked (docs/multi-host.md). */
-	long long avail = vm_agent_remote(a) ? -1 : disk_free(vm_backend_of(f), a->name);
+	_cleanup_free_ char *dir = NULL;
+	long long avail;
 
 	if (!virt)
 		return -ENOTCONN;
+	avail = disk_free(vm_backend_of(f), a, &dir);
 	/*
 	 * Dropping a snapshot rewrites the snapshot table of disk.qcow2, which
 	 * needs a little space. When QEMU or qemu-img fails there, libvirt
@@ -280,8 +293,6 @@ int vm_snapshot_delete(struct fleetd *f, const struct agent *a, const char *snap
 	 * would stay in the image, holding its space, known to no one.
 	 */
 	if (avail >= 0 && avail < DISK_FULL_BYTES) {
-		_cleanup_free_ char *dir = vm_path(vm_backend_of(f), a->name, NULL);
-
 		*why = xasprintf("the host disk is full (%.1f MiB free in %s); deleting a snapshot needs a little "
 				 "space to rewrite the disk image's snapshot table: free some space first",
 				 (double)avail / (1 << 20), dir);

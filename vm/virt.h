@@ -143,6 +143,8 @@ int virt_snapshot_names(struct virt *v, const char *domain, char ***ret, char **
  */
 typedef void (*virt_upload_observer)(void *userdata, const void *data, size_t len);
 int virt_pool_ensure(struct virt *v, const char *pool, const char *path, char **why);
+/* The bytes free in pool on v's host, as libvirt sees them after a refresh of the pool: 0 or -errno with *why. */
+int virt_pool_free(struct virt *v, const char *pool, long long *ret, char **why);
 int virt_vol_path(struct virt *v, const char *pool, const char *vol, char **ret, char **why);
 int virt_vol_size(struct virt *v, const char *pool, const char *vol, long long *ret, char **why);
 int virt_vol_upload(struct virt *v, const char *pool, const char *vol, int fd, long long size,

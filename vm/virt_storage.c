@@ -114,6 +114,23 @@ int virt_vol_path(struct virt *v, const char *pool, const char *vol, char **ret,
 	return r;
 }
 
+int virt_pool_free(struct virt *v, const char *pool, long long *ret, char **why)
+{
+	virStoragePoolInfo info;
+	virStoragePoolPtr p;
+	int r;
+
+	if ((r = pool_lookup(v, pool, &p, why)) < 0)
+		return r;
+	/* A dir pool's figures are those of its last refresh: now's, for a check of free space. */
+	r = virStoragePoolRefresh(p, 0) < 0 || virStoragePoolGetInfo(p, &info) < 0
+		? virt_last_error("cannot read a storage pool's free space", why) : 0;
+	virStoragePoolFree(p);
+	if (r == 0)
+		*ret = (long long)info.available;
+	return r;
+}
+
 int virt_vol_size(struct virt *v, const char *pool, const char *vol, long long *ret, char **why)
 {
 	virStorageVolInfo info;

@@ -6,7 +6,8 @@
 # start, one in the middle of a restore is finished; bad input is refused.
 # The health check inside a snapshot goes to the guest's health service
 # (agentd/health_server.h), and without it runs as an exec: both mark a
-# snapshot of a guest whose home takes no write bad.
+# snapshot of a guest whose home takes no write bad; the service's kept
+# start of /bin/sh does not hide a /bin/sh changed since.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
@@ -66,6 +67,17 @@ n0=$(service_requests)
 is "$("$FLEETCTL" health snap)" "agent 'snap': healthy (healthy)" "the default health check passes"
 ok $([ "$(service_requests)" -gt "$n0" ] && echo 0 || echo 1) "through the guest's health service"
 bad_snapshot unwritable "health service"
+# The service remembers a start of /bin/sh that passed and skips the next while nothing it
+# depends on has changed (agentd/health_memo.h). A /bin/sh changed since (a link to a file
+# that is no program; root's login shell, agentd, still runs) starts again and fails.
+is "$("$FLEETCTL" health snap)" "agent 'snap': healthy (healthy)" "a second check passes (the shell's start kept)"
+ex --root -- sh -c 'head -c 256 /bin/busybox > /bin/notsh && chmod 0755 /bin/notsh && ln -sf notsh /bin/sh'
+"$FLEETCTL" snapshot snap notsh >/dev/null; ok $? "a snapshot of a guest whose /bin/sh changed and cannot run is taken"
+is "$("$FLEETCTL" --json snapshots snap | jq -r '.[] | select(.name == "notsh") | .good')" false "and marked bad"
+like "$("$FLEETCTL" --json show snap | jq -r .health.detail)" "/bin/sh does not run" "the check says why"
+ex --root -- ln -sf busybox /bin/sh && ex --root -- rm /bin/notsh
+is "$("$FLEETCTL" health snap)" "agent 'snap': healthy (healthy)" "/bin/sh back: the check passes again"
+"$FLEETCTL" snapshot rm snap notsh >/dev/null
 # An older agentd has no service (here: killed); the check runs as the exec it was, with the same verdicts.
 ex --root -- sh -c 'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = agentd-health ] && kill ${p#/proc/}; done'
 is "$("$FLEETCTL" health snap)" "agent 'snap': healthy (healthy)" "without the service the check still passes"

@@ -20,7 +20,10 @@
  * children (health_server.c); each child reads and updates it. It lives
  * in the guest's memory, so a checkpoint of the guest holds it with the
  * disk it describes, and a boot starts without one. A busy page (another
- * child updating it) counts as no memo: the shell runs.
+ * child updating it) counts as no memo: the shell runs. Only the service
+ * and its children map it: a child that dropped to the user is not
+ * dumpable (its uid changed), so the user cannot reach it through ptrace
+ * or /proc/PID/mem, and the shell's exec leaves it behind.
  */
 #ifndef FLEET_AGENTD_HEALTH_MEMO_H
 #define FLEET_AGENTD_HEALTH_MEMO_H

@@ -270,7 +270,7 @@ static int exec_as(const char *user, const struct passwd *pw, const gid_t *group
 	 * file; an agentd of the agent's own earlier in PATH still runs.
 	 */
 	if (argv[cmd + 1] && strcmp(argv[cmd + 1], "health") == 0 && !argv[cmd + 2] && path_resolves_to_self(argv[cmd]))
-		exit(health_run());
+		exit(health_run(NULL));
 	execvp(argv[cmd], argv + cmd);
 	fprintf(stderr, "agentd: %s: %s\n", argv[cmd], strerror(errno));
 	return errno == ENOENT ? 127 : 126;
@@ -407,7 +407,7 @@ int main(int argc, char **argv)
 	if (strcmp(argv[1], "run-as") == 0)
 		return cmd_run_as(argc - 1, argv + 1);
 	if (strcmp(argv[1], "health") == 0)
-		return health_run();
+		return health_run(NULL);
 	if (strcmp(argv[1], "health-server") == 0)
 		return cmd_health_server(argc - 1, argv + 1);
 	if (strcmp(argv[1], "memory") == 0)

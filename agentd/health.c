@@ -6,12 +6,16 @@
 #include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agentd/health_memo.h"
 #include "agentd/users.h"
+
+#define HEALTH_SHELL "/bin/sh"	/* the program that must start */
 
 static int unhealthy(const char *why, const char *what)
 {
@@ -30,7 +34,7 @@ static pid_t health_shell_start(void)
 	extern char **environ;
 	pid_t pid;
 
-	return posix_spawn(&pid, "/bin/sh", NULL, NULL, sh_argv, environ) == 0 ? pid : -1;
+	return posix_spawn(&pid, HEALTH_SHELL, NULL, NULL, sh_argv, environ) == 0 ? pid : -1;
 }
 
 static bool health_shell_ran(pid_t pid)
@@ -83,13 +87,22 @@ static const char *health_home(const char **what)
 	return NULL;
 }
 
-/* Each failure says which check failed. One process and the shell. */
-int health_run(void)
+/*
+ * Each failure says which check failed. One process and the shell; with a
+ * memo (the health service's), the shell only when the memo does not hold
+ * a passing start with the same key (health_memo.h), read before the start.
+ */
+int health_run(struct health_memo *memo)
 {
-	pid_t sh = health_shell_start();
+	struct health_memo_key *key = memo ? health_memo_key_read(HEALTH_SHELL) : NULL;
+	bool kept = health_memo_holds(memo, key);
+	pid_t sh = kept ? -1 : health_shell_start();
 	const char *what, *why = health_home(&what);
-	bool sh_ok = health_shell_ran(sh);	/* reaped on every path */
+	bool sh_ok = kept || health_shell_ran(sh);	/* reaped on every path */
 
+	if (!kept)
+		health_memo_update(memo, key, sh_ok);
+	free(key);
 	if (why)
 		return unhealthy(why, what);
 	if (!sh_ok)

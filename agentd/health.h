@@ -8,7 +8,13 @@
 #ifndef FLEET_AGENTD_HEALTH_H
 #define FLEET_AGENTD_HEALTH_H
 
-/* Prints 'healthy' and returns 0, or 'unhealthy: WHY' and returns 1, on stdout. */
-int health_run(void);
+struct health_memo;
+
+/*
+ * Prints 'healthy' and returns 0, or 'unhealthy: WHY' and returns 1, on
+ * stdout. memo: the health service's (health_memo.h), which spares the
+ * shell's start while nothing it depends on changed; NULL: the shell runs.
+ */
+int health_run(struct health_memo *memo);
 
 #endif

@@ -17,6 +17,7 @@
 
 #include "agentd/become.h"
 #include "agentd/health.h"
+#include "agentd/health_memo.h"
 #include "agentd/users.h"
 
 #define REQUEST_MAX 64
@@ -77,7 +78,7 @@ static const char *root_shell_broken(const char **path)
 }
 
 /* One connection, in a child of its own: the answer on fd; the exit status is the check's. */
-static int serve_one(int fd)
+static int serve_one(int fd, struct health_memo *memo)
 {
 	char req[REQUEST_MAX];
 	const char *user, *why, *what;
@@ -114,7 +115,7 @@ static int serve_one(int fd)
 	user_free(&u);
 	if (r != 0)
 		return r;
-	return health_run();
+	return health_run(memo);
 }
 
 static volatile sig_atomic_t running;	/* connections being served */
@@ -134,6 +135,7 @@ int health_server_run(int port)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	struct sigaction sact = { .sa_handler = on_child };	/* no SA_RESTART: accept returns on a child's end */
+	struct health_memo *memo = health_memo_new();	/* NULL: every check starts the shell */
 	sigset_t none, chld;
 	int fd, one = 1;
 
@@ -177,7 +179,7 @@ int health_server_run(int port)
 			signal(SIGCHLD, SIG_DFL);
 			sigprocmask(SIG_SETMASK, &none, NULL);
 			close(fd);
-			r = serve_one(c);
+			r = serve_one(c, memo);
 			fflush(NULL);	/* the answer: stdout is the connection, and _exit flushes nothing */
 			_exit(r);
 		}

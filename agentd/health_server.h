@@ -8,7 +8,9 @@
  * "health USER\n"; the service forks, checks that root's login shell can
  * run (what every exec of fleetd's starts), drops to USER as run-as does
  * (become.h) and runs the check (health.h), whose output is the answer:
- * "healthy\n", or a line saying what is wrong; then it closes.
+ * "healthy\n", or a line saying what is wrong; then it closes. The
+ * children share one memo (health_memo.h): a check skips the shell's start
+ * while a start that passed still holds.
  *
  * The port is below 1024, so no user but root can listen on it: while the
  * service runs nobody else can, and when it does not, the connection is

@@ -6,7 +6,8 @@
 # start, one in the middle of a restore is finished; bad input is refused.
 # The health check inside a snapshot goes to the guest's health service
 # (agentd/health_server.h), and without it runs as an exec: both mark a
-# snapshot of a guest whose home takes no write bad.
+# snapshot of a guest whose home takes no write bad; the service's kept
+# start of /bin/sh does not hide a /bin/sh changed since.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
@@ -66,6 +67,35 @@ n0=$(service_requests)
 is "$("$FLEETCTL" health snap)" "agent 'snap': healthy (healthy)" "the default health check passes"
 ok $([ "$(service_requests)" -gt "$n0" ] && echo 0 || echo 1) "through the guest's health service"
 bad_snapshot unwritable "health service"
+# The service remembers a start of /bin/sh that passed and skips the next while nothing it
+# depends on has changed (agentd/health_memo.h). A /bin/sh changed since (a link to a file
+# that is no program; root's login shell, agentd, still runs) starts again and fails.
+is "$("$FLEETCTL" health snap)" "agent 'snap': healthy (healthy)" "a second check passes (the shell's start kept)"
+# The processes a check starts in the guest, from the kernel's last pid around it (an exec of
+# cat takes one): the fewest of 3 tries, as anything else the guest starts meanwhile only adds.
+# check_pids [touch]: with touch, /bin changes before each (then 1.2 s: the memo keeps no key
+# with a time less than a second old, and this one must be kept again).
+check_pids() {
+	local a b best=99
+	for _ in 1 2 3; do
+		if [ -n "${1:-}" ]; then ex --root -- touch /bin; sleep 1.2; fi
+		a=$(ex --root -- cat /proc/sys/kernel/ns_last_pid)
+		"$FLEETCTL" health snap >/dev/null
+		b=$(ex --root -- cat /proc/sys/kernel/ns_last_pid)
+		[ $((b - a - 1)) -lt $best ] && best=$((b - a - 1))
+	done
+	echo $best
+}
+is "$(check_pids)" 1 "a check while the kept start holds starts no shell (one process: the service's child)"
+is "$(check_pids touch)" 2 "after a change in /bin each check starts the shell again"
+is "$(check_pids)" 1 "and once that start is kept, none again"
+ex --root -- sh -c 'head -c 256 /bin/busybox > /bin/notsh && chmod 0755 /bin/notsh && ln -sf notsh /bin/sh'
+"$FLEETCTL" snapshot snap notsh >/dev/null; ok $? "a snapshot of a guest whose /bin/sh changed and cannot run is taken"
+is "$("$FLEETCTL" --json snapshots snap | jq -r '.[] | select(.name == "notsh") | .good')" false "and marked bad"
+like "$("$FLEETCTL" --json show snap | jq -r .health.detail)" "/bin/sh does not run" "the check says why"
+ex --root -- ln -sf busybox /bin/sh && ex --root -- rm /bin/notsh
+is "$("$FLEETCTL" health snap)" "agent 'snap': healthy (healthy)" "/bin/sh back: the check passes again"
+"$FLEETCTL" snapshot rm snap notsh >/dev/null
 # An older agentd has no service (here: killed); the check runs as the exec it was, with the same verdicts.
 ex --root -- sh -c 'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = agentd-health ] && kill ${p#/proc/}; done'
 is "$("$FLEETCTL" health snap)" "agent 'snap': healthy (healthy)" "without the service the check still passes"

@@ -221,6 +221,7 @@ static void *maker_main(void *arg)
 			continue;
 		if (n != (ssize_t)sizeof(s) || !s)
 			return NULL;	/* shutdown */
+		memset(&m, 0, sizeof(m));	/* written whole to the pipe: its padding too */
 		m.s = s;
 		m.r = user_launch(&s->spec, &s->proc);
 		while (write(maker_rep[1], &m, sizeof(m)) < 0 && errno == EINTR)

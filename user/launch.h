@@ -117,6 +117,14 @@ const char *user_launch_init_path(void);
 int user_launch(const struct user_launch_spec *spec, struct user_launch_proc *ret);
 
 /*
+ * Return once every user_launch clone begun before the call has let go of
+ * its copy of fleetd's fd table (at its execve; until then it holds every
+ * file any thread of fleetd had open at the clone). For a thread that
+ * closed its last fd on a file system and is about to unmount it. Any thread.
+ */
+void user_launch_clones_wait(void);
+
+/*
  * Give a spare (proc.ctl_fd of a launch with spec.spare) its one command:
  * spec's argv, envp, files and stdin/stdout/stderr (-1: /dev/null); the rest
  * of spec is the spare's already. Returns 0 once the spare has it (close

@@ -574,6 +574,12 @@ int memfs_umount(struct fleetd *f, const char *agent, char **why_out)
 	target = openat(home, "memory", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (target < 0 || mounted_here(home, target, img) != 1)
 		return 0;	/* not mounted (a link or nothing there is not a mount either) */
+	/*
+	 * Every spare has a copy of the store's mount (any agent's: its
+	 * namespace is a copy of fleetd's), which would keep the old file
+	 * system alive after a restore, a resize or a removal; they go.
+	 */
+	spares_drop_all();
 	if ((r = umount_fd(target)) < 0)
 		*why = xasprintf("cannot unmount the memory store: %s", strerror(-r));
 	return r;

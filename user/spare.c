@@ -60,6 +60,7 @@ struct spare {
 	struct user_launch_spec spec;
 	char *home, *netns_path, *resolv_conf;
 	int cg_fds[USER_LAUNCH_MAX_CGROUPS];
+	unsigned epoch;			/* spares_epoch when it was asked for */
 	bool making;			/* the maker has it: only the maker touches spec and proc */
 	bool dropped;			/* dropped while making: freed once made */
 	bool launched;
@@ -71,6 +72,8 @@ struct spare {
 static struct spare *spares;
 static int mounts_fd = -1;
 static unsigned mounts_gen;
+/* Moves at each spares_drop_all: a spare asked for before is not kept when made (its clone may predate the drop). */
+static unsigned spares_epoch;
 
 /* The maker thread: struct spare pointers in on req, struct made out on rep (read on the loop). */
 static pthread_t maker;
@@ -167,11 +170,27 @@ void spare_drop(const char *agent)
 		spare_discard(s);
 }
 
+void spares_drop_all(void)
+{
+	spares_epoch++;
+	while (spares)
+		spare_discard(spares);
+}
+
+/* SPARE_IDLE_S, or FLEET_TEST_SPARE_IDLE_S seconds (1-600) for a test of the idle drop. */
+static int spare_idle_s(void)
+{
+	const char *e = getenv("FLEET_TEST_SPARE_IDLE_S");
+	int n = e ? atoi(e) : 0;
+
+	return n >= 1 && n <= 600 ? n : SPARE_IDLE_S;
+}
+
 /* A spare the maker launched (or could not), on the loop. */
 static void spare_made(const struct made *m)
 {
 	struct spare *s = m->s;
-	struct timeval idle = { SPARE_IDLE_S, 0 };
+	struct timeval idle = { spare_idle_s(), 0 };
 
 	s->making = false;
 	s->launched = m->r == 0;
@@ -184,6 +203,11 @@ static void spare_made(const struct made *m)
 	}
 	if (m->r < 0) {
 		log_debug("agent '%s': no spare sandbox: %s", s->agent, strerror(-m->r));
+		spare_unlink(s);
+		spare_free(s);
+		return;
+	}
+	if (s->epoch != spares_epoch) {	/* all were dropped while it was made: it goes too */
 		spare_unlink(s);
 		spare_free(s);
 		return;
@@ -340,6 +364,7 @@ void spare_want(struct fleetd *f, const char *agent, const struct user_launch_sp
 			spare_discard(o);
 	}
 	s->mounts_gen = mounts_generation();
+	s->epoch = spares_epoch;
 	s->making = true;
 	s->next = spares;
 	spares = s;

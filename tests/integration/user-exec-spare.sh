@@ -10,9 +10,14 @@
 # that predates it (it would hold the old memory store), and a restore cut
 # off by kill -9 is done again at the next start while execs go on (issue
 # #16: each of them failed "cannot unmount .../.NAME.stage: busy" once).
+# Its own mount (and network) namespace: a mount anywhere on the host (other
+# tests') would make a waiting spare stale, and the exec that should take it
+# would get a fresh sandbox.
+. "$FLEET_SRCDIR/tests/lib/own-netns.sh"
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
+own_netns_ready
 command -v jq >/dev/null || skip_all "jq not installed"
 
 A=spr$(test_run_id)

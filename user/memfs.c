@@ -525,7 +525,8 @@ static void *build_thread(void *arg)
 {
 	struct build_args *b = arg;
 
-	if (unshare(CLONE_FS | CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+	/* "none": ignored for a propagation change, but a NULL type reads as a bad pointer to valgrind */
+	if (unshare(CLONE_FS | CLONE_NEWNS) < 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0) {
 		b->r = -errno;
 		*b->why = xasprintf("cannot make a mount namespace for the build: %s", strerror(-b->r));
 		return NULL;

@@ -16,7 +16,9 @@
  * it. A spare runs no agent code, is in the agent's cgroup (so killing the
  * agent's cgroup kills it too), dies with fleetd (PR_SET_PDEATHSIG) and is
  * dropped, killed and reaped, whenever anything of the agent is stopped,
- * killed or changed (spare_drop), after SPARE_IDLE_S unused, and when
+ * killed or changed (spare_drop), all of them whenever a memory store is
+ * unmounted (spares_drop_all: each has a copy of every store's mount),
+ * after SPARE_IDLE_S unused, and when
  * SPARES_MAX other agents' spares are newer. It is named fleet-spare until
  * it has its command: no keeper (is_keeper) and no agent process
  * (user_agent_busy) counts it.
@@ -60,7 +62,6 @@ struct spare {
 	struct user_launch_spec spec;
 	char *home, *netns_path, *resolv_conf;
 	int cg_fds[USER_LAUNCH_MAX_CGROUPS];
-	unsigned epoch;			/* spares_epoch when it was asked for */
 	bool making;			/* the maker has it: only the maker touches spec and proc */
 	bool dropped;			/* dropped while making: freed once made */
 	bool launched;
@@ -72,8 +73,6 @@ struct spare {
 static struct spare *spares;
 static int mounts_fd = -1;
 static unsigned mounts_gen;
-/* Moves at each spares_drop_all: a spare asked for before is not kept when made (its clone may predate the drop). */
-static unsigned spares_epoch;
 
 /* The maker thread: struct spare pointers in on req, struct made out on rep (read on the loop). */
 static pthread_t maker;
@@ -170,9 +169,9 @@ void spare_drop(const char *agent)
 		spare_discard(s);
 }
 
+/* One being made is in the list too: spare_discard has on_made free it once made. */
 void spares_drop_all(void)
 {
-	spares_epoch++;
 	while (spares)
 		spare_discard(spares);
 }
@@ -203,11 +202,6 @@ static void spare_made(const struct made *m)
 	}
 	if (m->r < 0) {
 		log_debug("agent '%s': no spare sandbox: %s", s->agent, strerror(-m->r));
-		spare_unlink(s);
-		spare_free(s);
-		return;
-	}
-	if (s->epoch != spares_epoch) {	/* all were dropped while it was made: it goes too */
 		spare_unlink(s);
 		spare_free(s);
 		return;
@@ -364,7 +358,6 @@ void spare_want(struct fleetd *f, const char *agent, const struct user_launch_sp
 			spare_discard(o);
 	}
 	s->mounts_gen = mounts_generation();
-	s->epoch = spares_epoch;
 	s->making = true;
 	s->next = spares;
 	spares = s;

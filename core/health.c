@@ -31,6 +31,7 @@ struct tracked {
 	bool passed;
 	uint64_t passed_seq;	/* activity_seq() during that check */
 	long long passed_usec;	/* when it ended (now_usec()) */
+	struct periodic *periodic;	/* the periodic check's, until its done: freed here if fleetd stops first */
 	struct tracked *next;
 };
 
@@ -457,6 +458,14 @@ struct periodic {
 	char *agent;
 };
 
+static void periodic_free(struct periodic *p)
+{
+	if (p) {
+		free(p->agent);
+		free(p);
+	}
+}
+
 static void periodic_done(void *userdata, int healthy, const char *detail)
 {
 	struct periodic *p = userdata;
@@ -464,6 +473,7 @@ static void periodic_done(void *userdata, int healthy, const char *detail)
 	_cleanup_(agent_freep) struct agent *a = NULL;
 
 	t->in_flight = false;
+	t->periodic = NULL;
 	if (healthy == 1 && db_agent_get(p->f->db, p->agent, &a) == 0 && a->state == AGENT_BAD) {
 		/* It recovered (a restart, a person): no longer bad. */
 		log_notice("agent '%s': healthy again", p->agent);
@@ -494,9 +504,11 @@ static int check_and_act(struct fleetd *f, struct tracked *t)
 	t->in_flight = true;
 	if ((r = health_check(f, t->name, periodic_done, p)) < 0) {
 		t->in_flight = false;
-		free(p->agent);
-		free(p);
+		periodic_free(p);
+		return r;
 	}
+	/* A check that fleetd's stop ends calls no done (check_exec_done): health_free frees p then. */
+	t->periodic = p;
 	return r;
 }
 
@@ -630,6 +642,7 @@ void health_free(struct fleetd *f)
 	while (h->agents) {
 		struct tracked *t = h->agents;
 		h->agents = t->next;
+		periodic_free(t->periodic);
 		free(t->name);
 		free(t);
 	}

@@ -327,6 +327,7 @@ static int user_destroy(struct fleetd *f, const struct agent *a, bool force, cha
 
 	if ((r = user_ensure_init(f, why)) < 0)
 		return r;
+	spare_drop(a->name);
 	r = account_lookup(f, a->name, &uid);
 	if (r == -EPERM) {
 		/* A fleet-NAME fleet did not make (provision refused it): not ours to remove. */
@@ -454,6 +455,7 @@ static int agent_running_prepare(struct fleetd *f, const struct agent *a, uid_t 
 	if ((r = user_ensure_init(f, why)) < 0 || (r = user_agent_ready(f, a, uid, why)) < 0)
 		return r;
 	keeper_adopt(f, a->name);
+	spare_drop(a->name);	/* set up for the agent as it was */
 	return 0;
 }
 
@@ -564,6 +566,7 @@ static int user_memory_quota_apply(struct fleetd *f, const struct agent *a, int 
 
 	if ((r = user_agent_ready(f, a, &uid, why)) < 0)
 		return r;
+	spare_drop(a->name);	/* its mount of the store is the old one */
 	return memfs_resize(f, a->name, uid, (long long)(old_mib > 0 ? old_mib : MEMORY_QUOTA_DEFAULT) << 20,
 			    memfs_quota(a), user_agent_busy(a->name, uid) || user_exec_active(a->name), why);
 }

@@ -1,6 +1,7 @@
 /*
  * user/exec.c: a command of a user agent, streamed on fleetd's loop. Each
- * runs in its own sandbox (sandbox_launch) that dies with fleetd; its
+ * runs in its own sandbox (sandbox_launch_command: the agent's spare, set
+ * up ahead, when it has one) that dies with fleetd; its
  * stdout and stderr are read as they come and handed to the caller, its
  * stdin is written from the request, the sandbox's report pipe says why a
  * command could not start, and a timeout or a cancel kills the sandbox.
@@ -267,9 +268,9 @@ int user_exec(struct fleetd *f, const struct agent *a, const struct exec_request
 		env = xcalloc(n + 2, sizeof(*env));
 		memcpy(env, req->env, n * sizeof(*env));
 		env[n] = "FLEET_SECRETS_DIR=" USER_SECRETS_DIR;
-		r = sandbox_launch(f, a, uid, &spec, env, &h->proc, why);
+		r = sandbox_launch_command(f, a, uid, &spec, env, &h->proc, why);
 	} else {
-		r = sandbox_launch(f, a, uid, &spec, req->env, &h->proc, why);
+		r = sandbox_launch_command(f, a, uid, &spec, req->env, &h->proc, why);
 	}
 	if (r < 0) {
 		free(h);
@@ -346,6 +347,7 @@ void user_exec_pause(struct exec_handle *h, bool paused)
 
 void user_exec_kill_agent(const char *agent)
 {
+	spare_drop(agent);
 	for (struct exec_handle *h = us->execs; h; h = h->next)
 		if (!h->reaped && strcmp(h->agent, agent) == 0) {
 			h->killed = true;
@@ -356,6 +358,7 @@ void user_exec_kill_agent(const char *agent)
 
 void user_exec_term_agent(const char *agent)
 {
+	spare_drop(agent);	/* a stop: the next command (if any) gets a new one */
 	for (struct exec_handle *h = us->execs; h; h = h->next)
 		if (!h->reaped && strcmp(h->agent, agent) == 0)
 			(void)spawn_signal(h->proc.pidfd, SIGTERM);
@@ -364,6 +367,7 @@ void user_exec_term_agent(const char *agent)
 /* Execs die with fleetd (their clients are gone). */
 void user_execs_shutdown(void)
 {
+	spares_shutdown();
 	while (us->execs) {
 		struct exec_handle *h = us->execs;
 		int status;

@@ -8,7 +8,8 @@
  *   0, 1, 2   the payload's stdin, stdout, stderr
  *   3         the report pipe (struct user_launch_report records)
  *   4         a memfd: the spec as JSON (launch.c's spec_json())
- *   5         a memfd: the secret files' bytes, one after another (only with files)
+ *   5         a memfd: the secret files' bytes, one after another (only with files);
+ *             a spare's: a socket where its command comes (await_command)
  *   6...      the cgroup.procs files to join, in the spec's order
  *
  * Everything here runs as root in the sandbox's namespaces and never runs
@@ -45,12 +46,13 @@
 #define FD_REPORT 3
 #define FD_SPEC 4
 #define FD_FILES 5
+#define FD_CTL 5	/* a spare's */
 #define FD_CGROUP0 6
 #define SPEC_MAX (64L << 20)	/* far above any argv + environment execve takes */
 
 /* What the setup needs: the spec and the mount options derived from it. */
 struct launch_prep {
-	const struct user_launch_spec *spec;
+	struct user_launch_spec *spec;
 	int report_fd;
 	char tmp_opts[160];	/* the agent's private tmpfs: /tmp, /var/tmp, /dev/shm */
 	char run_opts[160];	/* a root-owned 0755 tmpfs for /run */
@@ -255,7 +257,18 @@ static void mount_private(const struct launch_prep *p, const char *dir, const ch
 	}
 }
 
-/* Make path (a directory or a link to one, e.g. /var/run) show target, unless it already resolves into it. */
+/* The mount options of the secret files' tmpfs: just big enough for them. */
+static void prep_secrets_opts(struct launch_prep *p)
+{
+	const struct user_launch_spec *s = p->spec;
+	size_t bytes = 4096;	/* a page per file at least: tmpfs counts pages */
+
+	for (size_t i = 0; i < s->n_files; i++)
+		bytes += (s->files[i].len + 4095) / 4096 * 4096 + 4096;
+	snprintf(p->secrets_opts, sizeof(p->secrets_opts), "mode=0700,uid=%lu,gid=%lu,size=%zu,nr_inodes=%zu",
+		 (unsigned long)s->uid, (unsigned long)s->gid, bytes, s->n_files + 8);
+}
+
 /*
  * The secret files: a tmpfs of the agent's (0700) on USER_SECRETS_DIR in
  * the fresh /run, each file 0400 and the agent's. In this mount namespace
@@ -416,8 +429,10 @@ static void loopback_up(int rep)
 	close(fd);
 }
 
+static void await_command(struct launch_prep *p);
+
 /* PID 1 of the sandbox. Runs as root in the new namespaces; never runs agent code. */
-_noreturn_ static void launch_init(const struct launch_prep *p)
+_noreturn_ static void launch_init(struct launch_prep *p)
 {
 	const struct user_launch_spec *s = p->spec;
 	/* Every world-writable directory of a usual host gets a fresh one here; /run/lock (and /var/lock) below. */
@@ -480,6 +495,10 @@ _noreturn_ static void launch_init(const struct launch_prep *p)
 	if (s->rlimit_nproc > 0)
 		set_limit(rep, RLIMIT_NPROC, s->rlimit_nproc);
 
+	/* A spare is set up: now it waits for its one command (and that command's secret files). */
+	if (s->spare)
+		await_command(p);
+
 	if (s->argv) {
 		struct clone_args args = { .exit_signal = SIGCHLD };
 
@@ -488,6 +507,9 @@ _noreturn_ static void launch_init(const struct launch_prep *p)
 			child_fail(rep, LAUNCH_STAGE_FORK, errno);
 		if (payload == 0)
 			launch_payload(p);
+		/* A spare that took its command is a sandbox like any other; only now, with a child (is_keeper). */
+		if (s->spare)
+			(void)prctl(PR_SET_NAME, "fleet-init");
 	}
 	{
 		struct user_launch_report r = { LAUNCH_REPORT_READY, 0, 0 };
@@ -570,6 +592,69 @@ static unsigned char *read_all(int fd, size_t len)
 	return buf;
 }
 
+/* The JSON object in the memfd fd (closed here), parsed where it lies; NULL if it is none. */
+static json_t *load_json_fd(int fd)
+{
+	json_error_t jerr;
+	json_t *root = NULL;
+	struct stat st;
+
+	/* json_loadfd would read it one byte per system call, hundreds of them on every exec. */
+	if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size <= SPEC_MAX) {
+		void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+
+		if (m != MAP_FAILED) {
+			root = json_loadb(m, (size_t)st.st_size, JSON_REJECT_DUPLICATES, &jerr);
+			munmap(m, (size_t)st.st_size);
+		}
+	}
+	close(fd);
+	if (!json_is_object(root)) {
+		json_decref(root);
+		return NULL;
+	}
+	return root;
+}
+
+/*
+ * The payload's part of the spec from root (argv, envp, files) and the
+ * files' bytes from files_fd (closed here when read); strings point into
+ * root, the bytes into *blobp.
+ */
+static int read_payload(struct user_launch_spec *s, json_t *root, int files_fd, unsigned char **blobp)
+{
+	json_t *files, *f;
+	size_t total = 0, i;
+	struct exec_file *fv;
+
+	if (!json_is_null(json_object_get(root, "argv")) && !(s->argv = str_array(json_object_get(root, "argv"), NULL)))
+		return -EINVAL;
+	if (!(s->envp = str_array(json_object_get(root, "envp"), NULL)))
+		return -EINVAL;
+	files = json_object_get(root, "files");
+	if (!json_is_array(files) || json_array_size(files) == 0)
+		return 0;
+	fv = xcalloc(json_array_size(files), sizeof(*fv));
+	json_array_foreach(files, i, f) {
+		json_int_t len = json_integer_value(json_object_get(f, "len"));
+
+		if (!(fv[i].name = opt_string(f, "name")) || len < 0 || (size_t)len > (64u << 20))
+			return -EINVAL;
+		fv[i].len = (size_t)len;
+		total += (size_t)len;
+	}
+	if (!(*blobp = read_all(files_fd, total)))
+		return -EIO;
+	close(files_fd);
+	for (i = 0, total = 0; i < json_array_size(files); i++) {
+		fv[i].data = *blobp + total;
+		total += fv[i].len;
+	}
+	s->files = fv;
+	s->n_files = json_array_size(files);
+	return 0;
+}
+
 /*
  * Fill spec from the JSON on FD_SPEC and the files on FD_FILES; the
  * strings point into *rootp, the files' bytes into *blobp. Both live as
@@ -577,36 +662,17 @@ static unsigned char *read_all(int fd, size_t len)
  */
 static int read_spec(struct user_launch_spec *s, json_t **rootp, unsigned char **blobp)
 {
-	json_error_t jerr;
-	json_t *root = NULL, *files;
-	size_t n_cg = 0, total = 0, i;
-	struct exec_file *fv;
-	struct stat st;
-	json_t *f;
+	json_t *root = load_json_fd(FD_SPEC);
+	size_t n_cg = 0, i;
+	int r;
 
-	/*
-	 * The spec is fleetd's memfd: parsed where it lies (json_loadfd would
-	 * read it one byte per system call, hundreds of them on every exec).
-	 */
-	if (fstat(FD_SPEC, &st) == 0 && st.st_size > 0 && st.st_size <= SPEC_MAX) {
-		void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, FD_SPEC, 0);
-
-		if (m != MAP_FAILED) {
-			root = json_loadb(m, (size_t)st.st_size, JSON_REJECT_DUPLICATES, &jerr);
-			munmap(m, (size_t)st.st_size);
-		}
-	}
-	close(FD_SPEC);
-	if (!json_is_object(root))
+	if (!root)
 		return -EINVAL;
 	*rootp = root;
 	s->uid = (uid_t)json_integer_value(json_object_get(root, "uid"));
 	s->gid = (gid_t)json_integer_value(json_object_get(root, "gid"));
 	s->home = opt_string(root, "home");
-	if (!json_is_null(json_object_get(root, "argv")) && !(s->argv = str_array(json_object_get(root, "argv"), NULL)))
-		return -EINVAL;
-	if (!(s->envp = str_array(json_object_get(root, "envp"), NULL)))
-		return -EINVAL;
+	s->spare = json_is_true(json_object_get(root, "spare"));
 	s->stdin_fd = 0;
 	s->stdout_fd = 1;
 	s->stderr_fd = 2;
@@ -629,28 +695,59 @@ static int read_spec(struct user_launch_spec *s, json_t **rootp, unsigned char *
 		return -EINVAL;
 	s->netns_path = opt_string(root, "netns_path");
 	s->resolv_conf = opt_string(root, "resolv_conf");
-	files = json_object_get(root, "files");
-	if (!json_is_array(files) || json_array_size(files) == 0)
-		return s->home && s->home[0] == '/' ? 0 : -EINVAL;
-	fv = xcalloc(json_array_size(files), sizeof(*fv));
-	json_array_foreach(files, i, f) {
-		json_int_t len = json_integer_value(json_object_get(f, "len"));
-
-		if (!(fv[i].name = opt_string(f, "name")) || len < 0 || (size_t)len > (64u << 20))
-			return -EINVAL;
-		fv[i].len = (size_t)len;
-		total += (size_t)len;
-	}
-	if (!(*blobp = read_all(FD_FILES, total)))
-		return -EIO;
-	close(FD_FILES);
-	for (i = 0, total = 0; i < json_array_size(files); i++) {
-		fv[i].data = *blobp + total;
-		total += fv[i].len;
-	}
-	s->files = fv;
-	s->n_files = json_array_size(files);
+	/* A spare's payload comes later (await_command); its FD_FILES is the socket it comes on. */
+	if (!s->spare && (r = read_payload(s, root, FD_FILES, blobp)) < 0)
+		return r;
 	return s->home && s->home[0] == '/' ? 0 : -EINVAL;
+}
+
+/*
+ * A spare, set up: wait for its one command on FD_CTL (launch.c's
+ * user_launch_hand: the payload's spec in a memfd, stdin, stdout, stderr and
+ * the files' bytes, as fds) and take it as if it had been in the spec from
+ * the start. fleetd closing its end instead (the spare is dropped) ends us
+ * here, before anything of an agent's ran. Nothing of a command was here
+ * before: a spare serves one command and never another.
+ */
+static void await_command(struct launch_prep *p)
+{
+	enum { HAND_SPEC, HAND_STDIN, HAND_STDOUT, HAND_STDERR, HAND_FILES, HAND__COUNT };
+	struct user_launch_spec *s = p->spec;
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int) * HAND__COUNT)];
+	} cm;
+	int fds[HAND__COUNT], rep = p->report_fd, r;
+	char byte;
+	struct iovec iov = { &byte, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
+	struct cmsghdr *c;
+	unsigned char *blob = NULL;
+	json_t *root;
+	ssize_t n;
+
+	while ((n = recvmsg(FD_CTL, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+		;
+	if (n == 0)
+		_exit(0);	/* dropped unused */
+	if (n < 0)
+		child_fail(rep, LAUNCH_STAGE_INIT, errno);
+	c = CMSG_FIRSTHDR(&m);
+	if ((m.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) || !c || c->cmsg_level != SOL_SOCKET ||
+	    c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(fds)))
+		child_fail(rep, LAUNCH_STAGE_INIT, EPROTO);
+	memcpy(fds, CMSG_DATA(c), sizeof(fds));
+	close(FD_CTL);
+	if (!(root = load_json_fd(fds[HAND_SPEC])))
+		child_fail(rep, LAUNCH_STAGE_INIT, EINVAL);
+	if ((r = read_payload(s, root, fds[HAND_FILES], &blob)) < 0 || !s->argv || !s->argv[0])
+		child_fail(rep, LAUNCH_STAGE_INIT, r < 0 ? -r : EINVAL);
+	s->stdin_fd = fds[HAND_STDIN];
+	s->stdout_fd = fds[HAND_STDOUT];
+	s->stderr_fd = fds[HAND_STDERR];
+	prep_secrets_opts(p);
+	if (s->n_files > 0)
+		write_secret_files(p);
 }
 
 /* The signals we inherited as ignored, from /proc/self/status (common/procstatus.h); false: unknown. */
@@ -711,13 +808,9 @@ int main(int argc, char **argv)
 		 (unsigned long)spec.uid, (unsigned long)spec.gid, size, size * 256);
 	snprintf(prep.run_opts, sizeof(prep.run_opts), "mode=0755,uid=0,gid=0,size=%ldm,nr_inodes=%ld", size, size * 256);
 	snprintf(prep.shared_opts, sizeof(prep.shared_opts), "mode=1777,uid=0,gid=0,size=%ldm,nr_inodes=%ld", size, size * 256);
-	{
-		size_t bytes = 4096;	/* a page per file at least: tmpfs counts pages */
-
-		for (size_t i = 0; i < spec.n_files; i++)
-			bytes += (spec.files[i].len + 4095) / 4096 * 4096 + 4096;
-		snprintf(prep.secrets_opts, sizeof(prep.secrets_opts), "mode=0700,uid=%lu,gid=%lu,size=%zu,nr_inodes=%zu",
-			 (unsigned long)spec.uid, (unsigned long)spec.gid, bytes, spec.n_files + 8);
-	}
+	prep_secrets_opts(&prep);
+	/* A spare is not a keeper (keeper.c's is_keeper): named apart until it has its command. */
+	if (spec.spare)
+		(void)prctl(PR_SET_NAME, "fleet-spare");
 	launch_init(&prep);
 }

@@ -9,6 +9,7 @@
  *                    (what makes an agent 'running'), watching and adopting
  *                    it, killing everything of an agent
  *   exec.c           commands streaming on the loop, with backpressure
+ *   spare.c          a sandbox set up ahead for an agent's next command
  *   snapshot_jobs.c  snapshot create, restore and delete on workers, the trash
  * All of it runs on fleetd's loop thread, except the snapshot workers,
  * which touch only their job (see snapshot_jobs.c).
@@ -106,6 +107,9 @@ char *sandbox_report_why(const struct user_launch_report *rep, const char *what)
 /* Start a sandbox of a with tmpl's argv and stdio, the agent's identity, limits and environment. */
 int sandbox_launch(struct fleetd *f, const struct agent *a, uid_t uid, const struct user_launch_spec *tmpl,
 		   const char *const *extra_env, struct user_launch_proc *proc, char **why);
+/* sandbox_launch for a command: the agent's spare takes it when it can (spare.c), and a new spare is asked for. */
+int sandbox_launch_command(struct fleetd *f, const struct agent *a, uid_t uid, const struct user_launch_spec *tmpl,
+			   const char *const *extra_env, struct user_launch_proc *proc, char **why);
 /* Launch the keeper of a and wait for its READY; it is then watched. */
 int keeper_launch(struct fleetd *f, const struct agent *a, uid_t uid, char **why);
 /* Reap the keeper of agent if it has exited; true while it is alive. */
@@ -122,6 +126,19 @@ bool user_agent_busy(const char *agent, uid_t uid);
 bool user_agent_procs_left(const char *agent, uid_t uid);
 /* SIGKILL every process of the agent and wait until they are gone. */
 int user_kill_everything(const char *agent, uid_t uid);
+
+/* spare.c: a sandbox set up ahead for an agent's next command */
+/* Hand the command of spec to the agent's spare: 0 and *proc as user_launch's, -ENOENT if none can take it. */
+int spare_take(const char *agent, const struct user_launch_spec *spec, struct user_launch_proc *proc);
+/* Have a spare set up from spec (its argv, envp, files and stdio aside) for the agent's next command, soon. */
+void spare_want(struct fleetd *f, const char *agent, const struct user_launch_spec *spec);
+/* Kill and reap the agent's spare, if it has one (anything of the agent stops or changes). */
+void spare_drop(const char *agent);
+/* Kill and reap every spare, and those being made once made (a memory store is unmounted: none may keep a copy). */
+void spares_drop_all(void);
+/* Its pid while one waits, else 0: no process of the agent's. */
+pid_t spare_pid(const char *agent);
+void spares_shutdown(void);
 
 /* exec.c */
 bool user_exec_active(const char *agent);

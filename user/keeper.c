@@ -142,19 +142,35 @@ static void keeper_watch(struct fleetd *f, const char *agent, pid_t pid, int pid
 	us->keepers = k;
 }
 
+/* Is a process in the agent's cgroup? Its spare, waiting, is none of the agent's (spare.c). */
+static bool cgroup_has_procs(const char *agent)
+{
+	pid_t spare = spare_pid(agent), pids[64];
+	int n;
+
+	if (spare <= 0)
+		return cgroup_count(us->cg, agent) > 0;
+	n = cgroup_pids(us->cg, agent, pids, ARRAY_SIZE(pids));
+	if (n < 0 || n > (int)ARRAY_SIZE(pids))
+		return n > 0 || cgroup_count(us->cg, agent) > 0;
+	for (int i = 0; i < n; i++)
+		if (pids[i] != spare)
+			return true;
+	return false;
+}
+
 bool user_agent_busy(const char *agent, uid_t uid)
 {
 	if (keeper_alive(agent) || user_exec_active(agent))
 		return true;
 	if (cgroup_host_usable(us->cg))
-		return cgroup_count(us->cg, agent) > 0;
+		return cgroup_has_procs(agent);
 	return user_launch_uid_alive(uid);
 }
 
 bool user_agent_procs_left(const char *agent, uid_t uid)
 {
-	return keeper_alive(agent) ||
-	       (cgroup_host_usable(us->cg) ? cgroup_count(us->cg, agent) > 0 : user_launch_uid_alive(uid));
+	return keeper_alive(agent) || (cgroup_host_usable(us->cg) ? cgroup_has_procs(agent) : user_launch_uid_alive(uid));
 }
 
 int user_kill_everything(const char *agent, uid_t uid)
@@ -162,6 +178,7 @@ int user_kill_everything(const char *agent, uid_t uid)
 	struct keeper *k = *keeper_find(agent);
 	int r = 0, q;
 
+	spare_drop(agent);
 	if (k)
 		(void)spawn_signal(k->pidfd, SIGKILL);
 	user_exec_kill_agent(agent);
@@ -184,50 +201,98 @@ char *sandbox_report_why(const struct user_launch_report *rep, const char *what)
 			 what ? " " : "", what ? what : "", strerror(rep->value));
 }
 
-int sandbox_launch(struct fleetd *f, const struct agent *a, uid_t uid, const struct user_launch_spec *tmpl,
-		   const char *const *extra_env, struct user_launch_proc *proc, char **why)
-{
-	_cleanup_free_ char *user = account_user_name(a->name), *home = account_home_dir(f, a->name);
-	_cleanup_free_ char *netns = NULL, *resolv = NULL;
-	struct user_launch_spec spec = *tmpl;
-	char **env = NULL;
-	int cg_fds[8], n_cg = 0, r;
+/* The parts of a sandbox's spec that sandbox_spec allocates or opens. */
+struct sandbox_parts {
+	char *user, *home, *netns, *resolv;
+	char **env;
+	int cg_fds[8];
+	int n_cg;
+};
 
+static void sandbox_parts_free(struct sandbox_parts *p)
+{
+	for (int i = 0; i < p->n_cg; i++)
+		close(p->cg_fds[i]);
+	user_launch_env_free(p->env);
+	free(p->user);
+	free(p->home);
+	free(p->netns);
+	free(p->resolv);
+}
+
+/* tmpl completed with a's identity, limits, environment, cgroups and network into *spec; parts owns what it points to. */
+static int sandbox_spec(struct fleetd *f, const struct agent *a, uid_t uid, const struct user_launch_spec *tmpl,
+			const char *const *extra_env, struct user_launch_spec *spec, struct sandbox_parts *parts,
+			char **why)
+{
+	int r;
+
+	*parts = (struct sandbox_parts){ .user = account_user_name(a->name), .home = account_home_dir(f, a->name) };
+	*spec = *tmpl;
 	/* A NAT agent's sandboxes all join its network; one that is gone (a reboot) is made again first. */
 	if (a->network == NETWORK_NAT) {
 		if (!netns_present(f, a->name) && (r = netns_ensure(f, a, uid, why)) < 0)
 			return r;
-		spec.netns_path = netns = netns_path(f, a->name);
-		spec.resolv_conf = resolv = user_resolv_conf(f);
+		spec->netns_path = parts->netns = netns_path(f, a->name);
+		spec->resolv_conf = parts->resolv = user_resolv_conf(f);
 	}
 
-	if (user_launch_env(a->name, user, home, extra_env, &env) < 0) {
+	if (user_launch_env(a->name, parts->user, parts->home, extra_env, &parts->env) < 0) {
 		*why = xstrdup("invalid environment entry (want NAME=VALUE)");
 		return -EINVAL;
 	}
-	if (cgroup_host_usable(us->cg) && (n_cg = cgroup_open_join_fds(us->cg, a->name, cg_fds, ARRAY_SIZE(cg_fds))) < 0) {
-		r = n_cg;
+	if (cgroup_host_usable(us->cg) &&
+	    (parts->n_cg = cgroup_open_join_fds(us->cg, a->name, parts->cg_fds, ARRAY_SIZE(parts->cg_fds))) < 0) {
+		r = parts->n_cg;
+		parts->n_cg = 0;
 		*why = xasprintf("cannot open the agent's cgroup: %s", strerror(-r));
-		user_launch_env_free(env);
 		return r;
 	}
-	spec.uid = uid;
-	spec.gid = uid;
-	spec.home = home;
-	spec.envp = (const char *const *)env;
-	spec.cgroup_fds = cg_fds;
-	spec.n_cgroup_fds = (size_t)n_cg;
-	spec.rlimit_nproc = USER_AGENT_PIDS_MAX;
-	spec.rlimit_nofile = USER_AGENT_NOFILE_MAX;
-	spec.tmp_size_mib = a->memory_mib;
-	spec.shared_dirs = (const char *const *)us->shared_dirs;
-	spec.n_shared_dirs = us->n_shared_dirs;
-	r = user_launch(&spec, proc);
-	for (int i = 0; i < n_cg; i++)
-		close(cg_fds[i]);
-	user_launch_env_free(env);
-	if (r < 0)
+	spec->uid = uid;
+	spec->gid = uid;
+	spec->home = parts->home;
+	spec->envp = (const char *const *)parts->env;
+	spec->cgroup_fds = parts->cg_fds;
+	spec->n_cgroup_fds = (size_t)parts->n_cg;
+	spec->rlimit_nproc = USER_AGENT_PIDS_MAX;
+	spec->rlimit_nofile = USER_AGENT_NOFILE_MAX;
+	spec->tmp_size_mib = a->memory_mib;
+	spec->shared_dirs = (const char *const *)us->shared_dirs;
+	spec->n_shared_dirs = us->n_shared_dirs;
+	return 0;
+}
+
+int sandbox_launch(struct fleetd *f, const struct agent *a, uid_t uid, const struct user_launch_spec *tmpl,
+		   const char *const *extra_env, struct user_launch_proc *proc, char **why)
+{
+	struct sandbox_parts parts;
+	struct user_launch_spec spec;
+	int r;
+
+	if ((r = sandbox_spec(f, a, uid, tmpl, extra_env, &spec, &parts, why)) == 0 &&
+	    (r = user_launch(&spec, proc)) < 0)
 		*why = xasprintf("cannot create the sandbox: %s", strerror(-r));
+	sandbox_parts_free(&parts);
+	return r;
+}
+
+int sandbox_launch_command(struct fleetd *f, const struct agent *a, uid_t uid, const struct user_launch_spec *tmpl,
+			   const char *const *extra_env, struct user_launch_proc *proc, char **why)
+{
+	struct sandbox_parts parts;
+	struct user_launch_spec spec;
+	int r;
+
+	if ((r = sandbox_spec(f, a, uid, tmpl, extra_env, &spec, &parts, why)) < 0) {
+		sandbox_parts_free(&parts);
+		return r;
+	}
+	/* The agent's spare, set up already (spare.c); else a sandbox of its own, as fast as before. */
+	if (spare_take(a->name, &spec, proc) < 0 && (r = user_launch(&spec, proc)) < 0)
+		*why = xasprintf("cannot create the sandbox: %s", strerror(-r));
+	if (r == 0)
+		spare_want(f, a->name, &spec);	/* for the next command */
+	sandbox_parts_free(&parts);
 	return r;
 }
 

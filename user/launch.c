@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -158,33 +159,77 @@ static bool append_strings(json_t *arr, const char *const *v, ssize_t n)
 	return true;
 }
 
-/* The spec as fleet-init reads it (init.c's read_spec); the fds go as fds. NULL: a string is not UTF-8. */
-static json_t *spec_json(const struct user_launch_spec *s)
+/* The part of a spec a sandbox is set up from (init.c's read_spec); the payload's part is payload_json's. */
+static json_t *static_json(const struct user_launch_spec *s)
 {
-	json_t *argv = s->argv ? json_array() : json_null(), *envp = json_array(), *shared = json_array(),
-	       *files = json_array();
-	bool ok = (!s->argv || append_strings(argv, s->argv, -1)) && append_strings(envp, s->envp, -1) &&
-		  append_strings(shared, s->shared_dirs, (ssize_t)s->n_shared_dirs);
+	json_t *shared = json_array();
+
+	if (!append_strings(shared, s->shared_dirs, (ssize_t)s->n_shared_dirs)) {
+		json_decref(shared);
+		return NULL;
+	}
+	/* json_pack takes the array ("o"), also when it fails */
+	return json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:o, s:s?, s:s?}",
+			 "uid", (json_int_t)s->uid, "gid", (json_int_t)s->gid, "home", s->home,
+			 "cgroups", (json_int_t)s->n_cgroup_fds,
+			 "rlimit_nproc", (json_int_t)s->rlimit_nproc, "rlimit_nofile", (json_int_t)s->rlimit_nofile,
+			 "tmp_size_mib", (json_int_t)s->tmp_size_mib, "shared_dirs", shared,
+			 "netns_path", s->netns_path, "resolv_conf", s->resolv_conf);
+}
+
+/* Add the payload's part of s (argv, envp, files' names and lengths) to o; false: a string is not UTF-8. */
+static bool payload_json(json_t *o, const struct user_launch_spec *s)
+{
+	json_t *argv = s->argv ? json_array() : json_null(), *envp = json_array(), *files = json_array();
+	bool ok = (!s->argv || append_strings(argv, s->argv, -1)) && (!s->envp || append_strings(envp, s->envp, -1));
 
 	for (size_t i = 0; ok && i < s->n_files; i++) {
 		json_t *f = json_pack("{s:s, s:I}", "name", s->files[i].name, "len", (json_int_t)s->files[i].len);
 
 		ok = f && json_array_append_new(files, f) == 0;
 	}
-	if (!ok) {
-		json_decref(argv);
-		json_decref(envp);
-		json_decref(shared);
-		json_decref(files);
+	if (json_object_set_new(o, "argv", argv) < 0)
+		ok = false;
+	if (json_object_set_new(o, "envp", envp) < 0)
+		ok = false;
+	if (json_object_set_new(o, "files", files) < 0)
+		ok = false;
+	return ok;
+}
+
+/* The spec as fleet-init reads it (init.c's read_spec); the fds go as fds. NULL: a string is not UTF-8. */
+static json_t *spec_json(const struct user_launch_spec *s)
+{
+	json_t *j = static_json(s);
+
+	if (!j)
+		return NULL;
+	if (s->spare) {	/* its payload comes later, through user_launch_hand */
+		struct user_launch_spec none = { 0 };
+
+		if (!payload_json(j, &none) || json_object_set_new(j, "spare", json_true()) < 0) {
+			json_decref(j);
+			return NULL;
+		}
+		return j;
+	}
+	if (!payload_json(j, s)) {
+		json_decref(j);
 		return NULL;
 	}
-	/* json_pack takes the four arrays ("o"), also when it fails */
-	return json_pack("{s:I, s:I, s:s, s:o, s:o, s:I, s:I, s:I, s:I, s:o, s:s?, s:s?, s:o}",
-			 "uid", (json_int_t)s->uid, "gid", (json_int_t)s->gid, "home", s->home,
-			 "argv", argv, "envp", envp, "cgroups", (json_int_t)s->n_cgroup_fds,
-			 "rlimit_nproc", (json_int_t)s->rlimit_nproc, "rlimit_nofile", (json_int_t)s->rlimit_nofile,
-			 "tmp_size_mib", (json_int_t)s->tmp_size_mib, "shared_dirs", shared,
-			 "netns_path", s->netns_path, "resolv_conf", s->resolv_conf, "files", files);
+	return j;
+}
+
+char *user_launch_key(const struct user_launch_spec *spec)
+{
+	json_t *j = static_json(spec);
+	char *text;
+
+	if (!j)
+		return NULL;
+	text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(j);
+	return text;
 }
 
 /* Zero jansson's copies of the environment's strings before they are freed: the agent's secrets are among them. */
@@ -283,19 +328,35 @@ fail:
 	_exit(127);
 }
 
+/*
+ * Held for reading across each sandbox clone (on the loop, on the spare
+ * maker): the clone copies our fd table (the child must not share it), and
+ * with CLONE_VFORK it returns only once the child's execve dropped the
+ * copy, after the new namespaces were made: 1-25 ms. Writers first, so a
+ * stream of clones cannot keep user_launch_clones_wait waiting.
+ */
+static pthread_rwlock_t clone_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+
+void user_launch_clones_wait(void)
+{
+	pthread_rwlock_wrlock(&clone_lock);
+	pthread_rwlock_unlock(&clone_lock);
+}
+
 int user_launch(const struct user_launch_spec *spec, struct user_launch_proc *ret)
 {
 	struct init_exec c = { 0 };
 	_cleanup_free_ char *text = NULL;
 	json_t *j;
-	int rep[2], pidfd = -1, spec_fd = -1, files_fd = -1, r = 0;
+	int rep[2], ctl[2] = { -1, -1 }, pidfd = -1, spec_fd = -1, files_fd = -1, r = 0;
 	/* The clone child's stack: fleetd is stopped meanwhile (CLONE_VFORK), so a part of ours serves. */
 	_Alignas(16) char stack[32768];
 	sigset_t all, old;
 	pid_t pid;
 
 	if (!spec->home || spec->home[0] != '/' || strlen(spec->home) >= 4096 ||
-	    !spec->envp || (spec->argv && !spec->argv[0]) || spec->n_cgroup_fds > USER_LAUNCH_MAX_CGROUPS)
+	    (!spec->envp && !spec->spare) || (spec->argv && !spec->argv[0] && !spec->spare) ||
+	    spec->n_cgroup_fds > USER_LAUNCH_MAX_CGROUPS)
 		return -EINVAL;
 	if (!(c.path = spec->init_path ? spec->init_path : user_launch_init_path()))
 		return -ENOEXEC;
@@ -310,7 +371,14 @@ int user_launch(const struct user_launch_spec *spec, struct user_launch_proc *re
 	explicit_bzero(text, strlen(text));	/* the agent's environment: its secrets are among them */
 	if (spec_fd < 0)
 		return spec_fd;
-	if (spec->n_files > 0) {
+	if (spec->spare) {
+		/* fd 5 of a spare: where its command comes (user_launch_hand); the files come with it */
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
+			r = -errno;
+			goto out;
+		}
+		files_fd = ctl[1];
+	} else if (spec->n_files > 0) {
 		if ((files_fd = memfd_create("fleet-launch-files", MFD_CLOEXEC)) < 0) {
 			r = -errno;
 			goto out;
@@ -332,9 +400,9 @@ int user_launch(const struct user_launch_spec *spec, struct user_launch_proc *re
 		r = -errno;
 		goto out;
 	}
-	c.src[0] = spec->stdin_fd;
-	c.src[1] = spec->stdout_fd;
-	c.src[2] = spec->stderr_fd;
+	c.src[0] = spec->spare ? -1 : spec->stdin_fd;
+	c.src[1] = spec->spare ? -1 : spec->stdout_fd;
+	c.src[2] = spec->spare ? -1 : spec->stderr_fd;
 	c.src[3] = rep[1];
 	c.src[4] = spec_fd;
 	c.src[5] = files_fd;
@@ -352,11 +420,13 @@ int user_launch(const struct user_launch_spec *spec, struct user_launch_proc *re
 	 */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_rwlock_rdlock(&clone_lock);
 	pid = clone(init_exec_child, stack + sizeof(stack),
 		    CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET,
 		    &c, &pidfd);
 	if (pid < 0)
 		r = -errno;
+	pthread_rwlock_unlock(&clone_lock);
 #if defined(__SANITIZE_ADDRESS__)
 	/*
 	 * The child's frames were on stack[], in our memory, and it never returned
@@ -374,12 +444,84 @@ int user_launch(const struct user_launch_spec *spec, struct user_launch_proc *re
 	ret->pid = pid;
 	ret->pidfd = pidfd;
 	ret->report_fd = rep[0];
+	ret->ctl_fd = TAKE_FD(ctl[0]);
 out:
 	if (spec_fd >= 0)
 		close(spec_fd);
 	if (files_fd >= 0)
-		close(files_fd);
+		close(files_fd);	/* a spare's: ctl[1] */
+	if (ctl[0] >= 0)
+		close(ctl[0]);
 	return r;
+}
+
+/* What a spare gets with its command, in this order (init.c's await_command). */
+enum { HAND_SPEC, HAND_STDIN, HAND_STDOUT, HAND_STDERR, HAND_FILES, HAND__COUNT };
+
+int user_launch_hand(int ctl_fd, const struct user_launch_spec *spec)
+{
+	_cleanup_close_ int spec_fd = -1, files_fd = -1, devnull = -1;
+	_cleanup_free_ char *text = NULL;
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int) * HAND__COUNT)];
+	} cm;
+	int fds[HAND__COUNT];
+	char byte = 'c';
+	struct iovec iov = { &byte, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
+	struct cmsghdr *c;
+	json_t *j = json_object();
+	ssize_t n;
+
+	if (!spec->argv || !spec->argv[0] || !spec->envp)
+		return -EINVAL;
+	if (!payload_json(j, spec)) {
+		json_decref(j);
+		return -EINVAL;	/* a string that is not UTF-8 */
+	}
+	text = json_dumps(j, JSON_COMPACT);
+	scrub_strings(json_object_get(j, "envp"));
+	json_decref(j);
+	if (!text)
+		return -ENOMEM;
+	spec_fd = memfd_with("fleet-launch-spec", text, strlen(text));
+	explicit_bzero(text, strlen(text));	/* the agent's environment: its secrets are among them */
+	if (spec_fd < 0)
+		return spec_fd;
+	if (spec->n_files > 0) {
+		size_t total = 0;
+		_cleanup_free_ unsigned char *all = NULL;
+
+		for (size_t i = 0; i < spec->n_files; i++)
+			total += spec->files[i].len;
+		all = xmalloc(total ? total : 1);
+		for (size_t i = 0, off = 0; i < spec->n_files; off += spec->files[i].len, i++)
+			memcpy(all + off, spec->files[i].data, spec->files[i].len);
+		files_fd = memfd_with("fleet-launch-files", all, total);
+		explicit_bzero(all, total);
+		if (files_fd < 0)
+			return files_fd;
+	}
+	if ((spec->stdin_fd < 0 || spec->stdout_fd < 0 || spec->stderr_fd < 0 || files_fd < 0) &&
+	    (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
+		return -errno;
+	fds[HAND_SPEC] = spec_fd;
+	fds[HAND_STDIN] = spec->stdin_fd >= 0 ? spec->stdin_fd : devnull;
+	fds[HAND_STDOUT] = spec->stdout_fd >= 0 ? spec->stdout_fd : devnull;
+	fds[HAND_STDERR] = spec->stderr_fd >= 0 ? spec->stderr_fd : devnull;
+	fds[HAND_FILES] = files_fd >= 0 ? files_fd : devnull;
+	memset(&cm, 0, sizeof(cm));
+	c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(c), fds, sizeof(fds));
+	while ((n = sendmsg(ctl_fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		;
+	if (n < 0)
+		return errno == ECONNREFUSED || errno == ECONNRESET ? -EPIPE : -errno;
+	return 0;
 }
 
 bool user_launch_uid_alive(uid_t uid)

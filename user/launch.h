@@ -59,6 +59,13 @@ struct user_launch_spec {
 	const struct exec_file *files;
 	size_t n_files;
 	const char *init_path;		/* fleet-init to run; NULL: user_launch_init_path() */
+	/*
+	 * A spare: the sandbox is set up (cgroups, namespaces, mounts, rlimits)
+	 * and then waits, with no payload, for user_launch_hand() to give it
+	 * one command (argv, envp, files, stdio), which it runs as if launched
+	 * with them. Set: argv, files and the stdio fds are ignored here.
+	 */
+	bool spare;
 };
 
 /* A launched sandbox; the caller owns both fds. */
@@ -66,6 +73,7 @@ struct user_launch_proc {
 	pid_t pid;	/* the init, in the caller's PID namespace */
 	int pidfd;	/* readable once the init exited; it is a clone child: wait with __WALL */
 	int report_fd;	/* read end: struct user_launch_report records, EOF once the init is gone */
+	int ctl_fd;	/* a spare's: where user_launch_hand() sends its command; -1 for others */
 };
 
 enum user_launch_stage {
@@ -107,6 +115,31 @@ const char *user_launch_init_path(void);
 
 /* Start the sandbox described by spec; -errno if it could not be created (-ENOEXEC: no fleet-init). */
 int user_launch(const struct user_launch_spec *spec, struct user_launch_proc *ret);
+
+/*
+ * Return once every user_launch clone begun before the call has let go of
+ * its copy of fleetd's fd table (at its execve; until then it holds every
+ * file any thread of fleetd had open at the clone). For a thread that
+ * closed its last fd on a file system and is about to unmount it. Any thread.
+ */
+void user_launch_clones_wait(void);
+
+/*
+ * Give a spare (proc.ctl_fd of a launch with spec.spare) its one command:
+ * spec's argv, envp, files and stdin/stdout/stderr (-1: /dev/null); the rest
+ * of spec is the spare's already. Returns 0 once the spare has it (close
+ * ctl_fd then: a spare whose ctl_fd is closed unused just exits), -EPIPE if
+ * the spare is gone, -EINVAL for a string that is not UTF-8. From then on
+ * the spare reports and ends like any launch with that payload.
+ */
+int user_launch_hand(int ctl_fd, const struct user_launch_spec *spec);
+
+/*
+ * What a spare set up from spec is made of (identity, home, limits, mounts,
+ * network, cgroup count): a spare may serve a command only when its key is
+ * the command's spec's key. Free with free().
+ */
+char *user_launch_key(const struct user_launch_spec *spec);
 
 /*
  * Fork a bare child as a clone child (no SIGCHLD, so nobody's waitpid(-1)

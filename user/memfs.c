@@ -22,6 +22,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -341,12 +344,34 @@ static int open_home(struct fleetd *f, const char *agent, char **why)
 }
 
 /*
+ * Unmount the stage (nothing of ours is open on it any more). A sandbox's
+ * clone copies fleetd's fd table, and so holds whatever another thread of
+ * ours had open on the stage until its close_range: the umount would fail
+ * EBUSY meanwhile (issue #16: a restore failed so while spares were made).
+ * user_launch_clones_wait() outlasts every such clone. Other children of
+ * fleetd (a spawned tool, a helper) hold their copy from their fork to
+ * their exec, too briefly to track one by one: a few tries cover them.
+ */
+static int umount_stage(const char *stage)
+{
+	user_launch_clones_wait();
+	for (int tries = 0;; tries++) {
+		if (umount2(stage, UMOUNT_NOFOLLOW) == 0)
+			return 0;
+		if (errno != EBUSY || tries == 20)
+			return -errno;
+		usleep(5000);
+	}
+}
+
+/*
  * Build NAME.img.new holding a copy of src_name in src_dir (or nothing: NULL):
  * mounted on a staging directory, filled with the snapshot copier (no link
  * followed, owners, modes and times kept), synced and unmounted again.
+ * Runs in a mount namespace of its own (build_thread).
  */
-int memfs_build(const char *memdir, const char *agent, uid_t uid, long long quota, int src_dir,
-		const char *src_name, char **why)
+static int build_staged(const char *memdir, const char *agent, uid_t uid, long long quota, int src_dir,
+			const char *src_name, char **why)
 {
 	_cleanup_free_ char *img = image_path(memdir, agent, ".new");
 	_cleanup_free_ char *stage = xasprintf("%s/.%s.stage", memdir, agent);
@@ -394,10 +419,11 @@ int memfs_build(const char *memdir, const char *agent, uid_t uid, long long quot
 		}
 		size += (quota - cap + MIB - 1) / MIB * MIB;
 		close(sfd);
-		if (umount2(stage, UMOUNT_NOFOLLOW) < 0 ||
-		    (sfd = open(stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		sfd = -1;
+		if ((r = umount_stage(stage)) < 0)
+			goto fail_mounted;
+		if ((sfd = open(stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 			r = -errno;
-			sfd = -1;
 			goto fail_mounted;
 		}
 	}
@@ -439,8 +465,7 @@ int memfs_build(const char *memdir, const char *agent, uid_t uid, long long quot
 	}
 	close(sfd);
 	sfd = -1;
-	if (umount2(stage, UMOUNT_NOFOLLOW) < 0) {
-		r = -errno;
+	if ((r = umount_stage(stage)) < 0) {
 		*why = xasprintf("cannot unmount %s: %s", stage, strerror(-r));
 		goto fail;
 	}
@@ -480,6 +505,58 @@ int memfs_mount(struct fleetd *f, const char *agent, uid_t uid, long long quota,
 	return mount_image(img, home, "memory", target, uid, 0, why);
 }
 
+struct build_args {
+	const char *memdir, *agent, *src_name;
+	uid_t uid;
+	long long quota;
+	int src_dir, r;
+	char **why;
+};
+
+/*
+ * The stage is mounted in a mount namespace of this thread's own, never in
+ * fleetd's: so no sandbox cloned meanwhile (a spare, an exec's, a keeper)
+ * gets a copy of it, which would keep the new image's file system alive
+ * beside the one mounted on the home once it is swapped in (two ext4
+ * instances on one file), and a fleetd killed during the build leaves no
+ * stage mounted: the namespace ends with the thread.
+ */
+static void *build_thread(void *arg)
+{
+	struct build_args *b = arg;
+
+	/* "none": ignored for a propagation change, but a NULL type reads as a bad pointer to valgrind */
+	if (unshare(CLONE_FS | CLONE_NEWNS) < 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0) {
+		b->r = -errno;
+		*b->why = xasprintf("cannot make a mount namespace for the build: %s", strerror(-b->r));
+		return NULL;
+	}
+	b->r = build_staged(b->memdir, b->agent, b->uid, b->quota, b->src_dir, b->src_name, b->why);
+	return NULL;
+}
+
+int memfs_build(const char *memdir, const char *agent, uid_t uid, long long quota, int src_dir,
+		const char *src_name, char **why)
+{
+	struct build_args b = { .memdir = memdir, .agent = agent, .src_name = src_name, .uid = uid,
+				.quota = quota, .src_dir = src_dir, .why = why };
+	sigset_t all, old;
+	pthread_t t;
+	int r;
+
+	/* Signals are the loop thread's: the build blocks them all. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(&t, NULL, build_thread, &b);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r != 0) {
+		*why = xasprintf("cannot start a thread for the build: %s", strerror(r));
+		return -r;
+	}
+	pthread_join(t, NULL);
+	return b.r;
+}
+
 int memfs_umount(struct fleetd *f, const char *agent, char **why_out)
 {
 	_cleanup_free_ char *own_why = NULL;
@@ -498,6 +575,12 @@ int memfs_umount(struct fleetd *f, const char *agent, char **why_out)
 	target = openat(home, "memory", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (target < 0 || mounted_here(home, target, img) != 1)
 		return 0;	/* not mounted (a link or nothing there is not a mount either) */
+	/*
+	 * Every spare has a copy of the store's mount (any agent's: its
+	 * namespace is a copy of fleetd's), which would keep the old file
+	 * system alive after a restore, a resize or a removal; they go.
+	 */
+	spares_drop_all();
 	if ((r = umount_fd(target)) < 0)
 		*why = xasprintf("cannot unmount the memory store: %s", strerror(-r));
 	return r;
@@ -558,8 +641,9 @@ out:
 /*
  * At fleetd's start, before any store is used: what a fleetd killed during
  * a build left (a resize's, a restore's, a migration's) goes, so it holds no
- * loop device and no room on the state dir until that agent's next build.
- * A stage is unmounted (detached: nothing else uses it) and removed, a
+ * room on the state dir until that agent's next build. A stage is removed
+ * (unmounted first, detached, if an older fleetd, which mounted stages in
+ * its own namespace, left it mounted; a build's namespace ended with it), a
  * NAME.img.new removed: no build is under way yet, and none is ever
  * finished from its .new (a restore is done again from its snapshot). A
  * completed store, NAME.img, is never touched.

@@ -104,6 +104,20 @@ echo "start latency (median): fleetctl exec $(ms "$lat") ms, plain fork/exec $(m
 echo "start latency (p95):    fleetctl exec $(ms "$lat95") ms, plain fork/exec $(ms "$base95") ms, ratio $(ratio "$lat95" "$base95")"
 row "user agent: exec start latency" "$(ms "$lat") ms" "$(ms "$base") ms plain fork/exec" "$(ratio2 "$lat" "$base")" "<= 1.5x"
 rm -f "$STATE.lat" "$STATE.base"
+# The same with no spare sandbox (FLEET_TEST_NO_SPARES, a benchmark's switch): each exec clones its own.
+stop_fleetd
+export FLEET_TEST_NO_SPARES=1; start_fleetd "$STATE"; unset FLEET_TEST_NO_SPARES
+"$FLEETCTL" exec bench-lat -- true </dev/null
+: > "$STATE.base"
+for i in $(seq "$SAMPLES"); do
+	t0=$(now_ns); t1=$("$FLEETCTL" exec bench-lat --no-stdin -- date +%s%N); echo $((t1 - t0)) >> "$STATE.lat"
+	t0=$(now_ns); t1=$(date +%s%N); echo $((t1 - t0)) >> "$STATE.base"
+done
+lat=$(median < "$STATE.lat"); base=$(median < "$STATE.base")
+echo "start latency, no spares (median): fleetctl exec $(ms "$lat") ms, plain fork/exec $(ms "$base") ms, ratio $(ratio "$lat" "$base")"
+row "user agent: exec start latency, no spare sandbox" "$(ms "$lat") ms" "$(ms "$base") ms plain fork/exec" "$(ratio2 "$lat" "$base")" "(what spares save)"
+rm -f "$STATE.lat" "$STATE.base"
+stop_fleetd; start_fleetd "$STATE"
 
 # ---- 2. N agents ----
 rss0=$(rss_kib "$FLEETD_PID")

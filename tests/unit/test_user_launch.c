@@ -23,6 +23,10 @@
 
 static uid_t test_uid;
 static char home[64];
+/* Launch each command through a spare (spec.spare, then user_launch_hand), as fleetd's execs do. */
+static bool via_spare;
+static const struct exec_file *run_files;	/* secret files for the next run */
+static size_t run_n_files;
 
 struct run {
 	char out[65536], err[8192];
@@ -127,7 +131,32 @@ static int run_(const char *const *argv, const char *const *extra_env, const cha
 	s.stdout_fd = o[1];
 	s.stderr_fd = e[1];
 	s.stdin_fd = i[0];
-	r = user_launch(&s, &p);
+	s.files = run_files;
+	s.n_files = run_n_files;
+	if (via_spare) {
+		struct user_launch_spec sp = s;
+
+		sp.spare = true;
+		sp.argv = NULL;
+		sp.envp = NULL;
+		sp.files = NULL;
+		sp.n_files = 0;
+		sp.stdin_fd = sp.stdout_fd = sp.stderr_fd = -1;
+		if ((r = user_launch(&sp, &p)) == 0) {
+			r = user_launch_hand(p.ctl_fd, &s);
+			close(p.ctl_fd);
+			if (r < 0) {
+				int st;
+
+				spawn_signal(p.pidfd, SIGKILL);
+				spawn_wait(p.pidfd, false, &st);
+				close(p.pidfd);
+				close(p.report_fd);
+			}
+		}
+	} else {
+		r = user_launch(&s, &p);
+	}
 	user_launch_env_free(env);
 	close(o[1]);
 	close(e[1]);
@@ -159,26 +188,12 @@ static bool uid_alive(uid_t uid)
 	return user_launch_uid_alive(uid);
 }
 
-int main(void)
+/* What every sandbox is, launched directly or through a spare (via_spare). */
+static void sandbox_checks(void)
 {
 	const char *extra[] = { "FLEET_RUN=42", "SECRET_TOKEN=s3cr3t", "PATH=/evil", NULL };
-	const char *bad_env[] = { "NOEQUALS", NULL };
 	struct run res;
-	char **env = NULL;
 	char *want;
-
-	signal(SIGPIPE, SIG_IGN);
-	if (geteuid() != 0)
-		skip_all("needs root (setuid, namespaces, cgroups)");
-	for (test_uid = 3999000 + (uid_t)(getpid() % 900); getpwuid(test_uid); test_uid++)
-		;
-	strcpy(home, "/tmp/fleet-launch-XXXXXX");
-	if (!mkdtemp(home) || chown(home, test_uid, test_uid) < 0 || chmod(home, 0700) < 0)
-		skip_all("cannot create a temp home");
-	chmod("/tmp", 01777);
-
-	/* environment building */
-	is_int(user_launch_env("a", "fleet-a", "/h", bad_env, &env), -EINVAL, "env entry without '=' is refused");
 
 	/* identity */
 	is_int(run(SH("id -u; id -g; id -G"), NULL, NULL, NULL, 0, &res), 0, "id runs");
@@ -266,6 +281,100 @@ int main(void)
 	ok(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 7, "exit code 7 is reported");
 	run(SH("kill -SEGV $$"), NULL, NULL, NULL, 0, &res);
 	ok(WIFSIGNALED(res.status) && WTERMSIG(res.status) == SIGSEGV, "death by signal is reported");
+
+}
+
+/* What only a spare does: its command's files are its own, it ends unused when dropped, it has a key. */
+static void spare_checks(void)
+{
+	static const unsigned char tok[] = "tok-1";
+	const struct exec_file files[] = { { "API_TOKEN", tok, 5 } };
+	struct user_launch_spec a = { .uid = test_uid, .gid = test_uid, .home = home, .tmp_size_mib = 16 }, b = a;
+	struct run res;
+
+	run_files = files;
+	run_n_files = 1;
+	run(SH("stat -c '%a %u' /run/secrets /run/secrets/API_TOKEN; cat /run/secrets/API_TOKEN"), NULL, NULL, NULL, 0, &res);
+	run_files = NULL;
+	run_n_files = 0;
+	{
+		_cleanup_free_ char *want = xasprintf("700 %u\n400 %u\ntok-1", test_uid, test_uid);
+		is_str(res.out, want, "a spare writes its command's secret files (0700 dir, 0400 file, the agent's)");
+	}
+	run(SH("ls -A /run; ls /run/secrets 2>&1 >/dev/null | wc -l"), NULL, NULL, NULL, 0, &res);
+	is_str(res.out, "lock\n1\n", "the next spare has none of them: only lock/ in its /run");
+
+	{
+		/* dropped unused: fleetd closes its end; the spare ends without running anything */
+		struct user_launch_spec sp = { .uid = test_uid, .gid = test_uid, .home = home, .spare = true,
+					       .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .die_with_parent = true };
+		struct user_launch_proc p;
+		char buf[64];
+		int st = -1;
+
+		is_int(user_launch(&sp, &p), 0, "launch a spare");
+		ok(p.ctl_fd >= 0, "a spare has a control fd");
+		close(p.ctl_fd);
+		ok(spawn_wait(p.pidfd, false, &st) == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		   "a spare whose control fd is closed exits 0");
+		is_int(read(p.report_fd, buf, sizeof(buf)), 0, "and reports nothing: it ran nothing");
+		close(p.report_fd);
+		close(p.pidfd);
+		ok(!uid_alive(test_uid), "nothing of the agent's uid runs");
+		{
+			/* a spare that died before its command: the command is refused, not lost in silence */
+			char **env = NULL;
+			struct user_launch_spec cmd = { .argv = SH("true"), .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1 };
+
+			is_int(user_launch(&sp, &p), 0, "launch another spare");
+			spawn_signal(p.pidfd, SIGKILL);
+			spawn_wait(p.pidfd, false, &st);
+			user_launch_env("tester", "fleet-tester", home, NULL, &env);
+			cmd.envp = (const char *const *)env;
+			is_int(user_launch_hand(p.ctl_fd, &cmd), -EPIPE, "handing a command to a dead spare is -EPIPE");
+			user_launch_env_free(env);
+			close(p.ctl_fd);
+			close(p.report_fd);
+			close(p.pidfd);
+		}
+	}
+	{
+		_cleanup_free_ char *ka = user_launch_key(&a), *kb = NULL, *kc = NULL;
+
+		b.argv = SH("true");
+		kb = user_launch_key(&b);
+		b.tmp_size_mib = 32;
+		kc = user_launch_key(&b);
+		ok(ka && kb && strcmp(ka, kb) == 0, "a spare's key ignores the command");
+		ok(ka && kc && strcmp(ka, kc) != 0, "and changes with what the sandbox is made of (tmp size)");
+	}
+}
+
+int main(void)
+{
+	const char *bad_env[] = { "NOEQUALS", NULL };
+	struct run res;
+	char **env = NULL;
+
+	signal(SIGPIPE, SIG_IGN);
+	if (geteuid() != 0)
+		skip_all("needs root (setuid, namespaces, cgroups)");
+	for (test_uid = 3999000 + (uid_t)(getpid() % 900); getpwuid(test_uid); test_uid++)
+		;
+	strcpy(home, "/tmp/fleet-launch-XXXXXX");
+	if (!mkdtemp(home) || chown(home, test_uid, test_uid) < 0 || chmod(home, 0700) < 0)
+		skip_all("cannot create a temp home");
+	chmod("/tmp", 01777);
+
+	/* environment building */
+	is_int(user_launch_env("a", "fleet-a", "/h", bad_env, &env), -EINVAL, "env entry without '=' is refused");
+
+	sandbox_checks();
+	via_spare = true;
+	printf("# the same through a spare\n");
+	sandbox_checks();
+	spare_checks();
+	via_spare = false;
 
 	/* everything dies with the sandbox */
 	run(SH("(setsid sleep 1000 &); (sleep 1000 &); echo started"), NULL, NULL, NULL, 0, &res);
@@ -379,6 +488,10 @@ int main(void)
 			}
 			run(SH("grep -c /fleet/launchtest /proc/self/cgroup"), NULL, NULL, fds, (size_t)n, &res);
 			ok(atoi(res.out) >= 1, "the payload is in the agent's cgroup");
+			via_spare = true;	/* a spare joins them at its setup: its command is there from its first instruction */
+			run(SH("grep -c /fleet/launchtest /proc/self/cgroup"), NULL, NULL, fds, (size_t)n, &res);
+			ok(atoi(res.out) >= 1, "a spare's payload is in the agent's cgroup");
+			via_spare = false;
 			run((const char *const[]){ "perl", "-e", "my $n = 0; for (1..40) { my $p = fork; last unless defined $p; "
 				"if (!$p) { sleep 5; exit } $n++ } print qq($n\\n)", NULL }, NULL, NULL, fds, (size_t)n, &res);
 			ok(atoi(res.out) > 0 && atoi(res.out) < 20, "pids.max 20 caps a fork loop (%d forks succeeded)", atoi(res.out));

@@ -1,0 +1,180 @@
+#!/bin/bash
+# The spare sandbox of a user agent (user/spare.c, issue #16): after an exec
+# one waits, set up, in the agent's cgroup; the next exec runs in it; it
+# carries nothing of one exec into another (environment, secret files,
+# /tmp); it counts as no process of the agent (the agent stays stopped);
+# a mount made since its clone is seen all the same (a stale spare is not
+# used); it never outlives the agent's stop, its removal, fleetd or its idle
+# limit; and it never stands in a restore's way: restores of one agent while
+# another execs (a spare made after each exec) all work, none keeps a spare
+# that predates it (it would hold the old memory store), and a restore cut
+# off by kill -9 is done again at the next start while execs go on (issue
+# #16: each of them failed "cannot unmount .../.NAME.stage: busy" once).
+# Its own mount (and network) namespace: a mount anywhere on the host (other
+# tests') would make a waiting spare stale, and the exec that should take it
+# would get a fresh sandbox.
+. "$FLEET_SRCDIR/tests/lib/own-netns.sh"
+. "$FLEET_SRCDIR/tests/lib/common.sh"
+
+[ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
+own_netns_ready
+command -v jq >/dev/null || skip_all "jq not installed"
+
+A=spr$(test_run_id)
+user_fleetd_setup uspr
+user_fleetd_start || { ok 1 "fleetd starts"; done_testing; }
+"$FLEETCTL" create $A --backend user >/dev/null 2>&1; ok $? "create $A" || done_testing
+
+# spare_of AGENT: the pid of the agent's waiting spare (named fleet-spare, in its cgroup), if one waits.
+spare_of() {
+	local p
+	for p in /proc/[0-9]*; do
+		[ "$(cat $p/comm 2>/dev/null)" = fleet-spare ] || continue
+		grep -q '^State:[[:space:]]*Z' $p/status 2>/dev/null && continue
+		grep -qE ":/fleet/$1\$" $p/cgroup 2>/dev/null && echo ${p#/proc/}
+	done
+}
+# wait_spare AGENT: until a spare waits (it is made after an exec, on fleetd's loop); prints its pid.
+wait_spare() {
+	local i s
+	for ((i = 0; i < 500; i++)); do
+		s=$(spare_of "$1"); [ -n "$s" ] && { echo "$s"; return 0; }
+		sleep 0.01
+	done
+	return 1
+}
+# gone PID: until it is gone (a zombie counts as gone: it runs nothing).
+gone() {
+	local i
+	for ((i = 0; i < 500; i++)); do
+		[ -d /proc/$1 ] && ! grep -q '^State:[[:space:]]*Z' /proc/$1/status 2>/dev/null || return 0
+		sleep 0.01
+	done
+	return 1
+}
+state_of() { "$FLEETCTL" --json show "$1" | jq -r .state; }
+
+is "$(spare_of $A)" "" "no spare before the first exec"
+"$FLEETCTL" exec $A --no-stdin -- true; ok $? "first exec (a sandbox of its own)"
+s1=$(wait_spare $A); ok $? "then a spare waits in $A's cgroup (pid ${s1:-none})"
+is "$(stat -c %u /proc/$s1 2>/dev/null)" 0 "it is root's, like every sandbox init"
+is "$(cat /proc/$s1/task/$s1/children 2>/dev/null)" "" "it runs nothing: no child"
+is "$(state_of $A)" stopped "the agent is still stopped: a spare is no process of the agent"
+
+# The next exec runs in that spare: while it sleeps, the spare is its sandbox's init, with the command as child.
+"$FLEETCTL" exec $A --no-stdin -- sleep 1 & ex=$!
+for ((i = 0; i < 300; i++)); do [ -n "$(cat /proc/$s1/task/$s1/children 2>/dev/null)" ] && break; sleep 0.01; done
+is "$(cat /proc/$s1/comm 2>/dev/null)" fleet-init "the next exec takes the spare: it is that exec's sandbox init now"
+ok "$([ -n "$(cat /proc/$s1/task/$s1/children 2>/dev/null)" ]; echo $?)" "with the command as its child"
+is "$(state_of $A)" running "the agent runs while the command does"
+wait $ex; ok $? "that exec ends well"
+gone $s1; ok $? "the used spare ended with its command"
+s2=$(wait_spare $A); ok $? "and a new spare waits"
+ok "$([ "$s2" != "$s1" ]; echo $?)" "another process"
+
+# Nothing of one exec reaches the next: environment, secret files, /tmp, processes.
+printf 'tok-%s' "$(test_run_id)" | "$FLEETCTL" secret set $A TOKEN >/dev/null; ok $? "set a secret"
+out=$("$FLEETCTL" exec $A --no-stdin --env MARK=one --secret-files -- sh -c \
+	'echo "$MARK $(cat "$FLEET_SECRETS_DIR/TOKEN")"; echo left > /tmp/left; (setsid sleep 30 &) ; true' 2>&1)
+is "$out" "one tok-$(test_run_id)" "an exec with --env and --secret-files gets both (through a spare)"
+s3=$(wait_spare $A)
+out=$("$FLEETCTL" exec $A --no-stdin -- sh -c \
+	'echo "mark=${MARK:-unset} secrets=${FLEET_SECRETS_DIR:-unset} $(ls -A /run /tmp | tr "\n" " ")$(pgrep -c sleep)"' 2>&1)
+is "$out" "mark=unset secrets=unset /run: lock  /tmp: 0" \
+	"the next exec has none of it: no variable, no /run/secrets, an empty /tmp, no process of the last one"
+
+# A mount fleetd's namespace got after the spare's clone: the spare is stale, so not used.
+s4=$(wait_spare $A); ok $? "a spare waits"
+M=$STATE/spare-mnt; mkdir -p "$M"
+mount -t tmpfs -o mode=0755,size=1m spare-test "$M" && on_exit "umount -l '$M'"
+echo fresh > "$M/f"; chmod 0644 "$M/f"
+is "$("$FLEETCTL" exec $A --no-stdin -- cat "$M/f" 2>&1)" fresh "a mount made after the spare's clone is seen by the next exec"
+gone $s4; ok $? "the stale spare was dropped"
+umount "$M"
+
+# Restores of R while $A execs in a loop (each exec asks for a spare, cloned on fleetd's maker thread).
+R=spq$(test_run_id)
+"$FLEETCTL" create $R --backend user --memory-quota 100 >/dev/null; ok $? "create $R (restored below)"
+printf snap1 | "$FLEETCTL" memory $R put mark >/dev/null && "$FLEETCTL" snapshot $R s1 >/dev/null
+ok $? "$R: a mark, and a snapshot s1 of it"
+exec_loop() { while [ ! -e "$TEST_TMP/stop-execs" ]; do "$FLEETCTL" exec $A --no-stdin -- true >/dev/null 2>&1; done; }
+rm -f "$TEST_TMP/stop-execs"; exec_loop & el=$!; _pids+=($el)
+fails=() spare_kept=()
+for ((i = 0; i < 30; i++)); do
+	before=$(spare_of $A)
+	out=$("$FLEETCTL" restore $R s1 2>&1) || fails+=("$i: $out")
+	# The spare that waited before the restore has a copy of $R's old store: it must be gone.
+	[ -n "$before" ] && [ -d /proc/$before ] && ! grep -q '^State:[[:space:]]*Z' /proc/$before/status 2>/dev/null &&
+		[ "$(cat /proc/$before/comm 2>/dev/null)" = fleet-spare ] && spare_kept+=("$before")
+done
+touch "$TEST_TMP/stop-execs"; wait $el
+is "${fails[*]:-}" "" "30 restores of $R while $A execs in a loop all work"
+is "${spare_kept[*]:-}" "" "no spare that waited before a restore is left after it (none keeps the old store)"
+is "$(grep -l "/\.$R\.stage " /proc/[0-9]*/mountinfo 2>/dev/null | tr '\n' ' ')" "" "no process has $R's stage mounted"
+is "$("$FLEETCTL" memory $R get mark)" snap1 "$R's store is the snapshot's"
+
+# A restore cut off by kill -9 (its stage mounted, in its build's namespace) is done again at the next start, with execs going on.
+head -c $((60 << 20)) /dev/zero > "$STATE/users/$R/memory/blob" && chown fleet-$R: "$STATE/users/$R/memory/blob"
+printf snap2 | "$FLEETCTL" memory $R put mark >/dev/null && "$FLEETCTL" snapshot $R s2 >/dev/null
+ok $? "$R: 60 MiB more in its store, and a snapshot s2 (a restore long enough to be caught at its build)"
+printf later | "$FLEETCTL" memory $R put mark >/dev/null
+stage_in_fleetd() { cat /proc/$FLEETD_PID/task/*/mountinfo 2>/dev/null | grep -q "/\.$R\.stage "; }
+hit=no
+for try in 1 2 3; do
+	"$FLEETCTL" restore $R s2 >/dev/null 2>&1 & rp=$!; _pids+=($rp)
+	killed=no
+	while kill -0 $rp 2>/dev/null; do
+		stage_in_fleetd && { kill -9 "$FLEETD_PID"; gone "$FLEETD_PID"; killed=yes; break; }
+		sleep 0.005
+	done
+	wait $rp 2>/dev/null
+	[ $killed = yes ] && { hit=yes; break; }
+	diag "restore $try ended before the kill caught its stage; again"
+	printf later | "$FLEETCTL" memory $R put mark >/dev/null
+done
+is "$hit" yes "fleetd killed (-9) while $R's restore had its stage mounted"
+rm -f "$TEST_TMP/stop-execs"
+user_fleetd_start; ok $? "fleetd restarts (and does the restore again)"
+exec_loop & el=$!; _pids+=($el)
+for ((i = 0; i < 600; i++)); do
+	[ "$("$FLEETCTL" --json show $R | jq -r '.snapshots.restoring')" = null ] && break
+	sleep 0.2
+done
+touch "$TEST_TMP/stop-execs"; wait $el
+is "$("$FLEETCTL" --json show $R | jq -r '.snapshots.restoring')" null "the restore done again ended"
+is "$(state_of $R)" stopped "$R is stopped, not bad"
+is "$("$FLEETCTL" memory $R get mark)" snap2 "$R's store is s2's"
+like "$(grep -F "'$R'" "$STATE/fleetd.log")" "restore of 's2' was interrupted .*restoring it again" "fleetd's log says it did it again"
+is "$(grep -l "/\.$R\.stage " /proc/[0-9]*/mountinfo 2>/dev/null | tr '\n' ' ')" "" "no process has $R's stage mounted"
+check "its stage directory is gone" -- test ! -e "$STATE/memfs/.$R.stage"
+"$FLEETCTL" rm --force $R >/dev/null; ok $? "rm --force $R"
+is "$(spare_of $A)" "" "which dropped $A's spare too (it had a copy of $R's store)"
+"$FLEETCTL" exec $A --no-stdin -- true; ok $? "an exec of $A"
+
+# Stop, start, removal and fleetd's end: no spare outlives them.
+s5=$(wait_spare $A); ok $? "a spare waits"
+"$FLEETCTL" start $A >/dev/null; ok $? "start $A"
+"$FLEETCTL" stop $A >/dev/null; ok $? "stop $A"
+gone $s5; ok $? "the stop killed the spare"
+is "$(spare_of $A)" "" "no spare of $A is left"
+is "$(state_of $A)" stopped "and $A is stopped"
+
+"$FLEETCTL" exec $A --no-stdin -- true; ok $? "an exec after the stop"
+s6=$(wait_spare $A); ok $? "a spare waits again"
+kill -9 "$FLEETD_PID"; gone "$FLEETD_PID"
+gone $s6; ok $? "fleetd killed (-9): its spare died with it"
+export FLEET_TEST_SPARE_IDLE_S=2	# a test's: 60 s otherwise
+user_fleetd_start; ok $? "fleetd restarts (a spare's idle limit: 2 s)"
+unset FLEET_TEST_SPARE_IDLE_S
+is "$(state_of $A)" stopped "$A is stopped after the restart (no spare taken for a keeper)"
+"$FLEETCTL" exec $A --no-stdin -- true; ok $? "exec after the restart"
+s7=$(wait_spare $A); ok $? "a spare waits"
+for ((i = 0; i < 100; i++)); do [ -z "$(spare_of $A)" ] && break; sleep 0.1; done
+gone $s7; ok $? "unused for its idle limit, it went"
+"$FLEETCTL" exec $A --no-stdin -- true; ok $? "another exec"
+s7=$(wait_spare $A); ok $? "a spare waits"
+"$FLEETCTL" rm --force $A >/dev/null; ok $? "rm --force $A"
+gone $s7; ok $? "the removal killed the spare"
+is "$(spare_of $A)" "" "nothing of $A is left"
+
+done_testing

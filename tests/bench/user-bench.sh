@@ -13,7 +13,7 @@
 #      of the same agent, alone and among N), and fleetd's start (its
 #      reconcile of every agent) with N stopped user agents against an
 #      empty state dir, the target being 2 s + 20 ms per agent.
-# Agents are named qbN (Unix users fleet-qbN, in a uid range of their own);
+# Agents are named qbN (Unix users fleet-qbN, in a uid range of their own; BENCH_PREFIX for another prefix);
 # all of them go at the end, also when the bench fails.
 # Stdout also gets one line per row of issue #16 measured, for
 # tests/bench/quick.sh: ratio|ROW|FLEET|BASELINE|RATIO|TARGET.
@@ -30,7 +30,10 @@ FLEETCTL=${FLEETCTL:-$PWD/ctl/fleetctl}
 [ "$(id -u)" = 0 ] || { echo "user-bench: needs root" >&2; exit 77; }
 [ -x "$FLEETD" ] && [ -x "$FLEETCTL" ] || { echo "user-bench: no fleetd/fleetctl at $FLEETD (set FLEETD, FLEETCTL)" >&2; exit 77; }
 
-UMIN=4700000 UMAX=4709999
+# BENCH_PREFIX and BENCH_UID_BASE let two runs share a machine (names and uid ranges of their own).
+P=${BENCH_PREFIX:-qb}
+UBASE=${BENCH_UID_BASE:-4700000}
+UMIN=$UBASE UMAX=$((UBASE + 9999))
 STATE=$(mktemp -d /var/lib/fleet-bench.XXXXXX)
 SOCK=$STATE.sock
 export FLEET_SOCKET=$SOCK
@@ -49,9 +52,9 @@ cleanup() {
 		stop_fleetd
 	fi
 	# What a failed run left: only users of this bench (name and uid range).
-	getent passwd | awk -F: -v lo=$UMIN -v hi=$UMAX '$1 ~ /^fleet-(qb[0-9]+|bench-lat)$/ && $3 >= lo && $3 <= hi {print $1}' |
+	getent passwd | awk -F: -v lo=$UMIN -v hi=$UMAX '$1 ~ /^fleet-('"$P"'[0-9]+|'"$P"'-lat)$/ && $3 >= lo && $3 <= hi {print $1}' |
 		while read -r u; do userdel "$u" 2>/dev/null; groupdel "$u" 2>/dev/null; done
-	for i in $(seq 0 49); do userdel "fbase-$i" 2>/dev/null; groupdel "fbase-$i" 2>/dev/null; done
+	for i in $(seq 0 49); do userdel "${P}base-$i" 2>/dev/null; groupdel "${P}base-$i" 2>/dev/null; done
 	rm -rf "$STATE" "$STATE.empty" "$SOCK" "$STATE.base" "$STATE.lat" "$STATE.conf" "$STATE.t"
 }
 trap cleanup EXIT
@@ -87,15 +90,15 @@ start_fleetd() {
 mkdir -p "$STATE.empty"
 start_fleetd "$STATE.empty"; stop_fleetd; start_fleetd "$STATE.empty"; start0=$START_NS; stop_fleetd
 start_fleetd "$STATE"
-"$FLEETCTL" create bench-lat --backend user >/dev/null || { echo "user-bench: this fleetd cannot create user agents" >&2; exit 77; }
+"$FLEETCTL" create $P-lat --backend user >/dev/null || { echo "user-bench: this fleetd cannot create user agents" >&2; exit 77; }
 
 echo "# user backend benchmark: $(nproc) CPUs, kernel $(uname -r), $N agents, $SAMPLES latency samples"
 
 # ---- 1. trigger-to-process-start ----
-"$FLEETCTL" exec bench-lat -- true </dev/null	# warm up
+"$FLEETCTL" exec $P-lat -- true </dev/null	# warm up
 : > "$STATE.base"
 for i in $(seq "$SAMPLES"); do
-	t0=$(now_ns); t1=$("$FLEETCTL" exec bench-lat --no-stdin -- date +%s%N); echo $((t1 - t0)) >> "$STATE.lat"
+	t0=$(now_ns); t1=$("$FLEETCTL" exec $P-lat --no-stdin -- date +%s%N); echo $((t1 - t0)) >> "$STATE.lat"
 	t0=$(now_ns); t1=$(date +%s%N); echo $((t1 - t0)) >> "$STATE.base"
 done
 lat=$(median < "$STATE.lat"); base=$(median < "$STATE.base")
@@ -107,10 +110,10 @@ rm -f "$STATE.lat" "$STATE.base"
 # The same with no spare sandbox (FLEET_TEST_NO_SPARES, a benchmark's switch): each exec clones its own.
 stop_fleetd
 export FLEET_TEST_NO_SPARES=1; start_fleetd "$STATE"; unset FLEET_TEST_NO_SPARES
-"$FLEETCTL" exec bench-lat -- true </dev/null
+"$FLEETCTL" exec $P-lat -- true </dev/null
 : > "$STATE.base"
 for i in $(seq "$SAMPLES"); do
-	t0=$(now_ns); t1=$("$FLEETCTL" exec bench-lat --no-stdin -- date +%s%N); echo $((t1 - t0)) >> "$STATE.lat"
+	t0=$(now_ns); t1=$("$FLEETCTL" exec $P-lat --no-stdin -- date +%s%N); echo $((t1 - t0)) >> "$STATE.lat"
 	t0=$(now_ns); t1=$(date +%s%N); echo $((t1 - t0)) >> "$STATE.base"
 done
 lat=$(median < "$STATE.lat"); base=$(median < "$STATE.base")
@@ -124,20 +127,20 @@ rss0=$(rss_kib "$FLEETD_PID")
 "$FLEETCTL" list >/dev/null
 list0=$(median_of "$FLEETCTL" list)
 status0=$(median_of "$FLEETCTL" status)
-show0=$(median_of "$FLEETCTL" show bench-lat)
+show0=$(median_of "$FLEETCTL" show $P-lat)
 
 # Baseline: what a user costs without fleet (NBASE users, same tools).
 t0=$(now_ns)
 for i in $(seq 0 $((NBASE - 1))); do
-	groupadd -g $((4719000 + i)) "fbase-$i" && useradd --system -u $((4719000 + i)) -g $((4719000 + i)) -M -N -l \
-		-d "$STATE/base-$i" -s /usr/sbin/nologin "fbase-$i" 2>/dev/null && mkdir -m 0700 "$STATE/base-$i"
+	groupadd -g $(((UBASE + 19000) + i)) "${P}base-$i" && useradd --system -u $(((UBASE + 19000) + i)) -g $(((UBASE + 19000) + i)) -M -N -l \
+		-d "$STATE/base-$i" -s /usr/sbin/nologin "${P}base-$i" 2>/dev/null && mkdir -m 0700 "$STATE/base-$i"
 done
 base_create=$(( ($(now_ns) - t0) / NBASE ))
-for i in $(seq 0 $((NBASE - 1))); do userdel "fbase-$i"; groupdel "fbase-$i" 2>/dev/null; rmdir "$STATE/base-$i"; done
+for i in $(seq 0 $((NBASE - 1))); do userdel "${P}base-$i"; groupdel "${P}base-$i" 2>/dev/null; rmdir "$STATE/base-$i"; done
 
 t0=$(now_ns)
 for i in $(seq 1 "$N"); do
-	"$FLEETCTL" create "qb$i" --backend user --memory 64 >/dev/null || { echo "user-bench: create qb$i failed" >&2; exit 1; }
+	"$FLEETCTL" create "$P$i" --backend user --memory 64 >/dev/null || { echo "user-bench: create $P$i failed" >&2; exit 1; }
 done
 create=$(( ($(now_ns) - t0) / N ))
 echo "create: $(ms "$create") ms per agent ($N agents), plain groupadd+useradd+mkdir $(ms "$base_create") ms, ratio $(ratio "$create" "$base_create")"
@@ -145,7 +148,7 @@ echo "create: $(ms "$create") ms per agent ($N agents), plain groupadd+useradd+m
 "$FLEETCTL" list >/dev/null
 listN=$(median_of "$FLEETCTL" list)
 statusN=$(median_of "$FLEETCTL" status)
-showN=$(median_of "$FLEETCTL" show bench-lat)
+showN=$(median_of "$FLEETCTL" show $P-lat)
 echo "list: $(ms "$listN") ms with $N more agents, $(ms "$list0") ms with 1, ratio $(ratio "$listN" "$list0")"
 echo "status: $(ms "$statusN") ms with $N more agents, $(ms "$status0") ms with 1, ratio $(ratio "$statusN" "$status0")"
 echo "show: $(ms "$showN") ms with $N other agents, $(ms "$show0") ms with 0, ratio $(ratio "$showN" "$show0")"
@@ -181,12 +184,12 @@ row "reconcile at fleetd start, $((N + 1)) user agents" "$(ms "$startN") ms" "em
 	"$(ratio2 "$startN" "$start0")" "< 2 s + 20 ms/agent = $(ms "$target_ns") ms"
 
 if [ $QUICK = 1 ]; then	# starting every agent: the full run only
-	for i in $(seq 1 "$N"); do "$FLEETCTL" rm --force "qb$i" >/dev/null; done
-	"$FLEETCTL" rm bench-lat >/dev/null
+	for i in $(seq 1 "$N"); do "$FLEETCTL" rm --force "$P$i" >/dev/null; done
+	"$FLEETCTL" rm $P-lat >/dev/null
 	exit 0
 fi
 t0=$(now_ns)
-for i in $(seq 1 "$N"); do "$FLEETCTL" start "qb$i" >/dev/null || { echo "user-bench: start qb$i failed" >&2; exit 1; }; done
+for i in $(seq 1 "$N"); do "$FLEETCTL" start "$P$i" >/dev/null || { echo "user-bench: start $P$i failed" >&2; exit 1; }; done
 start=$(( ($(now_ns) - t0) / N ))
 rssS=$(rss_kib "$FLEETD_PID")
 keepers=$(pgrep -c -x fleet-init)
@@ -196,6 +199,6 @@ echo "keepers: $pss KiB PSS in all, $(( pss / (keepers > 0 ? keepers : 1) )) KiB
 t0=$(now_ns); "$FLEETCTL" list >/dev/null; listR=$(( $(now_ns) - t0 ))
 echo "list: $(ms "$listR") ms with $N running agents, ratio to 0 agents $(ratio "$listR" "$list0")"
 t0=$(now_ns)
-for i in $(seq 1 "$N"); do "$FLEETCTL" rm --force "qb$i" >/dev/null; done
-"$FLEETCTL" rm bench-lat >/dev/null
+for i in $(seq 1 "$N"); do "$FLEETCTL" rm --force "$P$i" >/dev/null; done
+"$FLEETCTL" rm $P-lat >/dev/null
 echo "rm --force: $(ms $(( ($(now_ns) - t0) / N ))) ms per running agent"

@@ -271,6 +271,25 @@ static int memfd_with(const char *name, const void *data, size_t len)
 	return fd;
 }
 
+/*
+ * The spec j (consumed) as compact JSON in a new memfd, for fleet-init:
+ * the fd, or -errno. The agent's environment is among it, secrets
+ * included: the text and j's strings are wiped before they are freed.
+ */
+static int spec_memfd(json_t *j)
+{
+	_cleanup_free_ char *text = json_dumps(j, JSON_COMPACT);
+	int fd;
+
+	scrub_strings(json_object_get(j, "envp"));
+	json_decref(j);
+	if (!text)
+		return -ENOMEM;
+	fd = memfd_with("fleet-launch-spec", text, strlen(text));
+	explicit_bzero(text, strlen(text));
+	return fd;
+}
+
 /* What the vfork child needs: everything computed, so it only makes system calls. */
 struct init_exec {
 	const char *path;
@@ -346,7 +365,6 @@ void user_launch_clones_wait(void)
 int user_launch(const struct user_launch_spec *spec, struct user_launch_proc *ret)
 {
 	struct init_exec c = { 0 };
-	_cleanup_free_ char *text = NULL;
 	json_t *j;
 	int rep[2], ctl[2] = { -1, -1 }, pidfd = -1, spec_fd = -1, files_fd = -1, r = 0;
 	/* The clone child's stack: fleetd is stopped meanwhile (CLONE_VFORK), so a part of ours serves. */
@@ -362,14 +380,7 @@ int user_launch(const struct user_launch_spec *spec, struct user_launch_proc *re
 		return -ENOEXEC;
 	if (!(j = spec_json(spec)))
 		return -EINVAL;	/* a string that is not UTF-8 */
-	text = json_dumps(j, JSON_COMPACT);
-	scrub_strings(json_object_get(j, "envp"));
-	json_decref(j);
-	if (!text)
-		return -ENOMEM;
-	spec_fd = memfd_with("fleet-launch-spec", text, strlen(text));
-	explicit_bzero(text, strlen(text));	/* the agent's environment: its secrets are among them */
-	if (spec_fd < 0)
+	if ((spec_fd = spec_memfd(j)) < 0)
 		return spec_fd;
 	if (spec->spare) {
 		/* fd 5 of a spare: where its command comes (user_launch_hand); the files come with it */
@@ -461,7 +472,6 @@ enum { HAND_SPEC, HAND_STDIN, HAND_STDOUT, HAND_STDERR, HAND_FILES, HAND__COUNT 
 int user_launch_hand(int ctl_fd, const struct user_launch_spec *spec)
 {
 	_cleanup_close_ int spec_fd = -1, files_fd = -1, devnull = -1;
-	_cleanup_free_ char *text = NULL;
 	union {
 		struct cmsghdr h;
 		char buf[CMSG_SPACE(sizeof(int) * HAND__COUNT)];
@@ -480,14 +490,7 @@ int user_launch_hand(int ctl_fd, const struct user_launch_spec *spec)
 		json_decref(j);
 		return -EINVAL;	/* a string that is not UTF-8 */
 	}
-	text = json_dumps(j, JSON_COMPACT);
-	scrub_strings(json_object_get(j, "envp"));
-	json_decref(j);
-	if (!text)
-		return -ENOMEM;
-	spec_fd = memfd_with("fleet-launch-spec", text, strlen(text));
-	explicit_bzero(text, strlen(text));	/* the agent's environment: its secrets are among them */
-	if (spec_fd < 0)
+	if ((spec_fd = spec_memfd(j)) < 0)
 		return spec_fd;
 	if (spec->n_files > 0) {
 		size_t total = 0;

@@ -95,13 +95,17 @@ start_fleetd "$STATE"
 echo "# user backend benchmark: $(nproc) CPUs, kernel $(uname -r), $N agents, $SAMPLES latency samples"
 
 # ---- 1. trigger-to-process-start ----
-"$FLEETCTL" exec $P-lat -- true </dev/null	# warm up
-: > "$STATE.base"
-for i in $(seq "$SAMPLES"); do
-	t0=$(now_ns); t1=$("$FLEETCTL" exec $P-lat --no-stdin -- date +%s%N); echo $((t1 - t0)) >> "$STATE.lat"
-	t0=$(now_ns); t1=$(date +%s%N); echo $((t1 - t0)) >> "$STATE.base"
-done
-lat=$(median < "$STATE.lat"); base=$(median < "$STATE.base")
+# SAMPLES of each, interleaved: an exec in the agent and the same date from this shell; sets lat, base.
+latency_samples() {
+	"$FLEETCTL" exec $P-lat -- true </dev/null	# warm up
+	: > "$STATE.lat"; : > "$STATE.base"
+	for i in $(seq "$SAMPLES"); do
+		t0=$(now_ns); t1=$("$FLEETCTL" exec $P-lat --no-stdin -- date +%s%N); echo $((t1 - t0)) >> "$STATE.lat"
+		t0=$(now_ns); t1=$(date +%s%N); echo $((t1 - t0)) >> "$STATE.base"
+	done
+	lat=$(median < "$STATE.lat"); base=$(median < "$STATE.base")
+}
+latency_samples
 lat95=$(p95 < "$STATE.lat"); base95=$(p95 < "$STATE.base")
 echo "start latency (median): fleetctl exec $(ms "$lat") ms, plain fork/exec $(ms "$base") ms, ratio $(ratio "$lat" "$base")"
 echo "start latency (p95):    fleetctl exec $(ms "$lat95") ms, plain fork/exec $(ms "$base95") ms, ratio $(ratio "$lat95" "$base95")"
@@ -110,13 +114,7 @@ rm -f "$STATE.lat" "$STATE.base"
 # The same with no spare sandbox (FLEET_TEST_NO_SPARES, a benchmark's switch): each exec clones its own.
 stop_fleetd
 export FLEET_TEST_NO_SPARES=1; start_fleetd "$STATE"; unset FLEET_TEST_NO_SPARES
-"$FLEETCTL" exec $P-lat -- true </dev/null
-: > "$STATE.base"
-for i in $(seq "$SAMPLES"); do
-	t0=$(now_ns); t1=$("$FLEETCTL" exec $P-lat --no-stdin -- date +%s%N); echo $((t1 - t0)) >> "$STATE.lat"
-	t0=$(now_ns); t1=$(date +%s%N); echo $((t1 - t0)) >> "$STATE.base"
-done
-lat=$(median < "$STATE.lat"); base=$(median < "$STATE.base")
+latency_samples
 echo "start latency, no spares (median): fleetctl exec $(ms "$lat") ms, plain fork/exec $(ms "$base") ms, ratio $(ratio "$lat" "$base")"
 row "user agent: exec start latency, no spare sandbox" "$(ms "$lat") ms" "$(ms "$base") ms plain fork/exec" "$(ratio2 "$lat" "$base")" "(what spares save)"
 rm -f "$STATE.lat" "$STATE.base"

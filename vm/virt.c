@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/worker.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "vm/virt_conn.h"
@@ -50,6 +51,22 @@ struct virt {
 	int backoff_s;			/* the next reconnect's delay */
 	char *connect_error;		/* why the last connect failed; NULL once connected */
 	unsigned generation;		/* bumped by each successful connect */
+	/*
+	 * A URI that names a host (qemu+tcp://h2/..., qemu+ssh://...): a connect
+	 * there can wait for TCP's own timeout (minutes) when the host stops
+	 * answering, so after the first one it runs on a worker (connect_job),
+	 * never on the loop. A local URI (qemu:///system, a Unix socket) fails
+	 * at once and is connected on the loop.
+	 */
+	bool remote;
+	struct connect_job *connecting;	/* the worker's connect under way, if any */
+};
+
+struct connect_job {
+	struct virt *v;			/* NULL once v was closed: the result is dropped */
+	char *uri;
+	virConnectPtr conn;		/* the worker's result */
+	char *error;
 };
 
 static bool event_impl_registered;
@@ -234,34 +251,12 @@ static int conn_ref(struct virt *v, virConnectPtr *ret, char **why)
 	return 0;
 }
 
-int virt_connect(struct virt *v, char **why)
+/* On the loop: c (connected) becomes v's connection, with its keepalive and callbacks; 0, or -errno with *why. */
+static int adopt(struct virt *v, virConnectPtr c, char **why)
 {
-	virConnectPtr c;
-
-	if (!on_loop(v)) {
-		int r = conn_ref(v, &c, why);
-
-		if (r == 0)
-			virConnectClose(c);
-		return r;
-	}
-	if (v->conn && virConnectIsAlive(v->conn) == 1)
-		return 0;
-	disconnect(v);
-	c = virConnectOpen(v->uri);
 	pthread_mutex_lock(&v->lock);
 	v->conn = c;
 	pthread_mutex_unlock(&v->lock);
-	if (!v->conn) {
-		char *msg = NULL;
-
-		(void)last_error(v->uri, &msg);
-		free(v->connect_error);
-		v->connect_error = msg;
-		if (why)
-			*why = xstrdup(msg);
-		return -ENOTCONN;
-	}
 	free(v->connect_error);
 	v->connect_error = NULL;
 	v->generation++;
@@ -277,6 +272,110 @@ int virt_connect(struct virt *v, char **why)
 		return r;
 	}
 	return 0;
+}
+
+static void schedule_reconnect(struct virt *v);
+
+/* On a worker: the connect, which may wait for TCP's timeout; touches only the job. */
+static void connect_work(void *arg)
+{
+	struct connect_job *j = arg;
+
+	if (!(j->conn = virConnectOpen(j->uri))) {
+		const char *msg = virGetLastErrorMessage();
+		j->error = xstrdup(msg && *msg ? msg : "cannot connect");
+	}
+}
+
+/* On the loop: the worker's connect adopted, or its error kept and the next try scheduled. */
+static void connect_done(void *arg)
+{
+	struct connect_job *j = arg;
+	struct virt *v = j->v;
+	_cleanup_free_ char *why = NULL;
+
+	if (!v) {	/* closed meanwhile */
+		if (j->conn)
+			virConnectClose(j->conn);
+	} else {
+		v->connecting = NULL;
+		if (j->conn && adopt(v, j->conn, &why) == 0) {
+			log_notice("libvirt: connected to %s", v->uri);
+			v->fn(v->userdata, NULL, VIRT_EV_RECONNECTED);
+		} else {
+			free(v->connect_error);
+			v->connect_error = xstrdup(j->error ? j->error : why ? why : "cannot connect");
+			log_debug("libvirt: cannot connect to %s (next try in %d s): %s", v->uri, v->backoff_s,
+				  v->connect_error);
+			if (!evtimer_pending(v->reconnect_ev, NULL))
+				schedule_reconnect(v);
+		}
+	}
+	free(j->error);
+	free(j->uri);
+	free(j);
+}
+
+/* On the loop: a connect of v on a worker, unless one is under way. */
+static void connect_start(struct virt *v)
+{
+	struct connect_job *j;
+
+	if (v->connecting)
+		return;
+	j = xcalloc(1, sizeof(*j));
+	j->v = v;
+	j->uri = xstrdup(v->uri);
+	if (worker_run(v->base, connect_work, connect_done, j) < 0) {
+		free(j->uri);
+		free(j);
+		if (!evtimer_pending(v->reconnect_ev, NULL))
+			schedule_reconnect(v);
+		return;
+	}
+	v->connecting = j;
+}
+
+/* On the loop: connect now, waiting for the answer (a local URI, or a first connect the caller waits for). */
+static int connect_sync(struct virt *v, char **why)
+{
+	virConnectPtr c = virConnectOpen(v->uri);
+
+	if (!c) {
+		char *msg = NULL;
+
+		(void)last_error(v->uri, &msg);
+		free(v->connect_error);
+		v->connect_error = msg;
+		if (why)
+			*why = xstrdup(msg);
+		return -ENOTCONN;
+	}
+	return adopt(v, c, why);
+}
+
+int virt_connect(struct virt *v, char **why)
+{
+	virConnectPtr c;
+
+	if (!on_loop(v)) {
+		int r = conn_ref(v, &c, why);
+
+		if (r == 0)
+			virConnectClose(c);
+		return r;
+	}
+	if (v->conn && virConnectIsAlive(v->conn) == 1)
+		return 0;
+	disconnect(v);
+	if (!v->remote)
+		return connect_sync(v, why);
+	/* Another host: never wait on the loop; the worker's connect is adopted when it answers. */
+	connect_start(v);
+	if (why)
+		*why = xasprintf("not connected to %s (%s; fleetd reconnects by itself)", v->uri,
+				 v->connect_error ? v->connect_error : "connecting");
+	return -ENOTCONN;
 }
 
 int virt_conn(struct virt *v, virConnectPtr *ret, char **why)
@@ -415,6 +514,11 @@ static void on_reconnect_timer(evutil_socket_t fd, short what, void *arg)
 	struct virt *v = arg;
 	_cleanup_free_ char *why = NULL;
 
+	if (v->remote) {	/* connect_done adopts it or schedules the next try */
+		if (!v->conn)
+			connect_start(v);
+		return;
+	}
 	if (virt_connect(v, &why) < 0) {
 		log_debug("libvirt: still cannot reconnect (next try in %d s): %s", v->backoff_s, why ? why : "?");
 		schedule_reconnect(v);
@@ -461,7 +565,15 @@ static void wake_libvirt(int timer, void *opaque)
 {
 }
 
-int virt_open(struct event_base *base, const char *uri, virt_event_fn fn, void *userdata,
+/* Whether uri names a host (DRIVER[+TRANSPORT]://HOST/...): a connect there can wait for the network. */
+static bool uri_names_host(const char *uri)
+{
+	const char *p = strstr(uri, "://");
+
+	return p && p[3] && p[3] != '/';
+}
+
+int virt_open(struct event_base *base, const char *uri, bool wait, virt_event_fn fn, void *userdata,
 	      struct virt **ret, char **why)
 {
 	struct virt *v;
@@ -481,6 +593,7 @@ int virt_open(struct event_base *base, const char *uri, virt_event_fn fn, void *
 	v->lifecycle_cb = -1;
 	v->backoff_s = RECONNECT_SECONDS;
 	v->loop = pthread_self();
+	v->remote = uri_names_host(uri);
 	pthread_mutex_init(&v->lock, NULL);
 	if (pipe2(v->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
 		r = -errno;
@@ -502,7 +615,11 @@ int virt_open(struct event_base *base, const char *uri, virt_event_fn fn, void *
 	event_thread_users++;
 	v->thread_user = true;
 	*ret = v;
-	if ((r = virt_connect(v, why)) < 0) {
+	if (v->remote && !wait) {
+		connect_start(v);	/* its answer comes on the loop (connect_done) */
+		return 0;
+	}
+	if ((r = connect_sync(v, why)) < 0) {
 		schedule_reconnect(v);
 		return r;
 	}
@@ -513,6 +630,8 @@ void virt_close(struct virt *v)
 {
 	if (!v)
 		return;
+	if (v->connecting)	/* its worker may wait minutes yet: its result is dropped */
+		v->connecting->v = NULL;
 	disconnect(v);
 	if (v->thread_user && --event_thread_users == 0) {
 		event_thread_stopping = 1;

@@ -743,7 +743,7 @@ static int vm_init(struct fleetd *f, const struct backend_host *host, char **why
 	vm_memdisk_sweep(b);	/* before any build: what one cut short by fleetd's stop left */
 	vm_adopt_legacy_agents(b);
 	vm_egress_reconcile(b);	/* NAT guests may be running from before: their rules come back if they went missing */
-	r = virt_open(f->base, config_get(&f->cfg, CFG_LIBVIRT_URI), true, vm_on_virt_event, b, &b->virt, why);
+	r = virt_open(f->base, config_get(&f->cfg, CFG_LIBVIRT_URI), vm_on_virt_event, b, &b->virt, why);
 	if (r == -ENOTCONN) {
 		/* libvirtd may come later: stay available and keep trying. */
 		log_warning("vm backend: libvirt not reachable yet (%s); retrying in the background", *why ? *why : "");

@@ -96,7 +96,7 @@ static struct vm_host *open_host(struct vm_backend *b, const char *host, const c
 	struct vm_host *h = xcalloc(1, sizeof(*h));
 	int r;
 
-	r = virt_open(b->f->base, uri, false, vm_on_virt_event, b, &h->virt, &why);
+	r = virt_open(b->f->base, uri, vm_on_virt_event, b, &h->virt, &why);
 	if (r < 0 && !h->virt) {
 		log_warning("vm backend: host %s: %s", host, why ? why : strerror(-r));
 		free(h);
@@ -177,7 +177,7 @@ int vm_host_connect(struct fleetd *f, const char *host, const char *uri, char **
 		return virt_connect(b->virt, why);
 	vm_host_forget(f, host);
 	/* A first try that fails keeps nothing: `host add` refuses the host with libvirt's words. */
-	if ((r = virt_open(f->base, uri, true, vm_on_virt_event, b, &v, why)) < 0) {
+	if ((r = virt_open(f->base, uri, vm_on_virt_event, b, &v, why)) < 0) {
 		virt_close(v);
 		return r;
 	}

@@ -573,7 +573,7 @@ static bool uri_names_host(const char *uri)
 	return p && p[3] && p[3] != '/';
 }
 
-int virt_open(struct event_base *base, const char *uri, bool wait, virt_event_fn fn, void *userdata,
+int virt_open(struct event_base *base, const char *uri, virt_event_fn fn, void *userdata,
 	      struct virt **ret, char **why)
 {
 	struct virt *v;
@@ -615,10 +615,7 @@ int virt_open(struct event_base *base, const char *uri, bool wait, virt_event_fn
 	event_thread_users++;
 	v->thread_user = true;
 	*ret = v;
-	if (v->remote && !wait) {
-		connect_start(v);	/* its answer comes on the loop (connect_done) */
-		return 0;
-	}
+	/* The first connect is waited for (host add answers with libvirt's words); reconnects of a remote one are not. */
 	if ((r = connect_sync(v, why)) < 0) {
 		schedule_reconnect(v);
 		return r;

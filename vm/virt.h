@@ -34,14 +34,13 @@ typedef void (*virt_event_fn)(void *userdata, const char *domain, enum virt_even
 /*
  * Connect to uri and deliver lifecycle events through fn on base. A failed
  * first connection is not fatal: -errno and *why are returned, and the
- * caller may retry with virt_connect(). A URI that names a host (qemu+tcp://
- * HOST/..., qemu+ssh://...) is connected on a worker thread, never on the
- * loop, where a host that stops answering would hold it for TCP's timeout:
- * with wait (fleetctl host add, which answers with libvirt's words) the
- * first connect alone is made here; without, it starts on a worker and 0 is
- * returned at once. Reconnects of such a URI always run on a worker.
+ * caller may retry with virt_connect(). The first connect is made here, on
+ * the caller's thread; every later one of a URI that names a host
+ * (qemu+tcp://HOST/..., qemu+ssh://...) runs on a worker thread, never on
+ * the loop, where a host that stopped answering would hold it for TCP's
+ * connect timeout each time.
  */
-int virt_open(struct event_base *base, const char *uri, bool wait, virt_event_fn fn, void *userdata,
+int virt_open(struct event_base *base, const char *uri, virt_event_fn fn, void *userdata,
 	      struct virt **ret, char **why);
 void virt_close(struct virt *v);
 /*

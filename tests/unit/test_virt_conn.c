@@ -126,7 +126,7 @@ int main(void)
 	uri = xasprintf("test://%s", path);
 
 	/* The host is unreachable at first: its definition does not exist yet. */
-	r = virt_open(base, uri, true, on_event, NULL, &v, &why);
+	r = virt_open(base, uri, on_event, NULL, &v, &why);
 	is_int(r, -ENOTCONN, "virt_open against an unreachable host fails with -ENOTCONN");
 	ok(v != NULL, "but gives the handle, to reconnect later");
 	free(why);

@@ -109,13 +109,17 @@ static void mark_unreachable(struct fleetd *f, const struct agent *a, const stru
  * reads ~50 MB/s: 1.5 ms for 1000 agents as bare arrays, against a
  * fleetctl call of 1.4 ms), so the table of a large fleet comes ready.
  */
+struct host_seen {
+	char *name;
+	bool lost;
+};
+
 struct table_out {
 	struct fleetd *f;
 	struct evbuffer *buf;
 	const struct backend_ops *vm;
-	char **lost;		/* hosts found unreachable by this call, NULL-terminated */
-	char **seen;		/* hosts asked about by this call */
-	size_t n_lost, n_seen;
+	struct host_seen *hosts;	/* each host asked about by this call, and its answer */
+	size_t n_hosts;
 	bool any;
 };
 
@@ -126,23 +130,14 @@ struct table_out {
 static bool host_lost(struct table_out *t, const char *host)
 {
 	_cleanup_free_ char *why = NULL;
-	bool lost;
 
-	for (size_t i = 0; i < t->n_lost; i++)
-		if (strcmp(t->lost[i], host) == 0)
-			return true;
-	for (size_t i = 0; i < t->n_seen; i++)
-		if (strcmp(t->seen[i], host) == 0)
-			return false;
-	lost = t->vm && t->vm->host_reachable && !t->vm->host_reachable(t->f, host, &why);
-	if (lost) {
-		t->lost = xrealloc(t->lost, (t->n_lost + 1) * sizeof(*t->lost));
-		t->lost[t->n_lost++] = xstrdup(host);
-	} else {
-		t->seen = xrealloc(t->seen, (t->n_seen + 1) * sizeof(*t->seen));
-		t->seen[t->n_seen++] = xstrdup(host);
-	}
-	return lost;
+	for (size_t i = 0; i < t->n_hosts; i++)
+		if (strcmp(t->hosts[i].name, host) == 0)
+			return t->hosts[i].lost;
+	t->hosts = xrealloc(t->hosts, (t->n_hosts + 1) * sizeof(*t->hosts));
+	t->hosts[t->n_hosts] = (struct host_seen){ xstrdup(host),
+		t->vm && t->vm->host_reachable && !t->vm->host_reachable(t->f, host, &why) };
+	return t->hosts[t->n_hosts++].lost;
 }
 
 static void table_row(void *ud, const struct agent_row *a)
@@ -166,12 +161,9 @@ static void agents_table(struct api_call *c)
 	struct table_out t = { .f = c->fleetd, .buf = evbuffer_new(), .vm = backend_get(c->fleetd, BACKEND_VM, NULL) };
 	int r = t.buf ? db_agent_rows(c->fleetd->db, table_row, &t) : -ENOMEM;
 
-	for (size_t i = 0; i < t.n_lost; i++)
-		free(t.lost[i]);
-	for (size_t i = 0; i < t.n_seen; i++)
-		free(t.seen[i]);
-	free(t.lost);
-	free(t.seen);
+	for (size_t i = 0; i < t.n_hosts; i++)
+		free(t.hosts[i].name);
+	free(t.hosts);
 	if (r < 0) {
 		if (t.buf)
 			evbuffer_free(t.buf);

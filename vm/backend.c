@@ -610,10 +610,10 @@ static int vm_exec(struct fleetd *f, const struct agent *a, const struct exec_re
 	}
 	struct virt *virt = vm_agent_virt(b, a, NULL);
 
-	if (virt)	/* its host was away at fleetd's start: a backup's pause undone now */
-		(void)vm_backup_pause_undo(b, a->name, virt);
-
 	r = virt ? virt_domain_state(virt, dom, &st) : -ENOTCONN;
+	/* Paused by a backup while its host was away at fleetd's start: resumed now (only a paused guest looks). */
+	if (r == 0 && st == VIRT_PAUSED && vm_backup_pause_undo(b, a->name, virt) > 0)
+		r = virt_domain_state(virt, dom, &st);
 	if (r == -ENOTCONN) {
 		/*
 		 * libvirtd is away: whether the guest runs is unknown, not "no".

@@ -164,10 +164,7 @@ struct backend_ops {
 	const char *env_word;			/* what its environment is called in log lines: "guest", "sandbox" */
 	const char *const *health_default;	/* argv of the health check of an agent without its own */
 	bool has_network;			/* can give an agent a network (--network nat) */
-	/*
-	 * agentd's path inside the environment (the memory store runs it); NULL:
-	 * the environment sees the host's files, so fleetd runs its own agentd.
-	 */
+	/* agentd's path inside the environment (the memory store runs it). */
 	const char *agentd;
 
 	/*

@@ -5,6 +5,7 @@
 #include "common/util.h"
 
 #include <errno.h>
+#include <libgen.h>
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -125,6 +126,36 @@ int write_all(int fd, const void *buf, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+static char *executable_or_free(char *p)
+{
+	if (access(p, X_OK) == 0)
+		return p;
+	free(p);
+	return NULL;
+}
+
+char *find_own_program(const char *name, const char *build_dir, const char *installed)
+{
+	char self[PATH_MAX], *dir, *p;
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n > 0) {
+		size_t dl;
+
+		self[n] = '\0';
+		dir = dirname(self);
+		dl = strlen(dir);
+		if ((p = executable_or_free(xasprintf("%s/%s", dir, name))))
+			return p;
+		if (build_dir && (p = executable_or_free(xasprintf("%s/../%s/%s", dir, build_dir, name))))
+			return p;
+		if (build_dir && dl >= 11 && strcmp(dir + dl - 11, "/tests/unit") == 0 &&
+		    (p = executable_or_free(xasprintf("%.*s/%s/%s", (int)(dl - 11), dir, build_dir, name))))
+			return p;
+	}
+	return installed && access(installed, X_OK) == 0 ? xstrdup(installed) : NULL;
 }
 
 int mkdir_p(const char *path, mode_t mode)

@@ -48,6 +48,14 @@ int write_all(int fd, const void *buf, size_t len);
 /* Create every missing directory of path with mode; -errno. */
 int mkdir_p(const char *path, mode_t mode);
 
+/*
+ * One of fleet's own programs, found as fleetd finds it: beside the running
+ * executable (installed together, or a build tree's daemon/), in the build
+ * tree's build_dir/ (when not NULL) from daemon/ or tests/unit/, else at
+ * installed. A new string, or NULL when none is executable.
+ */
+char *find_own_program(const char *name, const char *build_dir, const char *installed);
+
 /* Format unix seconds as "2026-01-31T12:00:00Z" into buf (at least 21 bytes). */
 const char *format_utc(long long secs, char *buf, size_t len);
 

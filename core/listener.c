@@ -13,7 +13,6 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -296,17 +295,7 @@ fail:
 /* fleet-hooksd next to our own executable (a build tree, or installed together), else where make install puts it. */
 static char *find_binary(void)
 {
-	char self[4096];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-
-	if (n > 0) {
-		self[n] = '\0';
-		char *p = xasprintf("%s/fleet-hooksd", dirname(self));
-		if (access(p, X_OK) == 0)
-			return p;
-		free(p);
-	}
-	return access(FLEET_HOOKSD_PATH, X_OK) == 0 ? xstrdup(FLEET_HOOKSD_PATH) : NULL;
+	return find_own_program("fleet-hooksd", NULL, FLEET_HOOKSD_PATH);
 }
 
 /* ---- the child's log: its stderr, line by line into ours ---- */

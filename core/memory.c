@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,29 +50,10 @@ struct mcall {
 	bool too_big;
 };
 
-/*
- * The agentd a user agent runs: its sandbox sees the host's files, so
- * fleetd's own. Next to fleetd (installed together), in a build tree's
- * agentd/, else where make install puts it. NULL when there is none.
- */
+/* fleetd's own agentd: next to fleetd (installed together), in a build tree's agentd/, else where make install puts it. */
 char *memory_host_agentd(void)
 {
-	char self[4096], *dir;
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-
-	if (n > 0) {
-		self[n] = '\0';
-		dir = dirname(self);
-		char *p = xasprintf("%s/agentd", dir);
-		if (access(p, X_OK) == 0)
-			return p;
-		free(p);
-		p = xasprintf("%s/../agentd/agentd", dir);
-		if (access(p, X_OK) == 0)
-			return p;
-		free(p);
-	}
-	return access(FLEET_AGENTD_PATH, X_OK) == 0 ? xstrdup(FLEET_AGENTD_PATH) : NULL;
+	return find_own_program("agentd", "agentd", FLEET_AGENTD_PATH);
 }
 
 static void on_output(void *userdata, enum exec_stream stream, const char *data, size_t len)
@@ -124,7 +104,12 @@ static void on_done(void *userdata, const struct exec_result *res)
 	char why[MEMORY_ERR_MAX + 64];
 	const char *msg = clean_message(m->err);
 
-	if (res->error < 0) {
+	if (res->error == -ENOENT) {
+		/* a sandbox without agentd: fleetd found none to show it (its log said so at start) */
+		mr.error = -ENOEXEC;
+		snprintf(why, sizeof(why), "agentd is not in the environment at %s (%s): is agentd installed beside "
+			 "fleetd?", m->ops->agentd, res->why ? res->why : strerror(ENOENT));
+	} else if (res->error < 0) {
 		mr.error = res->error;
 		snprintf(why, sizeof(why), "%s", res->why ? res->why : strerror(-res->error));
 	} else if (m->too_big) {
@@ -162,7 +147,6 @@ int memory_call(struct fleetd *f, const char *agent, enum memory_verb verb, cons
 		size_t in_len, memory_done_fn done, void *userdata, char **why)
 {
 	_cleanup_(agent_freep) struct agent *a = NULL;
-	_cleanup_free_ char *agentd = NULL;
 	const struct backend_ops *ops;
 	const char *argv[8], *reason;
 	char quota[32];
@@ -185,11 +169,7 @@ int memory_call(struct fleetd *f, const char *agent, enum memory_verb verb, cons
 		*why = xasprintf("the %s backend is unavailable: %s", backend_kind_to_string(a->backend), reason);
 		return -EAGAIN;
 	}
-	if (!ops->agentd && !(agentd = memory_host_agentd())) {
-		*why = xstrdup("agentd is installed neither next to fleetd nor at " FLEET_AGENTD_PATH);
-		return -ENOEXEC;
-	}
-	argv[n++] = ops->agentd ? ops->agentd : agentd;
+	argv[n++] = ops->agentd;
 	argv[n++] = "memory";
 	if (verb == MEMORY_PUT || verb == MEMORY_IMPORT) {
 		snprintf(quota, sizeof(quota), "%lld", (long long)a->memory_quota_mib << 20);

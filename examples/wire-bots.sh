@@ -8,15 +8,14 @@
 # runs, logs (the tokens redacted) and memory; and each one trying to read
 # the other's memory and secret, and failing. The agents have no network
 # (--network none, the default), so the bots say what they would post.
-# Needs fleetctl on PATH (and agentd, in the agents' PATH), curl, openssl,
-# jq; FLEET_SOCKET as fleetctl takes it. Safe to run again: it replaces
-# agents of these two names. AGENTD=PATH puts that agentd in the bots'
-# commands (for a build tree whose agentd is not installed).
+# Needs fleetctl on PATH, curl, openssl, jq; FLEET_SOCKET as fleetctl
+# takes it. The bots call `agentd`: a user agent's sandbox has fleetd's own
+# first on its PATH. Safe to run again: it replaces agents of these two
+# names.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 T=demo-triage R=demo-review
-env_prefix=${AGENTD:+AGENTD=$AGENTD }
 show() { printf '$ %s\n' "$*"; "$@"; }
 
 listen=$(fleetctl --json status | jq -r '.hooks.listen // empty')
@@ -26,9 +25,9 @@ for a in $T $R; do
 done
 
 echo "$ fleetctl create $T --backend user --command 'TRIAGE_API_URL=https://slack.com/api sh ~/bot.sh'"
-fleetctl create $T --backend user --command "${env_prefix}TRIAGE_API_URL=https://slack.com/api sh ~/bot.sh" >/dev/null
+fleetctl create $T --backend user --command "TRIAGE_API_URL=https://slack.com/api sh ~/bot.sh" >/dev/null
 echo "$ fleetctl create $R --backend user --command 'sh ~/bot.sh'"
-fleetctl create $R --backend user --command "${env_prefix}sh ~/bot.sh" >/dev/null
+fleetctl create $R --backend user --command "sh ~/bot.sh" >/dev/null
 echo "$ fleetctl exec $T -- sh -c 'cat > ~/bot.sh' < examples/triage-bot/bot.sh    # and the same for $R"
 fleetctl exec $T -- sh -c 'cat > ~/bot.sh' <examples/triage-bot/bot.sh
 fleetctl exec $R -- sh -c 'cat > ~/bot.sh' <examples/review-bot/bot.sh

@@ -170,10 +170,9 @@ step "Two example bots, each with its own secret, memory and webhook route (exam
 # examples/triage-bot (DataDog alerts) and examples/review-bot (GitHub pull
 # requests) as user agents, set up as their READMEs say; one signed webhook
 # fired at each; their runs, logs and memory; and each failing to read the
-# other's memory or secret. Their agentd is the installed one: a build tree's
-# (AGENTD from make check's environment) may be under /tmp, which a user
-# agent's sandbox does not see.
-AGENTD=/usr/local/bin/agentd bash examples/wire-bots.sh
+# other's memory or secret. Their `agentd` is fleetd's, which every user
+# agent's sandbox shows at /run/fleet/bin/agentd, first on its PATH.
+bash examples/wire-bots.sh
 
 step "Audit log"
 fleetctl audit --limit 12

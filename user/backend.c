@@ -66,6 +66,10 @@ static int probe_sandbox(char **why)
 		*why = xstrdup("fleet-init is installed neither next to fleetd nor at " FLEET_INIT_PATH);
 		return -ENOENT;
 	}
+	/* Found here, on the main thread, before any sandbox asks (the answer is cached without a lock). */
+	if (!user_launch_agentd_path())
+		log_warning("user backend: agentd is installed neither next to fleetd nor at " FLEET_AGENTD_PATH
+			    "; user agents' memory stores will not work");
 	if ((r = user_launch(&spec, &proc)) < 0) {
 		*why = xasprintf("cannot create a sandbox (PID, mount, IPC and network namespaces): %s", strerror(-r));
 		return r;
@@ -594,7 +598,7 @@ static int user_usage(struct fleetd *f, struct agent *const *agents, size_t n, s
 	return 0;
 }
 
-/* agentd's checks, in the shell (no agentd in a user agent's sandbox): the home takes a write, a shell runs. */
+/* agentd's checks, in the shell (a sandbox may have no agentd: user_launch_agentd_path): the home takes a write, a shell runs. */
 static const char *const user_health_default[] = {
 	"/bin/sh", "-c",
 	"f=\"$HOME/.fleet-health.$$\" && echo ok > \"$f\" && rm -f \"$f\" && echo healthy || "
@@ -607,6 +611,7 @@ const struct backend_ops backend_user_ops = {
 	.env_word = "sandbox",
 	.health_default = user_health_default,
 	.has_network = true,	/* --network nat: user/netns.c */
+	.agentd = USER_AGENTD_PATH,	/* fleetd's, bound in by fleet-init */
 	.init = user_init,
 	.shutdown = user_shutdown,
 	.provision = user_provision,

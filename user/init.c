@@ -429,6 +429,54 @@ static void loopback_up(int rep)
 	close(fd);
 }
 
+/*
+ * fleetd's agentd, opened by its host path before any private mount can
+ * hide it (a build tree in /tmp); -1 when the spec names none. A path of
+ * fleetd's, not the agent's.
+ */
+static int open_agentd(const struct launch_prep *p)
+{
+	struct stat st;
+	int fd;
+
+	if (!p->spec->agentd_path)
+		return -1;
+	if ((fd = open(p->spec->agentd_path, O_PATH | O_CLOEXEC)) < 0 || fstat(fd, &st) < 0)
+		child_fail(p->report_fd, LAUNCH_STAGE_AGENTD, errno);
+	if (!S_ISREG(st.st_mode))
+		child_fail(p->report_fd, LAUNCH_STAGE_AGENTD, EINVAL);
+	return fd;
+}
+
+/* agentd_fd at USER_AGENTD_PATH in the fresh /run: read-only, in a root-owned 0755 directory. */
+static void install_agentd(const struct launch_prep *p, int agentd_fd)
+{
+	char src[64], dir[] = USER_AGENTD_DIR;
+	int rep = p->report_fd, fd;
+
+	/* Each directory chmod'ed: our umask is fleetd's (077) and would leave the agent unable to traverse. */
+	for (char *c = dir + 1;; c++) {
+		bool last = *c == '\0';
+
+		if (*c != '/' && !last)
+			continue;
+		*c = '\0';
+		if ((mkdir(dir, 0755) < 0 && errno != EEXIST) || chmod(dir, 0755) < 0)
+			child_fail(rep, LAUNCH_STAGE_AGENTD, errno);
+		if (last)
+			break;
+		*c = '/';
+	}
+	if ((fd = open(USER_AGENTD_PATH, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0755)) < 0)
+		child_fail(rep, LAUNCH_STAGE_AGENTD, errno);
+	close(fd);
+	proc_fd_path(src, agentd_fd);
+	if (mount(src, USER_AGENTD_PATH, NULL, MS_BIND, NULL) < 0 ||
+	    mount(NULL, USER_AGENTD_PATH, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+		child_fail(rep, LAUNCH_STAGE_AGENTD, errno);
+	close(agentd_fd);
+}
+
 static void await_command(struct launch_prep *p);
 
 /* PID 1 of the sandbox. Runs as root in the new namespaces; never runs agent code. */
@@ -438,7 +486,7 @@ _noreturn_ static void launch_init(struct launch_prep *p)
 	/* Every world-writable directory of a usual host gets a fresh one here; /run/lock (and /var/lock) below. */
 	static const char *const private_dirs[] = { "/tmp", "/var/tmp", "/dev/shm" };
 	sigset_t none;
-	int rep = p->report_fd;
+	int rep = p->report_fd, agentd_fd;
 	pid_t payload = 0;
 	struct stat st;
 
@@ -455,6 +503,7 @@ _noreturn_ static void launch_init(struct launch_prep *p)
 	}
 	loopback_up(rep);
 
+	agentd_fd = open_agentd(p);
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		child_fail(rep, LAUNCH_STAGE_MOUNT, errno);
 	/* A fresh proc for the new PID namespace: only this sandbox's processes, and of those only the agent's own. */
@@ -474,6 +523,8 @@ _noreturn_ static void launch_init(struct launch_prep *p)
 	mount_private(p, "/run", p->run_opts, LAUNCH_STAGE_RUN);
 	if (mkdir("/run/lock", 01777) < 0 || chmod("/run/lock", 01777) < 0)	/* chmod: our umask is fleetd's */
 		child_fail(rep, LAUNCH_STAGE_RUN, errno);
+	if (agentd_fd >= 0)
+		install_agentd(p, agentd_fd);
 	if (s->n_files > 0)
 		write_secret_files(p);
 	bind_alias(rep, "/run", "/var/run");
@@ -695,6 +746,7 @@ static int read_spec(struct user_launch_spec *s, json_t **rootp, unsigned char *
 		return -EINVAL;
 	s->netns_path = opt_string(root, "netns_path");
 	s->resolv_conf = opt_string(root, "resolv_conf");
+	s->agentd_path = opt_string(root, "agentd");
 	/* A spare's payload comes later (await_command); its FD_FILES is the socket it comes on. */
 	if (!s->spare && (r = read_payload(s, root, FD_FILES, blobp)) < 0)
 		return r;

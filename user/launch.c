@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <libgen.h>
 #include <linux/sched.h>
 #include <pthread.h>
 #include <sched.h>
@@ -57,6 +56,7 @@ static const char *const stage_names[LAUNCH_STAGE__COUNT] = {
 	[LAUNCH_STAGE_RUN] = "mount private /run",
 	[LAUNCH_STAGE_SECRETS] = "write the secret files",
 	[LAUNCH_STAGE_DNS] = "set up /etc/resolv.conf",
+	[LAUNCH_STAGE_AGENTD] = "show fleetd's agentd",
 	[LAUNCH_STAGE_INIT] = "start fleet-init",
 };
 
@@ -121,29 +121,23 @@ const char *user_launch_init_path(void)
 {
 	static char *found;
 	static bool looked;
-	char self[4096], *dir;
-	ssize_t n;
 
-	if (looked)
-		return found;
-	looked = true;
-	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) > 0) {
-		self[n] = '\0';
-		dir = dirname(self);
-		char *p = xasprintf("%s/fleet-init", dir);
-		if (access(p, X_OK) == 0)
-			return found = p;
-		free(p);
-		size_t dl = strlen(dir);
-		if (dl >= 11 && strcmp(dir + dl - 11, "/tests/unit") == 0) {
-			p = xasprintf("%.*s/daemon/fleet-init", (int)(dl - 11), dir);
-			if (access(p, X_OK) == 0)
-				return found = p;
-			free(p);
-		}
+	if (!looked) {
+		found = find_own_program("fleet-init", "daemon", FLEET_INIT_PATH);
+		looked = true;
 	}
-	if (access(FLEET_INIT_PATH, X_OK) == 0)
-		found = xstrdup(FLEET_INIT_PATH);
+	return found;
+}
+
+const char *user_launch_agentd_path(void)
+{
+	static char *found;
+	static bool looked;
+
+	if (!looked) {
+		found = find_own_program("agentd", "agentd", FLEET_AGENTD_PATH);
+		looked = true;
+	}
 	return found;
 }
 
@@ -169,12 +163,13 @@ static json_t *static_json(const struct user_launch_spec *s)
 		return NULL;
 	}
 	/* json_pack takes the array ("o"), also when it fails */
-	return json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:o, s:s?, s:s?}",
+	return json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:o, s:s?, s:s?, s:s?}",
 			 "uid", (json_int_t)s->uid, "gid", (json_int_t)s->gid, "home", s->home,
 			 "cgroups", (json_int_t)s->n_cgroup_fds,
 			 "rlimit_nproc", (json_int_t)s->rlimit_nproc, "rlimit_nofile", (json_int_t)s->rlimit_nofile,
 			 "tmp_size_mib", (json_int_t)s->tmp_size_mib, "shared_dirs", shared,
-			 "netns_path", s->netns_path, "resolv_conf", s->resolv_conf);
+			 "netns_path", s->netns_path, "resolv_conf", s->resolv_conf,
+			 "agentd", s->agentd_path ? s->agentd_path : user_launch_agentd_path());
 }
 
 /* Add the payload's part of s (argv, envp, files' names and lengths) to o; false: a string is not UTF-8. */

@@ -33,8 +33,16 @@
 /* At most this many cgroup.procs files per launch. */
 #define USER_LAUNCH_MAX_CGROUPS 16
 
-/* The only search path an agent gets. */
-#define USER_LAUNCH_PATH "/usr/local/bin:/usr/bin:/bin"
+/*
+ * fleetd's own agentd, bound read-only into every sandbox (its fresh /run
+ * is root's), so a sandbox never depends on where fleetd's files live on
+ * the host: a build tree under /tmp is hidden by the private /tmp.
+ */
+#define USER_AGENTD_DIR "/run/fleet/bin"
+#define USER_AGENTD_PATH USER_AGENTD_DIR "/agentd"
+
+/* The only search path an agent gets: `agentd` is this fleet's. */
+#define USER_LAUNCH_PATH USER_AGENTD_DIR ":/usr/local/bin:/usr/bin:/bin"
 
 struct user_launch_spec {
 	uid_t uid;
@@ -59,6 +67,7 @@ struct user_launch_spec {
 	const struct exec_file *files;
 	size_t n_files;
 	const char *init_path;		/* fleet-init to run; NULL: user_launch_init_path() */
+	const char *agentd_path;	/* host agentd shown at USER_AGENTD_PATH; NULL: user_launch_agentd_path() */
 	/*
 	 * A spare: the sandbox is set up (cgroups, namespaces, mounts, rlimits)
 	 * and then waits, with no payload, for user_launch_hand() to give it
@@ -81,7 +90,7 @@ enum user_launch_stage {
 	LAUNCH_STAGE_RLIMIT, LAUNCH_STAGE_FORK, LAUNCH_STAGE_FDS, LAUNCH_STAGE_GROUPS,
 	LAUNCH_STAGE_GID, LAUNCH_STAGE_UID, LAUNCH_STAGE_NO_NEW_PRIVS, LAUNCH_STAGE_CHDIR,
 	LAUNCH_STAGE_EXEC, LAUNCH_STAGE_NET, LAUNCH_STAGE_RUN, LAUNCH_STAGE_SECRETS, LAUNCH_STAGE_DNS,
-	LAUNCH_STAGE_INIT,
+	LAUNCH_STAGE_AGENTD, LAUNCH_STAGE_INIT,
 	LAUNCH_STAGE__COUNT,
 };
 
@@ -112,6 +121,13 @@ void user_launch_env_free(char **env);
  * daemon/), else at FLEET_INIT_PATH; NULL if none is there.
  */
 const char *user_launch_init_path(void);
+
+/*
+ * fleetd's agentd, found as fleet-init is (else at FLEET_AGENTD_PATH);
+ * NULL if none: sandboxes then have no agentd. Found once; the first call
+ * belongs on fleetd's main thread (user_init makes it).
+ */
+const char *user_launch_agentd_path(void);
 
 /* Start the sandbox described by spec; -errno if it could not be created (-ENOEXEC: no fleet-init). */
 int user_launch(const struct user_launch_spec *spec, struct user_launch_proc *ret);

@@ -339,6 +339,7 @@ void spare_want(struct fleetd *f, const char *agent, const struct user_launch_sp
 		.die_with_parent = true, .spare = true,
 		/* found here, not on the maker: user_launch_init_path caches without a lock */
 		.init_path = spec->init_path ? spec->init_path : user_launch_init_path(),
+		.agentd_path = spec->agentd_path ? spec->agentd_path : user_launch_agentd_path(),
 	};
 	s->spec.home = s->home = xstrdup(spec->home);
 	s->spec.netns_path = s->netns_path = spec->netns_path ? xstrdup(spec->netns_path) : NULL;

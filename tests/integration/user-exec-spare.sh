@@ -80,7 +80,7 @@ is "$out" "one tok-$(test_run_id)" "an exec with --env and --secret-files gets b
 s3=$(wait_spare $A)
 out=$("$FLEETCTL" exec $A --no-stdin -- sh -c \
 	'echo "mark=${MARK:-unset} secrets=${FLEET_SECRETS_DIR:-unset} $(ls -A /run /tmp | tr "\n" " ")$(pgrep -c sleep)"' 2>&1)
-is "$out" "mark=unset secrets=unset /run: lock  /tmp: 0" \
+is "$out" "mark=unset secrets=unset /run: fleet lock  /tmp: 0" \
 	"the next exec has none of it: no variable, no /run/secrets, an empty /tmp, no process of the last one"
 
 # A mount fleetd's namespace got after the spare's clone: the spare is stale, so not used.

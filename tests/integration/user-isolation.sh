@@ -47,7 +47,7 @@ is "$out" "$(printf 'fleet-%s\n%s %s\n%s' $A $A "$STATE/users/$A" "$STATE/users/
 out=$(printf 'to stdin' | "$FLEETCTL" exec $A -- cat); is "$out" "to stdin" "stdin reaches the command"
 "$FLEETCTL" exec $A -- sh -c 'exit 4' </dev/null >/dev/null 2>&1; is "$?" 4 "fleetctl exec exits with the command's code"
 out=$("$FLEETCTL" exec $A --env FLEET_X=1 -- env </dev/null | sort | tr '\n' ' ')
-is "$out" "FLEET_AGENT=$A FLEET_X=1 HOME=$STATE/users/$A PATH=/usr/local/bin:/usr/bin:/bin USER=fleet-$A " \
+is "$out" "FLEET_AGENT=$A FLEET_X=1 HOME=$STATE/users/$A PATH=/run/fleet/bin:/usr/local/bin:/usr/bin:/bin USER=fleet-$A " \
 	"the environment is clean: only FLEET_*, HOME, USER, PATH"
 
 out=$("$FLEETCTL" start $A 2>&1); ok $? "start $A"

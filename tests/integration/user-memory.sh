@@ -105,6 +105,21 @@ is "$(m umema get question)" "what is 6*7?" "the value survives a fleetd restart
 "$FLEETCTL" stop umema >/dev/null && "$FLEETCTL" start umema >/dev/null; ok $? "stop and start the agent"
 is "$(m umema get answer)" "what is 6*7? and more" "the value survives a stop/start"
 
+# fleetd, fleet-init and agentd installed together under /tmp (as a build tree in a CI clone under
+# /tmp is): every sandbox has a /tmp of its own, so agentd reaches it only through fleet-init's
+# bind at /run/fleet/bin/agentd, never by its host path.
+stop_fleetd; ok $? "fleetd stops"
+INST=$TEST_TMP/installed
+mkdir "$INST" && cp "$FLEETD" "$(dirname "$FLEETD")/fleet-init" "$AGENTD" "$INST/"; ok $? "copy the three programs under /tmp"
+FLEETD=$INST/fleetd user_fleetd_start; ok $? "fleetd starts from there"
+is "$(m umema get question)" "what is 6*7?" "memory get works with agentd under /tmp"
+printf 'from /tmp\n' | m umema put where; ok $? "  and put"
+is "$("$FLEETCTL" exec umema -- sh -c 'command -v agentd; agentd memory get where; test -e '"$INST"' || echo hidden')" \
+	"$(printf '/run/fleet/bin/agentd\nfrom /tmp\nhidden')" "an agent's own \`agentd memory\` is fleetd's, though its host path is hidden"
+m umema rm where >/dev/null
+stop_fleetd; ok $? "fleetd stops"
+user_fleetd_start; ok $? "fleetd starts again from the build tree"
+
 # The store after a kill -9 of fleetd, and after a reboot-like loss of the
 # mount with a link planted in its place: fleetd's start mounts the image
 # again, on a fresh directory, never through the link.

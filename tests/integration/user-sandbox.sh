@@ -74,7 +74,7 @@ done
 out=$(in_a 'stat -c "%n %U %a" /run /run/lock; stat -f -c %T /run')
 is "$out" "$(printf '/run root 755\n/run/lock root 1777\ntmpfs')" "A's /run is a fresh root-owned tmpfs with a 1777 lock/"
 out=$(in_a 'ls -A /run | tr "\n" " "; ls -A /var/run | tr "\n" " "; ls -A /var/lock | wc -l')
-is "$out" "lock lock 0" "it holds only an empty lock/, and /var/run and /var/lock lead there"
+is "$out" "fleet lock fleet lock 0" "it holds only fleet/ (agentd) and an empty lock/, and /var/run and /var/lock lead there"
 
 # ---- item 4: every world-writable directory is A's own ----
 diag "world-writable directories of this host: $(echo $ww)"

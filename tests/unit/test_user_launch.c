@@ -27,6 +27,8 @@ static char home[64];
 static bool via_spare;
 static const struct exec_file *run_files;	/* secret files for the next run */
 static size_t run_n_files;
+/* The agentd every sandbox shows: a copy in a directory of /tmp, which each sandbox's private /tmp hides. */
+static char agentd_dir[64], agentd_copy[96];
 
 struct run {
 	char out[65536], err[8192];
@@ -120,6 +122,7 @@ static int run_(const char *const *argv, const char *const *extra_env, const cha
 		.uid = test_uid, .gid = test_uid, .home = home, .argv = argv,
 		.rlimit_nproc = 64, .rlimit_nofile = 256, .tmp_size_mib = 16,
 		.cgroup_fds = cg_fds, .n_cgroup_fds = n_cg, .die_with_parent = true,
+		.agentd_path = agentd_copy,
 	};
 
 	memset(res, 0, sizeof(*res));
@@ -251,8 +254,19 @@ static void sandbox_checks(void)
 	(void)unlink("/run/lock/mark-2");	/* a leftover of a run against a launcher without a private /run */
 	run(SH("stat -c '%n %u %a' /run /run/lock; stat -f -c %T /run; ls -A /run /var/run | tr '\\n' ' ';"
 	       "echo x > /run/lock/mark-$$ && echo wrote"), NULL, NULL, NULL, 0, &res);
-	is_str(res.out, "/run 0 755\n/run/lock 0 1777\ntmpfs\n/run: lock  /var/run: lock wrote\n",
-	       "a fresh /run: root's tmpfs holding only a 1777 lock/; /var/run is it");
+	is_str(res.out, "/run 0 755\n/run/lock 0 1777\ntmpfs\n/run: fleet lock  /var/run: fleet lock wrote\n",
+	       "a fresh /run: root's tmpfs holding only fleet/ and a 1777 lock/; /var/run is it");
+
+	/* fleetd's agentd, though the host path it was given is in /tmp, hidden here */
+	run(SH("command -v agentd; agentd --version >/dev/null && echo runs; stat -c '%u %a' /run/fleet /run/fleet/bin;"
+	       "ls -A /run/fleet/bin; grep -c ' /run/fleet/bin/agentd [^ ]* ro,nosuid,nodev' /proc/self/mounts;"
+	       "echo x >> /run/fleet/bin/agentd 2>/dev/null || echo cannot-write;"
+	       "rm -f /run/fleet/bin/agentd 2>/dev/null || echo cannot-remove;"
+	       "mkdir /run/fleet/bin/x 2>/dev/null || echo cannot-add; test -e \"$1\" || echo host-path-hidden", "sh",
+	       agentd_copy), NULL, NULL, NULL, 0, &res);
+	is_str(res.out, "/run/fleet/bin/agentd\nruns\n0 755\n0 755\nagentd\n1\ncannot-write\ncannot-remove\ncannot-add\n"
+	       "host-path-hidden\n",
+	       "`agentd` is fleetd's, first on PATH, read-only in root's directory; its host path in /tmp is hidden");
 	ok(access("/run/lock/mark-2", F_OK) < 0, "a file in the private /run/lock is not on the host's");
 	/* /proc/net is the network namespace's: only lo, up (IFF_UP 0x1), no route */
 	run(SH("sed 1,2d /proc/net/dev | cut -d: -f1 | tr -d ' ';"
@@ -302,7 +316,7 @@ static void spare_checks(void)
 		is_str(res.out, want, "a spare writes its command's secret files (0700 dir, 0400 file, the agent's)");
 	}
 	run(SH("ls -A /run; ls /run/secrets 2>&1 >/dev/null | wc -l"), NULL, NULL, NULL, 0, &res);
-	is_str(res.out, "lock\n1\n", "the next spare has none of them: only lock/ in its /run");
+	is_str(res.out, "fleet\nlock\n1\n", "the next spare has none of them: only fleet/ and lock/ in its /run");
 
 	{
 		/* dropped unused: fleetd closes its end; the spare ends without running anything */
@@ -365,6 +379,19 @@ int main(void)
 	if (!mkdtemp(home) || chown(home, test_uid, test_uid) < 0 || chmod(home, 0700) < 0)
 		skip_all("cannot create a temp home");
 	chmod("/tmp", 01777);
+	umask(077);	/* fleetd's: whatever fleet-init makes for the agent to reach must not depend on it */
+	{
+		const char *built = user_launch_agentd_path();
+		char cmd[640];
+
+		strcpy(agentd_dir, "/tmp/fleet-launch-agentd-XXXXXX");
+		if (!built || !mkdtemp(agentd_dir) || chmod(agentd_dir, 0755) < 0)
+			skip_all("no agentd built beside the tests, or no temp dir for its copy");
+		snprintf(agentd_copy, sizeof(agentd_copy), "%s/agentd", agentd_dir);
+		snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && chmod 0755 '%s'", built, agentd_copy, agentd_copy);
+		if (system(cmd) != 0)
+			skip_all("cannot copy agentd");
+	}
 
 	/* environment building */
 	is_int(user_launch_env("a", "fleet-a", "/h", bad_env, &env), -EINVAL, "env entry without '=' is refused");
@@ -509,5 +536,22 @@ int main(void)
 
 	(void)user_launch_kill_uid(test_uid, 2000);
 	rmdir(home);
+	unlink(agentd_copy);
+	rmdir(agentd_dir);
+	{
+		/* a sandbox whose agentd path does not exist is refused at its setup, not started without it */
+		char **e2 = NULL;
+		struct user_launch_proc p;
+		struct user_launch_spec s = { .uid = test_uid, .gid = test_uid, .home = "/", .argv = SH("true"),
+			.stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .agentd_path = agentd_copy };
+
+		user_launch_env("tester", "fleet-tester", "/", NULL, &e2);
+		s.envp = (const char *const *)e2;
+		is_int(user_launch(&s, &p), 0, "launch with a missing agentd");
+		user_launch_env_free(e2);
+		collect(&p, -1, -1, &res, 0);
+		ok(res.failed && res.fail.stage == LAUNCH_STAGE_AGENTD && res.fail.value == ENOENT,
+		   "reported as show fleetd's agentd: ENOENT");
+	}
 	return tap_done();
 }

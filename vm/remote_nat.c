@@ -76,18 +76,19 @@ static char *network_xml(int third)
 int vm_remote_nat_network_ip(const char *xml, char gw[INET_ADDRSTRLEN], int *prefix)
 {
 	_cleanup_free_ char *addr = NULL, *pfx = NULL, *mask = NULL;
+	_cleanup_(virt_xml_freep) struct virt_xml *doc = virt_xml_parse(xml);
 	struct in_addr a, m;
 	long p;
 
-	if (virt_xml_string(xml, "string(" NETWORK_IP4 "/@address)", &addr) < 0 || !addr ||
+	if (virt_xml_doc_string(doc, "string(" NETWORK_IP4 "/@address)", &addr) < 0 || !addr ||
 	    strlen(addr) >= INET_ADDRSTRLEN || inet_pton(AF_INET, addr, &a) != 1)
 		return -EINVAL;
 	snprintf(gw, INET_ADDRSTRLEN, "%s", addr);
-	if (virt_xml_string(xml, "string(" NETWORK_IP4 "/@prefix)", &pfx) == 0 && pfx && parse_long(pfx, 8, 30, &p) == 0) {
+	if (virt_xml_doc_string(doc, "string(" NETWORK_IP4 "/@prefix)", &pfx) == 0 && pfx && parse_long(pfx, 8, 30, &p) == 0) {
 		*prefix = (int)p;
 		return 0;
 	}
-	if (virt_xml_string(xml, "string(" NETWORK_IP4 "/@netmask)", &mask) < 0 || !mask || inet_pton(AF_INET, mask, &m) != 1)
+	if (virt_xml_doc_string(doc, "string(" NETWORK_IP4 "/@netmask)", &mask) < 0 || !mask || inet_pton(AF_INET, mask, &m) != 1)
 		return -EINVAL;
 	*prefix = __builtin_popcount(m.s_addr);
 	return *prefix >= 8 && *prefix <= 30 ? 0 : -EINVAL;

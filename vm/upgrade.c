@@ -148,6 +148,7 @@ int vm_prepare_boot(struct vm_backend *b, const struct agent *a, char **why)
 {
 	_cleanup_free_ char *dom = vm_domain_name(a->name), *cur = NULL, *xml = NULL, *kernel = NULL, *base = NULL;
 	_cleanup_free_ char *cur_type = NULL;
+	_cleanup_(virt_xml_freep) struct virt_xml *doc = NULL;
 	_cleanup_free_ char *disk = vm_path(b, a->name, "disk.qcow2"), *backing = NULL, *legacy = NULL;
 	_cleanup_free_ char *tapdev = NULL, *memdisk = NULL;
 	_cleanup_images_ struct agent_images im = { 0 };
@@ -194,14 +195,14 @@ int vm_prepare_boot(struct vm_backend *b, const struct agent *a, char **why)
 		tapdev = xstrdup(tap);
 	}
 	memdisk = vm_path(b, a->name, MEMDISK);
-	if (virt_xml_string(cur, "string(/domain/@type)", &cur_type) < 0) {
+	if (!(doc = virt_xml_parse(cur)) || virt_xml_doc_string(doc, "string(/domain/@type)", &cur_type) < 0) {
 		*why = xasprintf("libvirt's definition of domain %s is not XML libxml2 can read", dom);
 		return -EINVAL;
 	}
-	if (virt_xml_has(cur, "/domain/os/kernel", kernel) > 0 &&
-	    (!base || virt_xml_has(cur, "/domain/devices/disk/source/@file", base) > 0) &&
-	    (!tapdev || virt_xml_has(cur, "/domain/devices/interface/target/@dev", tapdev) > 0) &&
-	    virt_xml_has(cur, "/domain/devices/disk/source/@file", memdisk) > 0 &&
+	if (virt_xml_doc_has(doc, "/domain/os/kernel", kernel) > 0 &&
+	    (!base || virt_xml_doc_has(doc, "/domain/devices/disk/source/@file", base) > 0) &&
+	    (!tapdev || virt_xml_doc_has(doc, "/domain/devices/interface/target/@dev", tapdev) > 0) &&
+	    virt_xml_doc_has(doc, "/domain/devices/disk/source/@file", memdisk) > 0 &&
 	    !(strcmp(b->domain_type, "qemu") == 0 && cur_type && strcmp(cur_type, "kvm") == 0))
 		return 0;
 	xml = vm_domain_xml(b, a, &im, uuid);

@@ -10,31 +10,41 @@
 
 #define XML_MAX (16 << 20)	/* libvirt's own limit on an RPC string is lower */
 
-/* The expression evaluated over xml: the object (caller frees with its context and document), or NULL. */
-static xmlXPathObjectPtr eval(const char *xml, const char *expr, xmlDocPtr *doc, xmlXPathContextPtr *ctx)
-{
-	size_t len = strlen(xml);
-
-	*ctx = NULL;
-	*doc = len <= XML_MAX ? xmlReadMemory(xml, (int)len, NULL, NULL, XML_PARSE_NONET | XML_PARSE_NOERROR |
-					      XML_PARSE_NOWARNING) : NULL;
-	if (!*doc || !(*ctx = xmlXPathNewContext(*doc)))
-		return NULL;
-	return xmlXPathEvalExpression((const xmlChar *)expr, *ctx);
-}
-
-static void eval_free(xmlXPathObjectPtr o, xmlDocPtr doc, xmlXPathContextPtr ctx)
-{
-	xmlXPathFreeObject(o);
-	xmlXPathFreeContext(ctx);
-	xmlFreeDoc(doc);
-}
-
-int virt_xml_string(const char *xml, const char *expr, char **ret)
-{
+struct virt_xml {
 	xmlDocPtr doc;
 	xmlXPathContextPtr ctx;
-	xmlXPathObjectPtr o = eval(xml, expr, &doc, &ctx);
+};
+
+struct virt_xml *virt_xml_parse(const char *xml)
+{
+	size_t len = strlen(xml);
+	struct virt_xml *x;
+	xmlDocPtr doc = len <= XML_MAX ? xmlReadMemory(xml, (int)len, NULL, NULL, XML_PARSE_NONET | XML_PARSE_NOERROR |
+						       XML_PARSE_NOWARNING) : NULL;
+
+	if (!doc)
+		return NULL;
+	x = xcalloc(1, sizeof(*x));
+	x->doc = doc;
+	if (!(x->ctx = xmlXPathNewContext(doc))) {
+		virt_xml_free(x);
+		return NULL;
+	}
+	return x;
+}
+
+void virt_xml_free(struct virt_xml *x)
+{
+	if (!x)
+		return;
+	xmlXPathFreeContext(x->ctx);
+	xmlFreeDoc(x->doc);
+	free(x);
+}
+
+int virt_xml_doc_string(struct virt_xml *x, const char *expr, char **ret)
+{
+	xmlXPathObjectPtr o = x ? xmlXPathEvalExpression((const xmlChar *)expr, x->ctx) : NULL;
 	int r = -EINVAL;
 
 	*ret = NULL;
@@ -43,15 +53,13 @@ int virt_xml_string(const char *xml, const char *expr, char **ret)
 			*ret = xstrdup((const char *)o->stringval);
 		r = 0;
 	}
-	eval_free(o, doc, ctx);
+	xmlXPathFreeObject(o);
 	return r;
 }
 
-int virt_xml_has(const char *xml, const char *expr, const char *value)
+int virt_xml_doc_has(struct virt_xml *x, const char *expr, const char *value)
 {
-	xmlDocPtr doc;
-	xmlXPathContextPtr ctx;
-	xmlXPathObjectPtr o = eval(xml, expr, &doc, &ctx);
+	xmlXPathObjectPtr o = x ? xmlXPathEvalExpression((const xmlChar *)expr, x->ctx) : NULL;
 	int r = -EINVAL;
 
 	if (o && o->type == XPATH_NODESET) {
@@ -63,6 +71,20 @@ int virt_xml_has(const char *xml, const char *expr, const char *value)
 			xmlFree(s);
 		}
 	}
-	eval_free(o, doc, ctx);
+	xmlXPathFreeObject(o);
 	return r;
+}
+
+int virt_xml_string(const char *xml, const char *expr, char **ret)
+{
+	_cleanup_(virt_xml_freep) struct virt_xml *x = virt_xml_parse(xml);
+
+	return virt_xml_doc_string(x, expr, ret);
+}
+
+int virt_xml_has(const char *xml, const char *expr, const char *value)
+{
+	_cleanup_(virt_xml_freep) struct virt_xml *x = virt_xml_parse(xml);
+
+	return virt_xml_doc_has(x, expr, value);
 }

@@ -10,6 +10,18 @@
 
 #include <stdbool.h>
 
+/* A parsed document, asked several questions with one parse; virt_xml_free() frees it. */
+struct virt_xml;
+
+/* xml parsed: a new document, or NULL when it is not XML (or larger than any libvirt sends). */
+struct virt_xml *virt_xml_parse(const char *xml);
+void virt_xml_free(struct virt_xml *x);
+static inline void virt_xml_freep(struct virt_xml **x) { virt_xml_free(*x); }
+
+/* virt_xml_string and virt_xml_has over a parsed document; -EINVAL also when x is NULL. */
+int virt_xml_doc_string(struct virt_xml *x, const char *expr, char **ret);
+int virt_xml_doc_has(struct virt_xml *x, const char *expr, const char *value);
+
 /*
  * The string value of XPath expression expr over xml (e.g.
  * "string(/domain/@type)"): 0 with *ret a copy the caller frees, NULL

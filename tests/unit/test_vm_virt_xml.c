@@ -53,5 +53,23 @@ int main(void)
 	free(s);
 	is_int(virt_xml_string(domain, "string(/domain/@type", &s), -EINVAL, "a bad expression: -EINVAL");
 	is_int(virt_xml_has(domain, "string(/domain/@type)", "kvm"), -EINVAL, "a string where a node set is wanted: -EINVAL");
+	{
+		/* one parse, several questions (vm_prepare_boot asks five) */
+		struct virt_xml *x = virt_xml_parse(domain);
+
+		ok(x != NULL, "a parsed document");
+		ok(virt_xml_doc_string(x, "string(/domain/@type)", &s) == 0 && s && strcmp(s, "kvm") == 0,
+		   "its type");
+		free(s);
+		is_int(virt_xml_doc_has(x, "/domain/devices/disk/source/@file", "/var/lib/fleet/vms/a/memory.img"), 1,
+		       "and a disk of it, from the same parse");
+		is_int(virt_xml_doc_has(x, "/domain/devices/interface/target/@dev", "fleet-ghost"), 0, "and not a commented tap");
+		is_int(virt_xml_doc_string(x, "string(/domain/@type", &s), -EINVAL, "a bad expression on it: -EINVAL");
+		virt_xml_free(x);
+		ok(virt_xml_parse("<domain type='kvm'>") == NULL, "not XML: no document");
+		is_int(virt_xml_doc_has(NULL, "/domain/@type", "kvm"), -EINVAL, "questions to no document: -EINVAL");
+		is_int(virt_xml_doc_string(NULL, "string(/domain/@type)", &s), -EINVAL, "  both kinds");
+		virt_xml_free(NULL);
+	}
 	return tap_done();
 }

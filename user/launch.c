@@ -112,33 +112,34 @@ pid_t user_launch_fork(int *pidfd)
 
 /* ---- the parent ---- */
 
-/*
- * fleet-init beside our own executable (a build tree's daemon/, or
- * installed together), in a build tree's daemon/ for a unit test in
- * tests/unit/, else where make install puts it. Found once; NULL if none.
- */
+/* One of fleet's programs, looked up once (find_own_program); the answer, NULL included, is kept. */
+struct own_program {
+	const char *name, *build_dir, *installed;
+	bool looked;
+	char *found;
+};
+
+static const char *own_program(struct own_program *p)
+{
+	if (!p->looked) {
+		p->found = find_own_program(p->name, p->build_dir, p->installed);
+		p->looked = true;
+	}
+	return p->found;
+}
+
 const char *user_launch_init_path(void)
 {
-	static char *found;
-	static bool looked;
+	static struct own_program init = { "fleet-init", "daemon", FLEET_INIT_PATH, false, NULL };
 
-	if (!looked) {
-		found = find_own_program("fleet-init", "daemon", FLEET_INIT_PATH);
-		looked = true;
-	}
-	return found;
+	return own_program(&init);
 }
 
 const char *user_launch_agentd_path(void)
 {
-	static char *found;
-	static bool looked;
+	static struct own_program agentd = { "agentd", "agentd", FLEET_AGENTD_PATH, false, NULL };
 
-	if (!looked) {
-		found = find_own_program("agentd", "agentd", FLEET_AGENTD_PATH);
-		looked = true;
-	}
-	return found;
+	return own_program(&agentd);
 }
 
 /* Append a copy of each of n strings (n < 0: up to a NULL) to arr; false if one is not UTF-8. */

@@ -97,6 +97,8 @@ static void host_connected(struct fleetd *f, void *arg, int r, const char *why)
 				 op->max_agents, op->reserve_memory_mib);
 		}
 	}
+	if (r < 0)
+		log_warning("host '%s' not added: %s", op->name, why ? why : strerror(-r));
 	op->done(op->arg, r, why);
 	free(op->name);
 	free(op->uri);

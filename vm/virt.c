@@ -327,7 +327,12 @@ static int facts_read(virConnectPtr c, struct virt_facts *ret, char **why)
 		ret->kvm = true;
 		free(caps);
 	}
-	/* Free as a guest can have it: see virt_free_memory. */
+	/*
+	 * Free as a guest can have it: free plus the page cache and buffers the
+	 * kernel gives back on demand. virNodeGetFreeMemory alone is MemFree,
+	 * which a busy host's page cache keeps near zero, and placement would
+	 * refuse every agent there.
+	 */
 	if (node_reclaimable_kib(c, &kib) == 0)
 		ret->free_memory_bytes = (long long)(kib * 1024);
 	else if ((kib = virNodeGetFreeMemory(c)) > 0)
@@ -551,32 +556,6 @@ static int node_reclaimable_kib(virConnectPtr conn, unsigned long long *kib)
 	}
 	free(params);
 	return have_free ? 0 : -1;
-}
-
-int virt_free_memory(struct virt *v, long long *ret, char **why)
-{
-	_cleanup_conn_ virConnectPtr c = conn_peek(v);
-	unsigned long long bytes;
-
-	if (!c || virConnectIsAlive(c) != 1) {
-		*why = xasprintf("not connected to %s", v->uri);
-		return -ENOTCONN;
-	}
-	/*
-	 * Free as a guest can have it: free plus the page cache and buffers the
-	 * kernel gives back on demand. virNodeGetFreeMemory alone is MemFree,
-	 * which a busy host's page cache keeps near zero, and placement would
-	 * refuse every agent there.
-	 */
-	if (node_reclaimable_kib(c, &bytes) == 0) {
-		*ret = (long long)(bytes * 1024);
-		return 0;
-	}
-	bytes = virNodeGetFreeMemory(c);
-	if (bytes == 0)
-		return last_error("cannot read the host's free memory", why);
-	*ret = (long long)bytes;
-	return 0;
 }
 
 bool virt_kvm(struct virt *v)

@@ -77,7 +77,7 @@ struct virt_facts {
 	char libvirt[32];		/* "MAJOR.MINOR.RELEASE" */
 	char qemu[32];			/* or "unknown" */
 	bool kvm;			/* QEMU can use KVM there (domain capabilities) */
-	long long free_memory_bytes;	/* free plus reclaimable (see virt_free_memory); -1 unknown */
+	long long free_memory_bytes;	/* free plus page cache and buffers (virNodeGetMemoryStats); -1 unknown */
 };
 /*
  * On the loop, never waiting for the host: the facts read last (at the
@@ -90,8 +90,6 @@ struct virt_facts {
 int virt_facts(struct virt *v, struct virt_facts *ret, long long *age_s, const char **error);
 /* Whether a read of the facts is under way (a host that stopped answering holds one until the keepalive). */
 bool virt_facts_refreshing(struct virt *v);
-/* The host's free memory in bytes (virNodeGetFreeMemory); -errno with *why. */
-int virt_free_memory(struct virt *v, long long *ret, char **why);
 /* Whether QEMU can use KVM there (libvirt's domain capabilities for virttype kvm). */
 bool virt_kvm(struct virt *v);
 

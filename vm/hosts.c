@@ -2,9 +2,11 @@
  * vm/hosts.c: the hypervisor hosts of the VM backend (#15, docs/multi-host.md):
  * one libvirt connection (struct virt) per host, the one owner of them all.
  * HOST_LOCAL's is b->virt, opened at init on the configured libvirt_uri;
- * every other host's is opened when first needed (an agent's operation,
- * `host ls`), kept, reconnected with backoff by virt.c when it fails or is
- * lost, and closed by `host rm`. The URI comes from fleet's store through
+ * every other host's is opened by `host add` (on a worker, bounded: the
+ * host is kept only once it answered) or, after fleetd starts, when first
+ * needed (an agent's operation, `host ls`), kept, reconnected with backoff
+ * by virt.c when it fails or is lost, and closed by `host rm`. What a host
+ * says of itself (host_facts) is virt.c's, read off the loop. The URI comes from fleet's store through
  * host->host_uri: this file keeps no list of hosts of its own.
  */
 #include <errno.h>

@@ -24,10 +24,14 @@ static json_t *host_to_json(const struct host *h)
 		"agents", h->agents,
 		"reachable", h->facts.reachable);
 
-	if (!h->facts.reachable) {
+	/* The facts are what the host said facts_age_s ago (read off the loop); refreshing: asked again now. */
+	json_object_set_new(j, "refreshing", json_boolean(h->facts.refreshing));
+	if (h->facts.age_s >= 0)
+		json_object_set_new(j, "facts_age_s", json_integer(h->facts.age_s));
+	if (!h->facts.reachable)
 		json_object_set_new(j, "error", json_string(h->facts.error ? h->facts.error : "not connected"));
-		return j;
-	}
+	if (h->facts.age_s < 0)
+		return j;	/* it never answered since fleetd connected */
 	json_object_set_new(j, "libvirt_version", json_string(h->facts.libvirt));
 	json_object_set_new(j, "qemu_version", json_string(h->facts.qemu));
 	json_object_set_new(j, "virt", json_string(h->facts.kvm ? "kvm" : "tcg"));
@@ -67,11 +71,36 @@ void api_hosts_list(struct api_call *c)
 	api_reply(c, 200, json_pack("{s:o}", "hosts", arr));
 }
 
-/* POST /v1/hosts {"name", "uri", "max_agents", "reserve_memory_mib"}: connected to before it is recorded. */
+/* core's answer to a host add: d is the deferred call, named by its target. */
+static void host_added(void *arg, int r, const char *why)
+{
+	struct api_call *d = arg;
+	const char *name = d->target;
+
+	if (r == -ENOTCONN)
+		api_error(d, 400, "unreachable", "host '%s': cannot connect: %s", name, why);
+	else if (r < 0)
+		api_error_errno(d, r, "%s", why ? why : strerror(-r));
+	else {
+		struct host *v = NULL;
+		size_t n = 0;
+		json_t *j = NULL;
+
+		if (hosts_list(d->fleetd, true, &v, &n) == 0)
+			for (size_t i = 0; i < n; i++)
+				if (strcmp(v[i].name, name) == 0)
+					j = host_to_json(&v[i]);
+		host_list_free(v, n);
+		api_reply(d, 201, j ? j : json_pack("{s:s}", "name", name));
+	}
+}
+
+/* POST /v1/hosts {"name", "uri", "max_agents", "reserve_memory_mib"}: connected to (on a worker) before it is recorded. */
 void api_host_add(struct api_call *c)
 {
 	static const char *const spec[] = { "name:s", "uri:s", "max_agents:i", "reserve_memory_mib:i", NULL };
 	_cleanup_free_ char *why = NULL;
+	struct api_call *d;
 	const char *name, *uri;
 	json_int_t max = 0, reserve = 0;
 	json_t *body;
@@ -104,23 +133,10 @@ void api_host_add(struct api_call *c)
 			  HOST_MAX_AGENTS_MAX, HOST_RESERVE_MAX_MIB);
 		goto out;
 	}
-	r = hosts_add(c->fleetd, name, uri, (int)max, (int)reserve, &why);
-	if (r == -ENOTCONN)
-		api_error(c, 400, "unreachable", "host '%s': cannot connect: %s", name, why);
-	else if (r < 0)
-		api_error_errno(c, r, "%s", why ? why : strerror(-r));
-	else {
-		struct host *v = NULL;
-		size_t n = 0;
-		json_t *j = NULL;
-
-		if (hosts_list(c->fleetd, true, &v, &n) == 0)
-			for (size_t i = 0; i < n; i++)
-				if (strcmp(v[i].name, name) == 0)
-					j = host_to_json(&v[i]);
-		host_list_free(v, n);
-		api_reply(c, 201, j ? j : json_pack("{s:s}", "name", name));
-	}
+	/* Answered once the host answered (or its bound passed): fleetd's loop serves others meanwhile. */
+	d = api_defer(c);
+	if ((r = hosts_add(d->fleetd, name, uri, (int)max, (int)reserve, host_added, d, &why)) < 0)
+		host_added(d, r, why);
 out:
 	json_decref(body);
 }

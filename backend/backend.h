@@ -294,13 +294,19 @@ struct backend_ops {
 	/*
 	 * Hypervisor hosts (optional; the VM backend, #15). The backend owns one
 	 * connection per host, named by host (uri NULL: HOST_LOCAL, the
-	 * configured one). host_connect opens it now, or -errno with *why (the
-	 * transport's own message) and nothing kept. host_facts says what the
-	 * host is now, opening its connection if none is open (a failed one is
-	 * retried in the background, with backoff); never fails: an
-	 * unreachable host is a fact. host_forget closes it (host rm).
+	 * configured one). host_connect opens it off the loop: 0, then
+	 * done(f, arg, r, why) on the loop once it answered (0: kept; -ENOTCONN
+	 * with *why the transport's own message, nothing kept) or timeout_s
+	 * passed (-ENOTCONN); or -errno with *why at once (-EEXIST: a connect
+	 * of that host is under way already), done never called. host_facts
+	 * says what the host said last (never waiting for it: the facts are
+	 * read again on a worker once they are a few seconds old), opening its
+	 * connection if none is open (a failed one is retried in the
+	 * background, with backoff); never fails: an unreachable host is a
+	 * fact. host_forget closes it (host rm).
 	 */
-	int (*host_connect)(struct fleetd *f, const char *host, const char *uri, char **why);
+	int (*host_connect)(struct fleetd *f, const char *host, const char *uri, int timeout_s,
+			    void (*done)(struct fleetd *f, void *arg, int r, const char *why), void *arg, char **why);
 	void (*host_facts)(struct fleetd *f, const char *host, const char *uri, struct host_facts *ret);
 	void (*host_forget)(struct fleetd *f, const char *host);
 	/*

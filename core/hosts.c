@@ -66,9 +66,49 @@ static int uri_check(const char *uri, char **why)
 	return 0;
 }
 
-int hosts_add(struct fleetd *f, const char *name, const char *uri, int max_agents, int reserve_memory_mib,
-	      char **why)
+/* A host add whose connect is under way. */
+struct host_add {
+	char *name;
+	char *uri;
+	int max_agents;
+	int reserve_memory_mib;
+	hosts_added_fn done;
+	void *arg;
+};
+
+/* On the loop: the connect answered; the host is recorded only now. */
+static void host_connected(struct fleetd *f, void *arg, int r, const char *why)
 {
+	struct host_add *op = arg;
+	_cleanup_free_ char *msg = NULL;
+	const struct backend_ops *ops;
+	const char *reason = NULL;
+
+	if (r == 0) {
+		struct host h = { .name = op->name, .uri = op->uri, .max_agents = op->max_agents,
+				  .reserve_memory_mib = op->reserve_memory_mib };
+
+		if ((r = db_host_insert(f->db, &h)) < 0) {
+			if ((ops = vm_ops(f, &reason)))
+				ops->host_forget(f, op->name);
+			why = msg = xasprintf("cannot record host '%s': %s", op->name, strerror(-r));
+		} else {
+			log_info("host '%s' added (%s, max %d agents, %d MiB reserved)", op->name, op->uri,
+				 op->max_agents, op->reserve_memory_mib);
+		}
+	}
+	if (r < 0)
+		log_warning("host '%s' not added: %s", op->name, why ? why : strerror(-r));
+	op->done(op->arg, r, why);
+	free(op->name);
+	free(op->uri);
+	free(op);
+}
+
+int hosts_add(struct fleetd *f, const char *name, const char *uri, int max_agents, int reserve_memory_mib,
+	      hosts_added_fn done, void *arg, char **why)
+{
+	struct host_add *op;
 	const struct backend_ops *ops;
 	const char *reason = NULL;
 	struct host h = { 0 };
@@ -96,17 +136,16 @@ int hosts_add(struct fleetd *f, const char *name, const char *uri, int max_agent
 		*why = xasprintf("cannot add a host: the vm backend is unavailable: %s", reason);
 		return -EOPNOTSUPP;
 	}
-	/* Connected first: a host whose URI does not answer is never recorded. */
-	if ((r = ops->host_connect(f, name, uri, why)) < 0)
-		return r;
-	h = (struct host){ .name = (char *)name, .uri = (char *)uri, .max_agents = max_agents,
-			   .reserve_memory_mib = reserve_memory_mib };
-	if ((r = db_host_insert(f->db, &h)) < 0) {
-		ops->host_forget(f, name);
-		*why = xasprintf("cannot record host '%s': %s", name, strerror(-r));
+	/* Connected first, off the loop: a host whose URI does not answer is never recorded. */
+	op = xcalloc(1, sizeof(*op));
+	*op = (struct host_add){ .name = xstrdup(name), .uri = xstrdup(uri), .max_agents = max_agents,
+				 .reserve_memory_mib = reserve_memory_mib, .done = done, .arg = arg };
+	if ((r = ops->host_connect(f, name, uri, HOSTS_CONNECT_TIMEOUT_S, host_connected, op, why)) < 0) {
+		free(op->name);
+		free(op->uri);
+		free(op);
 		return r;
 	}
-	log_info("host '%s' added (%s, max %d agents, %d MiB reserved)", name, uri, max_agents, reserve_memory_mib);
 	return 0;
 }
 

@@ -24,12 +24,22 @@ struct fleetd;
  */
 int hosts_list(struct fleetd *f, bool facts, struct host **ret, size_t *n);
 /*
- * Add a host: its name checked like an agent's, its URI by connecting to it
- * (-ENOTCONN with libvirt's error in *why). -EEXIST, -EINVAL, -EOPNOTSUPP
- * (no VM backend).
+ * The longest a `host add` waits for its host to answer: past it the host
+ * is refused as unreachable (a host that drops every packet would otherwise
+ * keep the caller for TCP's connect timeout, about two minutes).
  */
+#define HOSTS_CONNECT_TIMEOUT_S 20
+/*
+ * Add a host: its name checked like an agent's, its URI by connecting to it
+ * on a worker, recorded only once that answered. 0: done(arg, r, why)
+ * follows on the loop (never before this returns): 0 recorded, -ENOTCONN
+ * (libvirt's error, or no answer within HOSTS_CONNECT_TIMEOUT_S) in why,
+ * or the store's -errno. At once: -EEXIST (recorded, or being added),
+ * -EINVAL, -EOPNOTSUPP (no VM backend) with *why, and done is not called.
+ */
+typedef void (*hosts_added_fn)(void *arg, int r, const char *why);
 int hosts_add(struct fleetd *f, const char *name, const char *uri, int max_agents, int reserve_memory_mib,
-	      char **why);
+	      hosts_added_fn done, void *arg, char **why);
 /* -EBUSY while agents are placed on it (their names in *why) or for `local`; -ENOENT. */
 int hosts_remove(struct fleetd *f, const char *name, char **why);
 int hosts_set_draining(struct fleetd *f, const char *name, bool draining, char **why);

@@ -49,6 +49,9 @@ static int host_opt(int c, const char *arg, void *data)
 	return -1;
 }
 
+/* A reachable host's facts this old mean its reads hang: fleetd reads them every 5 s. */
+#define FACTS_STALE_S 15
+
 static void print_hosts(json_t *hosts)
 {
 	json_t *h;
@@ -58,17 +61,21 @@ static void print_hosts(json_t *hosts)
 	       "AGENTS", "URI");
 	json_array_foreach(hosts, i, h) {
 		bool up = json_is_true(json_object_get(h, "reachable"));
+		bool stale = up && json_is_integer(json_object_get(h, "facts_age_s")) && num(h, "facts_age_s") >= FACTS_STALE_S;
 		_cleanup_free_ char *agents = num(h, "max_agents") > 0
 			? xasprintf("%lld/%lld", num(h, "agents"), num(h, "max_agents")) : xasprintf("%lld", num(h, "agents"));
 		_cleanup_free_ char *mem = up && json_is_integer(json_object_get(h, "free_memory_mib"))
 			? xasprintf("%lldMiB", num(h, "free_memory_mib")) : xstrdup("-");
 
 		printf("%-16s %-11s %-9s %-9s %-4s %10s %8s  %s\n", str(h, "name"),
-		       !up ? "unreachable" : json_is_true(json_object_get(h, "draining")) ? "draining" : "ready",
+		       !up ? "unreachable" : stale ? "stale" : json_is_true(json_object_get(h, "draining")) ? "draining" : "ready",
 		       up ? str(h, "libvirt_version") : "-", up ? str(h, "qemu_version") : "-", up ? str(h, "virt") : "-",
 		       mem, agents, str(h, "uri"));
 		if (!up)
 			printf("  %s: %s%s\n", str(h, "name"), str(h, "error"),
+			       json_is_true(json_object_get(h, "draining")) ? " (and draining)" : "");
+		else if (stale)
+			printf("  %s: facts from %lld s ago; it has not answered since%s\n", str(h, "name"), num(h, "facts_age_s"),
 			       json_is_true(json_object_get(h, "draining")) ? " (and draining)" : "");
 	}
 }

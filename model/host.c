@@ -6,7 +6,7 @@
 void host_facts_clear(struct host_facts *f)
 {
 	free(f->error);
-	*f = (struct host_facts){ .free_memory_bytes = -1 };
+	*f = (struct host_facts){ .free_memory_bytes = -1, .age_s = -1 };
 }
 
 void host_clear(struct host *h)
@@ -14,7 +14,7 @@ void host_clear(struct host *h)
 	free(h->name);
 	free(h->uri);
 	host_facts_clear(&h->facts);
-	*h = (struct host){ .facts.free_memory_bytes = -1 };
+	*h = (struct host){ .facts.free_memory_bytes = -1, .facts.age_s = -1 };
 }
 
 void host_list_free(struct host *v, size_t n)

@@ -15,10 +15,16 @@
 #define HOST_MAX_AGENTS_MAX 100000	/* 0: no limit */
 #define HOST_RESERVE_MAX_MIB (16 << 20)	/* 16 TiB */
 
-/* What a host's libvirt says now; the strings are the struct's own. */
+/*
+ * What a host's libvirt said last (read off fleetd's loop, so a host that
+ * stopped answering never holds it); the strings are the struct's own.
+ * An unreachable host keeps the facts it gave last, with their age.
+ */
 struct host_facts {
 	bool reachable;
 	char *error;			/* why not reachable (libvirt's message); NULL when reachable */
+	long long age_s;		/* seconds since the facts below were read; -1: none were */
+	bool refreshing;		/* a read is under way (a silent host holds one until its keepalive gives up) */
 	char libvirt[32];		/* "MAJOR.MINOR.RELEASE" of libvirtd; "" unknown */
 	char qemu[32];			/* of its hypervisor */
 	bool kvm;			/* KVM usable there (domain capabilities), else TCG */

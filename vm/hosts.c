@@ -2,9 +2,11 @@
  * vm/hosts.c: the hypervisor hosts of the VM backend (#15, docs/multi-host.md):
  * one libvirt connection (struct virt) per host, the one owner of them all.
  * HOST_LOCAL's is b->virt, opened at init on the configured libvirt_uri;
- * every other host's is opened when first needed (an agent's operation,
- * `host ls`), kept, reconnected with backoff by virt.c when it fails or is
- * lost, and closed by `host rm`. The URI comes from fleet's store through
+ * every other host's is opened by `host add` (on a worker, bounded: the
+ * host is kept only once it answered) or, after fleetd starts, when first
+ * needed (an agent's operation, `host ls`), kept, reconnected with backoff
+ * by virt.c when it fails or is lost, and closed by `host rm`. What a host
+ * says of itself (host_facts) is virt.c's, read off the loop. The URI comes from fleet's store through
  * host->host_uri: this file keeps no list of hosts of its own.
  */
 #include <errno.h>
@@ -23,6 +25,22 @@ struct vm_host {
 	bool kvm_proven;		/* a KVM guest there printed its kernel banner since fleetd started */
 	struct vm_host *next;
 };
+
+/* A `host add` whose first connect is under way: its host is kept only if the connect answers. */
+struct vm_host_opening {
+	struct fleetd *f;
+	char *name;
+	struct virt *virt;
+	void (*done)(struct fleetd *f, void *arg, int r, const char *why);
+	void *arg;
+	struct vm_host_opening *next;
+};
+
+static void opening_free(struct vm_host_opening *o)
+{
+	free(o->name);
+	free(o);
+}
 
 static bool is_local(const char *host)
 {
@@ -153,6 +171,14 @@ struct virt *vm_agent_virt(struct vm_backend *b, const struct agent *a, char **w
 
 void vm_hosts_close(struct vm_backend *b)
 {
+	/* A `host add` still connecting at shutdown is never answered: fleetd's API is gone with it. */
+	while (b->openings) {
+		struct vm_host_opening *o = b->openings;
+
+		b->openings = o->next;
+		virt_close(o->virt);
+		opening_free(o);
+	}
 	while (b->hosts) {
 		struct vm_host *h = b->hosts;
 
@@ -165,38 +191,72 @@ void vm_hosts_close(struct vm_backend *b)
 
 /* --- the ops (backend.h) ---------------------------------------------------------- */
 
-int vm_host_connect(struct fleetd *f, const char *host, const char *uri, char **why)
+static struct vm_host_opening *opening_unlink(struct vm_backend *b, struct vm_host_opening *o)
+{
+	for (struct vm_host_opening **pp = &b->openings; *pp; pp = &(*pp)->next)
+		if (*pp == o) {
+			*pp = o->next;
+			break;
+		}
+	return o;
+}
+
+/* On the loop, from virt.c: the connect answered (or its bound passed). */
+static void host_opened(void *arg, int r, const char *why)
+{
+	struct vm_host_opening *o = arg;
+	struct vm_backend *b = vm_backend_of(o->f);
+
+	opening_unlink(b, o);
+	if (r < 0) {
+		virt_close(o->virt);	/* a connect still waiting on its worker is dropped when it ends */
+	} else {
+		struct vm_host *h = xcalloc(1, sizeof(*h));
+
+		vm_host_forget(o->f, o->name);	/* one left from an earlier add of that name, if any */
+		*h = (struct vm_host){ .name = xstrdup(o->name), .virt = o->virt, .next = b->hosts };
+		b->hosts = h;
+		log_info("vm backend: host %s connected (%s)", o->name, virt_uri(o->virt));
+	}
+	o->done(o->f, o->arg, r, why);
+	opening_free(o);
+}
+
+int vm_host_connect(struct fleetd *f, const char *host, const char *uri, int timeout_s,
+		    void (*done)(struct fleetd *f, void *arg, int r, const char *why), void *arg, char **why)
 {
 	struct vm_backend *b = vm_backend_of(f);
-	struct virt *v = NULL;
+	struct vm_host_opening *o;
 	int r;
 
 	if (!b)
 		return *why = xstrdup("the vm backend is not running"), -EOPNOTSUPP;
 	if (is_local(host))
-		return virt_connect(b->virt, why);
-	vm_host_forget(f, host);
-	/* A first try that fails keeps nothing: `host add` refuses the host with libvirt's words. */
-	if ((r = virt_open(f->base, uri, vm_on_virt_event, b, &v, why)) < 0) {
-		virt_close(v);
+		return *why = xasprintf("host '%s' already exists", host), -EEXIST;
+	for (o = b->openings; o; o = o->next)
+		if (strcmp(o->name, host) == 0)
+			return *why = xasprintf("host '%s' is being added already", host), -EEXIST;
+	o = xcalloc(1, sizeof(*o));
+	*o = (struct vm_host_opening){ .f = f, .name = xstrdup(host), .done = done, .arg = arg };
+	/* Off the loop: a host that does not answer would hold it for TCP's connect timeout. */
+	if ((r = virt_open_async(f->base, uri, vm_on_virt_event, b, timeout_s, host_opened, o, &o->virt, why)) < 0) {
+		opening_free(o);
 		return r;
 	}
-	{
-		struct vm_host *h = xcalloc(1, sizeof(*h));
-
-		*h = (struct vm_host){ .name = xstrdup(host), .virt = v, .next = b->hosts };
-		b->hosts = h;
-	}
-	log_info("vm backend: host %s connected (%s)", host, uri);
+	o->next = b->openings;
+	b->openings = o;
 	return 0;
 }
 
 void vm_host_facts(struct fleetd *f, const char *host, const char *uri, struct host_facts *ret)
 {
 	struct vm_backend *b = vm_backend_of(f);
-	_cleanup_free_ char *why = NULL;
+	struct virt_facts vf;
+	const char *error = NULL;
 	struct virt *v = NULL;
 	struct vm_host *h;
+	long long age = -1;
+	bool have;
 
 	host_facts_clear(ret);
 	if (!b) {
@@ -211,19 +271,25 @@ void vm_host_facts(struct fleetd *f, const char *host, const char *uri, struct h
 		ret->error = xasprintf("cannot open a connection to %s", uri ? uri : host);
 		return;
 	}
-	if (virt_versions(v, ret->libvirt, ret->qemu, &why) < 0) {
-		ret->libvirt[0] = ret->qemu[0] = '\0';
-		ret->error = xstrdup(virt_connect_error(v) ? virt_connect_error(v) : why ? why : "not connected");
+	/* What the host said last: asked again on a worker when a few seconds old, never here. */
+	have = virt_facts(v, &vf, &age, &error) == 0;
+	ret->refreshing = virt_facts_refreshing(v);
+	if (have) {
+		snprintf(ret->libvirt, sizeof(ret->libvirt), "%s", vf.libvirt);
+		snprintf(ret->qemu, sizeof(ret->qemu), "%s", vf.qemu);
+		ret->kvm = vf.kvm && !vm_host_kvm_off(b, host);	/* what its guests run as */
+		ret->free_memory_bytes = vf.free_memory_bytes;
+		ret->age_s = age;
+	}
+	if (!virt_is_connected(v)) {
+		ret->error = xstrdup(virt_connect_error(v) ? virt_connect_error(v) : "not connected");
+		return;
+	}
+	if (error || !have) {
+		ret->error = xstrdup(error ? error : "connected; asking the host its facts");
 		return;
 	}
 	ret->reachable = true;
-	ret->kvm = strcmp(vm_host_domain_type(b, host, v), "kvm") == 0;	/* what its guests run as */
-	free(why);
-	why = NULL;
-	if (virt_free_memory(v, &ret->free_memory_bytes, &why) < 0) {
-		log_debug("vm backend: host %s: %s", host, why ? why : "free memory unknown");
-		ret->free_memory_bytes = -1;
-	}
 }
 
 bool vm_host_reachable(struct fleetd *f, const char *host, char **why)

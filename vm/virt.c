@@ -19,6 +19,7 @@
 #define RECONNECT_SECONDS 2		/* the first retry after a lost or failed connection */
 #define RECONNECT_MAX_SECONDS 16	/* doubled each failure up to this */
 #define EVENT_QUEUE_MAX 1024
+#define FACTS_FRESH_S 5			/* facts are read again (on a worker) this often while connected */
 
 struct virt_event {
 	char domain[128];
@@ -60,12 +61,36 @@ struct virt {
 	 */
 	bool remote;
 	struct connect_job *connecting;	/* the worker's connect under way, if any */
+
+	/* virt_open_async: told once, when the first connect answers or open_timer fires first. */
+	virt_opened_fn opened;
+	void *opened_arg;
+	struct event *open_timer;
+	int open_timeout_s;
+
+	/* What the host said last (virt_facts), read on a worker so a silent host never holds the loop. */
+	struct virt_facts facts;
+	bool have_facts;
+	long long facts_at;		/* now_usec() when they were read */
+	char *facts_error;		/* why the last read failed; NULL when it did not */
+	struct facts_job *refreshing;	/* the worker's read under way, if any */
+	struct event *facts_timer;	/* every FACTS_FRESH_S: keeps them fresh for placement and host ls */
 };
 
 struct connect_job {
 	struct virt *v;			/* NULL once v was closed: the result is dropped */
 	char *uri;
 	virConnectPtr conn;		/* the worker's result */
+	char *error;
+	struct virt_facts facts;	/* read on the worker once connected */
+	int facts_r;
+};
+
+struct facts_job {
+	struct virt *v;			/* NULL once v was closed: the result is dropped */
+	virConnectPtr conn;		/* the job's own reference */
+	struct virt_facts facts;
+	int r;
 	char *error;
 };
 
@@ -275,6 +300,60 @@ static int adopt(struct virt *v, virConnectPtr c, char **why)
 }
 
 static void schedule_reconnect(struct virt *v);
+static int node_reclaimable_kib(virConnectPtr conn, unsigned long long *kib);
+static void format_version(unsigned long ver, char out[32]);
+
+/* Any thread: what c's host says of itself; 0, or -ENOTCONN with *why (libvirt's words). Logs nothing. */
+static int facts_read(virConnectPtr c, struct virt_facts *ret, char **why)
+{
+	unsigned long lib = 0, hv = 0;
+	unsigned long long kib;
+	char *caps;
+
+	*ret = (struct virt_facts){ .free_memory_bytes = -1 };
+	if (virConnectGetLibVersion(c, &lib) < 0) {
+		const char *msg = virGetLastErrorMessage();
+
+		*why = xasprintf("cannot ask libvirtd its version: %s", msg && *msg ? msg : "unknown libvirt error");
+		return -ENOTCONN;
+	}
+	format_version(lib, ret->libvirt);
+	if (virConnectGetVersion(c, &hv) < 0 || hv == 0)
+		snprintf(ret->qemu, sizeof(ret->qemu), "unknown");
+	else
+		format_version(hv, ret->qemu);
+	/* libvirt answers for a virttype "kvm" only where QEMU can use KVM. */
+	if ((caps = virConnectGetDomainCapabilities(c, NULL, NULL, NULL, "kvm", 0))) {
+		ret->kvm = true;
+		free(caps);
+	}
+	/*
+	 * Free as a guest can have it: free plus the page cache and buffers the
+	 * kernel gives back on demand. virNodeGetFreeMemory alone is MemFree,
+	 * which a busy host's page cache keeps near zero, and placement would
+	 * refuse every agent there.
+	 */
+	if (node_reclaimable_kib(c, &kib) == 0)
+		ret->free_memory_bytes = (long long)(kib * 1024);
+	else if ((kib = virNodeGetFreeMemory(c)) > 0)
+		ret->free_memory_bytes = (long long)kib;
+	return 0;
+}
+
+/* On the loop: a read's outcome kept (a failed one keeps the facts before it, and their age). */
+static void facts_store(struct virt *v, int r, const struct virt_facts *facts, char **error)
+{
+	free(v->facts_error);
+	v->facts_error = NULL;
+	if (r < 0) {
+		v->facts_error = *error;
+		*error = NULL;
+		return;
+	}
+	v->facts = *facts;
+	v->have_facts = true;
+	v->facts_at = now_usec();
+}
 
 /* On a worker: the connect, which may wait for TCP's timeout; touches only the job. */
 static void connect_work(void *arg)
@@ -284,7 +363,9 @@ static void connect_work(void *arg)
 	if (!(j->conn = virConnectOpen(j->uri))) {
 		const char *msg = virGetLastErrorMessage();
 		j->error = xstrdup(msg && *msg ? msg : "cannot connect");
+		return;
 	}
+	j->facts_r = facts_read(j->conn, &j->facts, &j->error);
 }
 
 /* On the loop: the worker's connect adopted, or its error kept and the next try scheduled. */
@@ -294,12 +375,31 @@ static void connect_done(void *arg)
 	struct virt *v = j->v;
 	_cleanup_free_ char *why = NULL;
 
-	if (!v) {	/* closed meanwhile */
+	if (!v) {	/* closed meanwhile, or its virt_open_async timed out */
 		if (j->conn)
 			virConnectClose(j->conn);
+	} else if (v->opened) {	/* virt_open_async's first connect: the caller decides */
+		virt_opened_fn opened = v->opened;
+		int r = 0;
+
+		v->connecting = NULL;
+		v->opened = NULL;
+		evtimer_del(v->open_timer);
+		if (!j->conn) {
+			why = xasprintf("%s: %s", v->uri, j->error ? j->error : "cannot connect");
+			r = -ENOTCONN;
+		} else if ((r = adopt(v, j->conn, &why)) == 0) {
+			facts_store(v, j->facts_r, &j->facts, &j->error);
+		}
+		if (r < 0) {
+			free(v->connect_error);
+			v->connect_error = xstrdup(why);
+		}
+		opened(v->opened_arg, r, why);	/* may close v */
 	} else {
 		v->connecting = NULL;
 		if (j->conn && adopt(v, j->conn, &why) == 0) {
+			facts_store(v, j->facts_r, &j->facts, &j->error);
 			log_notice("libvirt: connected to %s", v->uri);
 			v->fn(v->userdata, NULL, VIRT_EV_RECONNECTED);
 		} else {
@@ -316,30 +416,33 @@ static void connect_done(void *arg)
 	free(j);
 }
 
-/* On the loop: a connect of v on a worker, unless one is under way. */
-static void connect_start(struct virt *v)
+/* On the loop: a connect of v on a worker, unless one is under way; -errno if no worker could start. */
+static int connect_start(struct virt *v)
 {
 	struct connect_job *j;
+	int r;
 
 	if (v->connecting)
-		return;
+		return 0;
 	j = xcalloc(1, sizeof(*j));
 	j->v = v;
 	j->uri = xstrdup(v->uri);
-	if (worker_run(v->base, connect_work, connect_done, j) < 0) {
+	if ((r = worker_run(v->base, connect_work, connect_done, j)) < 0) {
 		free(j->uri);
 		free(j);
-		if (!evtimer_pending(v->reconnect_ev, NULL))
+		if (!v->opened && !evtimer_pending(v->reconnect_ev, NULL))
 			schedule_reconnect(v);
-		return;
+		return r;
 	}
 	v->connecting = j;
+	return 0;
 }
 
 /* On the loop: connect now, waiting for the answer (a local URI, or a first connect the caller waits for). */
 static int connect_sync(struct virt *v, char **why)
 {
 	virConnectPtr c = virConnectOpen(v->uri);
+	int r;
 
 	if (!c) {
 		char *msg = NULL;
@@ -351,7 +454,16 @@ static int connect_sync(struct virt *v, char **why)
 			*why = xstrdup(msg);
 		return -ENOTCONN;
 	}
-	return adopt(v, c, why);
+	if ((r = adopt(v, c, why)) == 0) {
+		/* On the loop, like the connect itself: only a local URI, or a first connect the caller waits for. */
+		struct virt_facts facts;
+		char *error = NULL;
+		int fr = facts_read(c, &facts, &error);
+
+		facts_store(v, fr, &facts, &error);
+		free(error);
+	}
+	return r;
 }
 
 int virt_connect(struct virt *v, char **why)
@@ -371,7 +483,7 @@ int virt_connect(struct virt *v, char **why)
 	if (!v->remote)
 		return connect_sync(v, why);
 	/* Another host: never wait on the loop; the worker's connect is adopted when it answers. */
-	connect_start(v);
+	(void)connect_start(v);
 	if (why)
 		*why = xasprintf("not connected to %s (%s; fleetd reconnects by itself)", v->uri,
 				 v->connect_error ? v->connect_error : "connecting");
@@ -446,32 +558,6 @@ static int node_reclaimable_kib(virConnectPtr conn, unsigned long long *kib)
 	return have_free ? 0 : -1;
 }
 
-int virt_free_memory(struct virt *v, long long *ret, char **why)
-{
-	_cleanup_conn_ virConnectPtr c = conn_peek(v);
-	unsigned long long bytes;
-
-	if (!c || virConnectIsAlive(c) != 1) {
-		*why = xasprintf("not connected to %s", v->uri);
-		return -ENOTCONN;
-	}
-	/*
-	 * Free as a guest can have it: free plus the page cache and buffers the
-	 * kernel gives back on demand. virNodeGetFreeMemory alone is MemFree,
-	 * which a busy host's page cache keeps near zero, and placement would
-	 * refuse every agent there.
-	 */
-	if (node_reclaimable_kib(c, &bytes) == 0) {
-		*ret = (long long)(bytes * 1024);
-		return 0;
-	}
-	bytes = virNodeGetFreeMemory(c);
-	if (bytes == 0)
-		return last_error("cannot read the host's free memory", why);
-	*ret = (long long)bytes;
-	return 0;
-}
-
 bool virt_kvm(struct virt *v)
 {
 	/* libvirt answers for a virttype "kvm" only where QEMU can use KVM. */
@@ -509,6 +595,67 @@ int virt_versions(struct virt *v, char libvirt[32], char hypervisor[32], char **
 	return 0;
 }
 
+/* On a worker: the facts read through the job's own reference, however long a silent host makes it wait. */
+static void facts_work(void *arg)
+{
+	struct facts_job *j = arg;
+
+	j->r = facts_read(j->conn, &j->facts, &j->error);
+	virConnectClose(j->conn);
+}
+
+static void facts_done(void *arg)
+{
+	struct facts_job *j = arg;
+
+	if (j->v) {
+		j->v->refreshing = NULL;
+		facts_store(j->v, j->r, &j->facts, &j->error);
+	}
+	free(j->error);
+	free(j);
+}
+
+/* On the loop: a read of the facts on a worker if they are FACTS_FRESH_S old, none is under way and v is connected. */
+static void facts_refresh(struct virt *v)
+{
+	struct facts_job *j;
+	virConnectPtr c;
+
+	if (v->refreshing || (v->have_facts && now_usec() - v->facts_at < FACTS_FRESH_S * 1000000LL - 500000) ||
+	    !(c = conn_peek(v)))
+		return;
+	j = xcalloc(1, sizeof(*j));
+	*j = (struct facts_job){ .v = v, .conn = c };
+	if (virConnectIsAlive(c) != 1 || worker_run(v->base, facts_work, facts_done, j) < 0) {
+		virConnectClose(c);
+		free(j);
+		return;
+	}
+	v->refreshing = j;
+}
+
+static void on_facts_timer(evutil_socket_t fd, short what, void *arg)
+{
+	facts_refresh(arg);
+}
+
+int virt_facts(struct virt *v, struct virt_facts *ret, long long *age_s, const char **error)
+{
+	facts_refresh(v);
+	*error = v->facts_error;
+	if (!v->have_facts)
+		return -ENOENT;
+	*ret = v->facts;
+	*age_s = (now_usec() - v->facts_at) / 1000000;
+	return 0;
+}
+
+bool virt_facts_refreshing(struct virt *v)
+{
+	return v->refreshing != NULL;
+}
+
 static void on_reconnect_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct virt *v = arg;
@@ -516,7 +663,7 @@ static void on_reconnect_timer(evutil_socket_t fd, short what, void *arg)
 
 	if (v->remote) {	/* connect_done adopts it or schedules the next try */
 		if (!v->conn)
-			connect_start(v);
+			(void)connect_start(v);
 		return;
 	}
 	if (virt_connect(v, &why) < 0) {
@@ -573,8 +720,9 @@ static bool uri_names_host(const char *uri)
 	return p && p[3] && p[3] != '/';
 }
 
-int virt_open(struct event_base *base, const char *uri, virt_event_fn fn, void *userdata,
-	      struct virt **ret, char **why)
+/* A handle on uri, not connected yet; -errno with *why. */
+static int virt_new(struct event_base *base, const char *uri, virt_event_fn fn, void *userdata,
+		    struct virt **ret, char **why)
 {
 	struct virt *v;
 	int r;
@@ -597,13 +745,20 @@ int virt_open(struct event_base *base, const char *uri, virt_event_fn fn, void *
 	pthread_mutex_init(&v->lock, NULL);
 	if (pipe2(v->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
 		r = -errno;
+		*why = xasprintf("cannot make a pipe: %s", strerror(-r));
 		free(v->uri);
 		free(v);
 		return r;
 	}
 	v->wake_ev = event_new(base, v->wake[0], EV_READ | EV_PERSIST, on_wake, v);
 	v->reconnect_ev = evtimer_new(base, on_reconnect_timer, v);
+	v->facts_timer = event_new(base, -1, EV_PERSIST, on_facts_timer, v);
 	event_add(v->wake_ev, NULL);
+	{
+		struct timeval tv = { FACTS_FRESH_S, 0 };
+
+		event_add(v->facts_timer, &tv);
+	}
 	if (event_thread_users == 0) {
 		event_thread_stopping = 0;
 		if (pthread_create(&event_thread_id, NULL, event_thread, NULL) != 0) {
@@ -615,11 +770,64 @@ int virt_open(struct event_base *base, const char *uri, virt_event_fn fn, void *
 	event_thread_users++;
 	v->thread_user = true;
 	*ret = v;
-	/* The first connect is waited for (host add answers with libvirt's words); reconnects of a remote one are not. */
-	if ((r = connect_sync(v, why)) < 0) {
-		schedule_reconnect(v);
+	return 0;
+}
+
+int virt_open(struct event_base *base, const char *uri, virt_event_fn fn, void *userdata,
+	      struct virt **ret, char **why)
+{
+	int r;
+
+	if ((r = virt_new(base, uri, fn, userdata, ret, why)) < 0)
+		return r;
+	/* The first connect is waited for (the caller wants libvirt's words); reconnects of a remote one are not. */
+	if ((r = connect_sync(*ret, why)) < 0) {
+		schedule_reconnect(*ret);
 		return r;
 	}
+	return 0;
+}
+
+/* The bound of virt_open_async passed first: the worker is left to end alone, its result dropped. */
+static void on_open_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct virt *v = arg;
+	virt_opened_fn opened = v->opened;
+	_cleanup_free_ char *why = NULL;
+
+	if (!opened)
+		return;
+	v->opened = NULL;
+	if (v->connecting) {	/* as virt_close orphans it */
+		v->connecting->v = NULL;
+		v->connecting = NULL;
+	}
+	why = xasprintf("%s: no answer within %d s", v->uri, v->open_timeout_s);
+	free(v->connect_error);
+	v->connect_error = xstrdup(why);
+	opened(v->opened_arg, -ENOTCONN, why);	/* may close v */
+}
+
+int virt_open_async(struct event_base *base, const char *uri, virt_event_fn fn, void *userdata, int timeout_s,
+		    virt_opened_fn opened, void *arg, struct virt **ret, char **why)
+{
+	struct timeval tv = { timeout_s, 0 };
+	struct virt *v = NULL;
+	int r;
+
+	if ((r = virt_new(base, uri, fn, userdata, &v, why)) < 0)
+		return r;
+	v->opened = opened;
+	v->opened_arg = arg;
+	v->open_timeout_s = timeout_s;
+	v->open_timer = evtimer_new(base, on_open_timeout, v);
+	if ((r = connect_start(v)) < 0) {
+		*why = xasprintf("cannot start a thread to connect to %s: %s", uri, strerror(-r));
+		virt_close(v);
+		return r;
+	}
+	evtimer_add(v->open_timer, &tv);
+	*ret = v;
 	return 0;
 }
 
@@ -629,6 +837,8 @@ void virt_close(struct virt *v)
 		return;
 	if (v->connecting)	/* its worker may wait minutes yet: its result is dropped */
 		v->connecting->v = NULL;
+	if (v->refreshing)	/* likewise: a silent host holds it until the keepalive gives up */
+		v->refreshing->v = NULL;
 	disconnect(v);
 	if (v->thread_user && --event_thread_users == 0) {
 		event_thread_stopping = 1;
@@ -641,9 +851,14 @@ void virt_close(struct virt *v)
 		event_free(v->wake_ev);
 	if (v->reconnect_ev)
 		event_free(v->reconnect_ev);
+	if (v->open_timer)
+		event_free(v->open_timer);
+	if (v->facts_timer)
+		event_free(v->facts_timer);
 	close(v->wake[0]);
 	close(v->wake[1]);
 	pthread_mutex_destroy(&v->lock);
+	free(v->facts_error);
 	free(v->connect_error);
 	free(v->uri);
 	free(v);

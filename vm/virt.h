@@ -42,6 +42,17 @@ typedef void (*virt_event_fn)(void *userdata, const char *domain, enum virt_even
  */
 int virt_open(struct event_base *base, const char *uri, virt_event_fn fn, void *userdata,
 	      struct virt **ret, char **why);
+/*
+ * The same with the first connect on a worker too (`host add`): *ret at
+ * once, then opened(arg, r, why) on the loop once, when the connect
+ * answered (0, or -ENOTCONN with libvirt's words) or timeout_s passed
+ * first (-ENOTCONN; the worker is left to end alone, as virt_close leaves
+ * it). Never before this returns. The caller closes *ret after a failure
+ * (it may from opened). -errno with *why (and no *ret) if it cannot start.
+ */
+typedef void (*virt_opened_fn)(void *arg, int r, const char *why);
+int virt_open_async(struct event_base *base, const char *uri, virt_event_fn fn, void *userdata, int timeout_s,
+		    virt_opened_fn opened, void *arg, struct virt **ret, char **why);
 void virt_close(struct virt *v);
 /*
  * (Re)connect now if not connected; 0 when connected. On the loop, for a
@@ -61,8 +72,24 @@ const char *virt_uri(struct virt *v);
 int virt_versions(struct virt *v, char libvirt[32], char hypervisor[32], char **why);
 /* Why the last connect failed or the connection went (libvirt's message); NULL while connected. */
 const char *virt_connect_error(struct virt *v);
-/* The host's free memory in bytes (virNodeGetFreeMemory); -errno with *why. */
-int virt_free_memory(struct virt *v, long long *ret, char **why);
+/* What a host says of itself, for `host ls` and placement. */
+struct virt_facts {
+	char libvirt[32];		/* "MAJOR.MINOR.RELEASE" */
+	char qemu[32];			/* or "unknown" */
+	bool kvm;			/* QEMU can use KVM there (domain capabilities) */
+	long long free_memory_bytes;	/* free plus page cache and buffers (virNodeGetMemoryStats); -1 unknown */
+};
+/*
+ * On the loop, never waiting for the host: the facts read last (at the
+ * connect, or by a later read) in *ret and their age in *age_s, or -ENOENT
+ * when none were read yet. *error: why the last read failed (valid until
+ * the next call; NULL when it did not). While connected they are read
+ * again on a worker every few seconds (one read at a time): a host that
+ * stopped answering holds its read, not the loop, and the age grows.
+ */
+int virt_facts(struct virt *v, struct virt_facts *ret, long long *age_s, const char **error);
+/* Whether a read of the facts is under way (a host that stopped answering holds one until the keepalive). */
+bool virt_facts_refreshing(struct virt *v);
 /* Whether QEMU can use KVM there (libvirt's domain capabilities for virttype kvm). */
 bool virt_kvm(struct virt *v);
 

@@ -97,6 +97,7 @@ struct vm_backend {
 	const struct backend_host *host;	/* reports go up, image records come from fleet's store */
 	struct virt *virt;		/* HOST_LOCAL's connection (the configured libvirt_uri) */
 	struct vm_host *hosts;		/* every other host's, opened when first needed (hosts.c) */
+	struct vm_host_opening *openings;	/* `host add`s whose first connect is under way (hosts.c) */
 	char *state_dir;
 	char *image_dir;
 	const char *domain_type;	/* "kvm" or "qemu" */
@@ -150,7 +151,8 @@ struct virt *vm_agent_virt(struct vm_backend *b, const struct agent *a, char **w
 /* At shutdown: every host's connection but b->virt closed. */
 void vm_hosts_close(struct vm_backend *b);
 /* The ops' host_connect, host_facts, host_forget (backend.h). */
-int vm_host_connect(struct fleetd *f, const char *host, const char *uri, char **why);
+int vm_host_connect(struct fleetd *f, const char *host, const char *uri, int timeout_s,
+		    void (*done)(struct fleetd *f, void *arg, int r, const char *why), void *arg, char **why);
 void vm_host_facts(struct fleetd *f, const char *host, const char *uri, struct host_facts *ret);
 void vm_host_forget(struct fleetd *f, const char *host);
 /* move.c: -EBUSY with *why while a move to host is under way (its record in <state_dir>/moves), else 0. */

@@ -3,8 +3,11 @@
 # (every packet to h2 dropped: a pulled cable, a powered-off machine, a
 # firewall), not a refused connection. A connect to it then waits for TCP's
 # own timeout (about two minutes). fleetd must go on answering meanwhile:
-# its API, its other agents, `host ls` saying h2 is unreachable; and once h2
-# answers again, fleetd reconnects by itself.
+# its API, its other agents, `host ls` saying h2 is unreachable (or its facts
+# stale, never waiting for them); and once h2 answers again, fleetd
+# reconnects by itself. A `host add` of a black-holed URI connects on a
+# worker and is answered unreachable once its bound (20 s,
+# HOSTS_CONNECT_TIMEOUT_S) passes, every other call answered meanwhile.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
@@ -17,14 +20,60 @@ h2_reachable() { "$FLEETCTL" --json host ls | jq -r '.[] | select(.name == "h2")
 h2_down() { [ "$(h2_reachable)" = false ]; }
 h2_up() { [ "$(h2_reachable)" = true ]; }
 
+h2_shown() { timeout 10 "$FLEETCTL" host ls | awk '$1 == "h2" { print $2 }'; }
+h2_not_ready() { case "$(h2_shown)" in unreachable|stale) return 0 ;; *) return 1 ;; esac; }
+apiq() { api "$@" | tr -d "\n"; }
+# Two more addresses of the test's own namespace, routed to the veth toward h2 and dropped
+# by the same table: nothing ever answers there.
+BH_ADDR=198.18.15.6 BH2_ADDR=198.18.15.7
+add_bh() { apiq POST /v1/hosts "{\"name\":\"$1\",\"uri\":\"qemu+tcp://$2/system\"}" > "$TEST_TMP/add-$1.out"; }
+# fleetd's connect to a black hole waits in SYN-SENT (its SYNs dropped): an add is under way.
+connecting() { [ -n "$(vmns_exec ss -tnH state syn-sent dst "$1")" ]; }
+
 fleetd_ns_start; ok $? "fleetd starts inside the first namespace"
 "$FLEETCTL" host add h2 "$H2_URI" >/dev/null; ok $? "host add h2"
-# A table of the test's own in the first namespace (fleetd's), dropping what goes to h2.
-vmns_exec nft add table ip fleet_test_blackhole &&
+# A table of the test's own in the first namespace (fleetd's), dropping what goes to BH_ADDR and
+# BH2_ADDR, then to h2.
+vmns_exec ip route add "$BH_ADDR/32" dev fleet-h1 &&
+	vmns_exec ip route add "$BH2_ADDR/32" dev fleet-h1 &&
+	vmns_exec nft add table ip fleet_test_blackhole &&
 	vmns_exec nft add chain ip fleet_test_blackhole out '{ type filter hook output priority 0; }' &&
-	vmns_exec nft add rule ip fleet_test_blackhole out ip daddr "$H2_ADDR" drop
+	vmns_exec nft add rule ip fleet_test_blackhole out ip daddr "{ $BH_ADDR, $BH2_ADDR }" drop
+ok $? "every packet to $BH_ADDR and $BH2_ADDR is dropped"
+
+# --- host add of a black hole: on a worker, bounded, the loop free meanwhile ------------------------
+add_bh h3 "$BH_ADDR" &
+add_pid=$!
+pending() { kill -0 "$add_pid" 2>/dev/null; }
+wait_for 10 connecting "$BH_ADDR"; ok $? "fleetd is connecting to $BH_ADDR (SYN-SENT, ss in fleetd's namespace)"
+like "$(apiq POST /v1/hosts "{\"name\":\"h3\",\"uri\":\"qemu+tcp://$BH_ADDR/system\"}")" 'is being added already".* 409$' \
+	"a second add of h3 while the first connects: 409"
+answered=0 late=0
+while pending; do
+	if timeout 5 "$FLEETCTL" status >/dev/null 2>&1; then answered=$((answered + 1)); else late=$((late + 1)); fi
+	sleep 1
+done
+wait "$add_pid"
+like "$(cat "$TEST_TMP/add-h3.out")" "host 'h3': cannot connect: qemu\+tcp://$BH_ADDR/system: no answer within 20 s.*\"unreachable\".* 400$" \
+	"host add of a black hole: 400 unreachable once its bound passed: $(cat "$TEST_TMP/add-h3.out")"
+check "status was asked meanwhile ($answered times)" -- test "$answered" -ge 5
+is "$late" 0 "and answered every time ($answered of $((answered + late)), none took 5 s)"
+is "$("$FLEETCTL" --json host ls | jq -r '.[].name' | tr '\n' ' ')" "local h2 " "h3 is not recorded"
+like "$(grep "h3" "$STATE/fleetd.log" | tail -1)" "host 'h3'.*no answer within 20 s" "fleetd's log says why"
+
+# --- h2 black-holed -------------------------------------------------------------------------------
+vmns_exec nft add rule ip fleet_test_blackhole out ip daddr "$H2_ADDR" drop
 ok $? "every packet to h2 is dropped from now on"
-# The first call on the silent connection waits for libvirt's keepalive (5 s x 3) to call it dead.
+# Its facts are read every 5 s on a worker, which the silence holds: host ls shows them stale, then h2 unreachable.
+wait_for 90 h2_not_ready; ok $? "host ls shows h2 $(h2_shown) (answering at once meanwhile)"
+# This one as a user types it: fleetctl host add.
+{ "$FLEETCTL" host add h4 "qemu+tcp://$BH2_ADDR/system" > "$TEST_TMP/add-h4.out" 2>&1; echo "rc=$?" >> "$TEST_TMP/add-h4.out"; } &
+add_pid=$!
+wait_for 10 connecting "$BH2_ADDR"; ok $? "a host add of h4 at $BH2_ADDR is connecting"
+out=$(timeout 10 "$FLEETCTL" host ls 2>&1); ok $? "host ls answers while a host add to a black hole is pending"
+check "(the add was still pending)" -- pending
+like "$out" "h2 +(unreachable|stale)" "and shows h2 unreachable or stale"
+# libvirt's keepalive (5 s x 3) calls the silent connection dead.
 wait_for 90 h2_down; ok $? "fleetd sees h2 unreachable (libvirt's keepalive)"
 # While fleetd retries h2 (each connect waits for TCP), every call is answered at once.
 answered=0 late=0
@@ -35,6 +84,9 @@ done
 is "$late" 0 "fleetd answered all $answered status calls over 40 s of retries (none took 5 s)"
 out=$(timeout 10 "$FLEETCTL" host ls 2>&1); ok $? "host ls answers"
 like "$out" "h2 +unreachable" "and says h2 is unreachable"
+wait "$add_pid"
+like "$(tr '\n' ' ' < "$TEST_TMP/add-h4.out")" "host 'h4': cannot connect: qemu\+tcp://$BH2_ADDR/system: no answer within 20 s rc=1" \
+	"fleetctl host add h4 was refused unreachable too, exit 1: $(tr '\n' ' ' < "$TEST_TMP/add-h4.out")"
 vmns_exec nft delete table ip fleet_test_blackhole; ok $? "h2 answers again"
 wait_for 200 h2_up; ok $? "fleetd reconnects to h2 by itself"
 "$FLEETCTL" host rm h2 >/dev/null; ok $? "host rm h2"

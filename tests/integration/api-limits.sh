@@ -5,6 +5,7 @@
 # is read (exec still takes a large stdin); connections are capped; a client
 # must send its whole request within request_timeout (slowloris).
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+U=lim$(test_run_id)	# agent names of this run (two checkouts at once never collide)
 
 # The system's python3: uid nobody cannot run one from root's home (pyenv).
 PY=/usr/bin/python3
@@ -110,24 +111,24 @@ like "$(raw headers POST /v1/agents $((1 << 20)))" "^HTTP/1.1 413" \
 	"a 1 MiB body to POST /v1/agents is refused (413) from its headers, without the body"
 like "$(raw headers GET /v1/status $((1 << 20)))" "^HTTP/1.1 413" "a 1 MiB body to GET /v1/status too"
 like "$(raw headers DELETE /v1/agents/nobody-here 2048)" "^HTTP/1.1 413" "a 2 kB body to a route without a body too"
-like "$(raw headers POST /v1/agents/lim-x/exec $((8 << 20)))" "^closed$" \
+like "$(raw headers POST /v1/agents/$U-x/exec $((8 << 20)))" "^closed$" \
 	"an 8 MiB body to exec is not refused: fleetd waits for it"
 out=$(api POST /v1/agents "$(printf '{"name":"b","command":"%s"}' "$(head -c 5000 /dev/zero | tr '\0' x)")")
 is "$(printf '%s' "${out% *}" | jq -r .code) ${out##* }" "too_large 413" \
 	"a body a little over max_body_bytes still gets the JSON 413"
 if [ "$(id -u)" = 0 ]; then
 	export FLEET_SOCKET=$SOCK
-	"$FLEETCTL" create lim-x --backend user >/dev/null; ok $? "create user agent lim-x"
-	"$FLEETCTL" start lim-x >/dev/null; ok $? "start it"
-	out=$(head -c $((3 << 20)) /dev/zero | "$FLEETCTL" exec lim-x -- wc -c)
+	"$FLEETCTL" create $U-x --backend user >/dev/null; ok $? "create user agent $U-x"
+	"$FLEETCTL" start $U-x >/dev/null; ok $? "start it"
+	out=$(head -c $((3 << 20)) /dev/zero | "$FLEETCTL" exec $U-x -- wc -c)
 	is "$out" $((3 << 20)) "exec still takes a 3 MiB stdin"
 	# A streaming exec whose client goes away: fleetd still cancels it (and counts the close, below).
-	"$FLEETCTL" exec lim-x -- sleep 120 & xpid=$!
+	"$FLEETCTL" exec $U-x -- sleep 120 & xpid=$!
 	for ((i = 0; i < 1000; i++)); do grep -q "exec sleep by uid" "$STATE/fleetd.log" && break; sleep 0.02; done
 	kill "$xpid"; wait "$xpid" 2>/dev/null
 	for ((i = 0; i < 1000; i++)); do grep -q "exec client went away" "$STATE/fleetd.log" && break; sleep 0.02; done
-	check "an exec whose client goes away is cancelled" -- grep -q "lim-x': exec client went away" "$STATE/fleetd.log"
-	"$FLEETCTL" rm --force lim-x >/dev/null; ok $? "remove lim-x"
+	check "an exec whose client goes away is cancelled" -- grep -q "$U-x': exec client went away" "$STATE/fleetd.log"
+	"$FLEETCTL" rm --force $U-x >/dev/null; ok $? "remove $U-x"
 fi
 
 # --- the connection cap (max_connections = 4) ---

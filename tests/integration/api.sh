@@ -2,6 +2,7 @@
 # The control API with curl: status codes, the error shape, bad input of
 # every kind changes nothing, caller identity from SO_PEERCRED.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+R=$(test_run_id) A=api${R}-alpha SNEAKY=api${R}-sneaky	# agent names of this run (two checkouts at once never collide)
 # Before any result: a skip plan after results is invalid TAP.
 id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null || skip_all "needs user nobody and setpriv"
 
@@ -11,15 +12,15 @@ out=$(api GET /v1/status)
 is "${out##* }" 200 "GET /v1/status is 200"
 is "$(printf '%s' "${out% *}" | jq -r .version)" "$("$FLEETD" --version | cut -d' ' -f2)" "status reports the version"
 
-out=$(api POST /v1/agents '{"name":"api-alpha","backend":"user","memory_mib":128}')
+out=$(api POST /v1/agents "{\"name\":\"$A\",\"backend\":\"user\",\"memory_mib\":128}")
 is "${out##* }" 201 "POST /v1/agents creates (201)"
 is "$(printf '%s' "${out% *}" | jq -r .state)" stopped "the new user agent is provisioned and stopped"
-out=$(api GET /v1/agents/api-alpha); is "${out##* }" 200 "GET /v1/agents/api-alpha"
+out=$(api GET /v1/agents/$A); is "${out##* }" 200 "GET /v1/agents/$A"
 # The brief view (what `fleetctl list` asks for): the table's fields, nothing else.
 out=$(api GET '/v1/agents?view=brief'); is "${out##* }" 200 "GET /v1/agents?view=brief"
 is "$(printf '%s' "${out% *}" | jq -c '.agents[0] | keys')" \
 	'["backend","created_at","memory_mib","name","network","state","vcpus"]' "the brief view has the list's seven fields"
-is "$(printf '%s' "${out% *}" | jq -c '.agents[0] | [.name, .memory_mib, .state]')" '["api-alpha",128,"stopped"]' \
+is "$(printf '%s' "${out% *}" | jq -c '.agents[0] | [.name, .memory_mib, .state]')" "[\"$A\",128,\"stopped\"]" \
 	"with the agent's values"
 out=$(api GET /v1/agents); is "$(printf '%s' "${out% *}" | jq -r '.agents[0].health.status')" unknown \
 	"without a view the list has the full objects"
@@ -28,7 +29,7 @@ out=$(curl -sS --unix-socket "$SOCK" -D "$TEST_TMP/table.h" "http://fleet/v1/age
 like "$(cat "$TEST_TMP/table.h")" "^HTTP/1.1 200" "200"
 like "$(cat "$TEST_TMP/table.h")" "Content-Type: text/plain" "as text"
 like "$(printf '%s' "$out" | head -1)" "^NAME +BACKEND +STATE +MEMORY +VCPUS +NETWORK +HOST +CREATED$" "its header"
-like "$out" "api-alpha +user +stopped +128MiB +1 +none +- +[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z" "and the agent's row"
+like "$out" "$A +user +stopped +128MiB +1 +none +- +[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z" "and the agent's row"
 is "$out" "$("$FLEETCTL" list)" "exactly what fleetctl list prints"
 
 # err_case DESCRIPTION WANT_STATUS WANT_CODE METHOD PATH [BODY]
@@ -61,7 +62,7 @@ err_case "memory absurd" 400 out_of_range POST /v1/agents '{"name":"b","memory_m
 err_case "vcpus absurd" 400 out_of_range POST /v1/agents '{"name":"b","vcpus":4096}'
 err_case "disk zero" 400 out_of_range POST /v1/agents '{"name":"b","disk_gib":0}'
 err_case "empty command" 400 invalid POST /v1/agents '{"name":"b","command":""}'
-err_case "duplicate agent" 409 exists POST /v1/agents '{"name":"api-alpha","backend":"user"}'
+err_case "duplicate agent" 409 exists POST /v1/agents "{\"name\":\"$A\",\"backend\":\"user\"}"
 big=$(printf '{"name":"b","command":"%s"}' "$(head -c 3000 /dev/zero | tr '\0' x)")
 err_case "body over max_body_bytes" 413 too_large POST /v1/agents "$big"
 err_case "encoded ../ in path" 400 invalid_name GET '/v1/agents/..%2Fetc'
@@ -72,17 +73,17 @@ err_case "unknown agent delete" 404 not_found DELETE /v1/agents/ghost
 err_case "unknown path" 404 not_found GET /v1/nothing
 err_case "wrong method" 405 method_not_allowed PUT /v1/agents '{}'
 err_case "bad audit limit" 400 invalid GET '/v1/audit?limit=0'
-err_case "exec without argv" 400 missing_field POST /v1/agents/api-alpha/exec '{}'
-err_case "exec with empty argv" 400 invalid POST /v1/agents/api-alpha/exec '{"argv":[]}'
-err_case "exec with a number in argv" 400 invalid POST /v1/agents/api-alpha/exec '{"argv":["ls",3]}'
-err_case "exec with bad stdin" 400 invalid POST /v1/agents/api-alpha/exec '{"argv":["cat"],"stdin":"not base64!"}'
-err_case "exec with a bad env name" 400 invalid POST /v1/agents/api-alpha/exec '{"argv":["env"],"env":{"a b":"x"}}'
-err_case "exec with absurd timeout" 400 out_of_range POST /v1/agents/api-alpha/exec '{"argv":["true"],"timeout_s":-1}'
-err_case "exec with an unknown field" 400 unknown_field POST /v1/agents/api-alpha/exec '{"argv":["true"],"tty":true}'
-err_case "start with a bad body" 400 wrong_type POST /v1/agents/api-alpha/start '{"timeout_s":"x"}'
+err_case "exec without argv" 400 missing_field POST /v1/agents/$A/exec '{}'
+err_case "exec with empty argv" 400 invalid POST /v1/agents/$A/exec '{"argv":[]}'
+err_case "exec with a number in argv" 400 invalid POST /v1/agents/$A/exec '{"argv":["ls",3]}'
+err_case "exec with bad stdin" 400 invalid POST /v1/agents/$A/exec '{"argv":["cat"],"stdin":"not base64!"}'
+err_case "exec with a bad env name" 400 invalid POST /v1/agents/$A/exec '{"argv":["env"],"env":{"a b":"x"}}'
+err_case "exec with absurd timeout" 400 out_of_range POST /v1/agents/$A/exec '{"argv":["true"],"timeout_s":-1}'
+err_case "exec with an unknown field" 400 unknown_field POST /v1/agents/$A/exec '{"argv":["true"],"tty":true}'
+err_case "start with a bad body" 400 wrong_type POST /v1/agents/$A/start '{"timeout_s":"x"}'
 err_case "stop of an unknown agent" 404 not_found POST /v1/agents/ghost/stop
-err_case "unknown verb" 404 not_found POST /v1/agents/api-alpha/explode
-err_case "GET on a verb" 405 method_not_allowed GET /v1/agents/api-alpha/start
+err_case "unknown verb" 404 not_found POST /v1/agents/$A/explode
+err_case "GET on a verb" 405 method_not_allowed GET /v1/agents/$A/start
 
 out=$(curl -sS --unix-socket "$SOCK" -H 'Content-Type: text/plain' -d '{"name":"b"}' -w ' %{http_code}' http://fleet/v1/agents)
 is "${out##* }" 415 "a non-JSON content type is refused (415)"
@@ -100,14 +101,14 @@ check "fleetd still answers after garbage" -- curl -sSf --unix-socket "$SOCK" ht
 
 # Nothing of the above changed any state.
 out=$(api GET /v1/agents)
-is "$(printf '%s' "${out% *}" | jq -c '[.agents[].name]')" '["api-alpha"]' "refused calls created nothing"
+is "$(printf '%s' "${out% *}" | jq -c '[.agents[].name]')" "[\"$A\"]" "refused calls created nothing"
 is "$(printf '%s' "${out% *}" | jq -r '.agents[0].memory_mib')" 128 "and changed nothing"
 
 # Every state-changing call is audited, with uid and outcome, refused ones too.
 out=$(api GET '/v1/audit?limit=1000'); body=${out% *}
 is "$(printf '%s' "$body" | jq '[.entries[] | select(.action == "agent.create" and .outcome == "ok")] | length')" 1 "one successful create audited"
 is "$(printf '%s' "$body" | jq '[.entries[] | select(.outcome == "refused")] | length >= 30')" true "refused calls are audited"
-is "$(printf '%s' "$body" | jq -r '[.entries[] | select(.target == "api-alpha")][0].uid')" 0 "audit records uid 0 for root"
+is "$(printf '%s' "$body" | jq -r --arg t "$A" '[.entries[] | select(.target == $t)][0].uid')" 0 "audit records uid 0 for root"
 is "$(printf '%s' "$body" | jq -r '[.entries[] | select(.target == "../../etc/passwd")][0].detail')" \
 	"invalid agent name: name must start with a lower-case letter (a-z)" "audit records why a call was refused"
 
@@ -118,8 +119,8 @@ err=$(setpriv --reuid=nobody --regid=nogroup --clear-groups curl -sS --unix-sock
 ok $([ $? -ne 0 ] && echo 0 || echo 1) "uid nobody cannot connect to the 0660 socket"
 chmod 0666 "$SOCK"	# simulate a mistake in permissions: fleetd must still refuse
 out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups curl -sS --unix-socket "$SOCK" -X POST \
-	-H 'Content-Type: application/json' -d '{"name":"api-sneaky","backend":"user"}' -w ' %{http_code}' http://fleet/v1/agents)
+	-H 'Content-Type: application/json' -d "{\"name\":\"$SNEAKY\",\"backend\":\"user\"}" -w ' %{http_code}' http://fleet/v1/agents)
 is "${out##* }" 403 "even with a 0666 socket, fleetd refuses uid nobody (SO_PEERCRED)"
-out=$(api GET /v1/agents/api-sneaky); is "${out##* }" 404 "and nothing was created"
+out=$(api GET /v1/agents/$SNEAKY); is "${out##* }" 404 "and nothing was created"
 
 done_testing

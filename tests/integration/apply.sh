@@ -14,6 +14,7 @@
 # place is refused; a value fleetd refuses stops the apply there. The
 # secret compare and subscription PATCH endpoints, with curl.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+R=$(test_run_id) T=ap${R}-triage RV=ap${R}-review X=ap${R}-extra UP=AP${R^^}	# agent names of this run (two checkouts at once never collide) (UP: in export's FLEET_SECRET_ names)
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 command -v jq >/dev/null || skip_all "jq not installed"
@@ -28,10 +29,10 @@ mkdir -p "$D"
 printf 'token-from-a-file-0123456789\n' > "$D/review.token"
 export APPLY_TRIAGE_KEY="key-from-the-env-0123456789"
 export APPLY_HOOK_SECRET="route-secret-0123456789abcdef"
-cat > "$D/fleet.yaml" <<'EOF'
+cat > "$D/fleet.yaml" <<EOF
 version: 1
 agents:
-  ap-triage:
+  $T:
     backend: user
     command: echo triage
     health_interval_s: 0
@@ -49,7 +50,7 @@ agents:
         catch_up: skip
       - cron: "@daily"
         payload: "{\"digest\": true,\n \"note\": \"naïve 'quotes'\"}\n"
-  ap-review:
+  $RV:
     backend: user
     command: "echo review"
     health_interval_s: 0
@@ -62,8 +63,8 @@ hooks:
     source: github
     secret: {from_env: APPLY_HOOK_SECRET}
     subscribers:
-      - agent: ap-triage
-      - agent: ap-review
+      - agent: $T
+      - agent: $RV
         events: [pull_request.opened, push]
 EOF
 
@@ -143,12 +144,12 @@ is "$(audit_count)" "$n0" "and the audit log has no new record"
 
 # --- dry run: the plan, field by field; nothing changes ---
 out=$("$FLEETCTL" apply --dry-run "$D/fleet.yaml"); ok $? "apply --dry-run"
-like "$out" "^\+ agent ap-triage" "the plan creates ap-triage"
+like "$out" "^\+ agent $T" "the plan creates $T"
 like "$out" "    snapshot_keep: 3" "field by field"
-like "$out" "\+ secret ap-review/GH_TOKEN \(28 bytes\)" "a secret with its size (one newline trimmed)"
-like "$out" '\+ schedule ap-triage \{"cron":"30 9 \* \* 1-5","tz":"UTC","catch_up":"skip"\}' "a schedule"
+like "$out" "\+ secret $RV/GH_TOKEN \(28 bytes\)" "a secret with its size (one newline trimmed)"
+like "$out" "\\+ schedule $T \\{\"cron\":\"30 9 \\* \\* 1-5\",\"tz\":\"UTC\",\"catch_up\":\"skip\"\\}" "a schedule"
 like "$out" "\+ route ap-github \(source github" "the route"
-like "$out" "\+ subscriber ap-github/ap-review events: \[\"pull_request.opened\",\"push\"\]" "its subscribers"
+like "$out" "\+ subscriber ap-github/$RV events: \[\"pull_request.opened\",\"push\"\]" "its subscribers"
 like "$out" "changes planned; nothing changed \(--dry-run\)$" "and says nothing changed"
 is "$("$FLEETCTL" --json list | jq length)" 0 "dry run: no agent"
 is "$(audit_count)" "$n0" "dry run: no audit record"
@@ -156,63 +157,63 @@ is "$(audit_count)" "$n0" "dry run: no audit record"
 # --- apply ---
 out=$("$FLEETCTL" apply "$D/fleet.yaml"); ok $? "apply creates the fleet"
 like "$out" "^applied [0-9]+ changes$" "and counts the changes"
-t=$(agent_json ap-triage)
+t=$(agent_json $T)
 is "$(jq -r '[.backend, .command, .snapshots.policy, .snapshots.keep, .runs.timeout_s, .runs.max_queued, .health.interval_s] | join(" ")' <<<"$t")" \
-	"user echo triage before-run 3 600 10 0" "ap-triage has its settings"
+	"user echo triage before-run 3 600 10 0" "$T has its settings"
 is "$(jq -c .boot <<<"$t")" '{"autostart":true,"priority":7}' "and its autostart and boot priority"
-r=$(agent_json ap-review)
+r=$(agent_json $RV)
 is "$(jq -r '[.snapshots.policy, .snapshots.schedule, .memory.quota_mib] | join(" ")' <<<"$r")" \
-	"cron 0 * * * * 32" "ap-review has its snapshot policy and quota"
-is "$("$FLEETCTL" --json secret ls ap-triage | jq -r '.[] | .key + "=" + (.size|tostring)')" "API_KEY=27" "ap-triage's secret"
-is "$("$FLEETCTL" exec ap-review --no-stdin --secrets -- sh -c 'printf %s "$GH_TOKEN"')" \
-	"token-from-a-file-0123456789" "ap-review's secret, from the file, trimmed"
-is "$("$FLEETCTL" --json schedule ls ap-triage | jq -r '[.[] | .cron + "/" + (.tz // "host") + "/" + .catch_up] | sort | join(" ")')" \
-	"30 9 * * 1-5/UTC/skip @daily/host/once" "ap-triage's schedules"
+	"cron 0 * * * * 32" "$RV has its snapshot policy and quota"
+is "$("$FLEETCTL" --json secret ls $T | jq -r '.[] | .key + "=" + (.size|tostring)')" "API_KEY=27" "$T's secret"
+is "$("$FLEETCTL" exec $RV --no-stdin --secrets -- sh -c 'printf %s "$GH_TOKEN"')" \
+	"token-from-a-file-0123456789" "$RV's secret, from the file, trimmed"
+is "$("$FLEETCTL" --json schedule ls $T | jq -r '[.[] | .cron + "/" + (.tz // "host") + "/" + .catch_up] | sort | join(" ")')" \
+	"30 9 * * 1-5/UTC/skip @daily/host/once" "$T's schedules"
 is "$("$FLEETCTL" --json hook ls | jq -r '.[] | .route + " " + .source + " " + ([.subscribers[] | .agent + ":" + ((.events // ["*"]) | join(","))] | sort | join(" "))')" \
-	"ap-github github ap-review:pull_request.opened,push ap-triage:*" "the route and its subscriptions"
+	"ap-github github $RV:pull_request.opened,push $T:*" "the route and its subscriptions"
 
 # A schedule's payload is in the file (inline, a YAML string): fleetd has it byte for byte.
 PAYLOAD=$(printf '{"digest": true,\n "note": "na\xc3\xafve '"'"'quotes'"'"'"}\n'; echo x); PAYLOAD=${PAYLOAD%x}
-sid=$("$FLEETCTL" --json schedule ls ap-triage | jq -r '.[] | select(.cron == "@daily") | .id')
-out=$(api GET "/v1/agents/ap-triage/schedules/$sid")
+sid=$("$FLEETCTL" --json schedule ls $T | jq -r '.[] | select(.cron == "@daily") | .id')
+out=$(api GET "/v1/agents/$T/schedules/$sid")
 is "${out##* }" 200 "curl: GET one schedule answers 200"
 is "$(jq -j .payload <<<"${out% *}"; echo x)" "${PAYLOAD}x" "with the payload the file gave, byte for byte"
 is "$(jq -r .payload_bytes <<<"${out% *}")" "$(printf %s "$PAYLOAD" | wc -c)" "and its size"
-out=$(api GET /v1/agents/ap-triage/schedules/999999); is "${out##* }" 404 "curl: no such schedule: 404"
-out=$(api GET /v1/agents/ap-triage/schedules/x1); is "${out##* }" 400 "curl: a bad id: 400"
+out=$(api GET /v1/agents/$T/schedules/999999); is "${out##* }" 404 "curl: no such schedule: 404"
+out=$(api GET /v1/agents/$T/schedules/x1); is "${out##* }" 400 "curl: a bad id: 400"
 
 # --- a second apply changes nothing ---
-n1=$(audit_count); u1=$(agent_json ap-triage | jq -r .updated_at)
+n1=$(audit_count); u1=$(agent_json $T | jq -r .updated_at)
 out=$("$FLEETCTL" apply "$D/fleet.yaml"); ok $? "a second apply"
 is "$out" "no changes" "says no changes"
 is "$(audit_count)" "$n1" "no audit record"
-is "$(agent_json ap-triage | jq -r .updated_at)" "$u1" "updated_at as it was"
+is "$(agent_json $T | jq -r .updated_at)" "$u1" "updated_at as it was"
 
 # --- the compare endpoint, with curl: never a value back ---
-out=$(api POST /v1/agents/ap-triage/secrets/API_KEY/compare "$APPLY_TRIAGE_KEY")
+out=$(api POST /v1/agents/$T/secrets/API_KEY/compare "$APPLY_TRIAGE_KEY")
 is "${out##* }" 200 "compare: the same value answers 200"
-is "$(jq -c . <<<"${out% *}")" '{"agent":"ap-triage","key":"API_KEY","same":true}' "with same: true and no value"
-out=$(api POST /v1/agents/ap-triage/secrets/API_KEY/compare "other")
+is "$(jq -c . <<<"${out% *}")" "{\"agent\":\"$T\",\"key\":\"API_KEY\",\"same\":true}" "with same: true and no value"
+out=$(api POST /v1/agents/$T/secrets/API_KEY/compare "other")
 is "${out##* }" 200 "compare: another value answers 200"
 is "$(jq -r .same <<<"${out% *}")" false "and same: false"
-out=$(api POST /v1/agents/ap-triage/secrets/NOPE/compare "x"); is "${out##* }" 404 "compare: no such key: 404"
+out=$(api POST /v1/agents/$T/secrets/NOPE/compare "x"); is "${out##* }" 404 "compare: no such key: 404"
 
 # --- edit one field and a secret's value: only those change ---
 sed -i 's/run_timeout_s: 600/run_timeout_s: 900/' "$D/fleet.yaml"
 export APPLY_TRIAGE_KEY="a-new-key-from-the-env-0123456789"
 out=$("$FLEETCTL" apply --dry-run "$D/fleet.yaml")
-is "$out" "~ agent ap-triage: run_timeout_s: 600 -> 900
-~ secret ap-triage/API_KEY (33 bytes: the value differs)
+is "$out" "~ agent $T: run_timeout_s: 600 -> 900
+~ secret $T/API_KEY (33 bytes: the value differs)
 2 changes planned; nothing changed (--dry-run)" "the plan: that field and that secret"
-is "$(agent_json ap-triage | jq -r .runs.timeout_s)" 600 "dry run changed nothing"
-n2=$(audit_count); ur=$(agent_json ap-review | jq -r .updated_at)
+is "$(agent_json $T | jq -r .runs.timeout_s)" 600 "dry run changed nothing"
+n2=$(audit_count); ur=$(agent_json $RV | jq -r .updated_at)
 "$FLEETCTL" apply "$D/fleet.yaml" >/dev/null; ok $? "apply the edit"
-is "$(agent_json ap-triage | jq -r '[.runs.timeout_s, .runs.max_queued, .snapshots.keep] | join(" ")')" "900 10 3" \
+is "$(agent_json $T | jq -r '[.runs.timeout_s, .runs.max_queued, .snapshots.keep] | join(" ")')" "900 10 3" \
 	"the field changed, the others did not"
-is "$(agent_json ap-review | jq -r .updated_at)" "$ur" "the other agent was not touched"
+is "$(agent_json $RV | jq -r .updated_at)" "$ur" "the other agent was not touched"
 is "$("$FLEETCTL" --json audit --limit $(( $(audit_count) - n2 )) | jq -r '[.[] | .action] | sort | join(" ")')" \
 	"agent.update secret.set" "two audit records: the update and the secret"
-is "$("$FLEETCTL" exec ap-triage --no-stdin --secrets -- sh -c 'printf %s "$API_KEY"')" "$APPLY_TRIAGE_KEY" \
+is "$("$FLEETCTL" exec $T --no-stdin --secrets -- sh -c 'printf %s "$API_KEY"')" "$APPLY_TRIAGE_KEY" \
 	"the secret has its new value"
 
 # --- a value fleetd refuses stops the apply there; applying again after the fix finishes it ---
@@ -221,59 +222,59 @@ sed 's/run_timeout_s: 900/run_timeout_s: 901/; s/snapshot_schedule: "0 \* \* \* 
 out=$("$FLEETCTL" apply "$D/refused.yaml" 2>&1); is $? 1 "a cron spec fleetd refuses fails the apply"
 like "$out" "minute field: 61 is out of range" "with fleetd's words"
 like "$out" "apply stopped: 1 of 2 changes made" "saying how far it got"
-is "$(agent_json ap-triage | jq -r .runs.timeout_s)" 901 "the change before it was made"
-is "$(agent_json ap-review | jq -r .snapshots.schedule)" "0 * * * *" "the refused one was not"
+is "$(agent_json $T | jq -r .runs.timeout_s)" 901 "the change before it was made"
+is "$(agent_json $RV | jq -r .snapshots.schedule)" "0 * * * *" "the refused one was not"
 out=$("$FLEETCTL" apply "$D/fleet.yaml"); ok $? "apply the good file"
-is "$out" "~ agent ap-triage: run_timeout_s: 901 -> 900
+is "$out" "~ agent $T: run_timeout_s: 901 -> 900
 applied 1 change" "only what differs is planned again"
 
 # --- a setting taken out of the file goes back to its default, shown in the plan ---
 grep -v -e '^    max_queued: 10$' -e '^    boot_priority: 7$' "$D/fleet.yaml" > "$D/removed.yaml"
 out=$("$FLEETCTL" apply --dry-run "$D/removed.yaml")
-is "$out" "~ agent ap-triage: max_queued: 10 -> 100 (not in the file: the default)
-~ agent ap-triage: boot_priority: 7 -> 0 (not in the file: the default)
+is "$out" "~ agent $T: max_queued: 10 -> 100 (not in the file: the default)
+~ agent $T: boot_priority: 7 -> 0 (not in the file: the default)
 1 change planned; nothing changed (--dry-run)" "the plan resets the two removed settings"
 "$FLEETCTL" apply "$D/removed.yaml" >/dev/null; ok $? "apply the file without them"
-is "$(agent_json ap-triage | jq -r '[.runs.max_queued, .boot.priority, .runs.timeout_s] | join(" ")')" "100 0 900" \
+is "$(agent_json $T | jq -r '[.runs.max_queued, .boot.priority, .runs.timeout_s] | join(" ")')" "100 0 900" \
 	"they are back to their defaults, the rest as it was"
 is "$("$FLEETCTL" apply "$D/removed.yaml")" "no changes" "and that file applies as no changes now"
 out=$("$FLEETCTL" apply "$D/fleet.yaml"); ok $? "the full file again"
-is "$(agent_json ap-triage | jq -r '[.runs.max_queued, .boot.priority] | join(" ")')" "10 7" "sets them again"
+is "$(agent_json $T | jq -r '[.runs.max_queued, .boot.priority] | join(" ")')" "10 7" "sets them again"
 # A removed command cannot be: PATCH has no "unset" for it; a removed backend is the default (vm): re-create.
 grep -v -e '^    command: echo triage$' -e '^    backend: user$' "$D/fleet.yaml" > "$D/nocommand.yaml"
 out=$("$FLEETCTL" apply "$D/nocommand.yaml" 2>&1); is $? 1 "a removed command and backend are refused"
-like "$out" "agent 'ap-triage': command is \"echo triage\" and the file leaves it out: it cannot be unset" \
+like "$out" "agent '$T': command is \"echo triage\" and the file leaves it out: it cannot be unset" \
 	"the command: it cannot be unset"
-like "$out" "agent 'ap-triage': backend is \"user\", the file says \"vm\" \(not in the file: the default\): it cannot be changed" \
+like "$out" "agent '$T': backend is \"user\", the file says \"vm\" \(not in the file: the default\): it cannot be changed" \
 	"the backend: its default would need a new agent"
 
 # --- changes that cannot be made are refused whole ---
 sed 's/run_timeout_s: 900/run_timeout_s: 901/; s/^    backend: user$/    backend: vm/' "$D/fleet.yaml" > "$D/cannot.yaml"
 n3=$(audit_count)
 out=$("$FLEETCTL" apply "$D/cannot.yaml" 2>&1); is $? 1 "a backend change is refused"
-like "$out" "agent 'ap-triage': backend is \"user\", the file says \"vm\": it cannot be changed in place" "and says why"
+like "$out" "agent '$T': backend is \"user\", the file says \"vm\": it cannot be changed in place" "and says why"
 like "$out" "problems? in the plan: nothing changed" "nothing changed"
-is "$(agent_json ap-triage | jq -r .runs.timeout_s)" 900 "not even the field that could change"
+is "$(agent_json $T | jq -r .runs.timeout_s)" 900 "not even the field that could change"
 is "$(audit_count)" "$n3" "no audit record"
 
 # --- routes: a new subscriber is added; settings and events are refused whole ---
 cp "$D/fleet.yaml" "$D/hooks.yaml"
-cat >> "$D/hooks.yaml" <<'EOF'
+cat >> "$D/hooks.yaml" <<EOF
   ap-hmac:
     source: hmac
     secret: {from_env: APPLY_HOOK_SECRET}
     header: X-Hub-Sig
     subscribers:
-      - agent: ap-review
+      - agent: $RV
 EOF
 out=$("$FLEETCTL" apply "$D/hooks.yaml"); ok $? "apply a second route"
 like "$out" "\+ route ap-hmac \(source hmac, secret 29 bytes\)" "the plan names it"
 like "$out" '    header: "X-Hub-Sig"' "with its settings"
 is "$("$FLEETCTL" --json hook ls | jq -r '.[] | select(.route == "ap-hmac") | .header + " " + .subscribers[0].agent')" \
-	"X-Hub-Sig ap-review" "the route has its header and subscriber"
-echo "      - agent: ap-triage" >> "$D/hooks.yaml"	# ap-hmac's list is the file's end
+	"X-Hub-Sig $RV" "the route has its header and subscriber"
+echo "      - agent: $T" >> "$D/hooks.yaml"	# ap-hmac's list is the file's end
 out=$("$FLEETCTL" apply "$D/hooks.yaml"); ok $? "apply a second subscriber"
-like "$out" "^\+ subscriber ap-hmac/ap-triage events: \(unset\)" "only the subscriber is added"
+like "$out" "^\+ subscriber ap-hmac/$T events: \(unset\)" "only the subscriber is added"
 sed 's/header: X-Hub-Sig/header: X-Other/; s/events: \[pull_request.opened, push\]/events: [push]/' "$D/hooks.yaml" > "$D/hooks2.yaml"
 n4=$(audit_count)
 out=$("$FLEETCTL" apply "$D/hooks2.yaml" 2>&1); is $? 1 "a changed route setting is refused"
@@ -281,61 +282,61 @@ like "$out" "route 'ap-hmac': header is \"X-Hub-Sig\", the file says \"X-Other\"
 is "$(audit_count)" "$n4" "nothing changed, not even the subscription's events"
 sed -i 's/header: X-Other/header: X-Hub-Sig/' "$D/hooks2.yaml"
 out=$("$FLEETCTL" apply "$D/hooks2.yaml"); ok $? "a subscription's events change"
-is "$out" '~ subscriber ap-github/ap-review events: ["pull_request.opened","push"] -> ["push"]
-applied 1 change' "in place (PATCH), nothing else"
-is "$("$FLEETCTL" --json hook ls | jq -c '.[] | select(.route == "ap-github") | [.subscribers[] | select(.agent == "ap-review") | .events]')" \
+is "$out" "~ subscriber ap-github/$RV events: [\"pull_request.opened\",\"push\"] -> [\"push\"]
+applied 1 change" "in place (PATCH), nothing else"
+is "$("$FLEETCTL" --json hook ls | jq -c --arg rv "$RV" '.[] | select(.route == "ap-github") | [.subscribers[] | select(.agent == $rv) | .events]')" \
 	'[["push"]]' "the subscription takes only push now"
-is "$("$FLEETCTL" --json audit --limit 1 | jq -r '.[0] | .action + " " + .target')" "hook.update ap-review/ap-github" "audited"
-out=$(api PATCH /v1/hooks/ap-github/subscribers/ap-review '{"events": ""}'); is "${out##* }" 200 "curl: events \"\" takes every event"
+is "$("$FLEETCTL" --json audit --limit 1 | jq -r '.[0] | .action + " " + .target')" "hook.update $RV/ap-github" "audited"
+out=$(api PATCH /v1/hooks/ap-github/subscribers/$RV '{"events": ""}'); is "${out##* }" 200 "curl: events \"\" takes every event"
 is "$(jq -c .events <<<"${out% *}")" null "and says so"
-out=$(api PATCH /v1/hooks/ap-github/subscribers/ap-extra '{"events": "push"}'); is "${out##* }" 404 "curl: not subscribed: 404"
-out=$(api PATCH /v1/hooks/ap-github/subscribers/ap-review '{"events": "bad event!"}'); is "${out##* }" 400 "curl: a bad list: 400"
-out=$(api PATCH /v1/hooks/ap-github/subscribers/ap-review '{"filter": "push"}'); is "${out##* }" 400 "curl: an unknown field: 400"
+out=$(api PATCH /v1/hooks/ap-github/subscribers/$X '{"events": "push"}'); is "${out##* }" 404 "curl: not subscribed: 404"
+out=$(api PATCH /v1/hooks/ap-github/subscribers/$RV '{"events": "bad event!"}'); is "${out##* }" 400 "curl: a bad list: 400"
+out=$(api PATCH /v1/hooks/ap-github/subscribers/$RV '{"filter": "push"}'); is "${out##* }" 400 "curl: an unknown field: 400"
 out=$("$FLEETCTL" apply --prune "$D/fleet.yaml"); ok $? "apply --prune the file without ap-hmac"
-like "$out" "- subscriber ap-hmac/ap-review" "removes its subscribers"
+like "$out" "- subscriber ap-hmac/$RV" "removes its subscribers"
 is "$("$FLEETCTL" --json hook ls | jq -r '[.[].route] | join(" ")')" "ap-github" "and the route went with the last one"
 
 # --- prune: only with the flag ---
-"$FLEETCTL" create ap-extra --backend user >/dev/null; ok $? "an agent the file does not name"
-printf 'extra-secret-0123456789' | "$FLEETCTL" secret set ap-triage EXTRA >/dev/null
-"$FLEETCTL" schedule add ap-triage '@hourly' >/dev/null
+"$FLEETCTL" create $X --backend user >/dev/null; ok $? "an agent the file does not name"
+printf 'extra-secret-0123456789' | "$FLEETCTL" secret set $T EXTRA >/dev/null
+"$FLEETCTL" schedule add $T '@hourly' >/dev/null
 out=$("$FLEETCTL" apply "$D/fleet.yaml"); is "$out" "no changes" "without --prune, extra things stay: no changes"
 # fleetctl's table of defaults is fleetd's: an agent made with none given, named with none, is as the file says.
-sed 's/^agents:$/agents:\n  ap-extra:\n    backend: user/' "$D/fleet.yaml" > "$D/extra.yaml"
+sed "s/^agents:\$/agents:\\n  $X:\\n    backend: user/" "$D/fleet.yaml" > "$D/extra.yaml"
 is "$("$FLEETCTL" apply --dry-run "$D/extra.yaml")" "no changes" "an agent created with every default: no changes"
-is "$("$FLEETCTL" --json list | jq -r '[.[].name] | sort | join(" ")')" "ap-extra ap-review ap-triage" "ap-extra is there"
+is "$("$FLEETCTL" --json list | jq -r '[.[].name] | sort | join(" ")')" "$X $RV $T" "$X is there"
 out=$("$FLEETCTL" apply --prune --dry-run "$D/fleet.yaml"); ok $? "apply --prune --dry-run"
-like "$out" "- agent ap-extra" "the plan removes ap-extra"
-like "$out" "- secret ap-triage/EXTRA" "and the extra secret"
-like "$out" "- schedule ap-triage #[0-9]+ .*@hourly" "and the extra schedule"
+like "$out" "- agent $X" "the plan removes $X"
+like "$out" "- secret $T/EXTRA" "and the extra secret"
+like "$out" "- schedule $T #[0-9]+ .*@hourly" "and the extra schedule"
 is "$("$FLEETCTL" --json list | jq length)" 3 "dry run: still there"
 "$FLEETCTL" apply --prune "$D/fleet.yaml" >/dev/null; ok $? "apply --prune"
-is "$("$FLEETCTL" --json list | jq -r '[.[].name] | sort | join(" ")')" "ap-review ap-triage" "ap-extra is gone"
-is "$("$FLEETCTL" --json secret ls ap-triage | jq -r '[.[].key] | join(" ")')" "API_KEY" "the extra secret is gone"
-is "$("$FLEETCTL" --json schedule ls ap-triage | jq length)" 2 "the extra schedule is gone"
+is "$("$FLEETCTL" --json list | jq -r '[.[].name] | sort | join(" ")')" "$RV $T" "$X is gone"
+is "$("$FLEETCTL" --json secret ls $T | jq -r '[.[].key] | join(" ")')" "API_KEY" "the extra secret is gone"
+is "$("$FLEETCTL" --json schedule ls $T | jq length)" 2 "the extra schedule is gone"
 out=$("$FLEETCTL" apply --prune "$D/fleet.yaml"); is "$out" "no changes" "a second --prune: no changes"
 
 # --- export -> wipe -> apply round-trips ---
 "$FLEETCTL" export > "$D/export1.yaml"; ok $? "export"
-like "$(cat "$D/export1.yaml")" "API_KEY: \{from_env: FLEET_SECRET_AP_TRIAGE_API_KEY\}" "secrets as references"
+like "$(cat "$D/export1.yaml")" "API_KEY: \{from_env: FLEET_SECRET_${UP}_TRIAGE_API_KEY\}" "secrets as references"
 like "$(cat "$D/export1.yaml")" "secret: \{from_env: FLEET_HOOK_SECRET_AP_GITHUB\}" "the route's secret too"
 out=$("$FLEETCTL" apply "$D/export1.yaml" 2>&1); is $? 1 "the export with unset placeholders is refused"
-like "$out" "FLEET_HOOK_SECRET_AP_GITHUB' is not set|FLEET_SECRET_AP_[A-Z_]+' is not set" "naming the variable"
-export FLEET_SECRET_AP_TRIAGE_API_KEY="$APPLY_TRIAGE_KEY" FLEET_SECRET_AP_REVIEW_GH_TOKEN="token-from-a-file-0123456789"
+like "$out" "FLEET_HOOK_SECRET_AP_GITHUB' is not set|FLEET_SECRET_${UP}_[A-Z_]+' is not set" "naming the variable"
+export "FLEET_SECRET_${UP}_TRIAGE_API_KEY=$APPLY_TRIAGE_KEY" "FLEET_SECRET_${UP}_REVIEW_GH_TOKEN=token-from-a-file-0123456789"
 export FLEET_HOOK_SECRET_AP_GITHUB="$APPLY_HOOK_SECRET"
 is "$("$FLEETCTL" apply "$D/export1.yaml")" "no changes" "apply of the export on the same fleet: no changes"
-for a in ap-triage ap-review; do "$FLEETCTL" rm --force "$a" >/dev/null; done
+for a in $T $RV; do "$FLEETCTL" rm --force "$a" >/dev/null; done
 is "$("$FLEETCTL" --json list | jq length)" 0 "wiped: no agents"
 is "$("$FLEETCTL" --json hook ls | jq length)" 0 "and no routes"
 "$FLEETCTL" apply "$D/export1.yaml" >/dev/null; ok $? "apply the export on the empty fleet"
 "$FLEETCTL" export > "$D/export2.yaml"; ok $? "export again"
 diff -u "$D/export1.yaml" "$D/export2.yaml" >"$TEST_TMP/export.diff"; ok $? "the two exports are the same"
 [ -s "$TEST_TMP/export.diff" ] && sed 's/^/# /' "$TEST_TMP/export.diff"
-is "$("$FLEETCTL" exec ap-triage --no-stdin --secrets -- sh -c 'printf %s "$API_KEY"')" "$APPLY_TRIAGE_KEY" \
+is "$("$FLEETCTL" exec $T --no-stdin --secrets -- sh -c 'printf %s "$API_KEY"')" "$APPLY_TRIAGE_KEY" \
 	"the secret came back from its reference"
 like "$(cat "$D/export1.yaml")" "payload: " "the export holds the schedule's payload"
-sid=$("$FLEETCTL" --json schedule ls ap-triage | jq -r '.[] | select(.cron == "@daily") | .id')
-is "$(api GET "/v1/agents/ap-triage/schedules/$sid" | sed '$ s/ [0-9]*$//' | jq -j .payload; echo x)" "${PAYLOAD}x" \
+sid=$("$FLEETCTL" --json schedule ls $T | jq -r '.[] | select(.cron == "@daily") | .id')
+is "$(api GET "/v1/agents/$T/schedules/$sid" | sed '$ s/ [0-9]*$//' | jq -j .payload; echo x)" "${PAYLOAD}x" \
 	"the payload came back byte for byte"
 is "$("$FLEETCTL" apply "$D/fleet.yaml")" "no changes" "and the original file sees the same fleet"
 

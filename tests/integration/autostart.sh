@@ -7,6 +7,7 @@
 # recorded in its state dir made to differ from the kernel's, as a reboot
 # makes it.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+U=ast$(test_run_id)	# agent names of this run (two checkouts at once never collide)
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 command -v jq >/dev/null || skip_all "needs jq"
@@ -28,39 +29,39 @@ ok $? "its first start in this boot autostarts nothing (no agents yet)"
 is "$(cat "$STATE/boot-id")" "$BOOT_ID" "and records the host's boot id in the state dir"
 state() { "$FLEETCTL" --json show "$1" | jq -r .state; }
 
-"$FLEETCTL" create ast-a --backend user --autostart on --boot-priority 10 >/dev/null; ok $? "create ast-a (autostart, priority 10)"
-"$FLEETCTL" create ast-b --backend user --autostart on >/dev/null; ok $? "create ast-b (autostart, priority 0)"
-"$FLEETCTL" create ast-c --backend user >/dev/null; ok $? "create ast-c (no autostart)"
-"$FLEETCTL" create ast-d --backend user --autostart on --boot-priority 5 >/dev/null; ok $? "create ast-d (autostart, priority 5)"
-is "$("$FLEETCTL" --json show ast-a | jq -c .boot)" '{"autostart":true,"priority":10}' "show --json has its boot settings"
-like "$("$FLEETCTL" show ast-d)" "boot: +autostart on, priority 5" "and show prints them"
-like "$("$FLEETCTL" show ast-c)" "boot: +autostart off, priority 0" "off by default"
-"$FLEETCTL" set ast-c --autostart on --boot-priority -3 >/dev/null; ok $? "set changes them"
-is "$("$FLEETCTL" --json show ast-c | jq -c .boot)" '{"autostart":true,"priority":-3}' "(autostart on, priority -3)"
-"$FLEETCTL" set ast-c --autostart off >/dev/null
-is "$("$FLEETCTL" --json show ast-c | jq -c .boot)" '{"autostart":false,"priority":-3}' "and back off, the priority kept"
-out=$("$FLEETCTL" set ast-c --autostart maybe 2>&1); is $? 2 "--autostart maybe is a usage error (exit 2)"
+"$FLEETCTL" create $U-a --backend user --autostart on --boot-priority 10 >/dev/null; ok $? "create $U-a (autostart, priority 10)"
+"$FLEETCTL" create $U-b --backend user --autostart on >/dev/null; ok $? "create $U-b (autostart, priority 0)"
+"$FLEETCTL" create $U-c --backend user >/dev/null; ok $? "create $U-c (no autostart)"
+"$FLEETCTL" create $U-d --backend user --autostart on --boot-priority 5 >/dev/null; ok $? "create $U-d (autostart, priority 5)"
+is "$("$FLEETCTL" --json show $U-a | jq -c .boot)" '{"autostart":true,"priority":10}' "show --json has its boot settings"
+like "$("$FLEETCTL" show $U-d)" "boot: +autostart on, priority 5" "and show prints them"
+like "$("$FLEETCTL" show $U-c)" "boot: +autostart off, priority 0" "off by default"
+"$FLEETCTL" set $U-c --autostart on --boot-priority -3 >/dev/null; ok $? "set changes them"
+is "$("$FLEETCTL" --json show $U-c | jq -c .boot)" '{"autostart":true,"priority":-3}' "(autostart on, priority -3)"
+"$FLEETCTL" set $U-c --autostart off >/dev/null
+is "$("$FLEETCTL" --json show $U-c | jq -c .boot)" '{"autostart":false,"priority":-3}' "and back off, the priority kept"
+out=$("$FLEETCTL" set $U-c --autostart maybe 2>&1); is $? 2 "--autostart maybe is a usage error (exit 2)"
 like "$out" "--autostart takes on or off" "and says what it takes"
-out=$("$FLEETCTL" create ast-x --backend user --boot-priority 5000 2>&1); is $? 2 "--boot-priority 5000 is refused"
+out=$("$FLEETCTL" create $U-x --backend user --boot-priority 5000 2>&1); is $? 2 "--boot-priority 5000 is refused"
 like "$out" "--boot-priority needs a number from -1000 to 1000" "with the range"
-out=$(api PATCH /v1/agents/ast-c '{"boot_priority": 1001}'); is "${out##* }" 400 "the API refuses priority 1001 too (400)"
+out=$(api PATCH /v1/agents/$U-c '{"boot_priority": 1001}'); is "${out##* }" 400 "the API refuses priority 1001 too (400)"
 like "$out" "boot_priority" "naming the field"
-out=$(api PATCH /v1/agents/ast-c '{"autostart": "yes"}'); is "${out##* }" 400 "and an autostart that is not true or false"
+out=$(api PATCH /v1/agents/$U-c '{"autostart": "yes"}'); is "${out##* }" 400 "and an autostart that is not true or false"
 
-for a in ast-a ast-b ast-c ast-d; do "$FLEETCTL" start $a >/dev/null || diag "start $a failed"; done
-for a in ast-a ast-b ast-c ast-d; do is "$(state $a)" running "$a runs"; done
+for a in $U-a $U-b $U-c $U-d; do "$FLEETCTL" start $a >/dev/null || diag "start $a failed"; done
+for a in $U-a $U-b $U-c $U-d; do is "$(state $a)" running "$a runs"; done
 
 # A restart of fleetd within one boot (an upgrade, a crash): nothing is started.
-"$FLEETCTL" stop ast-b >/dev/null; ok $? "the operator stops ast-b"
+"$FLEETCTL" stop $U-b >/dev/null; ok $? "the operator stops $U-b"
 stop_fleetd TERM; ok $? "fleetd stops"
 user_fleetd_start --boot-concurrency 1; ok $? "fleetd starts again in the same boot"
-is "$(state ast-b)" stopped "ast-b stays stopped"
+is "$(state $U-b)" stopped "$U-b stays stopped"
 is "$(grep -c 'autostart: the host booted' "$LOG")" 1 "and no autostart began (still the first start's one)"
 
 # The reboot: every process gone, the recorded boot id another than the kernel's.
 keepers=
-for a in ast-a ast-c ast-d; do keepers="$keepers $(keeper_of $a)"; done
-is "$(echo $keepers | wc -w)" 3 "three sandboxes run (ast-a, ast-c, ast-d)"
+for a in $U-a $U-c $U-d; do keepers="$keepers $(keeper_of $a)"; done
+is "$(echo $keepers | wc -w)" 3 "three sandboxes run ($U-a, $U-c, $U-d)"
 stop_fleetd KILL; ok $? "kill -9 fleetd"
 kill -9 $keepers; ok $? "kill -9 every agent's sandbox"
 echo 00000000-0000-0000-0000-000000000000 > "$STATE/boot-id"
@@ -70,19 +71,19 @@ wait_log "autostart: done after the host booted"; ok $? "its autostart finishes"
 like "$(cat "$LOG")" "autostart: done after the host booted: 3 started, 0 failed" "three agents started, none failed"
 like "$(cat "$LOG")" "the host booted since fleetd last ran; 3 agent\(s\) to start, at most 1 at a time" \
 	"it says what it will do"
-for a in ast-a ast-b ast-d; do is "$(state $a)" running "$a (autostart) runs again"; done
-is "$(state ast-c)" stopped "ast-c (autostart off) does not"
+for a in $U-a $U-b $U-d; do is "$(state $a)" running "$a (autostart) runs again"; done
+is "$(state $U-c)" stopped "$U-c (autostart off) does not"
 line() { grep -n "$1" "$LOG" | head -1 | cut -d: -f1; }
-order="$(line "starting agent 'ast-a'") $(line "agent 'ast-a' started") $(line "starting agent 'ast-d'") $(line "agent 'ast-d' started") $(line "starting agent 'ast-b'")"
+order="$(line "starting agent '$U-a'") $(line "agent '$U-a' started") $(line "starting agent '$U-d'") $(line "agent '$U-d' started") $(line "starting agent '$U-b'")"
 is "$(tr ' ' '\n' <<<"$order" | sort -n | tr '\n' ' ')" "$order " \
-	"priority order (ast-a 10, ast-d 5, ast-b 0), one at a time: each begins after the one before started"
+	"priority order ($U-a 10, $U-d 5, $U-b 0), one at a time: each begins after the one before started"
 is "$(cat "$STATE/boot-id")" "$BOOT_ID" "the boot id is recorded again"
-ok "$([ -n "$(keeper_of ast-a)" ] && echo 0 || echo 1)" "ast-a has a sandbox again"
-is "$("$FLEETCTL" exec ast-a --no-stdin -- echo hi)" hi "and exec works in it"
+ok "$([ -n "$(keeper_of $U-a)" ] && echo 0 || echo 1)" "$U-a has a sandbox again"
+is "$("$FLEETCTL" exec $U-a --no-stdin -- echo hi)" hi "and exec works in it"
 
 stop_fleetd TERM; ok $? "fleetd stops"
 user_fleetd_start; ok $? "and starts again in this boot"
 is "$(grep -c 'autostart: starting' "$LOG")" 3 "no agent started a second time"
 
-for a in ast-a ast-b ast-c ast-d; do "$FLEETCTL" rm --force $a >/dev/null; done
+for a in $U-a $U-b $U-c $U-d; do "$FLEETCTL" rm --force $a >/dev/null; done
 done_testing

@@ -11,6 +11,7 @@
 # agent planted towards a root-only host file comes back as a symlink,
 # and the backup holds none of that file's content.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+U=bkp$(test_run_id)	# agent names of this run (two checkouts at once never collide)
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 for t in jq curl openssl tar sha256sum; do command -v $t >/dev/null || skip_all "$t not installed"; done
@@ -49,24 +50,24 @@ LISTEN=(--hooks-listen 127.0.0.1:0 --hooks-user "$HUSER")
 
 user_fleetd_start "${LISTEN[@]}"; ok $? "fleetd starts"
 wait_up; ok $? "its webhook listener is up"
-"$FLEETCTL" create bkp-a --backend user --autostart on --command 'echo "TOKEN=${TOKEN:-unset}"' >/dev/null
-ok $? "create agent bkp-a (autostart on)"
-"$FLEETCTL" create bkp-b --backend user --command 'cat' >/dev/null; ok $? "create agent bkp-b"
-"$FLEETCTL" start bkp-a >/dev/null && "$FLEETCTL" start bkp-b >/dev/null; ok $? "start both"
-printf 'alpha value' | "$FLEETCTL" memory bkp-a put note; ok $? "memory put bkp-a note"
-printf 'beta value' | "$FLEETCTL" memory bkp-b put plan; ok $? "memory put bkp-b plan"
+"$FLEETCTL" create $U-a --backend user --autostart on --command 'echo "TOKEN=${TOKEN:-unset}"' >/dev/null
+ok $? "create agent $U-a (autostart on)"
+"$FLEETCTL" create $U-b --backend user --command 'cat' >/dev/null; ok $? "create agent $U-b"
+"$FLEETCTL" start $U-a >/dev/null && "$FLEETCTL" start $U-b >/dev/null; ok $? "start both"
+printf 'alpha value' | "$FLEETCTL" memory $U-a put note; ok $? "memory put $U-a note"
+printf 'beta value' | "$FLEETCTL" memory $U-b put plan; ok $? "memory put $U-b plan"
 TOKEN="tok-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-printf '%s' "$TOKEN" | "$FLEETCTL" secret set bkp-a TOKEN >/dev/null; ok $? "secret set bkp-a TOKEN"
-printf '%s\n' "$HOOKSECRET" | "$FLEETCTL" hook add bkp-b --source github --route bkp-gh >/dev/null
-ok $? "hook add bkp-b (github route bkp-gh)"
-"$FLEETCTL" schedule add bkp-a '17 3 * * *' >/dev/null; ok $? "schedule add bkp-a"
-"$FLEETCTL" exec bkp-a -- sh -c "echo home-data > ~/work.txt && mkdir -p ~/d && echo deep > ~/d/f && ln -s '$HOSTFILE' ~/host-link && echo x > ~/locked && chmod 000 ~/locked"
-ok $? "bkp-a writes files in its home and plants a symlink to a root-only host file"
-"$FLEETCTL" stop bkp-b >/dev/null; ok $? "bkp-b is stopped when the backup is made"
-"$FLEETCTL" snapshot bkp-a s1 >/dev/null; ok $? "snapshot bkp-a s1"
-"$FLEETCTL" exec bkp-a -- sh -c 'echo after > ~/later.txt'; ok $? "bkp-a writes a file after the snapshot"
-OLD_UID=$(id -u fleet-bkp-a)
-OLD_MODE=$(stat -c %a "$STATE/users/bkp-a/work.txt")
+printf '%s' "$TOKEN" | "$FLEETCTL" secret set $U-a TOKEN >/dev/null; ok $? "secret set $U-a TOKEN"
+printf '%s\n' "$HOOKSECRET" | "$FLEETCTL" hook add $U-b --source github --route bkp-gh >/dev/null
+ok $? "hook add $U-b (github route bkp-gh)"
+"$FLEETCTL" schedule add $U-a '17 3 * * *' >/dev/null; ok $? "schedule add $U-a"
+"$FLEETCTL" exec $U-a -- sh -c "echo home-data > ~/work.txt && mkdir -p ~/d && echo deep > ~/d/f && ln -s '$HOSTFILE' ~/host-link && echo x > ~/locked && chmod 000 ~/locked"
+ok $? "$U-a writes files in its home and plants a symlink to a root-only host file"
+"$FLEETCTL" stop $U-b >/dev/null; ok $? "$U-b is stopped when the backup is made"
+"$FLEETCTL" snapshot $U-a s1 >/dev/null; ok $? "snapshot $U-a s1"
+"$FLEETCTL" exec $U-a -- sh -c 'echo after > ~/later.txt'; ok $? "$U-a writes a file after the snapshot"
+OLD_UID=$(id -u fleet-$U-a)
+OLD_MODE=$(stat -c %a "$STATE/users/$U-a/work.txt")
 
 # --- backup: refusals first ---
 B=$TEST_TMP/backup
@@ -91,10 +92,10 @@ is "$(stat -c '%a %u' "$B")" "700 0" "DIR is 0700 root"
 is "$(stat -c '%a %u' "$B"/* | sort -u)" "600 0" "every file in it is 0600 root"
 M=$B/manifest.json
 is "$(jq -r '.format, .schema_version > 0, (.files | map(.name) | sort | join(","))' "$M" | paste -sd' ')" \
-	"1 true fleet.db,home-bkp-a.tar,home-bkp-b.tar,secret.key.enc,snap-bkp-a@s1.tar" \
+	"1 true fleet.db,home-$U-a.tar,home-$U-b.tar,secret.key.enc,snap-$U-a@s1.tar" \
 	"the manifest: format 1, a schema version, every file"
 is "$(jq -r '.agents | map(.name + ":" + .backend + ":" + (.copied | sort | join("+"))) | join(" ")' "$M")" \
-	"bkp-a:user:home+memory+snapshots bkp-b:user:home+memory" "and each agent with what was copied"
+	"$U-a:user:home+memory+snapshots $U-b:user:home+memory" "and each agent with what was copied"
 bad=0
 for n in $(jq -r '.files[].name' "$M"); do
 	[ "$(sha256sum < "$B/$n" | cut -d' ' -f1)" = "$(jq -r --arg n "$n" '.files[] | select(.name == $n) | .sha256' "$M")" ] || bad=1
@@ -103,22 +104,22 @@ done
 ok $bad "each file's size and SHA-256 are the manifest's"
 grep -qaF "$TOKEN" "$B"/*; is $? 1 "the secret's value is in no file of the backup (sealed)"
 grep -qaF "$HOSTSECRET" "$B"/*; is $? 1 "the root-only file the symlink points at is not in the backup"
-is "$(tar -tf "$B/snap-bkp-a@s1.tar" | grep -c later.txt)" 0 "the snapshot's archive is the home as it was then"
-is "$(tar -xOf "$B/snap-bkp-a@s1.tar" ./work.txt)" "home-data" "with its files"
-like "$(tar -tvf "$B/home-bkp-a.tar" ./host-link)" "^l.* \./host-link -> $HOSTFILE" "the symlink is in it as a symlink"
-is "$(tar -xOf "$B/home-bkp-a.tar" ./memory/note)" "alpha value" "bkp-a's memory store is in its home's archive"
-is "$(tar -tf "$B/home-bkp-a.tar" | grep -c locked)" 0 "a file the agent made unreadable to itself is left out, the backup done"
+is "$(tar -tf "$B/snap-$U-a@s1.tar" | grep -c later.txt)" 0 "the snapshot's archive is the home as it was then"
+is "$(tar -xOf "$B/snap-$U-a@s1.tar" ./work.txt)" "home-data" "with its files"
+like "$(tar -tvf "$B/home-$U-a.tar" ./host-link)" "^l.* \./host-link -> $HOSTFILE" "the symlink is in it as a symlink"
+is "$(tar -xOf "$B/home-$U-a.tar" ./memory/note)" "alpha value" "$U-a's memory store is in its home's archive"
+is "$(tar -tf "$B/home-$U-a.tar" | grep -c locked)" 0 "a file the agent made unreadable to itself is left out, the backup done"
 is "$(jq -r --arg b "$B" '.[] | select(.action == "backup.create" and .target == $b) | .outcome' <<<"$("$FLEETCTL" --json audit)")" \
 	"ok" "the audit log has the backup (and the refusals)"
 grep -qF "correct horse" "$STATE/fleetd.log"; is $? 1 "the passphrase is not in fleetd's log"
 
 # --- wipe: stop everything, remove the users, empty the state dir ---
-"$FLEETCTL" stop bkp-a >/dev/null; "$FLEETCTL" stop bkp-b >/dev/null
+"$FLEETCTL" stop $U-a >/dev/null; "$FLEETCTL" stop $U-b >/dev/null
 stop_fleetd; ok $? "fleetd stops"
 _remove_agents
 _umount_under "$STATE"
 rm -rf "${STATE:?}"/*
-getent passwd fleet-bkp-a fleet-bkp-b >/dev/null; is $? 2 "the agents' Unix users are gone"
+getent passwd fleet-$U-a fleet-$U-b >/dev/null; is $? 2 "the agents' Unix users are gone"
 is "$(ls -A "$STATE")" "" "the state dir is empty"
 
 restore() {	# restore DIR PASSPHRASE [ARGS...]: fleetd --restore-from, detached, with other uids
@@ -131,9 +132,9 @@ out=$(restore "$B" "wrong horse"); is $? 1 "a wrong passphrase is refused"
 like "$(cat "$TEST_TMP/restore.err")" "wrong passphrase" "saying so"
 is "$(ls -A "$STATE")" "" "and the state dir is untouched"
 cp -a "$B" "$TEST_TMP/tampered"
-printf 'X' | dd of="$TEST_TMP/tampered/home-bkp-b.tar" bs=1 seek=700 conv=notrunc 2>/dev/null
+printf 'X' | dd of="$TEST_TMP/tampered/home-$U-b.tar" bs=1 seek=700 conv=notrunc 2>/dev/null
 restore "$TEST_TMP/tampered" "correct horse"; is $? 1 "a backup with a changed file is refused"
-like "$(cat "$TEST_TMP/restore.err")" "home-bkp-b.tar of the backup does not match its manifest" "naming the file"
+like "$(cat "$TEST_TMP/restore.err")" "home-$U-b.tar of the backup does not match its manifest" "naming the file"
 is "$(ls -A "$STATE")" "" "and the state dir is untouched"
 cp -a "$B" "$TEST_TMP/partial"; rm "$TEST_TMP/partial/manifest.json"
 restore "$TEST_TMP/partial" "correct horse"; is $? 1 "a backup without its manifest is refused"
@@ -142,39 +143,39 @@ like "$(cat "$TEST_TMP/restore.err")" "incomplete" "as incomplete"
 # --- restore ---
 restore "$B" "correct horse" "${LISTEN[@]}"; ok $? "fleetd --restore-from DIR restores and starts"
 FLEETD_PID=$(head -1 "$STATE/fleetd.lock"); _pids+=("$FLEETD_PID"); _sockets+=("$SOCK")
-like "$(cat "$STATE/fleetd.log")" "restore: agent 'bkp-a' \(user\) restored with its home" "its log says what it restored"
+like "$(cat "$STATE/fleetd.log")" "restore: agent '$U-a' \(user\) restored with its home" "its log says what it restored"
 is "$(stat -c '%a %s' "$STATE/secret.key")" "400 32" "the host key is back, 0400"
-is "$("$FLEETCTL" --json list | jq -r 'map(.name) | join(" ")')" "bkp-a bkp-b" "both agents are listed"
-NEW_UID=$(id -u fleet-bkp-a); ok $? "bkp-a has its Unix user again"
+is "$("$FLEETCTL" --json list | jq -r 'map(.name) | join(" ")')" "$U-a $U-b" "both agents are listed"
+NEW_UID=$(id -u fleet-$U-a); ok $? "$U-a has its Unix user again"
 ok "$([ "$NEW_UID" != "$OLD_UID" ] && echo 0 || echo 1)" "with another uid ($OLD_UID -> $NEW_UID)"
-H=$STATE/users/bkp-a
+H=$STATE/users/$U-a
 is "$(stat -c '%u %a' "$H/work.txt") $(cat "$H/work.txt")" "$NEW_UID $OLD_MODE home-data" "its files are back with their modes, the new uid's"
 is "$(cat "$H/d/f")" "deep" "directories too"
 is "$(stat -c %u "$H/memory/note")" "$NEW_UID" "its memory store's files are the new uid's"
 ok "$([ -L "$H/host-link" ] && [ "$(readlink "$H/host-link")" = "$HOSTFILE" ] && echo 0 || echo 1)" \
 	"the planted symlink came back as a symlink"
 # autostart: a fresh state dir has no boot id, so fleetd starts agents with autostart on.
-for ((i = 0; i < 300; i++)); do [ "$("$FLEETCTL" --json show bkp-a | jq -r .state)" = running ] && break; sleep 0.2; done
-is "$("$FLEETCTL" --json show bkp-a | jq -r .state)" running "bkp-a (autostart on) is started"
-is "$("$FLEETCTL" --json show bkp-b | jq -r .state)" stopped "bkp-b (autostart off) stays stopped"
-"$FLEETCTL" start bkp-b >/dev/null; ok $? "start bkp-b"
-is "$("$FLEETCTL" memory bkp-a get note)" "alpha value" "memory get on bkp-a returns its value"
-is "$("$FLEETCTL" memory bkp-b get plan)" "beta value" "memory get on bkp-b too"
-out=$("$FLEETCTL" trigger bkp-a --wait 2>/dev/null); ok $? "a run of bkp-a"
+for ((i = 0; i < 300; i++)); do [ "$("$FLEETCTL" --json show $U-a | jq -r .state)" = running ] && break; sleep 0.2; done
+is "$("$FLEETCTL" --json show $U-a | jq -r .state)" running "$U-a (autostart on) is started"
+is "$("$FLEETCTL" --json show $U-b | jq -r .state)" stopped "$U-b (autostart off) stays stopped"
+"$FLEETCTL" start $U-b >/dev/null; ok $? "start $U-b"
+is "$("$FLEETCTL" memory $U-a get note)" "alpha value" "memory get on $U-a returns its value"
+is "$("$FLEETCTL" memory $U-b get plan)" "beta value" "memory get on $U-b too"
+out=$("$FLEETCTL" trigger $U-a --wait 2>/dev/null); ok $? "a run of $U-a"
 is "$out" "TOKEN=[secret TOKEN]" "sees its secret (the run log shows it redacted)"
-is "$("$FLEETCTL" --json schedule ls bkp-a | jq -r '.[].cron')" "17 3 * * *" "the schedule is there"
+is "$("$FLEETCTL" --json schedule ls $U-a | jq -r '.[].cron')" "17 3 * * *" "the schedule is there"
 wait_up; ok $? "the webhook listener is up"
 out=$(deliver bkp-after-restore-1); is "${out##* }" 202 "the route accepts a delivery signed with the old secret"
 id=$("$FLEETCTL" --json events --route bkp-gh | jq -r '.[0].runs[0]')
-is "$(run_wait bkp-b "$id")" succeeded "its run of bkp-b succeeds"
-is "$("$FLEETCTL" logs bkp-b "$id" | jq -r .body)" '{"ref":"refs/heads/main"}' "with the delivery on its stdin"
+is "$(run_wait $U-b "$id")" succeeded "its run of $U-b succeeds"
+is "$("$FLEETCTL" logs $U-b "$id" | jq -r .body)" '{"ref":"refs/heads/main"}' "with the delivery on its stdin"
 
 # The snapshot came back too, with the new uid's files.
-is "$("$FLEETCTL" --json snapshots bkp-a | jq -r 'map(.name) | join(" ")')" "s1" "bkp-a's snapshot s1 is listed"
-"$FLEETCTL" stop bkp-a >/dev/null && "$FLEETCTL" restore bkp-a s1 >/dev/null; ok $? "restore bkp-a s1"
+is "$("$FLEETCTL" --json snapshots $U-a | jq -r 'map(.name) | join(" ")')" "s1" "$U-a's snapshot s1 is listed"
+"$FLEETCTL" stop $U-a >/dev/null && "$FLEETCTL" restore $U-a s1 >/dev/null; ok $? "restore $U-a s1"
 ok "$([ ! -e "$H/later.txt" ] && echo 0 || echo 1)" "the home is as it was at the snapshot"
 is "$(stat -c %u "$H/work.txt") $(cat "$H/work.txt")" "$NEW_UID home-data" "its files the new uid's"
-is "$("$FLEETCTL" memory bkp-a get note)" "alpha value" "its memory store too"
+is "$("$FLEETCTL" memory $U-a get note)" "alpha value" "its memory store too"
 like "$("$FLEETD" --help)" "--restore-from DIR" "fleetd --help documents --restore-from"
 
 # A state dir with a database is refused.

@@ -1,6 +1,7 @@
 #!/bin/bash
 # fleetctl as an operator uses it: every command, its output, its exit codes.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+U=cli$(test_run_id)	# agent names of this run (two checkouts at once never collide)
 
 start_fleetd cli || { ok 1 "fleetd starts"; done_testing; }
 
@@ -8,27 +9,27 @@ out=$("$FLEETCTL" status); ok $? "status exits 0"
 like "$out" "^fleetd [0-9.]+ \(pid $FLEETD_PID\)" "status names version and pid"
 like "$out" "agents: +0" "status counts no agents"
 
-out=$("$FLEETCTL" create cli-triage --backend user --memory 512 --command 'triage --once'); ok $? "create with options exits 0"
-like "$out" "agent 'cli-triage' created \(backend user, state stopped\)" "create says what it did"
-out=$("$FLEETCTL" create --backend user cli-review); ok $? "options may come before the name"
+out=$("$FLEETCTL" create $U-triage --backend user --memory 512 --command 'triage --once'); ok $? "create with options exits 0"
+like "$out" "agent '$U-triage' created \(backend user, state stopped\)" "create says what it did"
+out=$("$FLEETCTL" create --backend user $U-review); ok $? "options may come before the name"
 
 out=$("$FLEETCTL" list)
 like "$out" "^NAME +BACKEND +STATE" "list prints a table header"
-like "$out" "cli-review +user +stopped +256MiB" "list shows cli-review with the default memory"
-like "$out" "cli-triage +user +stopped +512MiB" "list shows cli-triage with its memory"
+like "$out" "$U-review +user +stopped +256MiB" "list shows $U-review with the default memory"
+like "$out" "$U-triage +user +stopped +512MiB" "list shows $U-triage with its memory"
 
 out=$("$FLEETCTL" --json list)
-is "$(printf '%s' "$out" | jq -r '.[].name' | tr '\n' ' ')" "cli-review cli-triage " "--json list is JSON with both agents"
+is "$(printf '%s' "$out" | jq -r '.[].name' | tr '\n' ' ')" "$U-review $U-triage " "--json list is JSON with both agents"
 
-out=$("$FLEETCTL" show cli-triage)
+out=$("$FLEETCTL" show $U-triage)
 like "$out" "command: +triage --once" "show prints the command"
 like "$out" "state: +stopped" "show prints the state"
 like "$out" "restart: +on-failure" "show prints the restart policy (default on-failure)"
-is "$("$FLEETCTL" --json show cli-triage | jq -r .memory_mib)" "512" "--json show"
+is "$("$FLEETCTL" --json show $U-triage | jq -r .memory_mib)" "512" "--json show"
 
-err=$("$FLEETCTL" create cli-triage 2>&1); rc=$?
+err=$("$FLEETCTL" create $U-triage 2>&1); rc=$?
 is "$rc" 1 "creating an existing agent exits 1"
-is "$err" "fleetctl: agent 'cli-triage': already exists" "and names the agent"
+is "$err" "fleetctl: agent '$U-triage': already exists" "and names the agent"
 
 err=$("$FLEETCTL" show ghost 2>&1); rc=$?
 is "$rc" 1 "show of an unknown agent exits 1"
@@ -64,45 +65,45 @@ err=$("$FLEETCTL" create pol --restart sometimes 2>&1); is "$?" 2 "an unknown --
 is "$("$FLEETCTL" --json list | jq length)" 2 "refused creates left nothing behind"
 
 # start, exec, stop as an operator uses them (a user agent: cheap and real).
-out=$("$FLEETCTL" start cli-triage); ok $? "start exits 0"
-is "$out" "agent 'cli-triage' started (state running)" "start says what it did"
-is "$("$FLEETCTL" exec cli-triage -- id -un)" "fleet-cli-triage" "exec runs as the agent's own user"
-out=$("$FLEETCTL" exec cli-triage -- sh -c 'echo out; echo err >&2; exit 5' 2>"$TEST_TMP/err"); rc=$?
+out=$("$FLEETCTL" start $U-triage); ok $? "start exits 0"
+is "$out" "agent '$U-triage' started (state running)" "start says what it did"
+is "$("$FLEETCTL" exec $U-triage -- id -un)" "fleet-$U-triage" "exec runs as the agent's own user"
+out=$("$FLEETCTL" exec $U-triage -- sh -c 'echo out; echo err >&2; exit 5' 2>"$TEST_TMP/err"); rc=$?
 is "$rc" 5 "exec exits with the command's exit code"
 is "$out|$(cat "$TEST_TMP/err")" "out|err" "stdout and stderr stay apart"
-is "$(printf 'a\nb\nc\n' | "$FLEETCTL" exec cli-triage -- wc -l)" 3 "stdin reaches the command"
-is "$("$FLEETCTL" exec cli-triage --env GREETING=hi -- sh -c 'echo $GREETING')" hi "--env sets a variable"
-"$FLEETCTL" exec cli-triage --timeout 1 -- sleep 30 2>/dev/null; is "$?" 124 "--timeout kills the command (exit 124)"
-"$FLEETCTL" exec cli-triage -- sh -c 'kill -TERM $$' 2>/dev/null; is "$?" 143 "death by signal N exits 128+N"
-err=$("$FLEETCTL" exec cli-triage -- /no/such/program 2>&1); rc=$?
+is "$(printf 'a\nb\nc\n' | "$FLEETCTL" exec $U-triage -- wc -l)" 3 "stdin reaches the command"
+is "$("$FLEETCTL" exec $U-triage --env GREETING=hi -- sh -c 'echo $GREETING')" hi "--env sets a variable"
+"$FLEETCTL" exec $U-triage --timeout 1 -- sleep 30 2>/dev/null; is "$?" 124 "--timeout kills the command (exit 124)"
+"$FLEETCTL" exec $U-triage -- sh -c 'kill -TERM $$' 2>/dev/null; is "$?" 143 "death by signal N exits 128+N"
+err=$("$FLEETCTL" exec $U-triage -- /no/such/program 2>&1); rc=$?
 ok $([ $rc -ne 0 ] && echo 0 || echo 1) "a missing program fails"
 like "$err" "No such file or directory" "and says so"
 # A client that hangs up mid-stream cancels the command; fleetd carries on.
-timeout 0.5 "$FLEETCTL" exec cli-triage -- sh -c 'while :; do echo spam; done' >/dev/null 2>&1
-timeout 0.5 "$FLEETCTL" exec cli-triage -- sleep 300 >/dev/null 2>&1
-gone() { ! ps -o args= -u fleet-cli-triage 2>/dev/null | grep -qE '^sleep 300|spam'; }
+timeout 0.5 "$FLEETCTL" exec $U-triage -- sh -c 'while :; do echo spam; done' >/dev/null 2>&1
+timeout 0.5 "$FLEETCTL" exec $U-triage -- sleep 300 >/dev/null 2>&1
+gone() { ! ps -o args= -u fleet-$U-triage 2>/dev/null | grep -qE '^sleep 300|spam'; }
 for _ in $(seq 50); do gone && break; sleep 0.1; done
 check "commands of clients that hung up are killed" -- gone
-is "$("$FLEETCTL" exec cli-triage -- echo alive)" alive "and fleetd still serves execs"
-out=$("$FLEETCTL" stop cli-triage --timeout 5); ok $? "stop exits 0"
-is "$out" "agent 'cli-triage' stopped (state stopped)" "stop says what it did"
-out=$("$FLEETCTL" restart cli-triage); ok $? "restart exits 0"
+is "$("$FLEETCTL" exec $U-triage -- echo alive)" alive "and fleetd still serves execs"
+out=$("$FLEETCTL" stop $U-triage --timeout 5); ok $? "stop exits 0"
+is "$out" "agent '$U-triage' stopped (state stopped)" "stop says what it did"
+out=$("$FLEETCTL" restart $U-triage); ok $? "restart exits 0"
 like "$out" "restarted \(state running\)" "restart leaves it running"
-"$FLEETCTL" stop cli-triage >/dev/null
-err=$("$FLEETCTL" exec cli-triage true 2>&1); is "$?" 2 "exec without -- is a usage error"
+"$FLEETCTL" stop $U-triage >/dev/null
+err=$("$FLEETCTL" exec $U-triage true 2>&1); is "$?" 2 "exec without -- is a usage error"
 like "$err" "exec needs '--' before the command" "and says so"
 err=$("$FLEETCTL" exec -- true 2>&1); is "$?" 2 "exec without a name is a usage error"
-err=$("$FLEETCTL" exec cli-triage -- 2>&1); is "$?" 2 "exec without a command is a usage error"
+err=$("$FLEETCTL" exec $U-triage -- 2>&1); is "$?" 2 "exec without a command is a usage error"
 err=$("$FLEETCTL" exec ghost -- true 2>&1); is "$?" 1 "exec in an unknown agent exits 1"
 is "$err" "fleetctl: agent 'ghost': no such agent" "and says so"
-err=$("$FLEETCTL" stop cli-triage --timeout soon 2>&1); is "$?" 2 "a non-numeric --timeout is a usage error"
+err=$("$FLEETCTL" stop $U-triage --timeout soon 2>&1); is "$?" 2 "a non-numeric --timeout is a usage error"
 
 # Every "VERB NAME" command shares one argument check (ctl/call.c): the same
 # words, exit 2 before anything is sent; and --help shows the command's usage.
 for c in show rm start stop restart console snapshots health trigger upgrade; do
 	err=$("$FLEETCTL" $c 2>&1); is "$?" 2 "$c without a name is a usage error"
 	like "$err" "^fleetctl: $c needs exactly one agent NAME" "$c says what it needs"
-	err=$("$FLEETCTL" $c cli-triage cli-review 2>&1); is "$?" 2 "$c with two names is a usage error"
+	err=$("$FLEETCTL" $c $U-triage $U-review 2>&1); is "$?" 2 "$c with two names is a usage error"
 	err=$("$FLEETCTL" $c Bad 2>&1); is "$?" 2 "$c with an invalid name is a usage error"
 	like "$err" "^fleetctl: invalid agent name 'Bad'" "$c says why the name is invalid"
 	out=$("$FLEETCTL" $c --help); is "$?" 0 "$c --help exits 0"
@@ -124,15 +125,15 @@ err=$("$FLEETCTL" help nope 2>&1); is "$?" 2 "help for an unknown command exits 
 like "$("$FLEETCTL" --version)" "^fleetctl [0-9]" "--version"
 
 # rm, then audit shows who did what.
-out=$("$FLEETCTL" rm cli-review); ok $? "rm exits 0"
-is "$out" "agent 'cli-review' removed" "rm says what it removed"
-out=$("$FLEETCTL" rm cli-triage --force); ok $? "rm --force after the name works"
-check "rm removed the agent's user" -- bash -c "! getent passwd fleet-cli-triage"
+out=$("$FLEETCTL" rm $U-review); ok $? "rm exits 0"
+is "$out" "agent '$U-review' removed" "rm says what it removed"
+out=$("$FLEETCTL" rm $U-triage --force); ok $? "rm --force after the name works"
+check "rm removed the agent's user" -- bash -c "! getent passwd fleet-$U-triage"
 out=$("$FLEETCTL" list); is "$out" "no agents" "list says so when empty"
 out=$("$FLEETCTL" audit)
-like "$out" "agent.create +cli-triage +ok" "audit shows the create"
-like "$out" "agent.remove +cli-review +ok" "audit shows the remove"
-like "$out" "agent.create +cli-triage +refused +agent 'cli-triage': already exists" "audit shows the refused create"
+like "$out" "agent.create +$U-triage +ok" "audit shows the create"
+like "$out" "agent.remove +$U-review +ok" "audit shows the remove"
+like "$out" "agent.create +$U-triage +refused +agent '$U-triage': already exists" "audit shows the refused create"
 like "$out" "^[0-9T:.-]+Z +0 " "audit shows time and uid 0"
 is "$("$FLEETCTL" --json audit --limit 2 | jq length)" 2 "audit --limit"
 

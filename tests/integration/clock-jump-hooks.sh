@@ -30,7 +30,8 @@ own_netns_ready
 . "$FLEET_SRCDIR/tests/lib/faketime.sh"
 HOOKSD=$(dirname "$(readlink -f "$FLEETD")")/fleet-hooksd
 [ -x "$HOOKSD" ] || skip_all "no fleet-hooksd next to $FLEETD"
-HOOKS_USER=uchk-hooks	# this test's hooks_user: fleetd creates it
+U=uchk$(test_run_id)	# agent names and hooks_user of this run (two checkouts at once never collide)
+HOOKS_USER=$U-hooks	# this test's hooks_user: fleetd creates it
 . "$FLEET_SRCDIR/tests/lib/hooks.sh"
 
 # The real listener, copied (the bind mount hides it), keeping its name (its comm is checked).
@@ -65,12 +66,12 @@ set_clock() {
 now() { echo $(($(date +%s) + OFFSET)); }
 set_clock 0; ok $? "the listener's offset file is in its root"
 
-"$FLEETCTL" create uchk-a --backend user --command 'cat >/dev/null' >/dev/null; ok $? "create uchk-a"
+"$FLEETCTL" create $U-a --backend user --command 'cat >/dev/null' >/dev/null; ok $? "create $U-a"
 add() { local a=$1 s=$2; shift 2; printf '%s' "$s" | "$FLEETCTL" hook add "$a" "$@" >/dev/null; }
 SL_KEY=uchk-slack-signing-secret-0123
 WHSEC=whsec_$(head -c 32 /dev/urandom | base64 -w0)
-add uchk-a "$SL_KEY" --source slack --route uchk-slack; ok $? "slack route"
-add uchk-a "$WHSEC" --source standard --route uchk-std; ok $? "standard webhooks route"
+add $U-a "$SL_KEY" --source slack --route uchk-slack; ok $? "slack route"
+add $U-a "$WHSEC" --source standard --route uchk-std; ok $? "standard webhooks route"
 printf '{}' >"$TEST_TMP/empty.json"
 deadline=$((SECONDS + 30))
 while [ "$(post /hooks/uchk-std "$TEST_TMP/empty.json")" = 404 ] && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
@@ -128,8 +129,8 @@ for n in 1 2 4 6; do
 		is "$(db_q "SELECT count(*) FROM events WHERE route = '$1' AND delivery_id = '$2' AND
 			outcome IS NOT 'duplicate'")" 1 "$1 $2: one event (besides redeliveries recorded as duplicate)"
 		r=$(runs_of "$1" "$2")
-		like "$r" '^uchk-a:[0-9]+$' "$1 $2: one run ($r)"
-		is "$(run_wait uchk-a "${r#*:}")" succeeded "$1 $2: its run succeeded"
+		like "$r" "^$U-a:[0-9]+\$" "$1 $2: one run ($r)"
+		is "$(run_wait $U-a "${r#*:}")" succeeded "$1 $2: its run succeeded"
 	done
 done
 is "$(db_q "SELECT count(*) FROM events WHERE outcome IS NOT 'duplicate'")" 8 \

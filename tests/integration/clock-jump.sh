@@ -11,6 +11,7 @@
 # clock to pass the old time before); then back to the real time.
 # Waits for minute boundaries: some 3 to 5 minutes.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+U=uck$(test_run_id)	# agent names of this run (two checkouts at once never collide)
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 command -v jq >/dev/null || skip_all "jq not installed"
@@ -28,14 +29,14 @@ LD_PRELOAD=$FAKETIME_LIB FAKETIME_TIMESTAMP_FILE=$CLOCK FAKETIME_NO_CACHE=1 FAKE
 is "$(tr '\0' '\n' <"/proc/$FLEETD_PID/environ" | grep -c '^FAKETIME_TIMESTAMP_FILE=')" 1 "fleetd's clock is the test's"
 
 db_q() { sqlite3 -readonly -cmd ".timeout 10000" "$STATE/fleet.db" "$1"; }
-"$FLEETCTL" create uck-a --backend user --command 'echo tick' >/dev/null; ok $? "create uck-a"
-"$FLEETCTL" start uck-a >/dev/null; ok $? "start it"
-"$FLEETCTL" schedule add uck-a '* * * * *' --catch-up once >/dev/null; ok $? "a cron trigger every minute"
-"$FLEETCTL" set uck-a --snapshot-schedule '* * * * *' >/dev/null; ok $? "a snapshot schedule every minute"
+"$FLEETCTL" create $U-a --backend user --command 'echo tick' >/dev/null; ok $? "create $U-a"
+"$FLEETCTL" start $U-a >/dev/null; ok $? "start it"
+"$FLEETCTL" schedule add $U-a '* * * * *' --catch-up once >/dev/null; ok $? "a cron trigger every minute"
+"$FLEETCTL" set $U-a --snapshot-schedule '* * * * *' >/dev/null; ok $? "a snapshot schedule every minute"
 
-# cron_runs: how many runs of uck-a the cron trigger queued.
-cron_runs() { "$FLEETCTL" --json runs uck-a --limit 10000 | jq '[.[] | select(.trigger == "cron")] | length'; }
-# snaps: how many scheduled snapshots of uck-a were taken (audit; retention may remove snapshots).
+# cron_runs: how many runs of $U-a the cron trigger queued.
+cron_runs() { "$FLEETCTL" --json runs $U-a --limit 10000 | jq '[.[] | select(.trigger == "cron")] | length'; }
+# snaps: how many scheduled snapshots of $U-a were taken (audit; retention may remove snapshots).
 snaps() { db_q "SELECT count(*) FROM audit WHERE action = 'snapshot.scheduled' AND outcome = 'ok'"; }
 # wait_more WHAT N MAX_S: until WHAT (a function) says more than N, at most MAX_S seconds of real time.
 wait_more() {

@@ -1,6 +1,7 @@
 #!/bin/bash
 # fleetd.conf: --check-config, precedence of the command line, SIGHUP reload.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+U=cfg$(test_run_id)	# agent names of this run (two checkouts at once never collide)
 
 conf=$TEST_TMP/fleetd.conf
 cat > "$conf" <<CONF
@@ -78,8 +79,8 @@ if useradd -M -N -g "fleet-test-$$" -s /usr/sbin/nologin "fltst$$" 2>/dev/null; 
 	chmod 0755 "$TEST_TMP"
 	out=$(setpriv --reuid="fltst$$" --regid="fleet-test-$$" --init-groups "$FLEETCTL" -s "$SOCK" status 2>&1)
 	ok $? "a member of the socket group may use fleetd"
-	out=$(setpriv --reuid="fltst$$" --regid="fleet-test-$$" --init-groups "$FLEETCTL" -s "$SOCK" create cfg-member --backend user 2>&1)
-	is "$("$FLEETCTL" --json audit | jq -r '[.[] | select(.target == "cfg-member")][0].uid')" "$(id -u "fltst$$")" \
+	out=$(setpriv --reuid="fltst$$" --regid="fleet-test-$$" --init-groups "$FLEETCTL" -s "$SOCK" create $U-member --backend user 2>&1)
+	is "$("$FLEETCTL" --json audit | jq -r --arg t "$U-member" '[.[] | select(.target == $t)][0].uid')" "$(id -u "fltst$$")" \
 		"the audit log records the member's uid"
 else
 	ok 1 "useradd works"
@@ -91,13 +92,13 @@ cat > "$conf" <<CONF
 max_body_bytes = 4096
 CONF
 start_fleetd hup --config "$conf" || ok 1 "fleetd starts with a config file"
-body=$(printf '{"name":"cfg-b","backend":"user","command":"%s"}' "$(head -c 3000 /dev/zero | tr '\0' x)")
+body=$(printf '{"name":"%s","backend":"user","command":"%s"}' "$U-b" "$(head -c 3000 /dev/zero | tr '\0' x)")
 code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$SOCK" -H 'Content-Type: application/json' -d "$body" http://fleet/v1/agents)
 is "$code" 201 "a 3 kB body fits max_body_bytes = 4096"
 echo "max_body_bytes = 2048" > "$conf"
 kill -HUP "$FLEETD_PID"
 for ((i = 0; i < 500; i++)); do grep -q "reload: configuration re-read" "$STATE/fleetd.log" && break; sleep 0.01; done
-code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$SOCK" -H 'Content-Type: application/json' -d "${body/cfg-b/cfg-c}" http://fleet/v1/agents)
+code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$SOCK" -H 'Content-Type: application/json' -d "${body/$U-b/$U-c}" http://fleet/v1/agents)
 is "$code" 413 "after SIGHUP, max_body_bytes = 2048 applies"
 
 printf 'max_body_bytes = 8192\nnonsense here\n' > "$conf"
@@ -105,7 +106,7 @@ kill -HUP "$FLEETD_PID"
 for ((i = 0; i < 500; i++)); do grep -q "keeping the running configuration" "$STATE/fleetd.log" && break; sleep 0.01; done
 like "$(cat "$STATE/fleetd.log")" "reload: $conf:2: expected 'key = value'" "a bad file on SIGHUP is logged with FILE:LINE"
 like "$(cat "$STATE/fleetd.log")" "keeping the running configuration" "and the running config is kept"
-code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$SOCK" -H 'Content-Type: application/json' -d "${body/cfg-b/cfg-d}" http://fleet/v1/agents)
+code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$SOCK" -H 'Content-Type: application/json' -d "${body/$U-b/$U-d}" http://fleet/v1/agents)
 is "$code" 413 "the old limit (2048) still applies"
 check "fleetd is still running" -- "$FLEETCTL" status
 

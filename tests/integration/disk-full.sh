@@ -19,7 +19,8 @@ fi
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 [ -n "${UDF_INNER:-}" ] || skip_all "unshare missing"
-HOOKS_USER=udf-hooks
+U=udf$(test_run_id)	# agent names and hooks_user of this run (two checkouts at once never collide)
+HOOKS_USER=$U-hooks
 . "$FLEET_SRCDIR/tests/lib/hooks.sh"
 
 # The state dir is a tmpfs in this mount namespace only; at exit (after
@@ -45,35 +46,35 @@ hooks_fleetd_start; ok $? "fleetd starts on a 48 MiB tmpfs, with its webhook lis
 
 KEY=udf-hmac-secret-0123456789abcdef
 # --memory-quota 4: a user agent's store is an image allocated at its quota on this 48 MiB tmpfs
-"$FLEETCTL" create udfa --backend user --memory-quota 4 --command 'echo ran-$FLEET_RUN_ID' >/dev/null; ok $? "create agent udfa"
-"$FLEETCTL" start udfa >/dev/null; ok $? "start it"
-printf '%s' "$KEY" | "$FLEETCTL" hook add udfa --source hmac --route udf-h --header X-Udf-Sig >/dev/null
-ok $? "a webhook route for udfa"
-printf 'before' | "$FLEETCTL" secret set udfa TOKEN >/dev/null; ok $? "secret set"
+"$FLEETCTL" create $U-a --backend user --memory-quota 4 --command 'echo ran-$FLEET_RUN_ID' >/dev/null; ok $? "create agent $U-a"
+"$FLEETCTL" start $U-a >/dev/null; ok $? "start it"
+printf '%s' "$KEY" | "$FLEETCTL" hook add $U-a --source hmac --route udf-h --header X-Udf-Sig >/dev/null
+ok $? "a webhook route for $U-a"
+printf 'before' | "$FLEETCTL" secret set $U-a TOKEN >/dev/null; ok $? "secret set"
 head -c 200000 /dev/urandom >"$TEST_TMP/blob"
-"$FLEETCTL" memory udfa put blob <"$TEST_TMP/blob"; ok $? "memory put of 200 kB"
-printf 'v1' | "$FLEETCTL" memory udfa put small; ok $? "memory put of a small value"
-"$FLEETCTL" snapshot udfa s-before >/dev/null; ok $? "snapshot s-before"
-"$FLEETCTL" trigger udfa --wait >"$TEST_TMP/run1.out" 2>&1; ok $? "a run succeeds"
-RUN1=$("$FLEETCTL" --json runs udfa | jq -r 'max_by(.id).id')
+"$FLEETCTL" memory $U-a put blob <"$TEST_TMP/blob"; ok $? "memory put of 200 kB"
+printf 'v1' | "$FLEETCTL" memory $U-a put small; ok $? "memory put of a small value"
+"$FLEETCTL" snapshot $U-a s-before >/dev/null; ok $? "snapshot s-before"
+"$FLEETCTL" trigger $U-a --wait >"$TEST_TMP/run1.out" 2>&1; ok $? "a run succeeds"
+RUN1=$("$FLEETCTL" --json runs $U-a | jq -r 'max_by(.id).id')
 like "$(cat "$TEST_TMP/run1.out")" "ran-$RUN1" "its log"
-"$FLEETCTL" schedule add udfa '0 3 * * *' >/dev/null; ok $? "schedule add"
+"$FLEETCTL" schedule add $U-a '0 3 * * *' >/dev/null; ok $? "schedule add"
 # deliver ID: a signed delivery to udf-h with body {"n":ID}; prints the status.
 deliver() { printf '{"n":"%s"}' "$1" >"$TEST_TMP/d.json"; post /hooks/udf-h "$TEST_TMP/d.json" -H "X-Udf-Sig: $(hmac_hex "$KEY" "$TEST_TMP/d.json")"; }
 is "$(deliver d-before)" 202 "a webhook delivery is accepted (202)"
 d_before_run=$(runs_of udf-h "$(sha256sum <"$TEST_TMP/d.json" | cut -d' ' -f1)")
-d_before_run=${d_before_run#udfa:}
-[ -n "$d_before_run" ] && run_wait udfa "$d_before_run" >/dev/null
+d_before_run=${d_before_run#$U-a:}
+[ -n "$d_before_run" ] && run_wait $U-a "$d_before_run" >/dev/null
 ok $? "its run ends"
 
 # what_is_there: a summary of everything acknowledged, for before/after comparisons.
 what_is_there() {
 	"$FLEETCTL" --json list | jq -r '[.[].name] | sort | join(",")'
-	"$FLEETCTL" --json secret ls udfa | jq -r '[.[].key] | join(",")'
-	"$FLEETCTL" --json memory udfa ls | jq -r '[.keys[] | .key + "=" + (.size|tostring)] | join(",")'
-	"$FLEETCTL" --json snapshots udfa | jq -r '[.[].name] | sort | join(",")'
-	"$FLEETCTL" --json runs udfa --limit 100 | jq -r '[.[].id] | sort | join(",")'
-	"$FLEETCTL" --json schedule ls udfa | jq -r 'length'
+	"$FLEETCTL" --json secret ls $U-a | jq -r '[.[].key] | join(",")'
+	"$FLEETCTL" --json memory $U-a ls | jq -r '[.keys[] | .key + "=" + (.size|tostring)] | join(",")'
+	"$FLEETCTL" --json snapshots $U-a | jq -r '[.[].name] | sort | join(",")'
+	"$FLEETCTL" --json runs $U-a --limit 100 | jq -r '[.[].id] | sort | join(",")'
+	"$FLEETCTL" --json schedule ls $U-a | jq -r 'length'
 	db_q "SELECT count(*) FROM events"
 }
 # leftovers: temp files anywhere in the state dir (a half-written write's remains).
@@ -115,9 +116,9 @@ refused_or_stored() {
 	fi
 }
 
-out=$("$FLEETCTL" create udfb --backend user --memory-quota 4 --command 'echo b' 2>&1); rc=$?
-created_b() { "$FLEETCTL" show udfb && [ -d "$STATE/users/udfb" ] && getent passwd fleet-udfb; }
-half_b() { "$FLEETCTL" show udfb || [ -e "$STATE/users/udfb" ] || getent passwd fleet-udfb; }
+out=$("$FLEETCTL" create $U-b --backend user --memory-quota 4 --command 'echo b' 2>&1); rc=$?
+created_b() { "$FLEETCTL" show $U-b && [ -d "$STATE/users/$U-b" ] && getent passwd fleet-$U-b; }
+half_b() { "$FLEETCTL" show $U-b || [ -e "$STATE/users/$U-b" ] || getent passwd fleet-$U-b; }
 if [ $rc -ne 0 ]; then
 	diag "create on a full disk: $out"
 	like "$out" "$full_msg" "create on a full disk: refused, saying the disk is full"
@@ -128,25 +129,25 @@ else
 fi
 B_CREATED=$rc
 
-out=$(printf 'during' | "$FLEETCTL" secret set udfa TOKEN2 2>&1)
-refused_or_stored $? "$out" "secret set" sh -c "'$FLEETCTL' --json secret ls udfa | jq -e 'any(.[]; .key == \"TOKEN2\")'"
+out=$(printf 'during' | "$FLEETCTL" secret set $U-a TOKEN2 2>&1)
+refused_or_stored $? "$out" "secret set" sh -c "'$FLEETCTL' --json secret ls $U-a | jq -e 'any(.[]; .key == \"TOKEN2\")'"
 
-out=$("$FLEETCTL" memory udfa put big <"$TEST_TMP/blob" 2>&1)
-refused_or_stored $? "$out" "memory put" sh -c "'$FLEETCTL' memory udfa get big | cmp -s - '$TEST_TMP/blob'"
+out=$("$FLEETCTL" memory $U-a put big <"$TEST_TMP/blob" 2>&1)
+refused_or_stored $? "$out" "memory put" sh -c "'$FLEETCTL' memory $U-a get big | cmp -s - '$TEST_TMP/blob'"
 
-out=$("$FLEETCTL" snapshot udfa s-during 2>&1)
-refused_or_stored $? "$out" "snapshot" sh -c "'$FLEETCTL' --json snapshots udfa | jq -e 'any(.[]; .name == \"s-during\")'"
+out=$("$FLEETCTL" snapshot $U-a s-during 2>&1)
+refused_or_stored $? "$out" "snapshot" sh -c "'$FLEETCTL' --json snapshots $U-a | jq -e 'any(.[]; .name == \"s-during\")'"
 
-last_run=$("$FLEETCTL" --json runs udfa | jq -r 'max_by(.id).id')
-out=$("$FLEETCTL" trigger udfa --wait 2>&1); rc=$?
-RUN_D=$("$FLEETCTL" --json runs udfa | jq -r 'max_by(.id).id')
+last_run=$("$FLEETCTL" --json runs $U-a | jq -r 'max_by(.id).id')
+out=$("$FLEETCTL" trigger $U-a --wait 2>&1); rc=$?
+RUN_D=$("$FLEETCTL" --json runs $U-a | jq -r 'max_by(.id).id')
 if [ "$RUN_D" != "$last_run" ]; then
-	st=$(run_wait udfa "$RUN_D")
+	st=$(run_wait $U-a "$RUN_D")
 	diag "trigger on a full disk: rc $rc, run $RUN_D $st: $out"
 	if [ "$st" = succeeded ]; then
-		like "$("$FLEETCTL" logs udfa "$RUN_D" 2>&1)" "ran-$RUN_D" "a run that succeeded on a full disk has its whole log"
+		like "$("$FLEETCTL" logs $U-a "$RUN_D" 2>&1)" "ran-$RUN_D" "a run that succeeded on a full disk has its whole log"
 	else
-		like "$("$FLEETCTL" --json runs udfa "$RUN_D" | jq -r '.error // .reason // .detail // ""')$out" "$full_msg" \
+		like "$("$FLEETCTL" --json runs $U-a "$RUN_D" | jq -r '.error // .reason // .detail // ""')$out" "$full_msg" \
 			"a run that cannot log on a full disk fails, saying the disk is full"
 	fi
 else
@@ -165,46 +166,46 @@ case $st in
 	is "$(db_counts)" "$before" "and it stored nothing" ;;
 esac
 
-out=$("$FLEETCTL" schedule add udfa '0 4 * * *' 2>&1)
-refused_or_stored $? "$out" "schedule add" sh -c "'$FLEETCTL' --json schedule ls udfa | jq -e 'any(.[]; .cron == \"0 4 * * *\")'"
+out=$("$FLEETCTL" schedule add $U-a '0 4 * * *' 2>&1)
+refused_or_stored $? "$out" "schedule add" sh -c "'$FLEETCTL' --json schedule ls $U-a | jq -e 'any(.[]; .cron == \"0 4 * * *\")'"
 
-out=$("$FLEETCTL" set udfa --command 'echo changed-$FLEET_RUN_ID' 2>&1)
-refused_or_stored $? "$out" "set --command" sh -c "'$FLEETCTL' show udfa | grep -q changed-"
+out=$("$FLEETCTL" set $U-a --command 'echo changed-$FLEET_RUN_ID' 2>&1)
+refused_or_stored $? "$out" "set --command" sh -c "'$FLEETCTL' show $U-a | grep -q changed-"
 
 # The API's status for the two writes whose own limits are also "full" (a run
 # queue's --max-queued, 64 schedules): the disk's is 507 no_space, not theirs.
-out=$(api POST /v1/agents/udfa/runs); st=${out##* }
+out=$(api POST /v1/agents/$U-a/runs); st=${out##* }
 case $st in 2*) diag "POST runs on a full disk was accepted: $out" ;;
-*) is "$st" 507 "POST /v1/agents/udfa/runs on a full disk: 507 (not 429 queue_full)"
+*) is "$st" 507 "POST /v1/agents/$U-a/runs on a full disk: 507 (not 429 queue_full)"
 	like "$out" '"no_space"' "code no_space" ;;
 esac
-out=$(api POST /v1/agents/udfa/schedules '{"cron": "0 6 * * *"}'); st=${out##* }
+out=$(api POST /v1/agents/$U-a/schedules '{"cron": "0 6 * * *"}'); st=${out##* }
 case $st in 2*) diag "POST schedules on a full disk was accepted: $out" ;;
-*) is "$st" 507 "POST /v1/agents/udfa/schedules on a full disk: 507 (not 409 limit)"
+*) is "$st" 507 "POST /v1/agents/$U-a/schedules on a full disk: 507 (not 409 limit)"
 	like "$out" '"no_space"' "code no_space" ;;
 esac
 
 # Reads go on.
 check "list is served on a full disk" -- "$FLEETCTL" list
-check "show is served" -- "$FLEETCTL" show udfa
+check "show is served" -- "$FLEETCTL" show $U-a
 check "status is served" -- "$FLEETCTL" status
-check "runs is served" -- "$FLEETCTL" runs udfa
-like "$("$FLEETCTL" logs udfa "$RUN1" 2>&1)" "ran-$RUN1" "logs of an older run are served"
+check "runs is served" -- "$FLEETCTL" runs $U-a
+like "$("$FLEETCTL" logs $U-a "$RUN1" 2>&1)" "ran-$RUN1" "logs of an older run are served"
 is "$(hooks_json state)" up "the webhook listener is still up"
 is "$(cat "/proc/$FLEETD_PID/comm" 2>/dev/null)" fleetd "fleetd is still running"
 
 # ---------------- the space comes back: recovery without a restart ----------------
 unfill
 DURING=$(what_is_there)
-printf 'after' | "$FLEETCTL" secret set udfa TOKEN3 >/dev/null; ok $? "secret set succeeds again"
-"$FLEETCTL" memory udfa put big2 <"$TEST_TMP/blob"; ok $? "memory put succeeds again"
-"$FLEETCTL" snapshot udfa s-after >/dev/null; ok $? "snapshot succeeds again"
-"$FLEETCTL" trigger udfa --wait >"$TEST_TMP/run3.out" 2>&1; ok $? "a run succeeds again"
+printf 'after' | "$FLEETCTL" secret set $U-a TOKEN3 >/dev/null; ok $? "secret set succeeds again"
+"$FLEETCTL" memory $U-a put big2 <"$TEST_TMP/blob"; ok $? "memory put succeeds again"
+"$FLEETCTL" snapshot $U-a s-after >/dev/null; ok $? "snapshot succeeds again"
+"$FLEETCTL" trigger $U-a --wait >"$TEST_TMP/run3.out" 2>&1; ok $? "a run succeeds again"
 is "$(deliver d-after)" 202 "a webhook delivery is accepted again"
-"$FLEETCTL" schedule add udfa '0 5 * * *' >/dev/null; ok $? "schedule add succeeds again"
-"$FLEETCTL" set udfa --command 'echo again-$FLEET_RUN_ID' >/dev/null; ok $? "set succeeds again"
+"$FLEETCTL" schedule add $U-a '0 5 * * *' >/dev/null; ok $? "schedule add succeeds again"
+"$FLEETCTL" set $U-a --command 'echo again-$FLEET_RUN_ID' >/dev/null; ok $? "set succeeds again"
 if [ "$B_CREATED" -ne 0 ]; then
-	"$FLEETCTL" create udfb --backend user --memory-quota 4 --command 'echo b' >/dev/null; ok $? "create succeeds again"
+	"$FLEETCTL" create $U-b --backend user --memory-quota 4 --command 'echo b' >/dev/null; ok $? "create succeeds again"
 fi
 is "$(cat "/proc/$FLEETD_PID/comm" 2>/dev/null)" fleetd "with the same fleetd (no restart)"
 
@@ -220,7 +221,7 @@ has_all() {	# has_all OLD NEW: every comma item of each OLD line is in NEW's lin
 }
 has_all "$BEFORE" "$NOW"; ok $? "everything acknowledged before the fault is there (agents, secrets, memory, snapshots, runs)"
 has_all "$DURING" "$NOW"; ok $? "and everything acknowledged during it"
-cmp -s <("$FLEETCTL" memory udfa get blob) "$TEST_TMP/blob"; ok $? "the memory value from before, byte for byte"
+cmp -s <("$FLEETCTL" memory $U-a get blob) "$TEST_TMP/blob"; ok $? "the memory value from before, byte for byte"
 is "$(db_q 'PRAGMA integrity_check')" ok "the database's integrity_check is ok"
 is "$(leftovers)" "" "no temp files left in the state dir"
 
@@ -228,40 +229,40 @@ is "$(leftovers)" "" "no temp files left in the state dir"
 # Only the run logs' filesystem full: the run starts and ends in the database,
 # but its output cannot all go to its log. It must not read as a success with
 # a log cut short and nothing saying so.
-"$FLEETCTL" create udfc --backend user --memory-quota 4 --command 'head -c 300000 /dev/zero | tr "\0" x; echo; echo end-$FLEET_RUN_ID' >/dev/null
-ok $? "create agent udfc (its runs write 300 kB)"
+"$FLEETCTL" create $U-c --backend user --memory-quota 4 --command 'head -c 300000 /dev/zero | tr "\0" x; echo; echo end-$FLEET_RUN_ID' >/dev/null
+ok $? "create agent $U-c (its runs write 300 kB)"
 fill_fs "$RFILLER"; ok $? "the run logs' filesystem is full"
-"$FLEETCTL" trigger udfc >/dev/null; ok $? "trigger udfc (the database has room)"
-RUN_C=$("$FLEETCTL" --json runs udfc | jq -r 'max_by(.id).id')
-st=$(run_wait udfc "$RUN_C")
+"$FLEETCTL" trigger $U-c >/dev/null; ok $? "trigger $U-c (the database has room)"
+RUN_C=$("$FLEETCTL" --json runs $U-c | jq -r 'max_by(.id).id')
+st=$(run_wait $U-c "$RUN_C")
 if [ "$st" = succeeded ]; then
-	like "$("$FLEETCTL" logs udfc "$RUN_C" 2>/dev/null | tail -1)" "end-$RUN_C" "a run that succeeded has its whole log"
+	like "$("$FLEETCTL" logs $U-c "$RUN_C" 2>/dev/null | tail -1)" "end-$RUN_C" "a run that succeeded has its whole log"
 else
 	is "$st" failed "a run whose log could not be written whole fails"
-	like "$("$FLEETCTL" --json runs udfc "$RUN_C" | jq -r '.error // ""')" "$full_msg" "and its error says the disk is full"
+	like "$("$FLEETCTL" --json runs $U-c "$RUN_C" | jq -r '.error // ""')" "$full_msg" "and its error says the disk is full"
 fi
 unfill_fs "$RFILLER"
-"$FLEETCTL" trigger udfc --wait >"$TEST_TMP/runc.out" 2>&1; ok $? "with room again, a run of udfc succeeds"
+"$FLEETCTL" trigger $U-c --wait >"$TEST_TMP/runc.out" 2>&1; ok $? "with room again, a run of $U-c succeeds"
 like "$(cat "$TEST_TMP/runc.out")" "end-[0-9]+" "with its whole log"
 
 # ---------------- a snapshot whose copy cannot be written ----------------
 # Only the snapshots' filesystem full: the snapshot's record fits in the
 # database, the copy of the home does not.
 fill_fs "$SFILLER"; ok $? "the snapshots' filesystem is full"
-out=$("$FLEETCTL" snapshot udfa s-copy 2>&1)
+out=$("$FLEETCTL" snapshot $U-a s-copy 2>&1)
 refused_or_stored $? "$out" "a snapshot whose copy cannot be written" \
-	sh -c "'$FLEETCTL' --json snapshots udfa | jq -e 'any(.[]; .name == \"s-copy\")'"
+	sh -c "'$FLEETCTL' --json snapshots $U-a | jq -e 'any(.[]; .name == \"s-copy\")'"
 is "$(leftovers)" "" "no half copy left"
 unfill_fs "$SFILLER"
-"$FLEETCTL" snapshot udfa s-copy >/dev/null; ok $? "with room again, the same snapshot succeeds"
+"$FLEETCTL" snapshot $U-a s-copy >/dev/null; ok $? "with room again, the same snapshot succeeds"
 
 # ---------------- kill -9 mid-writes on a full disk, then restart ----------------
 fill; ok $? "the filesystem is full again"
 (	for i in $(seq 40); do
-		printf 'k%s' "$i" | "$FLEETCTL" secret set udfa "K$i" >/dev/null 2>&1
-		"$FLEETCTL" memory udfa put "k$i" <"$TEST_TMP/blob" >/dev/null 2>&1
-		"$FLEETCTL" snapshot udfa "s-k$i" >/dev/null 2>&1
-		"$FLEETCTL" trigger udfa >/dev/null 2>&1
+		printf 'k%s' "$i" | "$FLEETCTL" secret set $U-a "K$i" >/dev/null 2>&1
+		"$FLEETCTL" memory $U-a put "k$i" <"$TEST_TMP/blob" >/dev/null 2>&1
+		"$FLEETCTL" snapshot $U-a "s-k$i" >/dev/null 2>&1
+		"$FLEETCTL" trigger $U-a >/dev/null 2>&1
 		deliver "d-k$i" >/dev/null 2>&1
 	done ) &
 writer=$!
@@ -272,13 +273,13 @@ wait "$writer"
 _hooks_kill_left
 unfill
 hooks_fleetd_start; ok $? "fleetd restarts on the freed filesystem"
-for a in $("$FLEETCTL" --json runs udfa --limit 100 | jq -r '.[] | select(.state == "queued" or .state == "running") | .id'); do
-	run_wait udfa "$a" >/dev/null
+for a in $("$FLEETCTL" --json runs $U-a --limit 100 | jq -r '.[] | select(.state == "queued" or .state == "running") | .id'); do
+	run_wait $U-a "$a" >/dev/null
 done
 AFTER_KILL=$(what_is_there)
 has_all "$NOW" "$AFTER_KILL"; ok $? "everything acknowledged before the kill is there"
 is "$(db_q 'PRAGMA integrity_check')" ok "integrity_check after the kill is ok"
-"$FLEETCTL" trigger udfa --wait >/dev/null 2>&1; ok $? "a run succeeds after the restart"
+"$FLEETCTL" trigger $U-a --wait >/dev/null 2>&1; ok $? "a run succeeds after the restart"
 is "$(deliver d-last)" 202 "and a webhook delivery"
 is "$(leftovers)" "" "no temp files left in the state dir after the restart"
 

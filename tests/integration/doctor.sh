@@ -9,7 +9,8 @@
 # the NAT agent's nftables table is deleted there, never on the host.
 . "$FLEET_SRCDIR/tests/lib/own-netns.sh"
 . "$FLEET_SRCDIR/tests/lib/common.sh"
-HOOKS_USER=udr-hooks	# the second fleetd's listener runs as this user (tests/lib/hooks.sh)
+U=udr$(test_run_id)	# agent names and hooks_user of this run (two checkouts at once never collide)
+HOOKS_USER=$U-hooks	# the second fleetd's listener runs as this user (tests/lib/hooks.sh)
 . "$FLEET_SRCDIR/tests/lib/hooks.sh"
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
@@ -91,7 +92,7 @@ like "$(line state-dir-space)" "^OK +state-dir-space +$STATE: [0-9]+ MiB free" "
 
 # ---- fleet's firewall table with a NAT agent, then deleted -------------------------------------
 like "$(line firewall)" "^OK +firewall +no agent has --network nat" "no NAT agent: no rules needed"
-"$FLEETCTL" create dr-nat --backend user --network nat >/dev/null; ok $? "a NAT user agent is created"
+"$FLEETCTL" create $U-nat --backend user --network nat >/dev/null; ok $? "a NAT user agent is created"
 out=$("$FLEETCTL" doctor)
 like "$(line firewall)" "^OK +firewall +table inet fleet present \(1 NAT agent" "its table is there: OK"
 nft delete table inet fleet; ok $? "fleet's table is deleted (in the test's network namespace)"
@@ -101,7 +102,7 @@ like "$(line firewall)" "^FAIL firewall +table inet fleet or its chains are miss
 like "$(line firewall)" "fix: restart fleetd" "with the fix"
 json=$("$FLEETCTL" --json doctor)
 is "$(status_of firewall)" FAIL "--json carries the same finding"
-"$FLEETCTL" rm --force dr-nat >/dev/null; ok $? "the agent is removed"
+"$FLEETCTL" rm --force $U-nat >/dev/null; ok $? "the agent is removed"
 
 # ---- a socket this user may not use -----------------------------------------------------------
 NOBODY_OUT=$(setpriv --reuid=nobody --regid=nogroup --clear-groups "$FLEETCTL" -s "$SOCK" doctor); rc=$?

@@ -1,32 +1,33 @@
 #!/bin/bash
 # Acknowledged writes survive kill -9 of fleetd.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+U=dur$(test_run_id)	# agent names of this run (two checkouts at once never collide)
 
 start_fleetd dur || { ok 1 "fleetd starts"; done_testing; }
-"$FLEETCTL" create dur-survivor --backend user >/dev/null
+"$FLEETCTL" create $U-survivor --backend user >/dev/null
 ok $? "create acknowledged"
 stop_fleetd KILL
 ok $? "fleetd killed with SIGKILL right after the create"
 start_fleetd dur
 ok $? "fleetd restarts on the same state dir after kill -9 (stale lock and socket are fine)"
-is "$("$FLEETCTL" --json show dur-survivor | jq -r .name)" dur-survivor "the agent is there after the restart"
+is "$("$FLEETCTL" --json show $U-survivor | jq -r .name)" $U-survivor "the agent is there after the restart"
 
 # Many acknowledged creates, then kill -9 at once: every acknowledged one survives.
 acked=0
 for i in $(seq 1 25); do
-	"$FLEETCTL" create "dur-bulk-$i" --backend user >/dev/null 2>&1 && acked=$((acked + 1))
+	"$FLEETCTL" create "$U-bulk-$i" --backend user >/dev/null 2>&1 && acked=$((acked + 1))
 done
 # Positive control: with no acknowledged create, "all of them survive" proves nothing.
 is "$acked" 25 "all 25 creates acknowledged"
 stop_fleetd KILL
 start_fleetd dur
-is "$("$FLEETCTL" --json list | jq '[.[] | select(.name | startswith("dur-bulk-"))] | length')" "$acked" \
+is "$("$FLEETCTL" --json list | jq --arg p "$U-bulk-" '[.[] | select(.name | startswith($p))] | length')" "$acked" \
 	"all $acked acknowledged creates survive kill -9"
-"$FLEETCTL" rm dur-bulk-1 >/dev/null
+"$FLEETCTL" rm $U-bulk-1 >/dev/null
 stop_fleetd KILL
 start_fleetd dur
-check "an acknowledged remove survives kill -9 too" -- bash -c "! '$FLEETCTL' show dur-bulk-1"
-like "$("$FLEETCTL" audit --limit 1000)" "agent.remove +dur-bulk-1 +ok" "the audit record survives kill -9"
+check "an acknowledged remove survives kill -9 too" -- bash -c "! '$FLEETCTL' show $U-bulk-1"
+like "$("$FLEETCTL" audit --limit 1000)" "agent.remove +$U-bulk-1 +ok" "the audit record survives kill -9"
 
 is "$(stat -c %a "$STATE")" 711 "state dir is 0711 (traversable for user agents' homes, not listable)"
 is "$(stat -c %a "$STATE/fleetd.log")" 600 "log file is 0600"

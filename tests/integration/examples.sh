@@ -19,7 +19,7 @@ for t in nft ip nsenter python3 curl; do command -v $t >/dev/null || skip_all "$
 HOOKS_USER=exb-hooks-$$
 . "$FLEET_SRCDIR/tests/lib/hooks.sh"
 
-T=exb-triage R=exb-review
+RID=$(test_run_id) && T=exb${RID}-triage R=exb${RID}-review	# agent names of this run (two checkouts at once never collide)
 EX=$FLEET_SRCDIR/examples
 rand() { head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 SLACK_TOKEN="xoxb-$(rand)" GITHUB_TOKEN="ghp_$(rand)"

@@ -3,6 +3,7 @@
 # the backend's shutdown ends the check's exec and reports it, after the
 # health state is gone. fleetd must still exit cleanly (status 0).
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+A=hsd$(test_run_id)	# agent names of this run (two checkouts at once never collide)
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 
@@ -23,11 +24,11 @@ for ((i = 0; i < 600; i++)); do "$FLEETCTL" status >/dev/null 2>&1 && break; sle
 "$FLEETCTL" status >/dev/null; ok $? "fleetd runs in the foreground"
 _sockets+=("$SOCK")
 
-"$FLEETCTL" create hsd --backend user --health-cmd 'sleep 300' --health-interval 1 >/dev/null; ok $? "create with a check that takes long"
-"$FLEETCTL" start hsd >/dev/null; ok $? "start it"
+"$FLEETCTL" create $A --backend user --health-cmd 'sleep 300' --health-interval 1 >/dev/null; ok $? "create with a check that takes long"
+"$FLEETCTL" start $A >/dev/null; ok $? "start it"
 # The periodic check is in flight once its sleep runs as the agent.
-for ((i = 0; i < 600; i++)); do pgrep -u fleet-hsd -x sleep >/dev/null && break; sleep 0.1; done
-check "a check is running" -- pgrep -u fleet-hsd -x sleep
+for ((i = 0; i < 600; i++)); do pgrep -u fleet-$A -x sleep >/dev/null && break; sleep 0.1; done
+check "a check is running" -- pgrep -u fleet-$A -x sleep
 kill -TERM "$fg"
 wait "$fg"; st=$?
 is "$st" 0 "fleetd exits 0 with the check in flight"
@@ -42,5 +43,5 @@ else
 	diag "valgrind not installed: the leak check is left out"
 fi
 user_fleetd_start; ok $? "fleetd starts again"
-"$FLEETCTL" rm --force hsd >/dev/null; ok $? "remove it"
+"$FLEETCTL" rm --force $A >/dev/null; ok $? "remove it"
 done_testing

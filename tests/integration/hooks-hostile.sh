@@ -16,7 +16,8 @@
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 PY=/usr/bin/python3	# the system's: pyenv shims are not for every user
 [ -x "$PY" ] || PY=$(command -v python3) || skip_all "python3 not installed"
-HOOKS_USER=uhh-hooks	# this test's hooks_user: fleetd creates it
+U=uhh$(test_run_id)	# agent names and hooks_user of this run (two checkouts at once never collide)
+HOOKS_USER=$U-hooks	# this test's hooks_user: fleetd creates it
 . "$FLEET_SRCDIR/tests/lib/hooks.sh"
 
 GOOD=150		# good deliveries
@@ -33,9 +34,9 @@ user_fleetd_setup uhh
 hooks_fleetd_start --hooks-request-timeout "$DEADLINE" --hooks-max-per-source "$PER_SOURCE" \
 	--hooks-max-connections 512 --max-concurrent-runs 1
 ok $? "fleetd starts with its listener ($HOOKS_ADDR), deadline ${DEADLINE}s, $PER_SOURCE per source"
-"$FLEETCTL" create uhh-a --backend user --max-queued 100000 --command true >/dev/null; ok $? "create agent uhh-a"
+"$FLEETCTL" create $U-a --backend user --max-queued 100000 --command true >/dev/null; ok $? "create agent $U-a"
 KEY=uhh-hmac-secret-0123456789abcd
-printf '%s' "$KEY" | "$FLEETCTL" hook add uhh-a --source hmac --route uhh-h --header X-Uhh-Sig >/dev/null
+printf '%s' "$KEY" | "$FLEETCTL" hook add $U-a --source hmac --route uhh-h --header X-Uhh-Sig >/dev/null
 ok $? "an hmac route for it (1 MiB bodies)"
 printf '{}' > "$TEST_TMP/empty.json"
 deadline=$((SECONDS + 30))

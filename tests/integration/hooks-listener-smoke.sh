@@ -9,6 +9,7 @@
 # The larger end-to-end tests (every source, refusals, crashes under load,
 # privilege separation) are hooks-*.sh of their own.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+U=hkfs$(test_run_id)	# agent names of this run (two checkouts at once never collide)
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents and the listener's user are Unix users)"
 for t in jq curl openssl; do command -v $t >/dev/null || skip_all "$t not installed"; done
@@ -60,10 +61,10 @@ deliver() {
 		-H "X-GitHub-Delivery: $1" -H "X-Hub-Signature-256: sha256=$sig" --data-binary "$body" \
 		-w ' %{http_code}' "http://127.0.0.1:$PORT/hooks/${ROUTE:-hkfs-gh}"
 }
-# wait_done ID: until run ID of hkfs-a is over (at most 60 s)
+# wait_done ID: until run ID of $U-a is over (at most 60 s)
 wait_done() {
 	local deadline=$((SECONDS + 60))
-	until [[ "$("$FLEETCTL" --json runs hkfs-a "$1" | jq -r .state)" =~ ^(succeeded|failed|timed-out|cancelled|interrupted)$ ]]; do
+	until [[ "$("$FLEETCTL" --json runs $U-a "$1" | jq -r .state)" =~ ^(succeeded|failed|timed-out|cancelled|interrupted)$ ]]; do
 		[ $SECONDS -ge $deadline ] && return 1
 		sleep 0.2
 	done
@@ -76,22 +77,22 @@ like "$listen" '^127\.0\.0\.1:[0-9]+$' "status says the address it bound: $liste
 PORT=${listen##*:}
 ok "$([ "$PORT" != 0 ] && echo 0 || echo 1)" "a port was chosen"
 
-"$FLEETCTL" create hkfs-a --backend user --command 'cat' >/dev/null; ok $? "create agent hkfs-a"
-out=$(printf '%s\n' "$SECRET" | "$FLEETCTL" hook add hkfs-a --source github --route hkfs-gh --events pull_request)
+"$FLEETCTL" create $U-a --backend user --command 'cat' >/dev/null; ok $? "create agent $U-a"
+out=$(printf '%s\n' "$SECRET" | "$FLEETCTL" hook add $U-a --source github --route hkfs-gh --events pull_request)
 ok $? "subscribe it to a github route"
 # No hooks_public_url: the URL given to senders is where the listener listens (not the default port 8470).
 like "$out" "url: http://127\.0\.0\.1:$PORT/hooks/hkfs-gh" "and hook add prints the listener's own address as its URL"
 
 # Twilio signs the URL it was given: with no public URL set, that address's (a delivery signed over it is taken).
 TW_KEY=hkfs-twilio-auth-token-01234
-printf '%s' "$TW_KEY" | "$FLEETCTL" hook add hkfs-a --source twilio --route hkfs-tw >/dev/null
+printf '%s' "$TW_KEY" | "$FLEETCTL" hook add $U-a --source twilio --route hkfs-tw >/dev/null
 ok $? "subscribe it to a twilio route with no public URL"
 tw_sig=$(printf '%s' "http://127.0.0.1:$PORT/hooks/hkfs-twBodyhiMessageSidSMhkfs1" |
 	openssl dgst -sha1 -hmac "$TW_KEY" -binary | base64)
 tw=$(curl -sS -o /dev/null -w '%{http_code}' -H "X-Twilio-Signature: $tw_sig" \
 	--data-binary 'MessageSid=SMhkfs1&Body=hi' "http://127.0.0.1:$PORT/hooks/hkfs-tw")
 is "$tw" 202 "a twilio delivery signed over the listener's own URL is accepted"
-"$FLEETCTL" hook rm hkfs-a hkfs-tw >/dev/null; ok $? "and its route removed"
+"$FLEETCTL" hook rm $U-a hkfs-tw >/dev/null; ok $? "and its route removed"
 # A watcher (fleetctl watch, GET /v1/watch) sees the delivery and the run it causes.
 "$FLEETCTL" --json watch >"$TEST_TMP/watch" 2>/dev/null &
 watch_pid=$!; _pids+=("$watch_pid")
@@ -103,8 +104,8 @@ is "$(jq -c . <<<"${out% *}")" '{"status":"accepted","delivery":"hkfs-1","runs":
 run=$("$FLEETCTL" --json events --route hkfs-gh | jq -r '.[0].runs[0]')
 like "$run" '^[0-9]+$' "fleetctl events names the run"
 wait_done "$run"; ok $? "the run ends"
-is "$("$FLEETCTL" --json runs hkfs-a "$run" | jq -r .state)" succeeded "and succeeds"
-log=$("$FLEETCTL" logs hkfs-a "$run")
+is "$("$FLEETCTL" --json runs $U-a "$run" | jq -r .state)" succeeded "and succeeds"
+log=$("$FLEETCTL" logs $U-a "$run")
 is "$(jq -r '.source + " " + .route + " " + .delivery_id + " " + .type' <<<"$log")" \
 	"github hkfs-gh hkfs-1 pull_request.opened" "its stdin is the event: source, route, delivery id, type"
 is "$(jq -r .body <<<"$log")" '{"action":"opened","number":7}' "and the body, byte for byte"
@@ -115,7 +116,7 @@ is "$(jq -r 'select(.type == "delivery") | "\(.route) \(.delivery) \(.event_type
 is "$(jq -r "select(.run == $run) | .type" "$TEST_TMP/watch" | tr '\n' ' ')" "run.queued run.started run.finished " \
 	"and its run queued, starting and finishing"
 is "$(jq -r "select(.type == \"run.queued\" and .run == $run) | \"\(.agent) \(.trigger)\"" "$TEST_TMP/watch")" \
-	"hkfs-a github" "run.queued names its agent, and the route's source as trigger"
+	"$U-a github" "run.queued names its agent, and the route's source as trigger"
 is "$(jq -r 'select(.type == "delivery" or .type == "run.queued") | .type' "$TEST_TMP/watch" | tr '\n' ' ')" \
 	"delivery run.queued " "the delivery comes before the run it queued"
 kill "$watch_pid"; wait "$watch_pid" 2>/dev/null
@@ -134,7 +135,7 @@ wait_tables() {
 	until [ "$(tables)" -ge "$1" ]; do [ $SECONDS -ge $deadline ] && return 1; sleep 0.2; done
 }
 n=$(tables)
-out=$("$FLEETCTL" hook add hkfs-a --source github --route hkfs-gh2 --generate </dev/null)
+out=$("$FLEETCTL" hook add $U-a --source github --route hkfs-gh2 --generate </dev/null)
 ok $? "a second route, made while the listener runs"
 SECRET2=$(sed -n 's/^secret (shown once; give it to the sender): //p' <<<"$out")
 wait_tables $((n + 1)); ok $? "fleetd sends the listener its table again"
@@ -168,6 +169,6 @@ like "$(cat "$STATE/fleetd.log")" "listener of a previous fleetd \(pid $lp\) sti
 st=$(awk '/^State:/ { print $2 }' "/proc/$lp/status" 2>/dev/null)
 ok "$([ -z "$st" ] || [ "$st" = Z ] && echo 0 || echo 1)" "the old listener is gone"
 
-"$FLEETCTL" rm --force hkfs-a >/dev/null; ok $? "remove the agent"
+"$FLEETCTL" rm --force $U-a >/dev/null; ok $? "remove the agent"
 stop_fleetd; ok $? "fleetd stops"
 done_testing

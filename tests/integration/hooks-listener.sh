@@ -15,7 +15,8 @@
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 PY=/usr/bin/python3	# the system's: pyenv shims are not for every user
 [ -x "$PY" ] || PY=$(command -v python3) || skip_all "python3 not installed"
-HOOKS_USER=uhl-hooks	# this test's hooks_user: fleetd creates it
+U=uhl$(test_run_id)	# agent names and hooks_user of this run (two checkouts at once never collide)
+HOOKS_USER=$U-hooks	# this test's hooks_user: fleetd creates it
 . "$FLEET_SRCDIR/tests/lib/hooks.sh"
 
 user_fleetd_setup uhl
@@ -26,11 +27,11 @@ like "$("$FLEETCTL" status)" "webhooks: up on $HOOKS_ADDR \(pid $HOOKS_PID\)" "f
 
 # The run's log: the event (stdin) on the first line, then its FLEET_* environment.
 CMD='cat; echo; env | grep ^FLEET_ | LC_ALL=C sort'
-for a in uhl-a uhl-b; do
+for a in $U-a $U-b; do
 	"$FLEETCTL" create "$a" --backend user --command "$CMD" >/dev/null; ok $? "create agent $a"
 done
-"$FLEETCTL" create uhl-q --backend user --max-queued 1 --command 'sleep 300' >/dev/null
-ok $? "create agent uhl-q (at most 1 queued, slow runs)"
+"$FLEETCTL" create $U-q --backend user --max-queued 1 --command 'sleep 300' >/dev/null
+ok $? "create agent $U-q (at most 1 queued, slow runs)"
 
 # add AGENT SECRET ARGS...: hook add with the secret on stdin
 add() { local a=$1 s=$2; shift 2; printf '%s' "$s" | "$FLEETCTL" hook add "$a" "$@" >/dev/null; }
@@ -43,26 +44,26 @@ WHSEC=whsec_$(head -c 32 /dev/urandom | base64 -w0)
 HEX_KEY=uhl-hmac-hex-secret-01234567
 B64_KEY=uhl-hmac-b64-secret-01234567
 Q_KEY=uhl-queue-secret-0123456789
-add uhl-a "$GH_KEY" --source github --route uhl-gh; ok $? "github route, uhl-a takes every event"
-"$FLEETCTL" hook add uhl-b --source github --route uhl-gh --events pull_request.opened </dev/null >/dev/null
-ok $? "uhl-b subscribes to it for pull_request.opened only"
-add uhl-a "$SL_KEY" --source slack --route uhl-slack; ok $? "slack route"
-add uhl-a "$TW_KEY" --source twilio --route uhl-tw --public-url "$PUB"; ok $? "twilio route"
-add uhl-a "$DDH_KEY" --source datadog --route uhl-ddh --auth header --header X-Uhl-Token --delivery-field alert_id
+add $U-a "$GH_KEY" --source github --route uhl-gh; ok $? "github route, $U-a takes every event"
+"$FLEETCTL" hook add $U-b --source github --route uhl-gh --events pull_request.opened </dev/null >/dev/null
+ok $? "$U-b subscribes to it for pull_request.opened only"
+add $U-a "$SL_KEY" --source slack --route uhl-slack; ok $? "slack route"
+add $U-a "$TW_KEY" --source twilio --route uhl-tw --public-url "$PUB"; ok $? "twilio route"
+add $U-a "$DDH_KEY" --source datadog --route uhl-ddh --auth header --header X-Uhl-Token --delivery-field alert_id
 ok $? "datadog route, secret in a header"
-add uhl-a "$DDB_USER:$DDB_PASS" --source datadog --route uhl-ddb --auth basic; ok $? "datadog route, basic auth"
-add uhl-a "$WHSEC" --source standard --route uhl-std; ok $? "standard webhooks route"
-add uhl-a "$HEX_KEY" --source hmac --route uhl-hex --header X-Uhl-Sig --max-body 4096; ok $? "hmac route, hex (4 KiB bodies)"
-add uhl-a "$B64_KEY" --source hmac --route uhl-b64 --header X-Uhl-Sig64 --encoding base64 --prefix sha256=
+add $U-a "$DDB_USER:$DDB_PASS" --source datadog --route uhl-ddb --auth basic; ok $? "datadog route, basic auth"
+add $U-a "$WHSEC" --source standard --route uhl-std; ok $? "standard webhooks route"
+add $U-a "$HEX_KEY" --source hmac --route uhl-hex --header X-Uhl-Sig --max-body 4096; ok $? "hmac route, hex (4 KiB bodies)"
+add $U-a "$B64_KEY" --source hmac --route uhl-b64 --header X-Uhl-Sig64 --encoding base64 --prefix sha256=
 ok $? "hmac route, base64 with a prefix"
-add uhl-q "$Q_KEY" --source hmac --route uhl-q --header X-Uhl-Sig; ok $? "hmac route for uhl-q"
+add $U-q "$Q_KEY" --source hmac --route $U-q --header X-Uhl-Sig; ok $? "hmac route for $U-q"
 
 # The table reaches the listener over its socketpair: until it has the last
 # route, an unsigned request there is 404 rather than 401 (at most 30 s).
 printf '{}' > "$TEST_TMP/empty.json"
 deadline=$((SECONDS + 30))
-while [ "$(post /hooks/uhl-q "$TEST_TMP/empty.json")" = 404 ] && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
-is "$(post /hooks/uhl-q "$TEST_TMP/empty.json")" 401 "the listener has the routes (unsigned: 401)"
+while [ "$(post /hooks/$U-q "$TEST_TMP/empty.json")" = 404 ] && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+is "$(post /hooks/$U-q "$TEST_TMP/empty.json")" 401 "the listener has the routes (unsigned: 401)"
 
 # check_runs WHAT ROUTE DELIVERY SOURCE TYPE BODYFILE AGENT...: the delivery's
 # runs are exactly one per AGENT; each ran with the event on stdin and FLEET_*.
@@ -100,41 +101,41 @@ now() { date +%s; }
 printf '{"action":"opened","number":7,"pull_request":{"title":"uhl"}}' > "$TEST_TMP/pr.json"
 st=$(github_post uhl-gh "$GH_KEY" pull_request uhl-gh-1 "$TEST_TMP/pr.json")
 accepted "github pull_request.opened" "$st" 2
-check_runs "github pull_request.opened" uhl-gh uhl-gh-1 github pull_request.opened "$TEST_TMP/pr.json" uhl-a uhl-b
+check_runs "github pull_request.opened" uhl-gh uhl-gh-1 github pull_request.opened "$TEST_TMP/pr.json" $U-a $U-b
 printf '{"ref":"refs/heads/main","after":"abc"}' > "$TEST_TMP/push.json"
 st=$(github_post uhl-gh "$GH_KEY" push uhl-gh-2 "$TEST_TMP/push.json")
 accepted "github push" "$st" 1
-check_runs "github push (uhl-b's filter does not match)" uhl-gh uhl-gh-2 github push "$TEST_TMP/push.json" uhl-a
+check_runs "github push ($U-b's filter does not match)" uhl-gh uhl-gh-2 github push "$TEST_TMP/push.json" $U-a
 printf '{"action":"closed","number":7}' > "$TEST_TMP/prc.json"
 st=$(github_post uhl-gh "$GH_KEY" pull_request uhl-gh-3 "$TEST_TMP/prc.json")
 accepted "github pull_request.closed" "$st" 1
-check_runs "github pull_request.closed" uhl-gh uhl-gh-3 github pull_request.closed "$TEST_TMP/prc.json" uhl-a
+check_runs "github pull_request.closed" uhl-gh uhl-gh-3 github pull_request.closed "$TEST_TMP/prc.json" $U-a
 
 # --- slack ---
 printf '{"type":"event_callback","event_id":"EvUHL0001","event":{"type":"app_mention","text":"hi"}}' > "$TEST_TMP/sl.json"
 st=$(slack_post uhl-slack "$SL_KEY" "$(now)" "$TEST_TMP/sl.json")
 accepted "slack app_mention" "$st" 1
-check_runs "slack" uhl-slack EvUHL0001 slack app_mention "$TEST_TMP/sl.json" uhl-a
+check_runs "slack" uhl-slack EvUHL0001 slack app_mention "$TEST_TMP/sl.json" $U-a
 
 # --- twilio: the public URL and the sorted form parameters ---
 tw_signed=$(twilio_form "$TEST_TMP/tw.form" MessageSid=SMuhl0001 'From=+15551230000' 'Body=disk full on db1')
 st=$(twilio_post uhl-tw "$TW_KEY" "$PUB" "$TEST_TMP/tw.form" "$tw_signed")
 accepted "twilio message" "$st" 1
-check_runs "twilio" uhl-tw SMuhl0001 twilio message "$TEST_TMP/tw.form" uhl-a
+check_runs "twilio" uhl-tw SMuhl0001 twilio message "$TEST_TMP/tw.form" $U-a
 
 # --- datadog: header and basic auth ---
 printf '{"alert_id":"dd-uhl-1","title":"disk full"}' > "$TEST_TMP/ddh.json"
 st=$(post /hooks/uhl-ddh "$TEST_TMP/ddh.json" -H "X-Uhl-Token: $DDH_KEY")
 accepted "datadog (header)" "$st" 1
-check_runs "datadog (header)" uhl-ddh dd-uhl-1 datadog "" "$TEST_TMP/ddh.json" uhl-a
+check_runs "datadog (header)" uhl-ddh dd-uhl-1 datadog "" "$TEST_TMP/ddh.json" $U-a
 printf '{"id":"dd-uhl-2","title":"cpu"}' > "$TEST_TMP/ddb.json"
 st=$(post /hooks/uhl-ddb "$TEST_TMP/ddb.json" -u "$DDB_USER:$DDB_PASS")
 accepted "datadog (basic)" "$st" 1
-check_runs "datadog (basic)" uhl-ddb dd-uhl-2 datadog "" "$TEST_TMP/ddb.json" uhl-a
+check_runs "datadog (basic)" uhl-ddb dd-uhl-2 datadog "" "$TEST_TMP/ddb.json" $U-a
 # A credential never reaches the run: not the secret header, not Authorization.
 for r in "uhl-ddh:dd-uhl-1:$DDH_KEY" "uhl-ddb:dd-uhl-2:$DDB_PASS"; do
 	run=$(runs_of "${r%%:*}" "$(cut -d: -f2 <<<"$r")"); run=${run#*:}
-	log=$("$FLEETCTL" logs uhl-a "$run")
+	log=$("$FLEETCTL" logs $U-a "$run")
 	is "$(grep -cF -- "${r##*:}" <<<"$log")" 0 "datadog (${r%%:*}): the secret is not in the run's event"
 	is "$(head -1 <<<"$log" | jq -r '.headers | keys[] | ascii_downcase' | grep -c '^authorization$')" 0 \
 		"datadog (${r%%:*}): no Authorization header in it"
@@ -144,17 +145,17 @@ done
 printf '{"type":"invoice.paid","data":{"id":1}}' > "$TEST_TMP/std.json"
 st=$(standard_post uhl-std "$WHSEC" msg_uhl_1 "$(now)" "$TEST_TMP/std.json")
 accepted "standard webhooks" "$st" 1
-check_runs "standard" uhl-std msg_uhl_1 standard invoice.paid "$TEST_TMP/std.json" uhl-a
+check_runs "standard" uhl-std msg_uhl_1 standard invoice.paid "$TEST_TMP/std.json" $U-a
 
 # --- generic hmac: hex, base64 with a prefix; the id is the body's SHA-256 ---
 printf 'build 41 passed\n' > "$TEST_TMP/hex.txt"
 st=$(post /hooks/uhl-hex "$TEST_TMP/hex.txt" -H "X-Uhl-Sig: $(hmac_hex "$HEX_KEY" "$TEST_TMP/hex.txt")")
 accepted "hmac hex" "$st" 1
-check_runs "hmac hex" uhl-hex "$(sha256sum <"$TEST_TMP/hex.txt" | cut -d' ' -f1)" hmac "" "$TEST_TMP/hex.txt" uhl-a
+check_runs "hmac hex" uhl-hex "$(sha256sum <"$TEST_TMP/hex.txt" | cut -d' ' -f1)" hmac "" "$TEST_TMP/hex.txt" $U-a
 printf '{"build":42}' > "$TEST_TMP/b64.json"
 st=$(post /hooks/uhl-b64 "$TEST_TMP/b64.json" -H "X-Uhl-Sig64: sha256=$(hmac_b64 "$B64_KEY" "$TEST_TMP/b64.json")")
 accepted "hmac base64 with prefix" "$st" 1
-check_runs "hmac base64" uhl-b64 "$(sha256sum <"$TEST_TMP/b64.json" | cut -d' ' -f1)" hmac "" "$TEST_TMP/b64.json" uhl-a
+check_runs "hmac base64" uhl-b64 "$(sha256sum <"$TEST_TMP/b64.json" | cut -d' ' -f1)" hmac "" "$TEST_TMP/b64.json" $U-a
 
 # --- redeliveries: 200, nothing new ---
 before=$(db_counts); runs_before=$(db_q "SELECT count(*) FROM runs")
@@ -282,21 +283,21 @@ is "$(db_q "SELECT group_concat(outcome) FROM (SELECT outcome FROM events WHERE 
 
 # --- a full queue: 429, nothing stored; the same delivery later is accepted ---
 qpost() { printf '{"n":%s}' "$1" > "$TEST_TMP/q$1.json"
-	post /hooks/uhl-q "$TEST_TMP/q$1.json" -H "X-Uhl-Sig: $(hmac_hex "$Q_KEY" "$TEST_TMP/q$1.json")"; }
+	post /hooks/$U-q "$TEST_TMP/q$1.json" -H "X-Uhl-Sig: $(hmac_hex "$Q_KEY" "$TEST_TMP/q$1.json")"; }
 qid() { sha256sum <"$TEST_TMP/q$1.json" | cut -d' ' -f1; }
-accepted "uhl-q first delivery" "$(qpost 1)" 1
-q1=$(runs_of uhl-q "$(qid 1)"); q1=${q1#*:}
+accepted "$U-q first delivery" "$(qpost 1)" 1
+q1=$(runs_of $U-q "$(qid 1)"); q1=${q1#*:}
 deadline=$((SECONDS + 60))
-while [ "$(run_state uhl-q "$q1")" != running ] && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
-is "$(run_state uhl-q "$q1")" running "its run is running (sleep 300)"
-accepted "uhl-q second delivery (queued behind it)" "$(qpost 2)" 1
+while [ "$(run_state $U-q "$q1")" != running ] && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+is "$(run_state $U-q "$q1")" running "its run is running (sleep 300)"
+accepted "$U-q second delivery (queued behind it)" "$(qpost 2)" 1
 before=$(db_counts)
-refused "uhl-q third delivery: its queue is full" 429 "$(qpost 3)" "$before"
-q2=$(runs_of uhl-q "$(qid 2)"); q2=${q2#*:}
-"$FLEETCTL" cancel uhl-q "$q2" >/dev/null && "$FLEETCTL" cancel uhl-q "$q1" >/dev/null; ok $? "cancel both runs"
+refused "$U-q third delivery: its queue is full" 429 "$(qpost 3)" "$before"
+q2=$(runs_of $U-q "$(qid 2)"); q2=${q2#*:}
+"$FLEETCTL" cancel $U-q "$q2" >/dev/null && "$FLEETCTL" cancel $U-q "$q1" >/dev/null; ok $? "cancel both runs"
 accepted "the third delivery sent again, the queue empty: not a duplicate" "$(qpost 3)" 1
-q3=$(runs_of uhl-q "$(qid 3)"); q3=${q3#*:}
-"$FLEETCTL" cancel uhl-q "$q3" >/dev/null; ok $? "cancel it too"
+q3=$(runs_of $U-q "$(qid 3)"); q3=${q3#*:}
+"$FLEETCTL" cancel $U-q "$q3" >/dev/null; ok $? "cancel it too"
 
 # --- rotation: the old secret during the grace, the new one, the old one refused after ---
 GH_NEW=uhl-github-secret-NEW-98765432

@@ -12,7 +12,8 @@
 command -v setpriv >/dev/null || skip_all "setpriv not installed"
 PY=/usr/bin/python3	# the system's: pyenv shims are not for every user
 [ -x "$PY" ] || skip_all "/usr/bin/python3 not installed"
-HOOKS_USER=uhp-hooks	# this test's hooks_user: fleetd creates it
+U=uhp$(test_run_id)	# agent names and hooks_user of this run (two checkouts at once never collide)
+HOOKS_USER=$U-hooks	# this test's hooks_user: fleetd creates it
 . "$FLEET_SRCDIR/tests/lib/hooks.sh"
 
 user_fleetd_setup uhp

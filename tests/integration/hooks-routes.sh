@@ -8,13 +8,14 @@
 # its subscriptions, bad input refused with nothing stored, and the events
 # listing with its filters.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+U=uhr$(test_run_id)	# agent names of this run (two checkouts at once never collide)
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 command -v jq >/dev/null || skip_all "jq not installed"
 
 user_fleetd_setup uhr
 user_fleetd_start --hooks-public-url https://hooks.example.test; ok $? "fleetd starts"
-for a in uhr-a uhr-b; do
+for a in $U-a $U-b; do
 	"$FLEETCTL" create "$a" --backend user >/dev/null; ok $? "create agent $a"
 done
 routes() { "$FLEETCTL" --json hook ls | jq -r 'map(.route) | join(",")'; }
@@ -27,23 +28,23 @@ no_secret() {
 
 # --- add: the secret from stdin, the URL to give the sender ---
 SECRET=uhr-github-secret-0123456789
-out=$(printf '%s\n' "$SECRET" | "$FLEETCTL" hook add uhr-a --source github); ok $? "hook add reads the secret from stdin"
-like "$out" "agent 'uhr-a' subscribed to github route 'uhr-a-github' \(new\)" "it makes route AGENT-SOURCE"
-like "$out" "url: https://hooks.example.test/hooks/uhr-a-github" "and prints its URL from hooks_public_url"
+out=$(printf '%s\n' "$SECRET" | "$FLEETCTL" hook add $U-a --source github); ok $? "hook add reads the secret from stdin"
+like "$out" "agent '$U-a' subscribed to github route '$U-a-github' \(new\)" "it makes route AGENT-SOURCE"
+like "$out" "url: https://hooks.example.test/hooks/$U-a-github" "and prints its URL from hooks_public_url"
 
 # --- --generate: a random secret, printed once ---
-out=$("$FLEETCTL" hook add uhr-a --source standard --route uhr-std --generate </dev/null); ok $? "hook add --generate"
+out=$("$FLEETCTL" hook add $U-a --source standard --route uhr-std --generate </dev/null); ok $? "hook add --generate"
 GEN=$(sed -n 's/^secret (shown once; give it to the sender): //p' <<<"$out")
 like "$GEN" '^whsec_[A-Za-z0-9+/]{43}=$' "it prints a whsec_ secret for a Standard Webhooks route"
 GEN_B64=${GEN#whsec_}
-out2=$("$FLEETCTL" hook add uhr-b --source standard --route uhr-std --generate </dev/null 2>&1)
+out2=$("$FLEETCTL" hook add $U-b --source standard --route uhr-std --generate </dev/null 2>&1)
 is $? 1 "--generate for an existing route is refused"
 like "$out2" "keeps its secret" "saying it keeps its secret"
 
 # --- a secret is never shown again ---
 ls_json=$("$FLEETCTL" --json hook ls); ls_text=$("$FLEETCTL" hook ls)
 api_json=$(api GET /v1/hooks)
-like "$ls_text" "uhr-a-github +github +https://hooks.example.test/hooks/uhr-a-github +uhr-a" "hook ls lists the route"
+like "$ls_text" "$U-a-github +github +https://hooks.example.test/hooks/$U-a-github +$U-a" "hook ls lists the route"
 no_secret "hook ls" "$ls_text" "$SECRET" "$GEN_B64"
 no_secret "hook ls --json" "$ls_json" "$SECRET" "$GEN_B64"
 no_secret "GET /v1/hooks" "$api_json" "$SECRET" "$GEN_B64"
@@ -58,43 +59,43 @@ done
 is $found 1 "the secret is in the database"
 
 # --- fan-out: a second subscriber, with an event filter ---
-out=$("$FLEETCTL" hook add uhr-b --source github --route uhr-a-github --events push,pull_request.opened </dev/null)
-ok $? "uhr-b subscribes to the existing route (no secret needed)"
+out=$("$FLEETCTL" hook add $U-b --source github --route $U-a-github --events push,pull_request.opened </dev/null)
+ok $? "$U-b subscribes to the existing route (no secret needed)"
 like "$out" "\(existing\)" "it says the route existed"
-sel='.[] | select(.route == "uhr-a-github")'
-is "$("$FLEETCTL" --json hook ls | jq -r "$sel | .subscribers | map(.agent) | join(\",\")")" "uhr-a,uhr-b" \
+sel=".[] | select(.route == \"$U-a-github\")"
+is "$("$FLEETCTL" --json hook ls | jq -r "$sel | .subscribers | map(.agent) | join(\",\")")" "$U-a,$U-b" \
 	"the route has both subscribers"
-is "$("$FLEETCTL" --json hook ls | jq -r "$sel | .subscribers[] | select(.agent == \"uhr-b\") | .events | join(\",\")")" \
-	"push,pull_request.opened" "uhr-b's event filter is stored"
-is "$("$FLEETCTL" --json hook ls | jq -r "$sel | .subscribers[] | select(.agent == \"uhr-a\") | .events")" null \
-	"uhr-a takes every event"
-is "$("$FLEETCTL" --json hook ls uhr-b | jq -r 'map(.route) | join(",")')" "uhr-a-github" "hook ls AGENT shows its routes only"
-out=$(printf '%s' "$SECRET" | "$FLEETCTL" hook add uhr-b --source github --route uhr-a-github 2>&1)
+is "$("$FLEETCTL" --json hook ls | jq -r "$sel | .subscribers[] | select(.agent == \"$U-b\") | .events | join(\",\")")" \
+	"push,pull_request.opened" "$U-b's event filter is stored"
+is "$("$FLEETCTL" --json hook ls | jq -r "$sel | .subscribers[] | select(.agent == \"$U-a\") | .events")" null \
+	"$U-a takes every event"
+is "$("$FLEETCTL" --json hook ls $U-b | jq -r 'map(.route) | join(",")')" "$U-a-github" "hook ls AGENT shows its routes only"
+out=$(printf '%s' "$SECRET" | "$FLEETCTL" hook add $U-b --source github --route $U-a-github 2>&1)
 is $? 1 "subscribing again is refused"
 
 # --- rotate: the old secret keeps working for the grace period ---
 is "$("$FLEETCTL" --json hook ls | jq -r "$sel | .rotating_until")" null "no rotation under way"
 NEW=uhr-github-secret-NEW-9876543210
-out=$(printf '%s' "$NEW" | "$FLEETCTL" hook rotate uhr-a-github --grace 2h); ok $? "hook rotate --grace 2h"
+out=$(printf '%s' "$NEW" | "$FLEETCTL" hook rotate $U-a-github --grace 2h); ok $? "hook rotate --grace 2h"
 like "$out" "the previous one works until" "it says until when the old one works"
 until=$("$FLEETCTL" --json hook ls | jq -r "$sel | .rotating_until")
 d=$(( $(date -d "$until" +%s) - $(date +%s) ))
 ok $([ $d -gt 6900 ] && [ $d -le 7200 ] && echo 0 || echo 1) "rotating_until is 2 h after the rotation ($d s from now)"
-printf '%s' "$NEW-2" | "$FLEETCTL" hook rotate uhr-a-github >/dev/null; ok $? "rotate without --grace"
+printf '%s' "$NEW-2" | "$FLEETCTL" hook rotate $U-a-github >/dev/null; ok $? "rotate without --grace"
 until=$("$FLEETCTL" --json hook ls | jq -r "$sel | .rotating_until")
 d=$(( $(date -d "$until" +%s) - $(date +%s) ))
 ok $([ $d -gt 86100 ] && [ $d -le 86400 ] && echo 0 || echo 1) "the default grace is 24 h ($d s from now)"
-printf '%s' "$NEW-3" | "$FLEETCTL" hook rotate uhr-a-github --grace 0 >/dev/null; ok $? "rotate --grace 0"
+printf '%s' "$NEW-3" | "$FLEETCTL" hook rotate $U-a-github --grace 0 >/dev/null; ok $? "rotate --grace 0"
 is "$("$FLEETCTL" --json hook ls | jq -r "$sel | .rotating_until")" null "no grace: the old secret stops at once"
 no_secret "hook ls after rotations" "$("$FLEETCTL" --json hook ls)" "$NEW" "$SECRET"
-out=$("$FLEETCTL" hook rotate uhr-a-github --grace 31d </dev/null 2>&1); is $? 2 "a grace over 30 days is refused"
-out=$(printf short | "$FLEETCTL" hook rotate uhr-a-github 2>&1); is $? 1 "a short new secret is refused"
+out=$("$FLEETCTL" hook rotate $U-a-github --grace 31d </dev/null 2>&1); is $? 2 "a grace over 30 days is refused"
+out=$(printf short | "$FLEETCTL" hook rotate $U-a-github 2>&1); is $? 1 "a short new secret is refused"
 out=$(printf '%s' "$NEW" | "$FLEETCTL" hook rotate uhr-nosuch 2>&1); is $? 1 "rotating an unknown route fails"
 like "$out" "no such route" "saying so"
-out=$("$FLEETCTL" hook rotate uhr-a-github --generate --grace 0 </dev/null); ok $? "hook rotate --generate"
+out=$("$FLEETCTL" hook rotate $U-a-github --generate --grace 0 </dev/null); ok $? "hook rotate --generate"
 gen=$(sed -n 's/^secret (shown once; give it to the sender): //p' <<<"$out")
 like "$gen" "^[0-9a-f]{64}$" "it prints the new secret once (64 hex digits)"
-is "$(sqlite3 "$STATE/fleet.db" "SELECT hex(secret) FROM hook_routes WHERE name = 'uhr-a-github'")" \
+is "$(sqlite3 "$STATE/fleet.db" "SELECT hex(secret) FROM hook_routes WHERE name = '$U-a-github'")" \
 	"$(printf '%s' "$gen" | od -An -tx1 | tr -d ' \n' | tr a-f A-F)" "and that is the route's secret now"
 no_secret "hook ls after a generated rotation" "$("$FLEETCTL" --json hook ls)" "$gen"
 out=$("$FLEETCTL" hook rotate uhr-nosuch --generate </dev/null 2>&1); is $? 1 "--generate for an unknown route fails"
@@ -102,60 +103,60 @@ like "$out" "no webhook route 'uhr-nosuch'" "saying so"
 
 # --- bad input: clear errors, nothing stored ---
 before=$(routes)
-out=$(printf '%s' "$SECRET" | "$FLEETCTL" hook add uhr-a --source gitlab 2>&1); is $? 2 "an unknown source is refused"
+out=$(printf '%s' "$SECRET" | "$FLEETCTL" hook add $U-a --source gitlab 2>&1); is $? 2 "an unknown source is refused"
 like "$out" "unknown source 'gitlab'" "naming it"
-out=$(printf '%s' "$SECRET" | "$FLEETCTL" hook add uhr-a --source slack --route 'Bad/Name' 2>&1); is $? 2 "a bad route name is refused"
+out=$(printf '%s' "$SECRET" | "$FLEETCTL" hook add $U-a --source slack --route 'Bad/Name' 2>&1); is $? 2 "a bad route name is refused"
 like "$out" "invalid route name 'Bad/Name'" "naming it"
-out=$(printf tooshort | "$FLEETCTL" hook add uhr-a --source slack --route uhr-short 2>&1); is $? 1 "a short secret is refused"
+out=$(printf tooshort | "$FLEETCTL" hook add $U-a --source slack --route uhr-short 2>&1); is $? 1 "a short secret is refused"
 like "$out" "16 to 512 bytes" "saying how long a secret must be"
-out=$(printf 'whsec_!!notbase64!!' | "$FLEETCTL" hook add uhr-a --source standard --route uhr-badw 2>&1)
+out=$(printf 'whsec_!!notbase64!!' | "$FLEETCTL" hook add $U-a --source standard --route uhr-badw 2>&1)
 is $? 1 "a bad whsec_ secret is refused"
 like "$out" "not valid base64" "saying why"
-out=$(printf '%s' "$SECRET" | "$FLEETCTL" hook add uhr-a --source standard --route uhr-nowh 2>&1)
+out=$(printf '%s' "$SECRET" | "$FLEETCTL" hook add $U-a --source standard --route uhr-nowh 2>&1)
 is $? 1 "a standard secret without whsec_ is refused"
-out=$("$FLEETCTL" hook add uhr-a --source slack --route uhr-argv --secret=ARGV-SECRET-0123456789 </dev/null 2>&1)
+out=$("$FLEETCTL" hook add $U-a --source slack --route uhr-argv --secret=ARGV-SECRET-0123456789 </dev/null 2>&1)
 is $? 2 "a secret on argv (--secret=...) is refused"
 like "$out" "never taken from the command line" "saying why"
 no_secret "the refusal" "$out" ARGV-SECRET-0123456789
-out=$("$FLEETCTL" hook add uhr-a --source slack --route uhr-argv ARGV-SECRET-0123456789 </dev/null 2>&1)
+out=$("$FLEETCTL" hook add $U-a --source slack --route uhr-argv ARGV-SECRET-0123456789 </dev/null 2>&1)
 is $? 2 "a secret as an extra argument is refused"
 no_secret "that refusal" "$out" ARGV-SECRET-0123456789
-out=$("$FLEETCTL" hook add uhr-a --source slack --route uhr-empty </dev/null 2>&1); is $? 1 "an empty stdin is refused"
+out=$("$FLEETCTL" hook add $U-a --source slack --route uhr-empty </dev/null 2>&1); is $? 1 "an empty stdin is refused"
 like "$out" "no secret on standard input" "saying where the secret goes"
 out=$(printf '%s' "$SECRET" | "$FLEETCTL" hook add uhr-nobody --source slack 2>&1); is $? 1 "an unknown agent is refused"
-out=$(printf '%s' "$SECRET" | "$FLEETCTL" hook add uhr-a --source github --encoding base64 --route uhr-enc 2>&1)
+out=$(printf '%s' "$SECRET" | "$FLEETCTL" hook add $U-a --source github --encoding base64 --route uhr-enc 2>&1)
 is $? 1 "an option of another source (--encoding for github) is refused"
-out=$(api POST /v1/hooks '{"agent":"uhr-a","source":"gitlab","secret":"0123456789abcdef0123"}')
+out=$(api POST /v1/hooks "{\"agent\":\"$U-a\",\"source\":\"gitlab\",\"secret\":\"0123456789abcdef0123\"}")
 is "${out##* }" 400 "the API refuses an unknown source too"
-out=$(api POST /v1/hooks '{"agent":"uhr-a","source":"slack","route":"../x","secret":"0123456789abcdef0123"}')
+out=$(api POST /v1/hooks "{\"agent\":\"$U-a\",\"source\":\"slack\",\"route\":\"../x\",\"secret\":\"0123456789abcdef0123\"}")
 is "${out##* }" 400 "and a bad route name"
 is "$(routes)" "$before" "none of them stored a route"
 
 # --- rm: the route goes with its last subscriber ---
-out=$("$FLEETCTL" hook rm uhr-a uhr-a-github); ok $? "hook rm uhr-a uhr-a-github"
-is "$out" "agent 'uhr-a' unsubscribed from route 'uhr-a-github'" "the route stays for uhr-b"
-out=$("$FLEETCTL" hook rm uhr-a uhr-a-github 2>&1); is $? 1 "removing it again fails"
+out=$("$FLEETCTL" hook rm $U-a $U-a-github); ok $? "hook rm $U-a $U-a-github"
+is "$out" "agent '$U-a' unsubscribed from route '$U-a-github'" "the route stays for $U-b"
+out=$("$FLEETCTL" hook rm $U-a $U-a-github 2>&1); is $? 1 "removing it again fails"
 like "$out" "not subscribed" "saying so"
-like "$("$FLEETCTL" hook rm uhr-b uhr-a-github)" "last subscriber: route removed" "removing the last subscriber removes the route"
+like "$("$FLEETCTL" hook rm $U-b $U-a-github)" "last subscriber: route removed" "removing the last subscriber removes the route"
 is "$(routes)" "uhr-std" "only uhr-std is left"
 
 # --- an agent's removal removes its subscriptions (and routes it was alone on) ---
-printf '%s' "$SECRET" | "$FLEETCTL" hook add uhr-b --source hmac --route uhr-ci --header X-Uhr-Sig >/dev/null
-ok $? "an hmac route with its own header for uhr-b"
-"$FLEETCTL" hook add uhr-a --source hmac --route uhr-ci </dev/null >/dev/null; ok $? "uhr-a subscribes too"
+printf '%s' "$SECRET" | "$FLEETCTL" hook add $U-b --source hmac --route uhr-ci --header X-Uhr-Sig >/dev/null
+ok $? "an hmac route with its own header for $U-b"
+"$FLEETCTL" hook add $U-a --source hmac --route uhr-ci </dev/null >/dev/null; ok $? "$U-a subscribes too"
 is "$("$FLEETCTL" --json hook ls | jq -r '.[] | select(.route == "uhr-ci") | .header + " " + .encoding')" "X-Uhr-Sig hex" \
 	"the route's header and encoding are stored"
-"$FLEETCTL" rm uhr-a >/dev/null; ok $? "remove agent uhr-a"
-is "$(routes)" "uhr-ci" "uhr-std (uhr-a's alone) went with it"
-is "$("$FLEETCTL" --json hook ls | jq -r '.[0].subscribers | map(.agent) | join(",")')" "uhr-b" "uhr-ci keeps uhr-b only"
+"$FLEETCTL" rm $U-a >/dev/null; ok $? "remove agent $U-a"
+is "$(routes)" "uhr-ci" "uhr-std ($U-a's alone) went with it"
+is "$("$FLEETCTL" --json hook ls | jq -r '.[0].subscribers | map(.agent) | join(",")')" "$U-b" "uhr-ci keeps $U-b only"
 
 # --- events: no webhook has arrived (the listener is not built yet); a manual trigger's event is
 # listed with the run it queued, and the filters are checked ---
 is "$("$FLEETCTL" --json events | jq -c .)" "[]" "--json: an empty list before anything arrived"
 is "$("$FLEETCTL" events)" "no events" "fleetctl events: none"
-"$FLEETCTL" set uhr-b --command true >/dev/null && "$FLEETCTL" trigger uhr-b --wait >/dev/null 2>&1
+"$FLEETCTL" set $U-b --command true >/dev/null && "$FLEETCTL" trigger $U-b --wait >/dev/null 2>&1
 ok $? "a manual run"
-run_id=$("$FLEETCTL" --json runs uhr-b | jq -r '.[0].id')
+run_id=$("$FLEETCTL" --json runs $U-b | jq -r '.[0].id')
 is "$("$FLEETCTL" --json events | jq -c '[.[] | {source, runs}]')" "[{\"source\":\"manual\",\"runs\":[$run_id]}]" \
 	"fleetctl events: the manual trigger's event, with the run it queued"
 like "$("$FLEETCTL" events | tail -1)" "^[^ ]+ +manual +- " "the table names its source"

@@ -6,6 +6,7 @@
 # key table) its entry in fleetd.conf(5). Then fleetctl's bash completion,
 # driven as bash drives it, against a fleetd with an agent and a snapshot.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+U=mp$(test_run_id)	# agent names of this run (two checkouts at once never collide)
 
 command -v mandoc >/dev/null || skip_all "mandoc missing (scripts/deps.sh installs it)"
 [ "$(id -u)" = 0 ] || skip_all "needs root (a user agent is a Unix user)"
@@ -70,8 +71,8 @@ done
 # ---- bash completion -----------------------------------------------------------------------------
 user_fleetd_setup manpages
 user_fleetd_start || fail_all "fleetd does not start"
-"$FLEETCTL" create mp-alpha --backend user >/dev/null; ok $? "an agent to complete"
-"$FLEETCTL" snapshot mp-alpha snap-one >/dev/null; ok $? "and a snapshot of it"
+"$FLEETCTL" create $U-alpha --backend user >/dev/null; ok $? "an agent to complete"
+"$FLEETCTL" snapshot $U-alpha snap-one >/dev/null; ok $? "and a snapshot of it"
 mkdir -p "$TEST_TMP/bin" && ln -s "$FLEETCTL" "$TEST_TMP/bin/fleetctl"
 
 # complete WORDS...: what the completion offers for the last word, one a line, sorted
@@ -88,11 +89,11 @@ is "$(complete_words fleetctl '')" "$(sort <<<"$cmds")" "an empty command word c
 is "$(complete_words fleetctl res)" $'restart\nrestore' "'res' completes to restart and restore"
 is "$(complete_words fleetctl do)" doctor "'do' completes to doctor"
 is "$(complete_words fleetctl help sna)" $'snapshot\nsnapshots' "help completes command names"
-is "$(complete_words fleetctl show mp-)" mp-alpha "an agent name after show"
-is "$(complete_words fleetctl -s "$SOCK" start '')" mp-alpha "with -s SOCKET, from that fleetd"
-is "$(complete_words fleetctl restore mp-alpha '')" snap-one "a snapshot name after restore NAME"
-is "$(complete_words fleetctl snapshot rm mp-alpha s)" snap-one "and after snapshot rm NAME"
+is "$(complete_words fleetctl show mp)" $U-alpha "an agent name after show"
+is "$(complete_words fleetctl -s "$SOCK" start '')" $U-alpha "with -s SOCKET, from that fleetd"
+is "$(complete_words fleetctl restore $U-alpha '')" snap-one "a snapshot name after restore NAME"
+is "$(complete_words fleetctl snapshot rm $U-alpha s)" snap-one "and after snapshot rm NAME"
 is "$(complete_words fleetctl -s "$TEST_TMP/nothing.sock" show '')" "" "no fleetd there: nothing, no error"
-"$FLEETCTL" rm --force mp-alpha >/dev/null; ok $? "the agent is removed"
+"$FLEETCTL" rm --force $U-alpha >/dev/null; ok $? "the agent is removed"
 
 done_testing

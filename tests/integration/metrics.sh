@@ -8,6 +8,7 @@
 # query API. A non-loopback metrics_listen is refused without
 # metrics_allow_remote.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+U=mtr$(test_run_id)	# agent names of this run (two checkouts at once never collide)
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents and the listener's user are Unix users)"
 for t in jq curl openssl promtool prometheus python3; do command -v $t >/dev/null || skip_all "$t not installed"; done
@@ -38,10 +39,10 @@ until [ "$("$FLEETCTL" --json status | jq -r .hooks.state)" = up ] || [ $SECONDS
 HPORT=$("$FLEETCTL" --json status | jq -r .hooks.listen); HPORT=${HPORT##*:}
 
 # --- some work to count ---
-"$FLEETCTL" create mtr-a --backend user --command 'cat >/dev/null; echo done' >/dev/null; ok $? "create agent mtr-a"
-"$FLEETCTL" start mtr-a >/dev/null; ok $? "start it"
+"$FLEETCTL" create $U-a --backend user --command 'cat >/dev/null; echo done' >/dev/null; ok $? "create agent $U-a"
+"$FLEETCTL" start $U-a >/dev/null; ok $? "start it"
 SECRET=mtr-github-secret-0123456789
-printf '%s\n' "$SECRET" | "$FLEETCTL" hook add mtr-a --source github --route mtr-gh --events pull_request >/dev/null
+printf '%s\n' "$SECRET" | "$FLEETCTL" hook add $U-a --source github --route mtr-gh --events pull_request >/dev/null
 ok $? "subscribe it to a github route"
 deliver() {	# deliver ID SECRET: prints the status
 	local body='{"action":"opened","number":7}' sig
@@ -56,10 +57,10 @@ is "$(deliver mtr-2 not-the-secret-at-all-0123)" 401 "a forged one is refused 40
 deadline=$((SECONDS + 30))
 until [ "$("$FLEETCTL" --json status | jq .hooks.refused)" -ge 1 ] || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
 run=$("$FLEETCTL" --json events --route mtr-gh | jq -r '.[0].runs[0]')
-is "$(run_wait mtr-a "$run")" succeeded "the delivery's run succeeds"
-"$FLEETCTL" snapshot mtr-a s1 >/dev/null; ok $? "take a snapshot"
-"$FLEETCTL" restore mtr-a s1 >/dev/null; ok $? "restore it"
-"$FLEETCTL" health mtr-a >/dev/null; ok $? "a health check"
+is "$(run_wait $U-a "$run")" succeeded "the delivery's run succeeds"
+"$FLEETCTL" snapshot $U-a s1 >/dev/null; ok $? "take a snapshot"
+"$FLEETCTL" restore $U-a s1 >/dev/null; ok $? "restore it"
+"$FLEETCTL" health $U-a >/dev/null; ok $? "a health check"
 
 # --- the exposition ---
 scrape() { curl -sS --unix-socket "$SOCK" -w '\n%{http_code} %{content_type}' http://fleet/metrics; }
@@ -72,19 +73,19 @@ ok $rc "promtool check metrics passes on it"
 m() { awk -v k="$1 " 'index($0, k) == 1 { print $NF }' "$TEST_TMP/metrics.txt"; }	# m SERIES: its value
 is "$(m 'fleet_agents{backend="user",state="running"}')" 1 "fleet_agents: one user agent running"
 is "$(m 'fleet_agents{backend="vm",state="running"}')" 0 "and none of the VM backend (zeros are there too)"
-is "$(m 'fleet_runs_total{agent="mtr-a",outcome="succeeded"}')" 1 "fleet_runs_total counts the run"
-is "$(m 'fleet_run_duration_seconds_count{agent="mtr-a",outcome="succeeded"}')" 1 "its duration is observed"
-is "$(m 'fleet_run_duration_seconds_bucket{agent="mtr-a",outcome="succeeded",le="+Inf"}')" 1 "in the +Inf bucket"
+is "$(m "fleet_runs_total{agent=\"$U-a\",outcome=\"succeeded\"}")" 1 "fleet_runs_total counts the run"
+is "$(m "fleet_run_duration_seconds_count{agent=\"$U-a\",outcome=\"succeeded\"}")" 1 "its duration is observed"
+is "$(m "fleet_run_duration_seconds_bucket{agent=\"$U-a\",outcome=\"succeeded\",le=\"+Inf\"}")" 1 "in the +Inf bucket"
 is "$(m 'fleet_webhook_deliveries_total{route="mtr-gh",source="github",answer="202"}')" 1 \
 	"the delivery by route, source and answer"
 is "$(m 'fleet_webhook_signature_failures_total{source="github"}')" 1 "the forged one as a github signature failure"
 is "$(m 'fleet_webhook_refusals_total{status="401"}')" 1 "and a refusal with status 401"
-is "$(m 'fleet_run_queue_depth{agent="mtr-a"}')" 0 "its queue is empty"
+is "$(m "fleet_run_queue_depth{agent=\"$U-a\"}")" 0 "its queue is empty"
 is "$(m 'fleet_snapshot_duration_seconds_count{backend="user",outcome="ok"}')" 1 "the snapshot is observed"
 is "$(m 'fleet_restore_duration_seconds_count{backend="user",outcome="ok"}')" 1 "the restore"
 like "$(m 'fleet_health_check_duration_seconds_count{backend="user",outcome="healthy"}')" '^[1-9][0-9]*$' \
 	"and health checks (the snapshot's and the one by hand)"
-mem=$(m 'fleet_agent_memory_bytes{agent="mtr-a",backend="user"}')
+mem=$(m "fleet_agent_memory_bytes{agent=\"$U-a\",backend=\"user\"}")
 like "$mem" '^[1-9][0-9]*$' "the running user agent's memory, from its cgroup: $mem bytes"
 like "$(m fleet_process_resident_memory_bytes)" '^[1-9][0-9]*$' "fleetd's resident memory"
 like "$(m fleet_process_open_fds)" '^[1-9][0-9]*$' "its open descriptors"
@@ -126,7 +127,7 @@ is "$up" 1 "and counts the target up"
 [ "$val" = 1 ] || tail -20 "$TEST_TMP/prom/log" | sed 's/^/#   /'
 kill -TERM "$PROM_PID"; wait "$PROM_PID" 2>/dev/null; PROM_PID=
 
-"$FLEETCTL" rm --force mtr-a >/dev/null; ok $? "remove the agent"
+"$FLEETCTL" rm --force $U-a >/dev/null; ok $? "remove the agent"
 stop_fleetd; ok $? "fleetd stops"
 
 # --- metrics_listen off loopback is refused unless allowed ---

@@ -6,6 +6,7 @@
 # - a stop fleet is asked for, of such an adopted sandbox, is clean and not
 #   taken for a failure (no restart).
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+A=uad$(test_run_id)-a	# agent names of this run (two checkouts at once never collide)
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 command -v jq >/dev/null || skip_all "needs jq"
@@ -29,39 +30,39 @@ wait_state() {	# wait_state NAME STATE: until show says STATE (bounded; the asse
 	return 1
 }
 
-"$FLEETCTL" create uad-a --backend user >/dev/null; ok $? "create uad-a (restart on-failure, the default)"
-"$FLEETCTL" start uad-a >/dev/null; ok $? "start uad-a"
-before=$(keeper_of uad-a)
+"$FLEETCTL" create $A --backend user >/dev/null; ok $? "create $A (restart on-failure, the default)"
+"$FLEETCTL" start $A >/dev/null; ok $? "start $A"
+before=$(keeper_of $A)
 ok $([ -n "$before" ] && echo 0 || echo 1) "found its keeper (${before:-none})"
 
 stop_fleetd TERM; ok $? "fleetd stops (SIGTERM)"
 check "the keeper outlives fleetd" -- kill -0 "$before"
 user_fleetd_start; ok $? "fleetd starts again"
-is "$("$FLEETCTL" --json show uad-a | jq -r .state)" running "uad-a is running after the restart"
-is "$(keeper_of uad-a)" "$before" "with the same keeper, not a second one"
+is "$("$FLEETCTL" --json show $A | jq -r .state)" running "$A is running after the restart"
+is "$(keeper_of $A)" "$before" "with the same keeper, not a second one"
 
 # The sandbox dies after fleetd started: only a watched sandbox is noticed.
 kill -9 "$before"
-wait_log "agent 'uad-a': restarted and reachable again"
-like "$(cat "$LOG")" "agent 'uad-a': its environment stopped without fleet asking" \
+wait_log "agent '$A': restarted and reachable again"
+like "$(cat "$LOG")" "agent '$A': its environment stopped without fleet asking" \
 	"fleetd notices that the adopted sandbox died"
-like "$(cat "$LOG")" "agent 'uad-a': restarted and reachable again" "and restarts it (on-failure)"
-wait_state uad-a running
-is "$("$FLEETCTL" --json show uad-a | jq -r .state)" running "uad-a runs again"
-after=$(keeper_of uad-a)
+like "$(cat "$LOG")" "agent '$A': restarted and reachable again" "and restarts it (on-failure)"
+wait_state $A running
+is "$("$FLEETCTL" --json show $A | jq -r .state)" running "$A runs again"
+after=$(keeper_of $A)
 ok $([ -n "$after" ] && [ "$after" != "$before" ] && echo 0 || echo 1) "in a new sandbox (${after:-none})"
 
 # Adopted again, then stopped by fleet: a clean stop, not a failure.
 stop_fleetd TERM; ok $? "fleetd stops again"
 user_fleetd_start; ok $? "fleetd starts a third time"
-is "$(keeper_of uad-a)" "$after" "the new sandbox was adopted too"
-"$FLEETCTL" stop uad-a >/dev/null; ok $? "stop uad-a"
-is "$("$FLEETCTL" --json show uad-a | jq -r .state)" stopped "uad-a is stopped"
-is "$(keeper_of uad-a)" "" "its sandbox is gone"
-is "$(grep -c "agent 'uad-a': restarting" "$LOG")" 1 "a stop fleet asked for is not restarted (still one restart)"
-is "$(grep -c "agent 'uad-a': its environment stopped without fleet asking" "$LOG")" 1 \
+is "$(keeper_of $A)" "$after" "the new sandbox was adopted too"
+"$FLEETCTL" stop $A >/dev/null; ok $? "stop $A"
+is "$("$FLEETCTL" --json show $A | jq -r .state)" stopped "$A is stopped"
+is "$(keeper_of $A)" "" "its sandbox is gone"
+is "$(grep -c "agent '$A': restarting" "$LOG")" 1 "a stop fleet asked for is not restarted (still one restart)"
+is "$(grep -c "agent '$A': its environment stopped without fleet asking" "$LOG")" 1 \
 	"and is not logged as a failure (still the one, of the kill)"
 
-"$FLEETCTL" rm uad-a >/dev/null; ok $? "remove uad-a"
+"$FLEETCTL" rm $A >/dev/null; ok $? "remove $A"
 
 done_testing

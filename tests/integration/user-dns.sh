@@ -15,7 +15,7 @@
 own_netns_ready
 for t in nft ip nsenter socat dnsmasq getent; do command -v $t >/dev/null || skip_all "$t missing"; done
 
-A=udns-a N=udns-n
+R=$(test_run_id) A=udns${R}-a N=udns${R}-n	# agent names of this run (two checkouts at once never collide)
 
 # ---- the test's world: its own /run (for systemd-resolved's file), the outside with its servers ----
 mount -t tmpfs -o mode=0755 tmpfs /run || fail_all "cannot mount a /run of the test's own"

@@ -4,11 +4,12 @@
 # range. Each is refused with a clear message, and nothing is half-created:
 # passwd, group, homes and the agent list are checked after every failure.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+U=uerr$(test_run_id)	# agent names of this run (two checkouts at once never collide)
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 
 UMIN=$((4600000 + ($$ % 500) * 100)); UMAX=$((UMIN + 1))	# room for two agents only
-NAMES="uerr-a uerr-b uerr-c uerr-pre uerr-grp uerr-home uerr-abcdefghijklmnopqrstu"
+NAMES="$U-a $U-b $U-c $U-pre $U-grp $U-home uerr-abcdefghijklmnopqrstu"
 cleanup_agents() {
 	for n in $NAMES; do "$FLEETCTL" rm --force $n >/dev/null 2>&1; done
 	for n in $NAMES; do userdel fleet-$n 2>/dev/null; groupdel fleet-$n 2>/dev/null; done
@@ -30,22 +31,22 @@ nothing_of() {	# nothing_of NAME DESC: no user, group, home or agent record
 }
 
 # A system user that already has the name.
-useradd --system -M -s /usr/sbin/nologin fleet-uerr-pre
-before=$(getent passwd fleet-uerr-pre)
-err=$("$FLEETCTL" create uerr-pre --backend user 2>&1); is "$?" 1 "create over an existing system user fails"
-like "$err" "system user 'fleet-uerr-pre' already exists" "and names the user"
-is "$(getent passwd fleet-uerr-pre)" "$before" "the existing user is untouched"
-[ -e "$STATE/users/uerr-pre" ]; is "$?" 1 "no home was made"
-"$FLEETCTL" show uerr-pre >/dev/null 2>&1; is "$?" 1 "no agent record"
-userdel fleet-uerr-pre
+useradd --system -M -s /usr/sbin/nologin fleet-$U-pre
+before=$(getent passwd fleet-$U-pre)
+err=$("$FLEETCTL" create $U-pre --backend user 2>&1); is "$?" 1 "create over an existing system user fails"
+like "$err" "system user 'fleet-$U-pre' already exists" "and names the user"
+is "$(getent passwd fleet-$U-pre)" "$before" "the existing user is untouched"
+[ -e "$STATE/users/$U-pre" ]; is "$?" 1 "no home was made"
+"$FLEETCTL" show $U-pre >/dev/null 2>&1; is "$?" 1 "no agent record"
+userdel fleet-$U-pre
 
 # A group that already has the name.
-groupadd fleet-uerr-grp
-err=$("$FLEETCTL" create uerr-grp --backend user 2>&1); is "$?" 1 "create over an existing group fails"
-like "$err" "group 'fleet-uerr-grp' already exists" "and names the group"
-getent passwd fleet-uerr-grp >/dev/null; is "$?" 2 "no user was made"
-getent group fleet-uerr-grp >/dev/null; ok $? "the existing group is untouched"
-groupdel fleet-uerr-grp
+groupadd fleet-$U-grp
+err=$("$FLEETCTL" create $U-grp --backend user 2>&1); is "$?" 1 "create over an existing group fails"
+like "$err" "group 'fleet-$U-grp' already exists" "and names the group"
+getent passwd fleet-$U-grp >/dev/null; is "$?" 2 "no user was made"
+getent group fleet-$U-grp >/dev/null; ok $? "the existing group is untouched"
+groupdel fleet-$U-grp
 
 # A name whose user name would not fit (fleet- + 27 > 32 characters).
 err=$("$FLEETCTL" create uerr-abcdefghijklmnopqrstuv --backend user 2>&1); is "$?" 1 "a name too long for a user agent fails"
@@ -53,30 +54,30 @@ like "$err" "too long for a user agent" "and says why"
 nothing_of uerr-abcdefghijklmnopqrstuv "too long"
 
 # A home that already exists.
-mkdir -p "$STATE/users"; mkdir "$STATE/users/uerr-home"; echo keep > "$STATE/users/uerr-home/file"
-err=$("$FLEETCTL" create uerr-home --backend user 2>&1); is "$?" 1 "create over an existing home fails"
-like "$err" "home .*/users/uerr-home already exists" "and names the home"
-getent passwd fleet-uerr-home >/dev/null; is "$?" 2 "no user was made"
-getent group fleet-uerr-home >/dev/null; is "$?" 2 "no group was made"
-is "$(cat "$STATE/users/uerr-home/file")" "keep" "the existing home is untouched"
-rm -rf "$STATE/users/uerr-home"
+mkdir -p "$STATE/users"; mkdir "$STATE/users/$U-home"; echo keep > "$STATE/users/$U-home/file"
+err=$("$FLEETCTL" create $U-home --backend user 2>&1); is "$?" 1 "create over an existing home fails"
+like "$err" "home .*/users/$U-home already exists" "and names the home"
+getent passwd fleet-$U-home >/dev/null; is "$?" 2 "no user was made"
+getent group fleet-$U-home >/dev/null; is "$?" 2 "no group was made"
+is "$(cat "$STATE/users/$U-home/file")" "keep" "the existing home is untouched"
+rm -rf "$STATE/users/$U-home"
 
 # The uid range holds two agents; the third is refused.
-"$FLEETCTL" create uerr-a --backend user >/dev/null 2>&1; ok $? "first agent in a range of two"
-"$FLEETCTL" create uerr-b --backend user >/dev/null 2>&1; ok $? "second agent"
-err=$("$FLEETCTL" create uerr-c --backend user 2>&1); is "$?" 1 "third agent: range exhausted"
+"$FLEETCTL" create $U-a --backend user >/dev/null 2>&1; ok $? "first agent in a range of two"
+"$FLEETCTL" create $U-b --backend user >/dev/null 2>&1; ok $? "second agent"
+err=$("$FLEETCTL" create $U-c --backend user 2>&1); is "$?" 1 "third agent: range exhausted"
 like "$err" "no free uid.*$UMIN\.\.$UMAX" "the message names the range"
-nothing_of uerr-c "range exhausted"
-"$FLEETCTL" rm uerr-a >/dev/null 2>&1; ok $? "remove one"
+nothing_of $U-c "range exhausted"
+"$FLEETCTL" rm $U-a >/dev/null 2>&1; ok $? "remove one"
 # A freed uid is never handed out again: a new agent must not inherit what the old one left on the host.
-err=$("$FLEETCTL" create uerr-c --backend user 2>&1); is "$?" 1 "the third still does not fit: the freed uid is not reused"
+err=$("$FLEETCTL" create $U-c --backend user 2>&1); is "$?" 1 "the third still does not fit: the freed uid is not reused"
 like "$err" "never handed out again" "the message says why"
-nothing_of uerr-c "freed uid not reused"
+nothing_of $U-c "freed uid not reused"
 
 # A second create of the same agent name is the API's 409; the user stays intact.
-err=$("$FLEETCTL" create uerr-b --backend user 2>&1); is "$?" 1 "creating an existing agent fails"
-getent passwd fleet-uerr-b >/dev/null; ok $? "and does not remove the first one's user"
+err=$("$FLEETCTL" create $U-b --backend user 2>&1); is "$?" 1 "creating an existing agent fails"
+getent passwd fleet-$U-b >/dev/null; ok $? "and does not remove the first one's user"
 
-for n in uerr-b; do "$FLEETCTL" rm $n >/dev/null 2>&1; ok $? "rm $n"; nothing_of $n "after rm"; done
+for n in $U-b; do "$FLEETCTL" rm $n >/dev/null 2>&1; ok $? "rm $n"; nothing_of $n "after rm"; done
 
 done_testing

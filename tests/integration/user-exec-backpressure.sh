@@ -21,7 +21,7 @@ BOUND_KIB=$((16 * 1024))
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=4
 user_fleetd_setup ubkp
 user_fleetd_start; ok $? "fleetd starts"
-A=bkpq7			# unlikely to collide with other tests' users (fleet-bkpq7)
+A=bkp$(test_run_id)	# agent names of this run (two checkouts at once never collide)
 "$FLEETCTL" create $A --backend user >/dev/null && "$FLEETCTL" start $A >/dev/null
 ok $? "a user agent, started"
 

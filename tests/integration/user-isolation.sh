@@ -8,7 +8,7 @@
 command -v perl >/dev/null || skip_all "perl missing (used for the ptrace attempt)"
 
 # Agent names are global (they become system users): prefix them per test file.
-A=uiso-a B=uiso-b
+U=uiso$(test_run_id) && A=$U-a B=$U-b	# agent names of this run (two checkouts at once never collide)
 UMIN=$((4300000 + ($$ % 500) * 100)); UMAX=$((UMIN + 99))
 cleanup_agents() {
 	for n in $A $B; do "$FLEETCTL" rm --force $n >/dev/null 2>&1; done

@@ -8,6 +8,7 @@
 # - the restart policy acts for user agents too: a sandbox killed from
 #   outside comes back (on-failure), or stays stopped (never).
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+U=ulc$(test_run_id)	# agent names of this run (two checkouts at once never collide)
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 command -v jq >/dev/null || skip_all "needs jq"
@@ -24,14 +25,14 @@ gone_entirely() {	# gone_entirely NAME DESC
 }
 
 # --- kill -9 in the middle of a remove ------------------------------------------------------------
-"$FLEETCTL" create ulc-rm --backend user >/dev/null; ok $? "create ulc-rm"
-home=$STATE/users/ulc-rm
+"$FLEETCTL" create $U-rm --backend user >/dev/null; ok $? "create $U-rm"
+home=$STATE/users/$U-rm
 # Many files, so that deleting the home takes long enough to be caught at it.
 mkdir "$home/work/many" && (cd "$home/work/many" && seq 1 60000 | xargs touch) &&
 	chown -R --reference="$home" "$home/work/many"
 ok $? "its home holds 60000 files"
 
-"$FLEETCTL" rm ulc-rm >/dev/null 2>&1 &
+"$FLEETCTL" rm $U-rm >/dev/null 2>&1 &
 rm_cli=$!
 # fleetd deletes the home with an 'rm' child: kill -9 fleetd while that child runs.
 child=
@@ -47,42 +48,42 @@ kill -9 "$FLEETD_PID"
 wait "$rm_cli" 2>/dev/null
 # The orphaned rm finishes on its own; let it, so the restart does not race it.
 for ((i = 0; i < 60000; i++)); do kill -0 "$child" 2>/dev/null || break; sleep 0.01; done
-getent passwd fleet-ulc-rm >/dev/null; ok $? "after the kill the user fleet-ulc-rm is still there (the remove was cut off)"
+getent passwd fleet-$U-rm >/dev/null; ok $? "after the kill the user fleet-$U-rm is still there (the remove was cut off)"
 
 user_fleetd_start; ok $? "fleetd starts again"
-like "$(cat "$LOG")" "agent 'ulc-rm': a remove was interrupted \(fleetd stopped\); finished it" \
+like "$(cat "$LOG")" "agent '$U-rm': a remove was interrupted \(fleetd stopped\); finished it" \
 	"the start finishes the interrupted remove"
-gone_entirely ulc-rm "interrupted remove"
+gone_entirely $U-rm "interrupted remove"
 
 # --- an environment removed behind fleet's back ---------------------------------------------------
-"$FLEETCTL" create ulc-user --backend user >/dev/null; ok $? "create ulc-user"
-"$FLEETCTL" create ulc-home --backend user >/dev/null; ok $? "create ulc-home"
+"$FLEETCTL" create $U-user --backend user >/dev/null; ok $? "create $U-user"
+"$FLEETCTL" create $U-home --backend user >/dev/null; ok $? "create $U-home"
 stop_fleetd; ok $? "fleetd stops"
-userdel fleet-ulc-user; ok $? "userdel fleet-ulc-user by hand"
-groupdel fleet-ulc-user 2>/dev/null
-umount "$STATE/users/ulc-home/memory"	# its memory store's own file system (user/memfs.c)
-rm -rf "$STATE/users/ulc-home"; ok $? "rm -rf the home of ulc-home by hand"
+userdel fleet-$U-user; ok $? "userdel fleet-$U-user by hand"
+groupdel fleet-$U-user 2>/dev/null
+umount "$STATE/users/$U-home/memory"	# its memory store's own file system (user/memfs.c)
+rm -rf "$STATE/users/$U-home"; ok $? "rm -rf the home of $U-home by hand"
 user_fleetd_start; ok $? "fleetd starts again"
 
-j=$("$FLEETCTL" --json show ulc-user)
+j=$("$FLEETCTL" --json show $U-user)
 is "$(jq -r .state <<<"$j")" missing "an agent whose user is gone is 'missing', not 'stopped'"
-like "$(jq -r .state_detail <<<"$j")" "Unix user fleet-ulc-user is gone" "and says what is gone"
-j=$("$FLEETCTL" --json show ulc-home)
+like "$(jq -r .state_detail <<<"$j")" "Unix user fleet-$U-user is gone" "and says what is gone"
+j=$("$FLEETCTL" --json show $U-home)
 is "$(jq -r .state <<<"$j")" missing "an agent whose home is gone is 'missing'"
-like "$(jq -r .state_detail <<<"$j")" "home .*/users/ulc-home is gone" "and says so"
-like "$("$FLEETCTL" list)" "ulc-user +user +missing" "the list shows it"
-like "$("$FLEETCTL" show ulc-user)" "why: +.*Unix user fleet-ulc-user is gone" "show says what is gone, without --json"
-err=$("$FLEETCTL" start ulc-user 2>&1); is "$?" 1 "start of a missing agent fails"
+like "$(jq -r .state_detail <<<"$j")" "home .*/users/$U-home is gone" "and says so"
+like "$("$FLEETCTL" list)" "$U-user +user +missing" "the list shows it"
+like "$("$FLEETCTL" show $U-user)" "why: +.*Unix user fleet-$U-user is gone" "show says what is gone, without --json"
+err=$("$FLEETCTL" start $U-user 2>&1); is "$?" 1 "start of a missing agent fails"
 like "$err" "is gone" "with what is gone"
 
 # Still missing after another restart: the record never turns back to 'stopped' by itself.
 stop_fleetd; user_fleetd_start; ok $? "fleetd restarts"
-is "$("$FLEETCTL" --json show ulc-user | jq -r .state)" missing "still missing after a restart"
+is "$("$FLEETCTL" --json show $U-user | jq -r .state)" missing "still missing after a restart"
 
-"$FLEETCTL" rm ulc-user >/dev/null; ok $? "rm of the missing agent succeeds"
-gone_entirely ulc-user "missing user, after rm"
-"$FLEETCTL" rm ulc-home >/dev/null; ok $? "rm of the agent without a home succeeds"
-gone_entirely ulc-home "missing home, after rm"
+"$FLEETCTL" rm $U-user >/dev/null; ok $? "rm of the missing agent succeeds"
+gone_entirely $U-user "missing user, after rm"
+"$FLEETCTL" rm $U-home >/dev/null; ok $? "rm of the agent without a home succeeds"
+gone_entirely $U-home "missing home, after rm"
 
 # --- the restart policy for user agents ------------------------------------------------------------
 keeper_of() {	# the agent's keeper: the child of fleetd in the agent's cgroup (its sandbox's init runs as root)
@@ -98,63 +99,63 @@ wait_state() {	# wait_state NAME STATE: until show says STATE (bounded; the asse
 	done
 	return 1
 }
-"$FLEETCTL" create ulc-rs --backend user >/dev/null; ok $? "create ulc-rs (restart on-failure, the default)"
-"$FLEETCTL" create ulc-nr --backend user --restart never >/dev/null; ok $? "create ulc-nr (restart never)"
-"$FLEETCTL" start ulc-rs >/dev/null && "$FLEETCTL" start ulc-nr >/dev/null; ok $? "start both"
-before=$(keeper_of ulc-rs); nr=$(keeper_of ulc-nr)
-ok $([ -n "$before" ] && [ -n "$nr" ] && echo 0 || echo 1) "found both keepers (ulc-rs: ${before:-none}, ulc-nr: ${nr:-none})"
+"$FLEETCTL" create $U-rs --backend user >/dev/null; ok $? "create $U-rs (restart on-failure, the default)"
+"$FLEETCTL" create $U-nr --backend user --restart never >/dev/null; ok $? "create $U-nr (restart never)"
+"$FLEETCTL" start $U-rs >/dev/null && "$FLEETCTL" start $U-nr >/dev/null; ok $? "start both"
+before=$(keeper_of $U-rs); nr=$(keeper_of $U-nr)
+ok $([ -n "$before" ] && [ -n "$nr" ] && echo 0 || echo 1) "found both keepers ($U-rs: ${before:-none}, $U-nr: ${nr:-none})"
 kill -9 $before $nr
 for ((i = 0; i < 6000; i++)); do
-	grep -q "agent 'ulc-rs': restarted and reachable again" "$LOG" && break
+	grep -q "agent '$U-rs': restarted and reachable again" "$LOG" && break
 	sleep 0.05
 done
-like "$(cat "$LOG")" "agent 'ulc-rs': its environment stopped without fleet asking \(its sandbox was killed by signal 9\)" \
+like "$(cat "$LOG")" "agent '$U-rs': its environment stopped without fleet asking \(its sandbox was killed by signal 9\)" \
 	"fleetd notices the sandbox was killed"
-like "$(cat "$LOG")" "agent 'ulc-rs': restarted and reachable again" "and restarts it (on-failure)"
-wait_state ulc-rs running
-is "$("$FLEETCTL" --json show ulc-rs | jq -r .state)" running "ulc-rs runs again"
-after=$(keeper_of ulc-rs)
+like "$(cat "$LOG")" "agent '$U-rs': restarted and reachable again" "and restarts it (on-failure)"
+wait_state $U-rs running
+is "$("$FLEETCTL" --json show $U-rs | jq -r .state)" running "$U-rs runs again"
+after=$(keeper_of $U-rs)
 ok $([ -n "$after" ] && [ "$after" != "$before" ] && echo 0 || echo 1) "with a new sandbox ($(echo $after))"
-wait_state ulc-nr stopped
-is "$("$FLEETCTL" --json show ulc-nr | jq -r .state)" stopped "ulc-nr (restart never) stays stopped"
-grep -q "agent 'ulc-nr': restarting" "$LOG"; is "$?" 1 "and is not restarted"
-"$FLEETCTL" stop ulc-rs >/dev/null; ok $? "stop ulc-rs"
-is "$("$FLEETCTL" --json show ulc-rs | jq -r .state)" stopped "a stop fleet was asked for is not restarted"
-is "$(grep -c "agent 'ulc-rs': restarting" "$LOG")" 1 "only the one restart of ulc-rs"
-"$FLEETCTL" rm ulc-rs >/dev/null && "$FLEETCTL" rm ulc-nr >/dev/null; ok $? "remove both"
+wait_state $U-nr stopped
+is "$("$FLEETCTL" --json show $U-nr | jq -r .state)" stopped "$U-nr (restart never) stays stopped"
+grep -q "agent '$U-nr': restarting" "$LOG"; is "$?" 1 "and is not restarted"
+"$FLEETCTL" stop $U-rs >/dev/null; ok $? "stop $U-rs"
+is "$("$FLEETCTL" --json show $U-rs | jq -r .state)" stopped "a stop fleet was asked for is not restarted"
+is "$(grep -c "agent '$U-rs': restarting" "$LOG")" 1 "only the one restart of $U-rs"
+"$FLEETCTL" rm $U-rs >/dev/null && "$FLEETCTL" rm $U-nr >/dev/null; ok $? "remove both"
 
 # A cgroup left behind (a fleetd that crashed between making it and recording the agent, an agent
 # removed while fleetd was down) does not block the name: empty, it is taken over; with a process
 # in it, it is someone's, and create refuses.
-"$FLEETCTL" create ulc-cg --backend user >/dev/null; ok $? "create ulc-cg"
-cgdirs=$(find /sys/fs/cgroup -maxdepth 7 -type d -path '*/fleet/ulc-cg' 2>/dev/null)
+"$FLEETCTL" create $U-cg --backend user >/dev/null; ok $? "create $U-cg"
+cgdirs=$(find /sys/fs/cgroup -maxdepth 7 -type d -path "*/fleet/$U-cg" 2>/dev/null)
 ok $([ -n "$cgdirs" ] && echo 0 || echo 1) "it has cgroups ($(echo $cgdirs | wc -w))"
-"$FLEETCTL" rm ulc-cg >/dev/null; ok $? "rm ulc-cg"
+"$FLEETCTL" rm $U-cg >/dev/null; ok $? "rm $U-cg"
 # rm takes the shared fleet/ too when no agent of any fleetd is left: make it again (-p).
 for d in $cgdirs; do mkdir -p "$d"; done
 made=$(for d in $cgdirs; do [ -d "$d" ] && echo "$d"; done | wc -l)
 on_exit "for d in $(echo $cgdirs); do rmdir \$d \${d%/*}; done 2>/dev/null"
-"$FLEETCTL" create ulc-cg --backend user >/dev/null; ok $? "create ulc-cg again over its empty leftover cgroups"
+"$FLEETCTL" create $U-cg --backend user >/dev/null; ok $? "create $U-cg again over its empty leftover cgroups"
 # cgroup_create is the one judge of a leftover (no pre-check that removes it first): it says so.
-is "$(grep -c "cgroup .*/fleet/ulc-cg was left behind, empty: taking it over" "$LOG")" "$made" \
+is "$(grep -c "cgroup .*/fleet/$U-cg was left behind, empty: taking it over" "$LOG")" "$made" \
 	"fleetd took over each of them ($made)"
-"$FLEETCTL" rm ulc-cg >/dev/null; ok $? "rm ulc-cg"
+"$FLEETCTL" rm $U-cg >/dev/null; ok $? "rm $U-cg"
 # Left in some hierarchies only (the tracking one, unified or pids, is not among them): each is taken over.
 partial=$(echo $cgdirs | tr ' ' '\n' | grep -vE '/(unified|pids)/')
 for d in $partial; do mkdir -p "$d"; done
-"$FLEETCTL" create ulc-cg --backend user >/dev/null; ok $? "create ulc-cg over leftovers in some hierarchies only ($(echo $partial | wc -w))"
+"$FLEETCTL" create $U-cg --backend user >/dev/null; ok $? "create $U-cg over leftovers in some hierarchies only ($(echo $partial | wc -w))"
 if [ -n "$partial" ]; then
-	like "$(cat "$LOG")" "cgroup .*/fleet/ulc-cg was left behind, empty: taking it over" "fleetd says it took them over"
+	like "$(cat "$LOG")" "cgroup .*/fleet/$U-cg was left behind, empty: taking it over" "fleetd says it took them over"
 fi
-"$FLEETCTL" rm ulc-cg >/dev/null; ok $? "rm ulc-cg"
+"$FLEETCTL" rm $U-cg >/dev/null; ok $? "rm $U-cg"
 for d in $cgdirs; do mkdir -p "$d"; done
 sleep 300 & cgpid=$!; _pids+=($cgpid)
 first=$(echo $cgdirs | cut -d' ' -f1)
 echo $cgpid > "$first/cgroup.procs"
-out=$("$FLEETCTL" create ulc-cg --backend user 2>&1); rc=$?
+out=$("$FLEETCTL" create $U-cg --backend user 2>&1); rc=$?
 ok $([ $rc -ne 0 ] && echo 0 || echo 1) "not over a leftover with a process in it"
 like "$out" "already exists.*processes" "and says why"
 kill -9 $cgpid; wait $cgpid 2>/dev/null
-getent passwd fleet-ulc-cg >/dev/null; is $? 2 "and nothing of the agent is left (no user)"
+getent passwd fleet-$U-cg >/dev/null; is $? 2 "and nothing of the agent is left (no user)"
 
 done_testing

@@ -18,7 +18,7 @@
 own_netns_ready
 for t in nft ip nsenter socat jq; do command -v $t >/dev/null || skip_all "$t missing"; done
 
-A=unet-a B=unet-b N=unet-n
+U=unet$(test_run_id) && A=$U-a B=$U-b N=$U-n	# agent names of this run (two checkouts at once never collide)
 HUSER=unet-$$
 HOOKS_PORT=18471
 on_exit "userdel $HUSER; groupdel $HUSER"
@@ -168,7 +168,7 @@ if [ -n "$HAVE6" ]; then
 	is "$(from $B 2001:db8:5::2 8080)" "" "and no other IPv6 address"
 fi
 out=$("$FLEETCTL" set $N --egress-allow 10.0.0.0/8 2>&1); ok $([ $? -ne 0 ]; echo $?) "an egress list without nat is refused"
-out=$("$FLEETCTL" create unet-bad --backend user --network nat --egress-allow 'a b' 2>&1)
+out=$("$FLEETCTL" create $U-bad --backend user --network nat --egress-allow 'a b' 2>&1)
 ok $([ $? -ne 0 ]; echo $?) "a malformed egress list is refused: $out"
 
 # set --network after create: made or removed at once, only while the agent is stopped.

@@ -7,6 +7,7 @@
 # fleetd's log holds no value; and no snapshot is taken while a run holding
 # secrets is in the sandbox.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+R=$(test_run_id) A1=rdx${R}a A2=rdx${R}b A3=rdx${R}c	# agent names of this run (two checkouts at once never collide)
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 command -v jq >/dev/null || skip_all "jq not installed"
@@ -33,12 +34,12 @@ printf "inner=%s\n" "$(printf "xy%sTAIL" "$TOKEN" | base64 -w0)"
 printf "wrapped=%s\n" "$(printf "%s%s%s" "$TOKEN" "$TOKEN" "$TOKEN" | base64 -w 16)"
 printf "split=%s" "${TOKEN%??????????}"; sleep 0.5; printf "%s\n" "${TOKEN#${TOKEN%??????????}}"
 echo end'
-"$FLEETCTL" create rdx1 --backend user --command "$cmd" >/dev/null; ok $? "create agent rdx1"
-printf '%s' "$V" | "$FLEETCTL" secret set rdx1 TOKEN >/dev/null; ok $? "set its TOKEN"
+"$FLEETCTL" create $A1 --backend user --command "$cmd" >/dev/null; ok $? "create agent $A1"
+printf '%s' "$V" | "$FLEETCTL" secret set $A1 TOKEN >/dev/null; ok $? "set its TOKEN"
 
-out=$("$FLEETCTL" trigger rdx1 --wait 2>/dev/null); ok $? "a run that prints its secret in every form"
-id=$("$FLEETCTL" --json runs rdx1 | jq -r 'map(.id) | max')
-logs=$("$FLEETCTL" logs rdx1 "$id"); ok $? "fleetctl logs"
+out=$("$FLEETCTL" trigger $A1 --wait 2>/dev/null); ok $? "a run that prints its secret in every form"
+id=$("$FLEETCTL" --json runs $A1 | jq -r 'map(.id) | max')
+logs=$("$FLEETCTL" logs $A1 "$id"); ok $? "fleetctl logs"
 file=$(cat "$STATE/runs/$id.log")
 is "$(grep -c '^end$' <<<"$logs")" 1 "positive control: the whole output is there"
 for what in plain b64 b64url url split; do
@@ -55,42 +56,42 @@ for src in logs file out; do
 	is "$found" 0 "$src: no line holds the value, its base64, base64url or URL form, or its first 12 bytes"
 done
 is "$file" "$logs" "the log file on disk is what fleetctl logs shows"
-shown=$("$FLEETCTL" runs rdx1 "$id"); ok $? "runs show"
+shown=$("$FLEETCTL" runs $A1 "$id"); ok $? "runs show"
 like "$shown" 'plain=\[secret TOKEN\]' "runs show: the marker"
 is "$(printf '%s\n' "$shown" | forms)" 0 "runs show: no form of the value"
 
 # --- no snapshot while a run holds the secrets ---
-"$FLEETCTL" set rdx1 --command 'echo started; exec sleep 600' >/dev/null
-id=$("$FLEETCTL" --json trigger rdx1 | jq -r .id)
+"$FLEETCTL" set $A1 --command 'echo started; exec sleep 600' >/dev/null
+id=$("$FLEETCTL" --json trigger $A1 | jq -r .id)
 deadline=$((SECONDS + 120))
-until [ "$("$FLEETCTL" --json runs rdx1 "$id" | jq -r .state)" = running ] || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
-until pgrep -u "$(id -u fleet-rdx1)" -x sleep >/dev/null || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
-check "the run's command is in the sandbox" -- pgrep -u "$(id -u fleet-rdx1)" -x sleep
+until [ "$("$FLEETCTL" --json runs $A1 "$id" | jq -r .state)" = running ] || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
+until pgrep -u "$(id -u fleet-$A1)" -x sleep >/dev/null || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
+check "the run's command is in the sandbox" -- pgrep -u "$(id -u fleet-$A1)" -x sleep
 # Its line was written before the sleep: redaction holds back only what may begin a value.
-is "$("$FLEETCTL" logs rdx1 "$id")" "started" "logs while it runs: the line it printed is there already"
-out=$("$FLEETCTL" snapshot rdx1 during 2>&1); is $? 1 "a snapshot while it runs is refused"
+is "$("$FLEETCTL" logs $A1 "$id")" "started" "logs while it runs: the line it printed is there already"
+out=$("$FLEETCTL" snapshot $A1 during 2>&1); is $? 1 "a snapshot while it runs is refused"
 like "$out" "run $id holds its secrets in memory" "and says why"
-is "$("$FLEETCTL" --json snapshots rdx1 | jq 'map(select(.name == "during")) | length')" 0 "no snapshot was made"
-"$FLEETCTL" cancel rdx1 "$id" >/dev/null; ok $? "cancel the run"
-until [ "$("$FLEETCTL" --json runs rdx1 "$id" | jq -r .state)" = cancelled ] || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
-"$FLEETCTL" snapshot rdx1 after >/dev/null; ok $? "once it ended, the snapshot is taken"
+is "$("$FLEETCTL" --json snapshots $A1 | jq 'map(select(.name == "during")) | length')" 0 "no snapshot was made"
+"$FLEETCTL" cancel $A1 "$id" >/dev/null; ok $? "cancel the run"
+until [ "$("$FLEETCTL" --json runs $A1 "$id" | jq -r .state)" = cancelled ] || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
+"$FLEETCTL" snapshot $A1 after >/dev/null; ok $? "once it ended, the snapshot is taken"
 
 # An agent without secrets is not held up.
-"$FLEETCTL" create rdx2 --backend user --command 'exec sleep 600' >/dev/null; ok $? "create agent rdx2 (no secrets)"
-id=$("$FLEETCTL" --json trigger rdx2 | jq -r .id)
-until [ "$("$FLEETCTL" --json runs rdx2 "$id" | jq -r .state)" = running ] || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
-out=$("$FLEETCTL" snapshot rdx2 during 2>&1)
+"$FLEETCTL" create $A2 --backend user --command 'exec sleep 600' >/dev/null; ok $? "create agent $A2 (no secrets)"
+id=$("$FLEETCTL" --json trigger $A2 | jq -r .id)
+until [ "$("$FLEETCTL" --json runs $A2 "$id" | jq -r .state)" = running ] || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
+out=$("$FLEETCTL" snapshot $A2 during 2>&1)
 grep -q "holds its secrets" <<<"$out"; is $? 1 "a snapshot of an agent without secrets is not refused for them"
-"$FLEETCTL" cancel rdx2 "$id" >/dev/null
+"$FLEETCTL" cancel $A2 "$id" >/dev/null
 
 # --- the health detail ---
-"$FLEETCTL" set rdx1 --health-cmd 'printf "%s\n" "$(cat $HOME/leak)"; exit 1' >/dev/null; ok $? "a health check that prints a file"
-"$FLEETCTL" exec rdx1 --no-stdin --secrets -- sh -c 'printf "%s" "$TOKEN" >"$HOME/leak"'; ok $? "exec --secrets writes the value into the home"
-"$FLEETCTL" health rdx1 >/dev/null 2>&1; is $? 3 "the check fails"
-detail=$("$FLEETCTL" --json show rdx1 | jq -r .health.detail)
+"$FLEETCTL" set $A1 --health-cmd 'printf "%s\n" "$(cat $HOME/leak)"; exit 1' >/dev/null; ok $? "a health check that prints a file"
+"$FLEETCTL" exec $A1 --no-stdin --secrets -- sh -c 'printf "%s" "$TOKEN" >"$HOME/leak"'; ok $? "exec --secrets writes the value into the home"
+"$FLEETCTL" health $A1 >/dev/null 2>&1; is $? 3 "the check fails"
+detail=$("$FLEETCTL" --json show $A1 | jq -r .health.detail)
 is "$detail" "exit status 1: [secret TOKEN]" "its recorded detail shows the marker"
-"$FLEETCTL" set rdx1 --health-cmd true >/dev/null
-"$FLEETCTL" exec rdx1 --no-stdin -- rm -f leak
+"$FLEETCTL" set $A1 --health-cmd true >/dev/null
+"$FLEETCTL" exec $A1 --no-stdin -- rm -f leak
 
 # --- fleetd's log ---
 is "$(cat "$STATE/fleetd.log" "$TEST_TMP/start.err" 2>/dev/null | forms)" 0 "fleetd's log holds no form of the value"
@@ -98,7 +99,7 @@ like "$(cat "$STATE/fleetd.log")" "health check failed: exit status 1: \\[secret
 	"positive control: it logged the check's detail, redacted"
 
 # --- exec --secret-files: each secret a file on a tmpfs of this exec's own ---
-out=$("$FLEETCTL" exec rdx1 --no-stdin --secret-files -- sh -c '
+out=$("$FLEETCTL" exec $A1 --no-stdin --secret-files -- sh -c '
 	echo "dir=$FLEET_SECRETS_DIR"
 	echo "env=${TOKEN:-unset}"
 	echo "mount=$(awk -v d="$FLEET_SECRETS_DIR" "\$5 == d { print \$9 }" /proc/self/mountinfo)"
@@ -107,46 +108,46 @@ out=$("$FLEETCTL" exec rdx1 --no-stdin --secret-files -- sh -c '
 	printf "value=%s\n" "$(cat "$FLEET_SECRETS_DIR/TOKEN")"'); ok $? "exec --secret-files"
 is "$(grep '^dir=' <<<"$out")" "dir=/run/secrets" "FLEET_SECRETS_DIR names the directory"
 is "$(grep '^mount=' <<<"$out")" "mount=tmpfs" "which is a tmpfs mount of its own (/proc/self/mountinfo inside)"
-is "$(grep '^modes=' <<<"$out")" "modes=700:fleet-rdx1 400:fleet-rdx1 " "0700 and 0400, the agent's"
+is "$(grep '^modes=' <<<"$out")" "modes=700:fleet-$A1 400:fleet-$A1 " "0700 and 0400, the agent's"
 is "$(grep '^files=' <<<"$out")" "files=TOKEN " "one file per secret"
 is "$(grep '^value=' <<<"$out")" "value=$V" "the file holds the value, exactly (exec output is not redacted)"
 is "$(grep '^env=' <<<"$out")" "env=unset" "and the environment does not"
-out=$("$FLEETCTL" exec rdx1 --no-stdin -- sh -c 'ls -d /run/secrets 2>&1; echo "dir=${FLEET_SECRETS_DIR:-unset}"')
+out=$("$FLEETCTL" exec $A1 --no-stdin -- sh -c 'ls -d /run/secrets 2>&1; echo "dir=${FLEET_SECRETS_DIR:-unset}"')
 like "$out" "No such file" "after it, the next exec has no /run/secrets"
 like "$out" "dir=unset" "nor FLEET_SECRETS_DIR"
 grep -q " /run/secrets " /proc/self/mountinfo; is $? 1 "the host has no such mount"
 is "$(grep -rlF -- "$V" "$STATE" 2>/dev/null | wc -l)" 0 "no file under the state dir (the agent's home included) holds the value"
-"$FLEETCTL" exec rdx1 --no-stdin --secret-files -- sleep 300 >/dev/null 2>&1 &
+"$FLEETCTL" exec $A1 --no-stdin --secret-files -- sleep 300 >/dev/null 2>&1 &
 execpid=$!
 deadline=$((SECONDS + 60))
-until pgrep -u "$(id -u fleet-rdx1)" -x sleep >/dev/null || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
-out=$("$FLEETCTL" snapshot rdx1 during-exec 2>&1); is $? 1 "a snapshot during an exec with secret files is refused"
+until pgrep -u "$(id -u fleet-$A1)" -x sleep >/dev/null || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
+out=$("$FLEETCTL" snapshot $A1 during-exec 2>&1); is $? 1 "a snapshot during an exec with secret files is refused"
 like "$out" "an exec given them holds its secrets" "and says why"
 kill "$execpid"; wait "$execpid"	# the client goes: fleetd cancels the command
 
 # --- an agent whose runs get their secrets as files (--secret-files on) ---
-"$FLEETCTL" create rdx3 --backend user --secret-files on --command '
+"$FLEETCTL" create $A3 --backend user --secret-files on --command '
 	echo "dir=$FLEET_SECRETS_DIR"
 	echo "env=${TOKEN:-unset}"
 	echo "mount=$(awk -v d="$FLEET_SECRETS_DIR" "\$5 == d { print \$9 }" /proc/self/mountinfo)"
-	printf "value=%s\n" "$(cat "$FLEET_SECRETS_DIR/TOKEN")"' >/dev/null; ok $? "create agent rdx3 --secret-files on"
-like "$("$FLEETCTL" show rdx3)" "secrets as files" "show says so"
-printf '%s' "$V" | "$FLEETCTL" secret set rdx3 TOKEN >/dev/null; ok $? "set its TOKEN"
-out=$("$FLEETCTL" trigger rdx3 --wait 2>/dev/null); ok $? "a run of it"
+	printf "value=%s\n" "$(cat "$FLEET_SECRETS_DIR/TOKEN")"' >/dev/null; ok $? "create agent $A3 --secret-files on"
+like "$("$FLEETCTL" show $A3)" "secrets as files" "show says so"
+printf '%s' "$V" | "$FLEETCTL" secret set $A3 TOKEN >/dev/null; ok $? "set its TOKEN"
+out=$("$FLEETCTL" trigger $A3 --wait 2>/dev/null); ok $? "a run of it"
 is "$out" "dir=/run/secrets
 env=unset
 mount=tmpfs
 value=[secret TOKEN]" "its secret is a file on a tmpfs of its own, not a variable (the file's content, printed, is redacted)"
-out=$("$FLEETCTL" exec rdx3 --no-stdin -- sh -c 'ls -d /run/secrets 2>&1'); like "$out" "No such file" "after the run there is no /run/secrets"
-"$FLEETCTL" set rdx3 --secret-files off >/dev/null; ok $? "set --secret-files off"
-out=$("$FLEETCTL" trigger rdx3 --wait 2>/dev/null)
+out=$("$FLEETCTL" exec $A3 --no-stdin -- sh -c 'ls -d /run/secrets 2>&1'); like "$out" "No such file" "after the run there is no /run/secrets"
+"$FLEETCTL" set $A3 --secret-files off >/dev/null; ok $? "set --secret-files off"
+out=$("$FLEETCTL" trigger $A3 --wait 2>/dev/null)
 like "$out" "env=\[secret TOKEN\]" "then its runs get the variable again"
 like "$out" "dir=$" "and no directory"
 
 # --- a value too short to redact: set warns ---
-out=$(printf 'abc' | "$FLEETCTL" secret set rdx1 PIN 2>&1 >/dev/null); ok $? "a 3-byte secret can be set"
+out=$(printf 'abc' | "$FLEETCTL" secret set $A1 PIN 2>&1 >/dev/null); ok $? "a 3-byte secret can be set"
 like "$out" "warning: a value under 4 bytes is not redacted" "but set warns that it is not redacted"
-out=$(printf 'abcd' | "$FLEETCTL" secret set rdx1 PIN 2>&1 >/dev/null)
+out=$(printf 'abcd' | "$FLEETCTL" secret set $A1 PIN 2>&1 >/dev/null)
 is "$out" "" "a 4-byte one: no warning"
 
 done_testing

@@ -5,6 +5,7 @@
 # stopped already: the API's own path) or start cancels the pending restart.
 # The backoff is an hour, so nothing here depends on how long anything takes.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+A=urb$(test_run_id)-a	# agent names of this run (two checkouts at once never collide)
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 command -v jq >/dev/null || skip_all "needs jq"
@@ -33,26 +34,26 @@ crash_and_wait() {	# crash_and_wait NAME: kill its keeper, until the detail prom
 	return 1
 }
 
-"$FLEETCTL" create urb-a --backend user >/dev/null; ok $? "create urb-a (restart on-failure)"
-"$FLEETCTL" start urb-a >/dev/null; ok $? "start it"
-crash_and_wait urb-a; ok $? "its sandbox is killed; fleetd notices"
-is "$("$FLEETCTL" --json show urb-a | jq -r .state)" stopped "it is stopped while the restart waits"
-like "$(detail urb-a)" "^stopped without fleet asking; automatic restart 1 of at most 5 in 600 s in 3600000 ms$" \
+"$FLEETCTL" create $A --backend user >/dev/null; ok $? "create $A (restart on-failure)"
+"$FLEETCTL" start $A >/dev/null; ok $? "start it"
+crash_and_wait $A; ok $? "its sandbox is killed; fleetd notices"
+is "$("$FLEETCTL" --json show $A | jq -r .state)" stopped "it is stopped while the restart waits"
+like "$(detail $A)" "^stopped without fleet asking; automatic restart 1 of at most 5 in 600 s in 3600000 ms$" \
 	"and says a restart waits, and how long"
-like "$("$FLEETCTL" show urb-a)" "why: +stopped without fleet asking; automatic restart 1" "fleetctl show says so too"
-"$FLEETCTL" stop urb-a >/dev/null; ok $? "the operator stops it (it is stopped already)"
-is "$(detail urb-a)" "" "the detail no longer promises a restart"
-like "$(cat "$LOG")" "agent 'urb-a': its pending automatic restart is cancelled" "fleetd logs the cancel"
+like "$("$FLEETCTL" show $A)" "why: +stopped without fleet asking; automatic restart 1" "fleetctl show says so too"
+"$FLEETCTL" stop $A >/dev/null; ok $? "the operator stops it (it is stopped already)"
+is "$(detail $A)" "" "the detail no longer promises a restart"
+like "$(cat "$LOG")" "agent '$A': its pending automatic restart is cancelled" "fleetd logs the cancel"
 
-"$FLEETCTL" start urb-a >/dev/null; ok $? "start it again"
-crash_and_wait urb-a; ok $? "its sandbox is killed again"
-like "$(detail urb-a)" "automatic restart 2 of at most 5 in 600 s in 3600000 ms" \
+"$FLEETCTL" start $A >/dev/null; ok $? "start it again"
+crash_and_wait $A; ok $? "its sandbox is killed again"
+like "$(detail $A)" "automatic restart 2 of at most 5 in 600 s in 3600000 ms" \
 	"the second restart in the window would wait twice as long, at most the max"
-"$FLEETCTL" start urb-a >/dev/null; ok $? "the operator starts it during the backoff"
-is "$("$FLEETCTL" --json show urb-a | jq -r .state)" running "it runs"
-is "$(detail urb-a)" "" "with no restart promised"
-is "$(grep -c "agent 'urb-a': its pending automatic restart is cancelled" "$LOG")" 2 "the operator's start cancelled it"
-is "$(keeper_of urb-a | wc -l)" 1 "one sandbox"
-"$FLEETCTL" rm --force urb-a >/dev/null; ok $? "remove it"
+"$FLEETCTL" start $A >/dev/null; ok $? "the operator starts it during the backoff"
+is "$("$FLEETCTL" --json show $A | jq -r .state)" running "it runs"
+is "$(detail $A)" "" "with no restart promised"
+is "$(grep -c "agent '$A': its pending automatic restart is cancelled" "$LOG")" 2 "the operator's start cancelled it"
+is "$(keeper_of $A | wc -l)" 1 "one sandbox"
+"$FLEETCTL" rm --force $A >/dev/null; ok $? "remove it"
 
 done_testing

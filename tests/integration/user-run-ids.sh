@@ -4,6 +4,7 @@
 # no old log is left to be truncated or read. Logs left without a run (fleetd
 # killed between removing the rows and the files) are swept at start.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+R=$(test_run_id) KEEP=rid${R}keep GONE=rid${R}gone	# agent names of this run (two checkouts at once never collide)
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 command -v jq >/dev/null || skip_all "jq not installed"
@@ -19,28 +20,28 @@ wait_run() {
 	done
 }
 
-"$FLEETCTL" create ridkeep --backend user --command 'echo keep $FLEET_RUN_ID' >/dev/null; ok $? "create ridkeep"
-"$FLEETCTL" create ridgone --backend user --command 'echo secret of run $FLEET_RUN_ID' >/dev/null; ok $? "create ridgone"
-keep=$("$FLEETCTL" --json trigger ridkeep | jq -r .id)
-wait_run ridkeep "$keep"; ok $? "a run of ridkeep ($keep) finishes"
+"$FLEETCTL" create $KEEP --backend user --command 'echo keep $FLEET_RUN_ID' >/dev/null; ok $? "create $KEEP"
+"$FLEETCTL" create $GONE --backend user --command 'echo secret of run $FLEET_RUN_ID' >/dev/null; ok $? "create $GONE"
+keep=$("$FLEETCTL" --json trigger $KEEP | jq -r .id)
+wait_run $KEEP "$keep"; ok $? "a run of $KEEP ($keep) finishes"
 old=()
 for i in 1 2; do
-	old+=("$("$FLEETCTL" --json trigger ridgone | jq -r .id)")
-	wait_run ridgone "${old[-1]}"; ok $? "run ${old[-1]} of ridgone finishes"
+	old+=("$("$FLEETCTL" --json trigger $GONE | jq -r .id)")
+	wait_run $GONE "${old[-1]}"; ok $? "run ${old[-1]} of $GONE finishes"
 done
 ok $([ -f "$STATE/runs/${old[0]}.log" ] && [ -f "$STATE/runs/${old[1]}.log" ] && echo 0 || echo 1) \
-	"ridgone's runs have logs on the host"
+	"$GONE's runs have logs on the host"
 
-"$FLEETCTL" rm --force ridgone >/dev/null; ok $? "remove ridgone (its runs are the newest)"
+"$FLEETCTL" rm --force $GONE >/dev/null; ok $? "remove $GONE (its runs are the newest)"
 ok $([ ! -e "$STATE/runs/${old[0]}.log" ] && [ ! -e "$STATE/runs/${old[1]}.log" ] && echo 0 || echo 1) \
 	"its run logs are gone from $STATE/runs"
-ok $([ -f "$STATE/runs/$keep.log" ] && echo 0 || echo 1) "ridkeep's log stays"
+ok $([ -f "$STATE/runs/$keep.log" ] && echo 0 || echo 1) "$KEEP's log stays"
 
-"$FLEETCTL" create ridgone --backend user --command 'echo new $FLEET_RUN_ID' >/dev/null; ok $? "create ridgone again"
-new=$("$FLEETCTL" --json trigger ridgone | jq -r .id)
-wait_run ridgone "$new"; ok $? "its run $new finishes"
+"$FLEETCTL" create $GONE --backend user --command 'echo new $FLEET_RUN_ID' >/dev/null; ok $? "create $GONE again"
+new=$("$FLEETCTL" --json trigger $GONE | jq -r .id)
+wait_run $GONE "$new"; ok $? "its run $new finishes"
 ok $([ "$new" -gt "${old[1]}" ] && echo 0 || echo 1) "the new run's id ($new) is above the removed ones (${old[*]})"
-out=$("$FLEETCTL" --json runs ridgone | jq -r '[.[].id] | map(tostring) | join(" ")')
+out=$("$FLEETCTL" --json runs $GONE | jq -r '[.[].id] | map(tostring) | join(" ")')
 is "$out" "$new" "the new agent sees only its own run"
 
 # kill -9 between removing the rows and the logs: the next start sweeps them.

@@ -9,7 +9,7 @@
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 for t in perl socat gcc setpriv ip; do command -v $t >/dev/null || skip_all "$t missing"; done
 
-A=usbx-a C=usbx-c
+U=usbx$(test_run_id) && A=$U-a C=$U-c	# agent names of this run (two checkouts at once never collide)
 on_exit 'for n in $A $C; do userdel fleet-$n; groupdel fleet-$n; done'
 user_fleetd_setup usbx
 # One more world-writable directory, as a host may have (/var/crash, a PHP session dir): fleetd finds it at start.

@@ -6,6 +6,7 @@
 # database file or fleetd's log; a ciphertext copied into another agent's
 # row does not decrypt (the run fails, nothing leaks); the host key file.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+R=$(test_run_id) SA=sec${R}a SB=sec${R}b	# agent names of this run (two checkouts at once never collide)
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 command -v jq >/dev/null || skip_all "jq not installed"
@@ -20,58 +21,58 @@ V1="s1-$(rand)"; V2="s2-$(rand)"; VB="sb-$(rand)"
 # Everything must be free of these (but the agents' own processes and run logs).
 ALL="$V1|$V2|$VB"
 
-"$FLEETCTL" create seca --backend user --command 'echo "TOKEN=${TOKEN:-unset} API=${API_KEY:-unset}"' >/dev/null
-ok $? "create agent seca"
-"$FLEETCTL" create secb --backend user --command 'echo "TOKEN=${TOKEN:-unset} API=${API_KEY:-unset}"' >/dev/null
-ok $? "create agent secb"
+"$FLEETCTL" create $SA --backend user --command 'echo "TOKEN=${TOKEN:-unset} API=${API_KEY:-unset}"' >/dev/null
+ok $? "create agent $SA"
+"$FLEETCTL" create $SB --backend user --command 'echo "TOKEN=${TOKEN:-unset} API=${API_KEY:-unset}"' >/dev/null
+ok $? "create agent $SB"
 
 # --- set, stdin only ---
-printf '%s' "$V1" | "$FLEETCTL" secret set seca TOKEN >"$TEST_TMP/out"; ok $? "secret set reads the value from stdin"
+printf '%s' "$V1" | "$FLEETCTL" secret set $SA TOKEN >"$TEST_TMP/out"; ok $? "secret set reads the value from stdin"
 like "$(cat "$TEST_TMP/out")" "secret TOKEN set \\(${#V1} bytes\\)" "and says so, with the size, not the value"
-"$FLEETCTL" secret set seca TOKEN "$V2" </dev/null >/dev/null 2>&1
+"$FLEETCTL" secret set $SA TOKEN "$V2" </dev/null >/dev/null 2>&1
 is $? 2 "a value on the command line is a usage error"
-printf 'x\n' | "$FLEETCTL" secret set seca API_KEY --trim-newline >/dev/null; ok $? "set API_KEY with --trim-newline"
-printf 'x\n' | "$FLEETCTL" secret set seca RAW >/dev/null; ok $? "set RAW without it"
-is "$("$FLEETCTL" --json secret ls seca | jq -r '[.[] | .key + "=" + (.size|tostring)] | join(" ")')" \
+printf 'x\n' | "$FLEETCTL" secret set $SA API_KEY --trim-newline >/dev/null; ok $? "set API_KEY with --trim-newline"
+printf 'x\n' | "$FLEETCTL" secret set $SA RAW >/dev/null; ok $? "set RAW without it"
+is "$("$FLEETCTL" --json secret ls $SA | jq -r '[.[] | .key + "=" + (.size|tostring)] | join(" ")')" \
 	"API_KEY=1 RAW=2 TOKEN=${#V1}" "ls --json: keys by name and sizes (one newline dropped only when asked)"
-out=$("$FLEETCTL" secret ls seca); ok $? "secret ls"
+out=$("$FLEETCTL" secret ls $SA); ok $? "secret ls"
 like "$out" "^KEY +SIZE +CREATED +UPDATED" "a table"
 like "$(grep '^TOKEN' <<<"$out")" "^TOKEN +${#V1} +[0-9]{4}-" "with the size and dates"
-"$FLEETCTL" secret ls secb | grep -q "has no secrets"; ok $? "the other agent has none"
-out=$(printf 'v' | "$FLEETCTL" secret set seca 'A-B' 2>&1); is $? 2 "a key that is no variable name is a usage error"
-out=$(printf 'v' | "$FLEETCTL" secret set seca FLEET_RUN_ID 2>&1); is $? 1 "fleetd refuses a FLEET_* key"
+"$FLEETCTL" secret ls $SB | grep -q "has no secrets"; ok $? "the other agent has none"
+out=$(printf 'v' | "$FLEETCTL" secret set $SA 'A-B' 2>&1); is $? 2 "a key that is no variable name is a usage error"
+out=$(printf 'v' | "$FLEETCTL" secret set $SA FLEET_RUN_ID 2>&1); is $? 1 "fleetd refuses a FLEET_* key"
 like "$out" "not FLEET_" "and says why"
-head -c 65537 /dev/zero | tr '\0' a | "$FLEETCTL" secret set seca BIG >/dev/null 2>&1
+head -c 65537 /dev/zero | tr '\0' a | "$FLEETCTL" secret set $SA BIG >/dev/null 2>&1
 is $? 2 "a value over 64 KiB is refused"
 out=$(printf 'v' | "$FLEETCTL" secret set nosuch TOKEN 2>&1); is $? 1 "secret set of an unknown agent fails"
 like "$out" "no such agent|no agent" "and says so"
-out=$(api PUT /v1/agents/seca/secrets/BIG "$(head -c 65537 /dev/zero | tr '\0' a)"); is "${out##* }" 413 "the API refuses a value over 64 KiB (413)"
+out=$(api PUT /v1/agents/$SA/secrets/BIG "$(head -c 65537 /dev/zero | tr '\0' a)"); is "${out##* }" 413 "the API refuses a value over 64 KiB (413)"
 
 # --- a run gets its own agent's secrets, no other's ---
-out=$("$FLEETCTL" trigger seca --wait 2>/dev/null); ok $? "a run of seca"
+out=$("$FLEETCTL" trigger $SA --wait 2>/dev/null); ok $? "a run of $SA"
 # The run log is redacted (core/redact.h): the marker shows the value was printed; "x" is too short to redact.
 is "$out" "TOKEN=[secret TOKEN] API=x" "its environment has its secrets (its log shows them redacted)"
-printf '%s' "$VB" | "$FLEETCTL" secret set secb API_KEY >/dev/null
-out=$("$FLEETCTL" trigger secb --wait 2>/dev/null); ok $? "a run of secb"
-is "$out" "TOKEN=unset API=[secret API_KEY]" "secb's run has its own secret and not seca's"
+printf '%s' "$VB" | "$FLEETCTL" secret set $SB API_KEY >/dev/null
+out=$("$FLEETCTL" trigger $SB --wait 2>/dev/null); ok $? "a run of $SB"
+is "$out" "TOKEN=unset API=[secret API_KEY]" "$SB's run has its own secret and not $SA's"
 
 # --- rotation: the next run sees the new value ---
-printf '%s' "$V2" | "$FLEETCTL" secret set seca TOKEN >/dev/null; ok $? "rotate seca's TOKEN"
-out=$("$FLEETCTL" trigger seca --wait 2>/dev/null)
+printf '%s' "$V2" | "$FLEETCTL" secret set $SA TOKEN >/dev/null; ok $? "rotate $SA's TOKEN"
+out=$("$FLEETCTL" trigger $SA --wait 2>/dev/null)
 # Redaction knows only the current value: had the run printed the old one, it would show.
 is "$out" "TOKEN=[secret TOKEN] API=x" "the next run sees the new value"
-is "$("$FLEETCTL" --json secret ls seca | jq -r '.[] | select(.key == "TOKEN") | .size')" "${#V2}" "ls shows its size"
+is "$("$FLEETCTL" --json secret ls $SA | jq -r '.[] | select(.key == "TOKEN") | .size')" "${#V2}" "ls shows its size"
 
 # --- exec --secrets ---
-is "$("$FLEETCTL" exec seca --no-stdin --secrets -- sh -c 'echo "$TOKEN"')" "$V2" "exec --secrets gets them"
-is "$("$FLEETCTL" exec seca --no-stdin -- sh -c 'echo "${TOKEN:-unset}"')" "unset" "exec without it does not"
+is "$("$FLEETCTL" exec $SA --no-stdin --secrets -- sh -c 'echo "$TOKEN"')" "$V2" "exec --secrets gets them"
+is "$("$FLEETCTL" exec $SA --no-stdin -- sh -c 'echo "${TOKEN:-unset}"')" "unset" "exec without it does not"
 
 # --- never in argv on the host; only the agent's own process has it in its environ ---
-"$FLEETCTL" set seca --command 'exec sleep 30' >/dev/null
-id=$("$FLEETCTL" --json trigger seca | jq -r .id)
+"$FLEETCTL" set $SA --command 'exec sleep 30' >/dev/null
+id=$("$FLEETCTL" --json trigger $SA | jq -r .id)
 deadline=$((SECONDS + 60))
-until [ "$(runj seca "$id" | jq -r .state)" = running ] || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
-uid=$(id -u fleet-seca)
+until [ "$(runj $SA "$id" | jq -r .state)" = running ] || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
+uid=$(id -u fleet-$SA)
 pids=(); deadline=$((SECONDS + 60))
 until pids=($(pgrep -u "$uid" -x sleep)); [ ${#pids[@]} -gt 0 ] || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
 ok $([ ${#pids[@]} -gt 0 ] && echo 0 || echo 1) "the run's process is there (uid $uid)"
@@ -84,45 +85,45 @@ for p in /proc/[0-9]*; do
 	if grep -qaE "$ALL" "$p/environ" 2>/dev/null; then leaks+=" ${p#/proc/}:environ"; fi
 done
 is "$leaks" "" "no process on the host has a value in its argv, none but the agent's in its environ"
-"$FLEETCTL" cancel seca "$id" >/dev/null 2>&1
+"$FLEETCTL" cancel $SA "$id" >/dev/null 2>&1
 deadline=$((SECONDS + 60))
-while st=$(runj seca "$id" | jq -r .state); [ "$st" = running ] && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
-"$FLEETCTL" set seca --command 'echo "TOKEN=${TOKEN:-unset} API=${API_KEY:-unset}"' >/dev/null
+while st=$(runj $SA "$id" | jq -r .state); [ "$st" = running ] && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+"$FLEETCTL" set $SA --command 'echo "TOKEN=${TOKEN:-unset} API=${API_KEY:-unset}"' >/dev/null
 
 # --- rm ---
-"$FLEETCTL" secret rm seca RAW >/dev/null; ok $? "secret rm"
-is "$("$FLEETCTL" --json secret ls seca | jq -r '[.[].key] | join(" ")')" "API_KEY TOKEN" "it is gone"
-out=$("$FLEETCTL" secret rm seca RAW 2>&1); is $? 1 "removing it again fails"
+"$FLEETCTL" secret rm $SA RAW >/dev/null; ok $? "secret rm"
+is "$("$FLEETCTL" --json secret ls $SA | jq -r '[.[].key] | join(" ")')" "API_KEY TOKEN" "it is gone"
+out=$("$FLEETCTL" secret rm $SA RAW 2>&1); is $? 1 "removing it again fails"
 like "$out" "has no secret 'RAW'" "and says so"
 
 # --- the audit: who set or removed which key, never the value ---
 audit=$("$FLEETCTL" --json audit --limit 1000)
-is "$(jq -r '[.[] | select(.action == "secret.set" and .target == "seca/TOKEN" and .outcome == "ok")] | length' <<<"$audit")" 2 \
-	"the audit has both sets of seca/TOKEN"
-is "$(jq -r '[.[] | select(.action == "secret.remove" and .target == "seca/RAW")] | length' <<<"$audit")" 2 \
-	"and the removals of seca/RAW (ok, refused)"
+is "$(jq -r --arg t "$SA/TOKEN" '[.[] | select(.action == "secret.set" and .target == $t and .outcome == "ok")] | length' <<<"$audit")" 2 \
+	"the audit has both sets of $SA/TOKEN"
+is "$(jq -r --arg t "$SA/RAW" '[.[] | select(.action == "secret.remove" and .target == $t)] | length' <<<"$audit")" 2 \
+	"and the removals of $SA/RAW (ok, refused)"
 grep -qE "$ALL" <<<"$audit"; is $? 1 "no value in the audit"
 
 # --- a ciphertext copied into another agent's row does not decrypt ---
-printf 'decoy' | "$FLEETCTL" secret set secb TOKEN >/dev/null
+printf 'decoy' | "$FLEETCTL" secret set $SB TOKEN >/dev/null
 sqlite3 "$STATE/fleet.db" "UPDATE secrets SET ciphertext = (SELECT s.ciphertext FROM secrets s JOIN agents a ON a.id = s.agent_id
-	WHERE a.name = 'seca' AND s.name = 'TOKEN'), nonce = (SELECT s.nonce FROM secrets s JOIN agents a ON a.id = s.agent_id
-	WHERE a.name = 'seca' AND s.name = 'TOKEN') WHERE name = 'TOKEN' AND agent_id = (SELECT id FROM agents WHERE name = 'secb')"
-ok $? "copy seca's TOKEN ciphertext and nonce into secb's row with sqlite3"
-out=$("$FLEETCTL" trigger secb --wait 2>&1); ok $([ $? -ne 0 ] && echo 0 || echo 1) "secb's next run fails"
-last=$("$FLEETCTL" --json runs secb --limit 1 | jq -r '.[0].id')
-like "$(runj secb "$last" | jq -r '.state + ": " + .error')" "^failed: .*does not decrypt" "with a clear error"
-grep -qE "$ALL" <<<"$out$(runj secb "$last")"; is $? 1 "and no value in it"
-out=$("$FLEETCTL" exec secb --no-stdin --secrets -- true 2>&1); is $? 1 "exec --secrets of secb fails too"
+	WHERE a.name = '$SA' AND s.name = 'TOKEN'), nonce = (SELECT s.nonce FROM secrets s JOIN agents a ON a.id = s.agent_id
+	WHERE a.name = '$SA' AND s.name = 'TOKEN') WHERE name = 'TOKEN' AND agent_id = (SELECT id FROM agents WHERE name = '$SB')"
+ok $? "copy $SA's TOKEN ciphertext and nonce into $SB's row with sqlite3"
+out=$("$FLEETCTL" trigger $SB --wait 2>&1); ok $([ $? -ne 0 ] && echo 0 || echo 1) "$SB's next run fails"
+last=$("$FLEETCTL" --json runs $SB --limit 1 | jq -r '.[0].id')
+like "$(runj $SB "$last" | jq -r '.state + ": " + .error')" "^failed: .*does not decrypt" "with a clear error"
+grep -qE "$ALL" <<<"$out$(runj $SB "$last")"; is $? 1 "and no value in it"
+out=$("$FLEETCTL" exec $SB --no-stdin --secrets -- true 2>&1); is $? 1 "exec --secrets of $SB fails too"
 like "$out" "does not decrypt" "saying why"
-printf '%s' "$VB" | "$FLEETCTL" secret set secb TOKEN >/dev/null; ok $? "setting the key again repairs it"
-is "$("$FLEETCTL" trigger secb --wait 2>/dev/null)" "TOKEN=[secret API_KEY] API=[secret API_KEY]" \
-	"secb's runs work again (one value under two keys: the first key names it)"
+printf '%s' "$VB" | "$FLEETCTL" secret set $SB TOKEN >/dev/null; ok $? "setting the key again repairs it"
+is "$("$FLEETCTL" trigger $SB --wait 2>/dev/null)" "TOKEN=[secret API_KEY] API=[secret API_KEY]" \
+	"$SB's runs work again (one value under two keys: the first key names it)"
 
 # --- fleetd restarts with the same key; refuses a key file that is not its own ---
 stop_fleetd; ok $? "stop fleetd"
 user_fleetd_start; ok $? "start it again"
-is "$("$FLEETCTL" trigger seca --wait 2>/dev/null)" "TOKEN=[secret TOKEN] API=x" "the secrets still decrypt"
+is "$("$FLEETCTL" trigger $SA --wait 2>/dev/null)" "TOKEN=[secret TOKEN] API=x" "the secrets still decrypt"
 stop_fleetd
 chmod 0440 "$STATE/secret.key"
 "$FLEETD" --state-dir "$STATE" --socket "$SOCK" --config "$TEST_TMP/none.conf" --hooks-listen none 2>"$TEST_TMP/bad.err"
@@ -132,16 +133,16 @@ chmod 0400 "$STATE/secret.key"
 user_fleetd_start; ok $? "with the mode back it starts"
 
 # --- no value in the database files or fleetd's log ---
-"$FLEETCTL" rm --force secb >/dev/null; ok $? "remove secb"
-is "$(sqlite3 "$STATE/fleet.db" "SELECT count(*) FROM secrets s LEFT JOIN agents a ON a.id = s.agent_id WHERE a.id IS NULL OR a.name = 'secb'")" 0 \
+"$FLEETCTL" rm --force $SB >/dev/null; ok $? "remove $SB"
+is "$(sqlite3 "$STATE/fleet.db" "SELECT count(*) FROM secrets s LEFT JOIN agents a ON a.id = s.agent_id WHERE a.id IS NULL OR a.name = '$SB'")" 0 \
 	"its secrets went with it"
 stop_fleetd
 found=$(cat "$STATE"/fleet.db* "$STATE/fleetd.log" "$TEST_TMP/start.err" 2>/dev/null | strings | grep -cE "$ALL")
 is "$found" 0 "strings of fleet.db (and its WAL) and fleetd.log hold no value"
 ok $([ -s "$STATE/fleetd.log" ] && echo 0 || echo 1) "(fleetd.log is not empty)"
-strings "$STATE/fleet.db"* | grep -q "seca/TOKEN"; ok $? "positive control: strings does find the audit's key names"
+strings "$STATE/fleet.db"* | grep -q "$SA/TOKEN"; ok $? "positive control: strings does find the audit's key names"
 # Running again, so the cleanup removes the agents (and their Unix users) through it.
 user_fleetd_start; ok $? "fleetd starts again"
-"$FLEETCTL" rm --force seca >/dev/null; ok $? "remove seca"
+"$FLEETCTL" rm --force $SA >/dev/null; ok $? "remove $SA"
 
 done_testing

@@ -31,7 +31,7 @@ FLEETD_PID=$(head -1 "$STATE/fleetd.lock"); _pids+=("$FLEETD_PID"); _sockets+=("
 on_exit _remove_agents
 export FLEET_SOCKET=$SOCK
 
-A=diskfull
+A=diskfull$(test_run_id)	# agent names of this run (two checkouts at once never collide)
 HOME_DIR=$STATE/users/$A
 SNAPS=$STATE/snapshots/$A
 ex() { "$FLEETCTL" exec "$A" "$@"; }

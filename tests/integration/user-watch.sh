@@ -7,6 +7,7 @@
 # fleetd's RSS stays bounded and other clients (a second watcher, fleetctl)
 # are served.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
+R=$(test_run_id) && export W1=wat${R}a W2=wat${R}b	# agent names of this run (two checkouts at once never collide) (exported: jq reads them as $ENV.W1)
 
 [ "$(id -u)" = 0 ] || skip_all "needs root (user agents are Unix users)"
 command -v jq >/dev/null || skip_all "jq not installed"
@@ -47,53 +48,53 @@ stop_watch() { kill "$1" 2>/dev/null; wait "$1" 2>/dev/null; }
 # --- everything one agent goes through, seen by an unfiltered and a filtered watcher ---
 start_watch "$TEST_TMP/all"; ok $? "fleetctl watch starts"
 all_pid=$WATCH_PID
-start_watch "$TEST_TMP/f1" wat1; ok $? "fleetctl watch NAME starts"
+start_watch "$TEST_TMP/f1" $W1; ok $? "fleetctl watch NAME starts"
 wat1_pid=$WATCH_PID
-is "$(head -1 "$TEST_TMP/f1" | jq -c .)" '{"type":"watching","agent":"wat1"}' "its first line says what it watches"
+is "$(head -1 "$TEST_TMP/f1" | jq -c .)" "{\"type\":\"watching\",\"agent\":\"$W1\"}" "its first line says what it watches"
 
-"$FLEETCTL" create wat1 --backend user --command 'echo run $FLEET_RUN_ID' --health-cmd true >/dev/null
+"$FLEETCTL" create $W1 --backend user --command 'echo run $FLEET_RUN_ID' --health-cmd true >/dev/null
 ok $? "create a user agent"
-"$FLEETCTL" create wat2 --backend user >/dev/null; ok $? "create a second agent"
-wait_event "$TEST_TMP/all" '.type == "agent.created" and .agent == "wat1" and .backend == "user"'
+"$FLEETCTL" create $W2 --backend user >/dev/null; ok $? "create a second agent"
+wait_event "$TEST_TMP/all" '.type == "agent.created" and .agent == $ENV.W1 and .backend == "user"'
 ok $? "the watcher sees the create"
-wait_event "$TEST_TMP/all" '.type == "agent.state" and .agent == "wat1" and .state == "stopped"'
+wait_event "$TEST_TMP/all" '.type == "agent.state" and .agent == $ENV.W1 and .state == "stopped"'
 ok $? "and the agent's state change (provisioned: stopped)"
 # time is wall-clock Unix ms (it once was the monotonic clock): within a minute of the test's clock.
-t=$(jq -r 'select(.type == "agent.created" and .agent == "wat1") | .time' "$TEST_TMP/all")
+t=$(jq -r 'select(.type == "agent.created" and .agent == $ENV.W1) | .time' "$TEST_TMP/all")
 now=$(date +%s%3N)
 ok $([ -n "$t" ] && [ $((now - t)) -ge 0 ] && [ $((now - t)) -lt 60000 ] && echo 0 || echo 1) \
 	"an event's time is Unix ms ($t, now $now)"
 
-id=$("$FLEETCTL" --json trigger wat1 | jq -r .id)
-is "$(run_wait wat1 "$id")" succeeded "a triggered run succeeds"
-wait_event "$TEST_TMP/all" ".type == \"run.queued\" and .agent == \"wat1\" and .run == $id and .trigger == \"manual\""
+id=$("$FLEETCTL" --json trigger $W1 | jq -r .id)
+is "$(run_wait $W1 "$id")" succeeded "a triggered run succeeds"
+wait_event "$TEST_TMP/all" ".type == \"run.queued\" and .agent == \"$W1\" and .run == $id and .trigger == \"manual\""
 ok $? "the watcher sees the run queued"
 wait_event "$TEST_TMP/all" ".type == \"run.started\" and .run == $id"; ok $? "started"
 wait_event "$TEST_TMP/all" ".type == \"run.finished\" and .run == $id and .state == \"succeeded\" and .exit_code == 0"
 ok $? "and finished, with its state and exit code"
-wait_event "$TEST_TMP/all" '.type == "agent.state" and .agent == "wat1" and .state == "running"'
+wait_event "$TEST_TMP/all" '.type == "agent.state" and .agent == $ENV.W1 and .state == "running"'
 ok $? "the start for the run is a state change"
-wait_event "$TEST_TMP/all" '.type == "health" and .agent == "wat1" and .healthy == true'
+wait_event "$TEST_TMP/all" '.type == "health" and .agent == $ENV.W1 and .healthy == true'
 ok $? "the health check after the run is a health event"
 
-"$FLEETCTL" health wat1 >/dev/null; ok $? "fleetctl health"
+"$FLEETCTL" health $W1 >/dev/null; ok $? "fleetctl health"
 n=$(jq -c 'select(.type == "health")' "$TEST_TMP/all" | wc -l)
 ok $([ "$n" -ge 2 ] && echo 0 || echo 1) "it is seen too ($n health events)"
 
-"$FLEETCTL" snapshot wat1 s1 >/dev/null; ok $? "take a snapshot"
-wait_event "$TEST_TMP/all" '.type == "snapshot.taken" and .agent == "wat1" and .snapshot == "s1"'
+"$FLEETCTL" snapshot $W1 s1 >/dev/null; ok $? "take a snapshot"
+wait_event "$TEST_TMP/all" '.type == "snapshot.taken" and .agent == $ENV.W1 and .snapshot == "s1"'
 ok $? "the watcher sees the snapshot"
-"$FLEETCTL" stop wat1 >/dev/null
-"$FLEETCTL" restore wat1 s1 >/dev/null; ok $? "restore it"
-wait_event "$TEST_TMP/all" '.type == "restore.finished" and .agent == "wat1" and .snapshot == "s1" and .ok == true'
+"$FLEETCTL" stop $W1 >/dev/null
+"$FLEETCTL" restore $W1 s1 >/dev/null; ok $? "restore it"
+wait_event "$TEST_TMP/all" '.type == "restore.finished" and .agent == $ENV.W1 and .snapshot == "s1" and .ok == true'
 ok $? "the watcher sees the restore"
 
-"$FLEETCTL" rm wat2 >/dev/null; ok $? "remove the second agent"
-wait_event "$TEST_TMP/all" '.type == "agent.removed" and .agent == "wat2"'; ok $? "the watcher sees the remove"
+"$FLEETCTL" rm $W2 >/dev/null; ok $? "remove the second agent"
+wait_event "$TEST_TMP/all" '.type == "agent.removed" and .agent == $ENV.W2'; ok $? "the watcher sees the remove"
 
-# The filtered watcher saw wat1's events and none of the other agent's.
-wait_event "$TEST_TMP/f1" '.type == "restore.finished"'; ok $? "the filtered watcher sees wat1's restore"
-is "$(jq -r 'select(.type != "watching") | .agent' "$TEST_TMP/f1" | sort -u)" wat1 "and only wat1's events"
+# The filtered watcher saw the first agent's events and none of the other agent's.
+wait_event "$TEST_TMP/f1" '.type == "restore.finished"'; ok $? "the filtered watcher sees $W1's restore"
+is "$(jq -r 'select(.type != "watching") | .agent' "$TEST_TMP/f1" | sort -u)" $W1 "and only $W1's events"
 wait_event "$TEST_TMP/f1" ".type == \"run.finished\" and .run == $id"; ok $? "its run among them"
 seqs=$(jq -r 'select(.seq) | .seq' "$TEST_TMP/all")
 is "$seqs" "$(sort -n <<<"$seqs")" "events come in order of their seq"
@@ -102,13 +103,13 @@ for ((i = 0; i < 200; i++)); do [ "$("$FLEETCTL" --json status | jq -r .watchers
 is "$("$FLEETCTL" --json status | jq -r .watchers)" 1 "a watcher that hangs up is gone from status's watchers"
 
 # Readable lines without --json.
-"$FLEETCTL" watch wat1 >"$TEST_TMP/text" 2>"$TEST_TMP/text.err" &
+"$FLEETCTL" watch $W1 >"$TEST_TMP/text" 2>"$TEST_TMP/text.err" &
 text_pid=$!; _pids+=("$text_pid")
 for ((i = 0; i < 600; i++)); do grep -q watching "$TEST_TMP/text.err" && break; sleep 0.05; done
-like "$(cat "$TEST_TMP/text.err")" "watching agent wat1" "fleetctl watch NAME says what it watches"
-"$FLEETCTL" health wat1 >/dev/null
+like "$(cat "$TEST_TMP/text.err")" "watching agent $W1" "fleetctl watch NAME says what it watches"
+"$FLEETCTL" health $W1 >/dev/null
 for ((i = 0; i < 600; i++)); do grep -q health "$TEST_TMP/text" && break; sleep 0.05; done
-like "$(cat "$TEST_TMP/text")" "^[0-9-]+T[0-9:]+Z health +wat1 +healthy=true" "readable lines: time, type, agent, fields"
+like "$(cat "$TEST_TMP/text")" "^[0-9-]+T[0-9:]+Z health +$W1 +healthy=true" "readable lines: time, type, agent, fields"
 stop_watch "$text_pid"
 
 # Bad input.
@@ -129,7 +130,7 @@ rss_before=$(awk '/VmRSS/ { print $2 }' "/proc/$FLEETD_PID/status")
 # Every fleetctl health is one health event of about 100 bytes: 120 are far more than
 # the 4 KiB fleetd holds plus the watcher socket's bounded send buffer.
 for ((i = 0; i < 120; i++)); do
-	"$FLEETCTL" health wat1 >/dev/null || break
+	"$FLEETCTL" health $W1 >/dev/null || break
 	grep -q '"type":"overflow"' "$TEST_TMP/all" && break	# (never: the fleetctl watcher reads)
 done
 is "$i" 120 "120 health checks done while the slow watcher sleeps"
@@ -153,7 +154,7 @@ like "$(cat "$STATE/fleetd.log" 2>/dev/null)" "watcher read too slowly" "fleetd 
 
 # fleetd stopping ends fleetctl watch with exit 1 and a message (its agent removed first:
 # the cleanup removes agents through fleetd).
-"$FLEETCTL" rm --force wat1 >/dev/null; ok $? "remove the agent"
+"$FLEETCTL" rm --force $W1 >/dev/null; ok $? "remove the agent"
 stop_fleetd; ok $? "fleetd stops"
 wait "$all_pid"; is $? 1 "fleetctl watch exits 1 when fleetd goes"
 like "$(cat "$TEST_TMP/all.err")" "broke off|ended the watch" "and says so"

@@ -15,7 +15,7 @@
 own_netns_ready
 for t in nft ip nsenter socat jq busybox; do command -v $t >/dev/null || skip_all "$t missing"; done
 
-T=isou-triage R=isou-review
+U=isou$(test_run_id) && T=$U-triage R=$U-review	# agent names of this run (two checkouts at once never collide)
 HUSER=isou-$$
 on_exit "userdel $HUSER; groupdel $HUSER"
 

@@ -13,7 +13,7 @@
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
 vmfleet_setup --tcg
 
-V=sfv U=sfu			# agent names are global (U becomes a Unix user): prefixed per test file
+V=sfv U=sfu$(test_run_id)	# U becomes a host-wide Unix user: named from the run (two checkouts at once never collide)
 CAP=$((1 << 20))		# vm_console_max_bytes for this test (default 8 MiB): a TCG guest's serial port is slow
 UMIN=$((4800000 + ($$ % 500) * 100)); UMAX=$((UMIN + 99))
 

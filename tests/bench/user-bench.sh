@@ -3,7 +3,8 @@
 # fleetd built with the user backend. Every figure comes with a baseline
 # measured in the same run, and the ratio between them:
 #   1. trigger-to-process-start: `fleetctl exec A -- date +%s%N` against a
-#      plain fork/exec of the same `date +%s%N` from this shell;
+#      plain fork/exec of the same `date +%s%N` from this shell (again once
+#      the N agents below exist: their stores are mounts each sandbox copies);
 #   2. N agents (default 500): create time per agent against plain
 #      groupadd+useradd+mkdir of a user; `fleetctl list` with N agents
 #      against with 0; fleetd's RSS with N agents against with 0; starting
@@ -171,6 +172,11 @@ if [ $QUICK = 1 ] && [ "$N" -lt 999 ] && command -v sqlite3 >/dev/null; then
 	row "\`fleetctl list\`, 1000 user agents ($extra of them records only)" "$(ms "$list1k") ms" "same, 1 agent: $(ms "$list0") ms" \
 		"$(ratio2 "$list1k" "$list0")" "<= 2x"
 fi
+# Exec with N other agents: each one's memory store is a mount every new sandbox's namespace copies.
+latency_samples
+echo "start latency with $N other agents (median): fleetctl exec $(ms "$lat") ms, plain fork/exec $(ms "$base") ms, ratio $(ratio "$lat" "$base")"
+row "user agent: exec start latency, $N other agents" "$(ms "$lat") ms" "$(ms "$base") ms plain fork/exec" "$(ratio2 "$lat" "$base")" "<= 1.5x"
+rm -f "$STATE.lat" "$STATE.base"
 rssN=$(rss_kib "$FLEETD_PID")
 echo "fleetd RSS: ${rssN} KiB with $N agents, ${rss0} KiB with 0, ratio $(ratio "$rssN" "$rss0")"
 

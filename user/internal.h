@@ -44,6 +44,7 @@ struct user_state {
 	backend_event_fn on_event;	/* lifecycle_on_event: a keeper that died unasked */
 	char **shared_dirs;		/* other world-writable host directories, private in each sandbox */
 	size_t n_shared_dirs;
+	char *users_mnt;		/* <state_dir>/users when it is a mount point (account_users_mount), else NULL */
 };
 extern struct user_state *us;
 
@@ -59,6 +60,15 @@ int user_agent_ready(struct fleetd *f, const struct agent *a, uid_t *uid, char *
 char *account_user_name(const char *agent);
 char *account_users_dir(struct fleetd *f);
 char *account_home_dir(struct fleetd *f, const char *agent);
+/*
+ * <state_dir>/users made (0711 root) and a mount point, a bind of itself
+ * if it is none, so every memory store is in its subtree and a sandbox can
+ * drop the other agents' in one detach (init.c). -errno with *why: it is no
+ * mount point, sandboxes keep every store.
+ */
+int account_users_mount(struct fleetd *f, char **why);
+/* Is dir a mount point (the root of a mount)? */
+bool account_users_mounted(const char *dir);
 /* A directory of fleet's in the state dir (snapshots/, memfs/): made if missing, root's, 0700 (set again if loosened); -errno with *why. */
 int account_private_dir(const char *dir, char **why);
 /* At start: what an interrupted write of the account files left (the uid mark's temp file). */

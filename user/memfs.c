@@ -155,7 +155,11 @@ static int umount_fd(int target)
 	char p[40];
 
 	snprintf(p, sizeof(p), "/proc/self/fd/%d", target);
-	/* detach: a sandbox that still holds a copy of the mount keeps it until it dies; the loop clears then */
+	/*
+	 * detach: a sandbox that still holds a copy of the mount (the agent's
+	 * own, a build thread's for a moment, any when users/ is no mount
+	 * point) keeps it until it ends; the loop clears then
+	 */
 	return umount2(p, MNT_DETACH) < 0 ? -errno : 0;
 }
 
@@ -576,11 +580,17 @@ int memfs_umount(struct fleetd *f, const char *agent, char **why_out)
 	if (target < 0 || mounted_here(home, target, img) != 1)
 		return 0;	/* not mounted (a link or nothing there is not a mount either) */
 	/*
-	 * Every spare has a copy of the store's mount (any agent's: its
-	 * namespace is a copy of fleetd's), which would keep the old file
-	 * system alive after a restore, a resize or a removal; they go.
+	 * The agent's spare has a copy of the store's mount, which would keep
+	 * the old file system alive after a restore, a resize or a removal: it
+	 * goes. No other sandbox has one (init.c drops the other agents' stores
+	 * from below the users mount), unless the users dir is no mount point:
+	 * then every spare has a copy of every store (its namespace is a copy
+	 * of fleetd's), and they all go; keepers and commands keep theirs.
 	 */
-	spares_drop_all();
+	if (us && us->users_mnt && account_users_mounted(us->users_mnt))
+		spare_drop(agent);
+	else
+		spares_drop_all();
 	if ((r = umount_fd(target)) < 0)
 		*why = xasprintf("cannot unmount the memory store: %s", strerror(-r));
 	return r;

@@ -144,7 +144,7 @@ int spare_take(const char *agent, const struct user_launch_spec *spec, struct us
 void spare_want(struct fleetd *f, const char *agent, const struct user_launch_spec *spec);
 /* Kill and reap the agent's spare, if it has one (anything of the agent stops or changes). */
 void spare_drop(const char *agent);
-/* Kill and reap every spare, and those being made once made (a memory store is unmounted: none may keep a copy). */
+/* Kill and reap every spare, and those being made once made (a store is unmounted while users/ is no mount point: each has a copy). */
 void spares_drop_all(void);
 /* Its pid while one waits, else 0: no process of the agent's. */
 pid_t spare_pid(const char *agent);

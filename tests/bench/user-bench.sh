@@ -55,6 +55,8 @@ cleanup() {
 	getent passwd | awk -F: -v lo=$UMIN -v hi=$UMAX '$1 ~ /^fleet-('"$P"'[0-9]+|'"$P"'-lat)$/ && $3 >= lo && $3 <= hi {print $1}' |
 		while read -r u; do userdel "$u" 2>/dev/null; groupdel "$u" 2>/dev/null; done
 	for i in $(seq 0 49); do userdel "${P}base-$i" 2>/dev/null; groupdel "${P}base-$i" 2>/dev/null; done
+	# users/ is a mount of its own (fleetd's account_users_mount): lazily, with whatever is below it
+	umount -l "$STATE/users" 2>/dev/null; umount -l "$STATE.empty/users" 2>/dev/null
 	rm -rf "$STATE" "$STATE.empty" "$SOCK" "$STATE.base" "$STATE.lat" "$STATE.conf" "$STATE.t"
 }
 trap cleanup EXIT

@@ -500,16 +500,14 @@ static void drop_other_stores(const struct launch_prep *p)
 	ul = strlen(s->users_dir);
 	if (strncmp(s->home, s->users_dir, ul) != 0 || s->home[ul] != '/')
 		return;	/* a home elsewhere (the host probe's "/"): nothing to keep from below users */
+	/* Until the detach nothing has changed: any failure (EINVAL: no mount point there) is the fallback. */
 	if ((users = (int)open_tree(AT_FDCWD, s->users_dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW)) < 0)
 		return;
 	home = (int)open_tree(AT_FDCWD, s->home, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
-	if (home < 0)
-		child_fail(rep, LAUNCH_STAGE_STORES, errno);
-	if (umount2(s->users_dir, MNT_DETACH | UMOUNT_NOFOLLOW) < 0) {
-		if (errno != EINVAL)	/* EINVAL: no mount point there, the fallback */
-			child_fail(rep, LAUNCH_STAGE_STORES, errno);
+	if (home < 0 || umount2(s->users_dir, MNT_DETACH | UMOUNT_NOFOLLOW) < 0) {
 		close(users);
-		close(home);
+		if (home >= 0)
+			close(home);
 		return;
 	}
 	if (move_mount(users, "", AT_FDCWD, s->users_dir, MOVE_MOUNT_F_EMPTY_PATH) < 0 ||

@@ -324,7 +324,7 @@ static void restore_worker(void *arg)
 	}
 	/* the snapshot's memory/ into a new store (a snapshot without one: an empty store) */
 	if (j->r == 0)
-		j->r = memfs_build(j->memfs_dir, j->agent, j->uid, j->memory_quota, sfd,
+		j->r = memfs_build(j->memfs_dir, j->users_dir, j->agent, j->uid, j->memory_quota, sfd,
 				   faccessat(sfd, "home/memory", F_OK, AT_SYMLINK_NOFOLLOW) == 0 ? "home/memory" : NULL,
 				   &j->why);
 	j->copy_usec = now_usec() - t0;

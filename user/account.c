@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -301,6 +303,77 @@ static int ensure_users_dir(struct fleetd *f, char **why)
 	_cleanup_free_ char *dir = account_users_dir(f);
 
 	return root_dir(dir, 0711, why);
+}
+
+bool account_users_mounted(const char *dir)
+{
+	struct statx sx, px;
+	_cleanup_free_ char *parent = xasprintf("%s/..", dir);
+
+	if (statx(AT_FDCWD, dir, AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &sx) < 0)
+		return false;
+	if (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)
+		return (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+	return (sx.stx_mask & STATX_MNT_ID) && statx(AT_FDCWD, parent, 0, STATX_MNT_ID, &px) == 0 &&
+	       (px.stx_mask & STATX_MNT_ID) && px.stx_mnt_id != sx.stx_mnt_id;
+}
+
+/*
+ * The stores an older fleetd mounted on homes in the mount below the users
+ * mount (lower: the users directory opened before that went on top): their
+ * copies above, made with it, hold the same file systems, so these only
+ * pin them. Detached through the fd: no path reaches below a mount.
+ */
+static void users_mount_drop_below(int lower)
+{
+	_cleanup_close_ int dfd = dup(lower);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return;
+	dfd = -1;	/* the DIR has it */
+	while ((de = readdir(d))) {
+		char p[64 + 256];
+
+		if (de->d_name[0] == '.')
+			continue;	/* ".", "..", the trash: never an agent's home */
+		snprintf(p, sizeof(p), "/proc/self/fd/%d/%s/memory", lower, de->d_name);
+		if (umount2(p, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+			n++;
+	}
+	closedir(d);
+	if (n > 0)
+		log_info("user backend: %d memory store%s moved into the users mount", n, n == 1 ? "" : "s");
+}
+
+int account_users_mount(struct fleetd *f, char **why)
+{
+	_cleanup_free_ char *dir = account_users_dir(f);
+	_cleanup_close_ int lower = -1, tree = -1;
+	int r;
+
+	if ((r = root_dir(dir, 0711, why)) < 0)
+		return r;
+	if (account_users_mounted(dir))
+		return 0;	/* ours from an earlier start (also a killed one), or one of the host's */
+	/*
+	 * A copy of the directory and whatever is mounted below it (the stores of
+	 * agents an older fleetd mounted), attached on top of it: the stores
+	 * stay the same file systems, never mounted twice from one image.
+	 */
+	if ((lower = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	    (tree = (int)open_tree(AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
+					       AT_SYMLINK_NOFOLLOW)) < 0 ||
+	    move_mount(tree, "", AT_FDCWD, dir, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+		r = -errno;
+		*why = xasprintf("cannot make %s a mount point: %s", dir, strerror(-r));
+		return r;
+	}
+	users_mount_drop_below(lower);
+	log_info("user backend: %s is a mount of its own (sandboxes keep no other agent's memory store)", dir);
+	return 0;
 }
 
 static int make_home(const char *home, uid_t uid, char **why)

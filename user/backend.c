@@ -171,6 +171,14 @@ int user_ensure_init(struct fleetd *f, char **why)
 	cgroup_host_detect(&us->cg);
 	cgroup_host_prepare(us->cg);
 	scan_shared_dirs(f);
+	{
+		_cleanup_free_ char *uwhy = NULL;
+
+		if (account_users_mount(f, &uwhy) == 0)
+			us->users_mnt = account_users_dir(f);
+		else
+			log_warning("user backend: %s; every sandbox keeps a copy of every agent's memory store", uwhy);
+	}
 	return 0;
 }
 
@@ -283,6 +291,7 @@ static void user_shutdown(struct fleetd *f)
 	for (size_t i = 0; i < us->n_shared_dirs; i++)
 		free(us->shared_dirs[i]);
 	free(us->shared_dirs);
+	free(us->users_mnt);
 	free(us);
 	us = NULL;
 }

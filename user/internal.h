@@ -44,6 +44,7 @@ struct user_state {
 	backend_event_fn on_event;	/* lifecycle_on_event: a keeper that died unasked */
 	char **shared_dirs;		/* other world-writable host directories, private in each sandbox */
 	size_t n_shared_dirs;
+	char *users_mnt;		/* <state_dir>/users when it is a mount point (account_users_mount), else NULL */
 };
 extern struct user_state *us;
 
@@ -59,6 +60,15 @@ int user_agent_ready(struct fleetd *f, const struct agent *a, uid_t *uid, char *
 char *account_user_name(const char *agent);
 char *account_users_dir(struct fleetd *f);
 char *account_home_dir(struct fleetd *f, const char *agent);
+/*
+ * <state_dir>/users made (0711 root) and a mount point, a bind of itself
+ * if it is none, so every memory store is in its subtree and a sandbox can
+ * drop the other agents' in one detach (init.c). -errno with *why: it is no
+ * mount point, sandboxes keep every store.
+ */
+int account_users_mount(struct fleetd *f, char **why);
+/* Is dir a mount point (the root of a mount)? */
+bool account_users_mounted(const char *dir);
 /* A directory of fleet's in the state dir (snapshots/, memfs/): made if missing, root's, 0700 (set again if loosened); -errno with *why. */
 int account_private_dir(const char *dir, char **why);
 /* At start: what an interrupted write of the account files left (the uid mark's temp file). */
@@ -92,9 +102,12 @@ int memfs_umount(struct fleetd *f, const char *agent, char **why);
 void memfs_sweep(struct fleetd *f);
 /* Destroy: unmount and remove the image. */
 int memfs_remove(struct fleetd *f, const char *agent, char **why);
-/* Worker-safe (reads nothing of fleetd's): build memdir/NAME.img.new holding a copy of src_name in src_dir (NULL: empty). */
-int memfs_build(const char *memdir, const char *agent, uid_t uid, long long quota, int src_dir, const char *src_name,
-		char **why);
+/*
+ * Worker-safe (reads nothing of fleetd's): build memdir/NAME.img.new holding a copy of src_name in
+ * src_dir (NULL: empty), in a mount namespace without users_dir's mount (the stores; NULL: keep it).
+ */
+int memfs_build(const char *memdir, const char *users_dir, const char *agent, uid_t uid, long long quota, int src_dir,
+		const char *src_name, char **why);
 /* NAME.img.new becomes NAME.img (the store must be unmounted). */
 int memfs_swap_in(struct fleetd *f, const char *agent, char **why);
 /* set --memory-quota: running, grow online (else -EBUSY); stopped, build it again at the new size (-ENOSPC: too full). */
@@ -134,7 +147,7 @@ int spare_take(const char *agent, const struct user_launch_spec *spec, struct us
 void spare_want(struct fleetd *f, const char *agent, const struct user_launch_spec *spec);
 /* Kill and reap the agent's spare, if it has one (anything of the agent stops or changes). */
 void spare_drop(const char *agent);
-/* Kill and reap every spare, and those being made once made (a memory store is unmounted: none may keep a copy). */
+/* Kill and reap every spare, and those being made once made (a store is unmounted while users/ is no mount point: each has a copy). */
 void spares_drop_all(void);
 /* Its pid while one waits, else 0: no process of the agent's. */
 pid_t spare_pid(const char *agent);

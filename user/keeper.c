@@ -259,6 +259,7 @@ static int sandbox_spec(struct fleetd *f, const struct agent *a, uid_t uid, cons
 	spec->tmp_size_mib = a->memory_mib;
 	spec->shared_dirs = (const char *const *)us->shared_dirs;
 	spec->n_shared_dirs = us->n_shared_dirs;
+	spec->users_dir = us->users_mnt;
 	return 0;
 }
 

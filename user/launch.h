@@ -4,7 +4,9 @@
  * namespace whose init ("fleet-init", root, does nothing but reap) joins the
  * agent's cgroups, brings up lo (the only interface), mounts a fresh /proc,
  * private /tmp, /var/tmp and /dev/shm, and a fresh root-owned /run holding
- * only a 1777 /run/lock (so no host daemon's socket is reachable), and starts the payload with no groups, the agent's uid/gid,
+ * only a 1777 /run/lock (so no host daemon's socket is reachable), keeps no
+ * memory store but the agent's own (spec.users_dir), and starts the payload
+ * with no groups, the agent's uid/gid,
  * PR_SET_NO_NEW_PRIVS, umask 077, rlimits, exactly the given environment
  * and no inherited fd but stdin/stdout/stderr. When the payload exits the
  * init exits, and the kernel kills whatever the payload left behind in the
@@ -69,6 +71,13 @@ struct user_launch_spec {
 	const char *init_path;		/* fleet-init to run; NULL: user_launch_init_path() */
 	const char *agentd_path;	/* host agentd shown at USER_AGENTD_PATH; NULL: user_launch_agentd_path() */
 	/*
+	 * fleetd's <state_dir>/users, a mount of its own holding every agent's
+	 * memory store below it: the sandbox detaches it whole and keeps only
+	 * home and what is mounted below home (its own store). NULL, a home not
+	 * below it, or no mount point there in the sandbox: every mount stays.
+	 */
+	const char *users_dir;
+	/*
 	 * A spare: the sandbox is set up (cgroups, namespaces, mounts, rlimits)
 	 * and then waits, with no payload, for user_launch_hand() to give it
 	 * one command (argv, envp, files, stdio), which it runs as if launched
@@ -90,7 +99,7 @@ enum user_launch_stage {
 	LAUNCH_STAGE_RLIMIT, LAUNCH_STAGE_FORK, LAUNCH_STAGE_FDS, LAUNCH_STAGE_GROUPS,
 	LAUNCH_STAGE_GID, LAUNCH_STAGE_UID, LAUNCH_STAGE_NO_NEW_PRIVS, LAUNCH_STAGE_CHDIR,
 	LAUNCH_STAGE_EXEC, LAUNCH_STAGE_NET, LAUNCH_STAGE_RUN, LAUNCH_STAGE_SECRETS, LAUNCH_STAGE_DNS,
-	LAUNCH_STAGE_AGENTD, LAUNCH_STAGE_INIT,
+	LAUNCH_STAGE_AGENTD, LAUNCH_STAGE_INIT, LAUNCH_STAGE_STORES,
 	LAUNCH_STAGE__COUNT,
 };
 

@@ -14,6 +14,8 @@
  *     .SNAP.tmp/                   a snapshot being made (a leading dot: never a valid snapshot name)
  *   .trash/                        what is being removed in the background
  * <state_dir>/users/NAME.restore   a restored home being built, swapped in whole
+ * <state_dir>/users/.trash/        the homes a restore replaced, being removed (the users
+ *                                  dir is a mount of its own: no rename leaves it)
  * <state_dir>/memfs/NAME.img.new   its memory store's file system, built beside it (user/memfs.c)
  *
  * The memory store is a file system of its own mounted on home/memory: a
@@ -54,6 +56,7 @@ struct snap_job {
 	const struct cgroup_host *cg;
 	bool freeze;
 	char *snaps_dir, *users_dir, *trash_dir, *memfs_dir;	/* copies: the worker reads nothing of fleetd's */
+	char *home_trash;		/* users/.trash: a home's trash, on the users mount (a rename cannot leave it) */
 	long long memory_quota;		/* restore: the new store's size, bytes */
 	struct worker_job *w;		/* until done: cancel, finish at shutdown */
 	/* written by the worker, read on the loop once it is done */
@@ -94,6 +97,25 @@ static int trash_path(const char *trash, const char *path, bool *trashed)
 	return account_run_tool(argv, &out) == 0 ? 0 : -EIO;
 }
 
+static char *home_trash_dir(const char *users_dir)
+{
+	return xasprintf("%s/.trash", users_dir);
+}
+
+/*
+ * trash_path for a path in the users dir (a restore's NAME.restore): its
+ * trash is users/.trash (0700 root, made here), since the users dir is a
+ * mount of its own (account_users_mount) and a rename into the snapshots'
+ * trash would fail EXDEV and become an rm -rf of a whole home on the loop.
+ */
+static int trash_home(const char *home_trash, const char *path, bool *trashed)
+{
+	_cleanup_free_ char *why = NULL;
+
+	(void)account_private_dir(home_trash, &why);	/* failing, trash_path removes path itself */
+	return trash_path(home_trash, path, trashed);
+}
+
 static void job_free(struct snap_job *j)
 {
 	agent_free(j->a);
@@ -102,6 +124,7 @@ static void job_free(struct snap_job *j)
 	free(j->snaps_dir);
 	free(j->users_dir);
 	free(j->trash_dir);
+	free(j->home_trash);
 	free(j->memfs_dir);
 	free(j->why);
 	free(j);
@@ -110,19 +133,23 @@ static void job_free(struct snap_job *j)
 static void trash_worker(void *arg)
 {
 	struct snap_job *j = arg;
-	DIR *d = opendir(j->trash_dir);
-	struct dirent *de;
+	const char *const trashes[] = { j->trash_dir, j->home_trash };
 
-	while (d && (de = readdir(d)) && !atomic_load(worker_cancel_flag())) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		_cleanup_free_ char *p = xasprintf("%s/%s", j->trash_dir, de->d_name), *out = NULL;
-		const char *const argv[] = { "rm", "-rf", "--one-file-system", "--", p, NULL };
-		if (account_run_tool(argv, &out) != 0 && !j->why)
-			j->why = xasprintf("cannot remove %s: %s", p, out && *out ? out : "rm failed");
+	for (size_t i = 0; i < ARRAY_SIZE(trashes); i++) {
+		DIR *d = opendir(trashes[i]);
+		struct dirent *de;
+
+		while (d && (de = readdir(d)) && !atomic_load(worker_cancel_flag())) {
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+				continue;
+			_cleanup_free_ char *p = xasprintf("%s/%s", trashes[i], de->d_name), *out = NULL;
+			const char *const argv[] = { "rm", "-rf", "--one-file-system", "--", p, NULL };
+			if (account_run_tool(argv, &out) != 0 && !j->why)
+				j->why = xasprintf("cannot remove %s: %s", p, out && *out ? out : "rm failed");
+		}
+		if (d)
+			closedir(d);
 	}
-	if (d)
-		closedir(d);
 }
 
 /* A second before t: files modified after it are never trusted to be unchanged (see user_snapshot.h). */
@@ -280,7 +307,7 @@ static void restore_worker(void *arg)
 	};
 	long long t0 = now_usec();
 
-	(void)trash_path(j->trash_dir, rpath, &j->trashed);	/* a leftover of a fleetd killed mid-way */
+	(void)trash_home(j->home_trash, rpath, &j->trashed);	/* a leftover of a fleetd killed mid-way */
 	sfd = open(sdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	ufd = open(j->users_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (sfd < 0 || ufd < 0) {
@@ -297,12 +324,12 @@ static void restore_worker(void *arg)
 	}
 	/* the snapshot's memory/ into a new store (a snapshot without one: an empty store) */
 	if (j->r == 0)
-		j->r = memfs_build(j->memfs_dir, j->agent, j->uid, j->memory_quota, sfd,
+		j->r = memfs_build(j->memfs_dir, j->users_dir, j->agent, j->uid, j->memory_quota, sfd,
 				   faccessat(sfd, "home/memory", F_OK, AT_SYMLINK_NOFOLLOW) == 0 ? "home/memory" : NULL,
 				   &j->why);
 	j->copy_usec = now_usec() - t0;
 	if (j->r < 0)
-		(void)trash_path(j->trash_dir, rpath, &j->trashed);
+		(void)trash_home(j->home_trash, rpath, &j->trashed);
 out:
 }
 
@@ -329,6 +356,7 @@ static struct snap_job *job_new(struct fleetd *f, enum snap_job_kind kind, const
 	j->snaps_dir = snaps_dir(f);
 	j->users_dir = account_users_dir(f);
 	j->trash_dir = xasprintf("%s/.trash", j->snaps_dir);
+	j->home_trash = home_trash_dir(j->users_dir);
 	j->memfs_dir = memfs_dir(f);
 	return j;
 }
@@ -377,7 +405,7 @@ static void restore_swap(struct snap_job *j)
 	if (us->stopping) {
 		j->r = -ECANCELED;
 		j->why = xstrdup("cancelled (fleetd is stopping)");
-		(void)trash_path(j->trash_dir, rpath, &j->trashed);
+		(void)trash_home(j->home_trash, rpath, &j->trashed);
 		return;
 	}
 	/* Running also when fleetd restarted since the start: the keeper lives on, not in our list. */
@@ -407,11 +435,11 @@ static void restore_swap(struct snap_job *j)
 	    (r = memfs_mount(us->f, j->agent, j->uid, j->memory_quota, &j->why)) < 0) {
 		log_warning("agent '%s': restored, but its memory store is not mounted: %s", j->agent, j->why);
 		j->r = r;
-		(void)trash_path(j->trash_dir, rpath, &j->trashed);
+		(void)trash_home(j->home_trash, rpath, &j->trashed);
 		return;
 	}
 	/* rname is now the old home; in the trash the agent cannot reach it any more. */
-	if (trash_path(j->trash_dir, rpath, &j->trashed) < 0)
+	if (trash_home(j->home_trash, rpath, &j->trashed) < 0)
 		log_warning("agent '%s': cannot remove the home replaced by the restore (%s)", j->agent, rpath);
 	if (was_running && keeper_launch(us->f, j->a, j->uid, &kwhy) < 0)
 		log_warning("agent '%s': restored, but cannot start it again: %s", j->agent, kwhy ? kwhy : "");
@@ -423,7 +451,7 @@ fail:
 		if (memfs_mount(us->f, j->agent, j->uid, j->memory_quota, &mwhy) < 0)
 			log_warning("agent '%s': cannot mount its memory store again: %s", j->agent, mwhy ? mwhy : "?");
 	}
-	(void)trash_path(j->trash_dir, rpath, &j->trashed);
+	(void)trash_home(j->home_trash, rpath, &j->trashed);
 	if (was_running && !keeper_alive(j->agent) && keeper_launch(us->f, j->a, j->uid, &kwhy) < 0)
 		log_warning("agent '%s': cannot start it again: %s", j->agent, kwhy ? kwhy : "");
 }
@@ -510,7 +538,7 @@ void user_jobs_shutdown(void)
 void user_snapshots_sweep(struct fleetd *f)
 {
 	_cleanup_free_ char *sd = snaps_dir(f), *ud = account_users_dir(f), *trash = xasprintf("%s/.trash", sd);
-	_cleanup_free_ char *why = NULL;
+	_cleanup_free_ char *why = NULL, *htrash = home_trash_dir(ud);
 	bool trashed = false;
 	DIR *d;
 	struct dirent *de;
@@ -527,7 +555,7 @@ void user_snapshots_sweep(struct fleetd *f)
 			if (n > 8 && strcmp(de->d_name + n - 8, ".restore") == 0) {
 				_cleanup_free_ char *p = xasprintf("%s/%s", ud, de->d_name);
 				log_info("user backend: removing %s, an unfinished restore", p);
-				(void)trash_path(trash, p, &trashed);
+				(void)trash_home(htrash, p, &trashed);
 			}
 		}
 		closedir(d);
@@ -560,8 +588,8 @@ void user_snapshots_sweep(struct fleetd *f)
 void user_snapshots_forget(struct fleetd *f, const char *agent)
 {
 	_cleanup_free_ char *sd = snaps_dir(f), *trash = xasprintf("%s/.trash", sd);
-	_cleanup_free_ char *ad = xasprintf("%s/%s", sd, agent), *rp = xasprintf("%s/users/%s.restore",
-										   config_get(&f->cfg, CFG_STATE_DIR), agent);
+	_cleanup_free_ char *ud = account_users_dir(f), *htrash = home_trash_dir(ud);
+	_cleanup_free_ char *ad = xasprintf("%s/%s", sd, agent), *rp = xasprintf("%s/%s.restore", ud, agent);
 	_cleanup_free_ char *why = NULL;
 	bool trashed = false;
 
@@ -571,7 +599,7 @@ void user_snapshots_forget(struct fleetd *f, const char *agent)
 		log_warning("agent '%s': cannot remove its snapshots: %s", agent, why);
 		return;
 	}
-	if (trash_path(trash, ad, &trashed) < 0 || trash_path(trash, rp, &trashed) < 0)
+	if (trash_path(trash, ad, &trashed) < 0 || trash_home(htrash, rp, &trashed) < 0)
 		log_warning("agent '%s': cannot remove its snapshots in %s", agent, ad);
 	if (trashed)
 		trash_kick();

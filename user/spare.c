@@ -16,8 +16,9 @@
  * it. A spare runs no agent code, is in the agent's cgroup (so killing the
  * agent's cgroup kills it too), dies with fleetd (PR_SET_PDEATHSIG) and is
  * dropped, killed and reaped, whenever anything of the agent is stopped,
- * killed or changed (spare_drop), all of them whenever a memory store is
- * unmounted (spares_drop_all: each has a copy of every store's mount),
+ * killed or changed (spare_drop), and whenever its memory store is
+ * unmounted (memfs_umount; all of them when the users dir is no mount point
+ * and every spare has a copy of every agent's store: spares_drop_all),
  * after SPARE_IDLE_S unused, and when
  * SPARES_MAX other agents' spares are newer. It is named fleet-spare until
  * it has its command: no keeper (is_keeper) and no agent process
@@ -60,7 +61,7 @@ struct spare {
 	unsigned mounts_gen;		/* mounts_generation() at its clone */
 	/* Until it is launched (made on the loop, after the command that asked for it): its spec. */
 	struct user_launch_spec spec;
-	char *home, *netns_path, *resolv_conf;
+	char *home, *netns_path, *resolv_conf, *users_dir;
 	int cg_fds[USER_LAUNCH_MAX_CGROUPS];
 	bool making;			/* the maker has it: only the maker touches spec and proc */
 	bool dropped;			/* dropped while making: freed once made */
@@ -127,6 +128,7 @@ static void spare_free(struct spare *s)
 	free(s->home);
 	free(s->netns_path);
 	free(s->resolv_conf);
+	free(s->users_dir);
 	free(s->key);
 	free(s->agent);
 	free(s);
@@ -344,6 +346,7 @@ void spare_want(struct fleetd *f, const char *agent, const struct user_launch_sp
 	s->spec.home = s->home = xstrdup(spec->home);
 	s->spec.netns_path = s->netns_path = spec->netns_path ? xstrdup(spec->netns_path) : NULL;
 	s->spec.resolv_conf = s->resolv_conf = spec->resolv_conf ? xstrdup(spec->resolv_conf) : NULL;
+	s->spec.users_dir = s->users_dir = spec->users_dir ? xstrdup(spec->users_dir) : NULL;
 	for (size_t i = 0; i < spec->n_cgroup_fds; i++) {
 		if ((s->cg_fds[i] = fcntl(spec->cgroup_fds[i], F_DUPFD_CLOEXEC, 3)) < 0) {
 			spare_free(s);

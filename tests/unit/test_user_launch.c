@@ -10,6 +10,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -29,6 +31,8 @@ static const struct exec_file *run_files;	/* secret files for the next run */
 static size_t run_n_files;
 /* The agentd every sandbox shows: a copy in a directory of /tmp, which each sandbox's private /tmp hides. */
 static char agentd_dir[64], agentd_copy[96];
+/* spec.users_dir of the next runs (store_checks) */
+static const char *run_users_dir;
 
 struct run {
 	char out[65536], err[8192];
@@ -122,7 +126,7 @@ static int run_(const char *const *argv, const char *const *extra_env, const cha
 		.uid = test_uid, .gid = test_uid, .home = home, .argv = argv,
 		.rlimit_nproc = 64, .rlimit_nofile = 256, .tmp_size_mib = 16,
 		.cgroup_fds = cg_fds, .n_cgroup_fds = n_cg, .die_with_parent = true,
-		.agentd_path = agentd_copy,
+		.agentd_path = agentd_copy, .users_dir = run_users_dir,
 	};
 
 	memset(res, 0, sizeof(*res));
@@ -364,6 +368,84 @@ static void spare_checks(void)
 	}
 }
 
+/*
+ * A users dir holding two agents' "stores" (tmpfs mounts, named own-store
+ * and other-store, in a mount namespace of the test's own): a sandbox of
+ * the agent whose home is users/own holds its own store and no mount of
+ * the other, directly and through a spare; with users not a mount point
+ * (an old state dir) it holds both, and works, as before.
+ */
+static void store_checks(void)
+{
+	char users[64] = "/tmp/fleet-launch-users-XXXXXX", saved_home[sizeof(home)], cmd[512];
+	_cleanup_free_ char *own = NULL, *other = NULL, *own_mem = NULL, *other_mem = NULL;
+	struct run res;
+
+	if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 || !mkdtemp(users)) {
+		ok(false, "a mount namespace of the test's own for the stores: %s", strerror(errno));
+		return;
+	}
+	chmod(users, 0711);
+	own = xasprintf("%s/own", users);
+	other = xasprintf("%s/other", users);
+	own_mem = xasprintf("%s/memory", own);
+	other_mem = xasprintf("%s/memory", other);
+	snprintf(cmd, sizeof(cmd), "mode=0700,uid=%u,gid=%u,size=1m", (unsigned)test_uid, (unsigned)test_uid);
+	if (mkdir(own, 0700) < 0 || chown(own, test_uid, test_uid) < 0 || mkdir(other, 0700) < 0 ||
+	    mkdir(own_mem, 0700) < 0 || mkdir(other_mem, 0700) < 0 ||
+	    mount(users, users, NULL, MS_BIND, NULL) < 0 ||	/* what fleetd's account_users_mount makes */
+	    mount("own-store", own_mem, "tmpfs", MS_NOSUID | MS_NODEV, cmd) < 0 ||
+	    mount("other-store", other_mem, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=1m") < 0) {
+		ok(false, "set up a users mount with two stores: %s", strerror(errno));
+		return;
+	}
+	snprintf(cmd, sizeof(cmd), "%s/marker", own_mem);
+	{
+		FILE *m = fopen(cmd, "w");
+
+		if (m) {
+			fputs("mine\n", m);
+			fclose(m);
+		}
+		(void)!chown(cmd, test_uid, test_uid);
+	}
+	memcpy(saved_home, home, sizeof(home));
+	snprintf(home, sizeof(home), "%s", own);
+	run_users_dir = users;
+#define STORES_SH SH("grep -c other-store /proc/self/mountinfo; grep -c own-store /proc/self/mountinfo; " \
+		     "cat ~/memory/marker; echo new > ~/memory/new && cat ~/memory/new")
+	for (int spare = 0; spare < 2; spare++) {
+		via_spare = spare;
+		run(STORES_SH, NULL, NULL, NULL, 0, &res);
+		is_str(res.out, "0\n2\nmine\nnew\n",
+		       "%s: no mount of the other agent's store; its own (under the private /tmp as well) reads and writes",
+		       spare ? "through a spare" : "a sandbox");
+		ok(!res.failed, "%s: set up without a failure (stage %d)", spare ? "through a spare" : "a sandbox",
+		   res.fail.stage);
+	}
+	via_spare = false;
+	/* The users dir no mount point (an old state dir, one unmounted by hand): every mount stays, as before. */
+	umount2(users, MNT_DETACH);
+	if (mount("own-store", own_mem, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m") == 0 &&
+	    mount("other-store", other_mem, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m") == 0) {
+		(void)!chown(own_mem, test_uid, test_uid);
+		run(SH("grep -c other-store /proc/self/mountinfo; echo ran"), NULL, NULL, NULL, 0, &res);
+		ok(!res.failed && strstr(res.out, "ran") && atoi(res.out) >= 1,
+		   "users not a mount point: the sandbox works and keeps every store, as before");
+	} else {
+		ok(false, "mount the stores again without a users mount: %s", strerror(errno));
+	}
+	run_users_dir = NULL;
+	memcpy(home, saved_home, sizeof(home));
+	umount2(own_mem, MNT_DETACH);
+	umount2(other_mem, MNT_DETACH);
+	rmdir(own_mem);
+	rmdir(other_mem);
+	rmdir(own);
+	rmdir(other);
+	rmdir(users);
+}
+
 int main(void)
 {
 	const char *bad_env[] = { "NOEQUALS", NULL };
@@ -533,6 +615,8 @@ int main(void)
 		}
 		cgroup_host_free(h);
 	}
+
+	store_checks();
 
 	(void)user_launch_kill_uid(test_uid, 2000);
 	rmdir(home);

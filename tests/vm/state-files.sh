@@ -19,7 +19,7 @@ UMIN=$((4800000 + ($$ % 500) * 100)); UMAX=$((UMIN + 99))
 
 # The state dir outside /tmp: a user agent's exec has a private /tmp, which
 # would hide it and make the reads below fail for the wrong reason.
-S=$(mktemp -d /var/lib/fleet-sf.XXXXXX); on_exit "rm -rf '$S'"
+S=$(mktemp -d /var/lib/fleet-sf.XXXXXX); on_exit "_umount_under '$S'; rm -rf '$S'"	# users/: a mount of fleetd's
 mv "$STATE"/* "$S"/; STATE=$S
 on_exit "timeout 120 '$FLEETCTL' rm --force $U; timeout 120 '$FLEETCTL' rm --force $V; userdel fleet-$U; groupdel fleet-$U"
 

@@ -40,22 +40,6 @@ no_backing() {
 	diag "still backing $1: $(backing "$1" | tr '\n' ' ')"
 	return 1
 }
-spare_of() {
-	local p
-	for p in /proc/[0-9]*; do
-		[ "$(cat $p/comm 2>/dev/null)" = fleet-spare ] || continue
-		grep -q '^State:[[:space:]]*Z' $p/status 2>/dev/null && continue
-		grep -qE ":/fleet/$1\$" $p/cgroup 2>/dev/null && echo ${p#/proc/}
-	done
-}
-wait_spare() {
-	local i s
-	for ((i = 0; i < 500; i++)); do
-		s=$(spare_of "$1"); [ -n "$s" ] && { echo "$s"; return 0; }
-		sleep 0.01
-	done
-	return 1
-}
 alive() { [ -d /proc/$1 ] && ! grep -q '^State:[[:space:]]*Z' /proc/$1/status 2>/dev/null; }
 
 check "fleetd made $U a mount point" -- mountpoint -q "$U"

@@ -187,6 +187,24 @@ user_fleetd_start() {
 	FLEETD_PID=$(head -1 "$STATE/fleetd.lock"); _pids+=("$FLEETD_PID"); _sockets+=("$SOCK")
 }
 
+# spare_of AGENT: the pid of the agent's waiting spare (named fleet-spare, in its cgroup), if one waits.
+spare_of() {
+	local p
+	for p in /proc/[0-9]*; do
+		[ "$(cat $p/comm 2>/dev/null)" = fleet-spare ] || continue
+		grep -q '^State:[[:space:]]*Z' $p/status 2>/dev/null && continue
+		grep -qE ":/fleet/$1\$" $p/cgroup 2>/dev/null && echo ${p#/proc/}
+	done
+}
+# wait_spare AGENT: until a spare waits (it is made after an exec, on fleetd's loop); prints its pid.
+wait_spare() {
+	local i s
+	for ((i = 0; i < 500; i++)); do
+		s=$(spare_of "$1"); [ -n "$s" ] && { echo "$s"; return 0; }
+		sleep 0.01
+	done
+	return 1
+}
 # keeper_of AGENT: the user agent's keeper, the live sandbox init (fleet-init,
 # root) in its cgroup, whoever its parent (fleetd, or init after fleetd died).
 keeper_of() {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +17,8 @@
 #include "agentd/users.h"
 
 #define HEALTH_SHELL "/bin/sh"	/* the program that must start */
+#define HEALTH_KEPT_NAME ".fleet-health"	/* in the home: the file the write check syncs */
+#define HEALTH_KEPT_MAX 16	/* bytes: more, and it is not the check's (left alone) */
 
 static int unhealthy(const char *why, const char *what)
 {
@@ -49,6 +52,76 @@ static bool health_shell_ran(pid_t pid)
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+/*
+ * The kept file the home's write is synced through (HEALTH_KEPT_NAME), open
+ * for writing, or -1 when it is missing or not the check's own: a regular
+ * file of this user's, one link, a few bytes. It is in a home the agent
+ * owns: no link is followed, a FIFO does not block, nothing else is written.
+ */
+static int kept_open(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1 ||
+	    st.st_size > HEALTH_KEPT_MAX) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * The home takes a new file (the directory is writable, an inode is free)
+ * and a write that reaches the disk. The new file is removed unsynced and
+ * the sync goes through the kept file, overwritten in place: its
+ * fdatasync is a data write and a flush, where a new file's fsync also
+ * commits the file system's journal (1.6 against 3.3-3.9 ms in a TCG
+ * guest, the check's critical path). Without a usable kept file the new
+ * file is synced, and becomes the kept file if that name is free.
+ */
+static const char *home_write(const char *home, const char **what)
+{
+	char path[4096], kept[4096];
+	int fd, kfd;
+
+	*what = NULL;
+	snprintf(path, sizeof(path), "%s/.fleet-health.%ld", home, (long)getpid());
+	snprintf(kept, sizeof(kept), "%s/" HEALTH_KEPT_NAME, home);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return *what = strerror(errno), "cannot write to the home";
+	if (write(fd, "ok\n", 3) != 3) {
+		*what = strerror(errno);
+		close(fd);
+		unlink(path);
+		return "cannot write to the home";
+	}
+	if ((kfd = kept_open(kept)) >= 0) {
+		close(fd);
+		unlink(path);
+		if (pwrite(kfd, "ok\n", 3, 0) != 3 || fdatasync(kfd) < 0) {
+			*what = strerror(errno);
+			close(kfd);
+			return "cannot write to the home";
+		}
+		close(kfd);
+		return NULL;
+	}
+	if (fsync(fd) < 0) {
+		*what = strerror(errno);
+		close(fd);
+		unlink(path);
+		return "cannot write to the home";
+	}
+	close(fd);
+	(void)link(path, kept);	/* fails when the name is taken: the next check syncs a new file again */
+	unlink(path);
+	return NULL;
+}
+
 /* The home's checks: it has room and takes a write that reaches the disk. NULL, or why not (*what: detail). */
 static const char *health_home(const char **what)
 {
@@ -56,9 +129,7 @@ static const char *health_home(const char **what)
 	struct user u = { .buf = NULL };
 	bool known = user_by_uid(USERS_PASSWD, geteuid(), &u) == 0;
 	static char home[2048];
-	char path[4096];
 	struct statvfs vfs;
-	int fd;
 
 	*what = NULL;
 	if ((size_t)snprintf(home, sizeof(home), "%s", known && *u.pw.pw_dir ? u.pw.pw_dir : "/") >= sizeof(home)) {
@@ -72,19 +143,7 @@ static const char *health_home(const char **what)
 		return *what = home, "less than 1 MiB free in";
 	if (vfs.f_files > 0 && vfs.f_favail < 16)
 		return *what = home, "no free inodes in";
-	snprintf(path, sizeof(path), "%s/.fleet-health.%ld", home, (long)getpid());
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return *what = strerror(errno), "cannot write to the home";
-	if (write(fd, "ok\n", 3) != 3 || fsync(fd) < 0) {
-		*what = strerror(errno);
-		close(fd);
-		unlink(path);
-		return "cannot write to the home";
-	}
-	close(fd);
-	unlink(path);
-	return NULL;
+	return home_write(home, what);
 }
 
 /*

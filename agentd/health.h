@@ -1,7 +1,9 @@
 /*
  * health: the checks of fleetd's default health check, run as the agent
- * user: the home has room and takes a write that reaches the disk (write
- * and fsync of a new file), and a program starts (/bin/sh -c 'exit 0').
+ * user: the home has room, takes a new file, and a write that reaches the
+ * disk (fdatasync of the kept file ~/.fleet-health overwritten in place;
+ * the first check, or one whose kept file is not its own, syncs a new
+ * file), and a program starts (/bin/sh -c 'exit 0').
  * Run by `agentd health`, by run-as in place of exec'ing `agentd health`,
  * and by the health service's checks (health_server.h).
  */

@@ -5,7 +5,9 @@
  * (direct-tcpip) to HEALTH_SERVER_ADDR:HEALTH_SERVER_PORT, which dropbear
  * opens in its own process: no sshd child, no login shell, no agentd
  * start, no exec request. Each connection: the request line
- * "health USER\n"; the service forks, checks that root's login shell can
+ * "health USER\n"; a child the service forked ahead (waiting in accept,
+ * so no fork is on the check's path; the next is forked when the check
+ * ends) checks that root's login shell can
  * run (what every exec of fleetd's starts), drops to USER as run-as does
  * (become.h) and runs the check (health.h), whose output is the answer:
  * "healthy\n", or a line saying what is wrong; then it closes. The

@@ -124,7 +124,10 @@ rm -f "$STATE.lat" "$STATE.base"
 # libcurl handle, against posix_spawn of the same date by that process (tests/bench/exec-api-bench.c).
 if cc -O2 -Wall -Wextra -o "$STATE.apibench" "$SRCDIR/tests/bench/exec-api-bench.c" \
 	$(pkg-config --cflags --libs libcurl) 2>"$STATE.apibench.log"; then
-	"$STATE.apibench" "$SOCK" $P-lat "$SAMPLES" || echo "user-bench: exec-api-bench failed" >&2
+	"$STATE.apibench" "$SOCK" $P-lat "$SAMPLES" || {
+		echo "user-bench: exec-api-bench failed" >&2
+		row "user agent: exec start latency, API call" "not measured: exec-api-bench failed (its error is in this script's log)" "" "" ""
+	}
 else
 	echo "user-bench: cannot build exec-api-bench: $(head -3 "$STATE.apibench.log")" >&2
 	row "user agent: exec start latency, API call" "not measured: cannot build tests/bench/exec-api-bench.c" "" "" ""

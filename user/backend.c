@@ -438,10 +438,9 @@ static void op_schedule(struct fleetd *f, const char *agent, uid_t uid, bool is_
 
 /*
  * What every verb on a provisioned agent checks first: it has its user (uid
- * in *uid), no snapshot or restore of it is under way, and nothing of it is
- * left frozen by a fleetd that was killed mid-snapshot.
+ * in *uid) and no snapshot or restore of it is under way.
  */
-int user_agent_ready(struct fleetd *f, const struct agent *a, uid_t *uid, char **why)
+int user_agent_usable(struct fleetd *f, const struct agent *a, uid_t *uid, char **why)
 {
 	int r;
 
@@ -451,6 +450,16 @@ int user_agent_ready(struct fleetd *f, const struct agent *a, uid_t *uid, char *
 	}
 	if (user_job_busy(a->name, why))
 		return -EBUSY;
+	return 0;
+}
+
+/* user_agent_usable, and nothing of the agent left frozen by a fleetd that was killed mid-snapshot. */
+int user_agent_ready(struct fleetd *f, const struct agent *a, uid_t *uid, char **why)
+{
+	int r;
+
+	if ((r = user_agent_usable(f, a, uid, why)) < 0)
+		return r;
 	user_thaw_leftover(a->name);
 	return 0;
 }

@@ -469,6 +469,15 @@ int cgroup_open_join_fds(const struct cgroup_host *h, const char *name, int *fds
 	return count;
 }
 
+int cgroup_join_count(const struct cgroup_host *h, const char *name)
+{
+	char *dirs[H__COUNT];
+	size_t n = group_dirs(h, name, dirs, H__COUNT);
+
+	free_dirs(dirs, n);
+	return (int)n;
+}
+
 /* Call fn for each pid in the tracking group; returns the number of pids, or -errno. */
 static int for_each_pid(const char *dir, void (*fn)(pid_t))
 {

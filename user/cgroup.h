@@ -58,6 +58,8 @@ bool cgroup_exists(const struct cgroup_host *h, const char *name);
  * most max); the caller closes them.
  */
 int cgroup_open_join_fds(const struct cgroup_host *h, const char *name, int *fds, size_t max);
+/* How many fds cgroup_open_join_fds opens for the group when all of them open (no system call). */
+int cgroup_join_count(const struct cgroup_host *h, const char *name);
 
 /*
  * What the group uses: its memory charge in bytes (v2 memory.current, v1

@@ -243,8 +243,11 @@ int user_exec(struct fleetd *f, const struct agent *a, const struct exec_request
 		*why = xstrdup("a user agent has no root; commands run as the agent's user");
 		return -EPERM;
 	}
-	/* A command must not change the home while it is copied, nor run in a home about to be swapped. */
-	if ((r = user_agent_ready(f, a, &uid, why)) < 0)
+	/*
+	 * A command must not change the home while it is copied, nor run in a home about to be swapped.
+	 * The leftover-freeze check is sandbox_launch_command's: a spare does not need it.
+	 */
+	if ((r = user_agent_usable(f, a, &uid, why)) < 0)
 		return r;
 	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
 	    (req->stdin_len > 0 && pipe2(in, O_CLOEXEC) < 0)) {

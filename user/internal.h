@@ -55,6 +55,8 @@ void user_doctor(struct fleetd *f, struct doctor_report *r);
 int user_ensure_init(struct fleetd *f, char **why);
 /* Every verb on a provisioned agent first: its uid, no snapshot job of it running, nothing left frozen. */
 int user_agent_ready(struct fleetd *f, const struct agent *a, uid_t *uid, char **why);
+/* user_agent_ready without the leftover-freeze check: an exec's, which a fresh sandbox does itself (keeper.c). */
+int user_agent_usable(struct fleetd *f, const struct agent *a, uid_t *uid, char **why);
 
 /* account.c */
 char *account_user_name(const char *agent);

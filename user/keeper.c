@@ -220,10 +220,33 @@ static void sandbox_parts_free(struct sandbox_parts *p)
 	free(p->resolv);
 }
 
-/* tmpl completed with a's identity, limits, environment, cgroups and network into *spec; parts owns what it points to. */
+/* The agent's cgroup.procs files opened into parts and spec, for a sandbox to join; 0 or -errno with *why. */
+static int sandbox_join_fds(const struct agent *a, struct user_launch_spec *spec, struct sandbox_parts *parts,
+			    char **why)
+{
+	int r;
+
+	spec->cgroup_fds = NULL;
+	spec->n_cgroup_fds = 0;
+	if (!cgroup_host_usable(us->cg))
+		return 0;
+	if ((r = cgroup_open_join_fds(us->cg, a->name, parts->cg_fds, ARRAY_SIZE(parts->cg_fds))) < 0) {
+		*why = xasprintf("cannot open the agent's cgroup: %s", strerror(-r));
+		return r;
+	}
+	parts->n_cg = r;
+	spec->cgroup_fds = parts->cg_fds;
+	spec->n_cgroup_fds = (size_t)r;
+	return 0;
+}
+
+/*
+ * tmpl completed with a's identity, limits, environment, cgroups and network into *spec; parts owns what it points to.
+ * Without join_fds, the cgroups are only counted (what a spare's key holds of them), no file is opened.
+ */
 static int sandbox_spec(struct fleetd *f, const struct agent *a, uid_t uid, const struct user_launch_spec *tmpl,
-			const char *const *extra_env, struct user_launch_spec *spec, struct sandbox_parts *parts,
-			char **why)
+			const char *const *extra_env, bool join_fds, struct user_launch_spec *spec,
+			struct sandbox_parts *parts, char **why)
 {
 	int r;
 
@@ -241,19 +264,17 @@ static int sandbox_spec(struct fleetd *f, const struct agent *a, uid_t uid, cons
 		*why = xstrdup("invalid environment entry (want NAME=VALUE)");
 		return -EINVAL;
 	}
-	if (cgroup_host_usable(us->cg) &&
-	    (parts->n_cg = cgroup_open_join_fds(us->cg, a->name, parts->cg_fds, ARRAY_SIZE(parts->cg_fds))) < 0) {
-		r = parts->n_cg;
-		parts->n_cg = 0;
-		*why = xasprintf("cannot open the agent's cgroup: %s", strerror(-r));
-		return r;
+	if (join_fds) {
+		if ((r = sandbox_join_fds(a, spec, parts, why)) < 0)
+			return r;
+	} else {
+		spec->cgroup_fds = NULL;
+		spec->n_cgroup_fds = cgroup_host_usable(us->cg) ? (size_t)cgroup_join_count(us->cg, a->name) : 0;
 	}
 	spec->uid = uid;
 	spec->gid = uid;
 	spec->home = parts->home;
 	spec->envp = (const char *const *)parts->env;
-	spec->cgroup_fds = parts->cg_fds;
-	spec->n_cgroup_fds = (size_t)parts->n_cg;
 	spec->rlimit_nproc = USER_AGENT_PIDS_MAX;
 	spec->rlimit_nofile = USER_AGENT_NOFILE_MAX;
 	spec->tmp_size_mib = a->memory_mib;
@@ -270,7 +291,7 @@ int sandbox_launch(struct fleetd *f, const struct agent *a, uid_t uid, const str
 	struct user_launch_spec spec;
 	int r;
 
-	if ((r = sandbox_spec(f, a, uid, tmpl, extra_env, &spec, &parts, why)) == 0 &&
+	if ((r = sandbox_spec(f, a, uid, tmpl, extra_env, true, &spec, &parts, why)) == 0 &&
 	    (r = user_launch(&spec, proc)) < 0)
 		*why = xasprintf("cannot create the sandbox: %s", strerror(-r));
 	sandbox_parts_free(&parts);
@@ -284,15 +305,22 @@ int sandbox_launch_command(struct fleetd *f, const struct agent *a, uid_t uid, c
 	struct user_launch_spec spec;
 	int r;
 
-	if ((r = sandbox_spec(f, a, uid, tmpl, extra_env, &spec, &parts, why)) < 0) {
+	if ((r = sandbox_spec(f, a, uid, tmpl, extra_env, false, &spec, &parts, why)) < 0) {
 		sandbox_parts_free(&parts);
 		return r;
 	}
-	/* The agent's spare, set up already (spare.c); else a sandbox of its own, as fast as before. */
-	if (spare_take(a->name, &spec, proc) < 0 && (r = user_launch(&spec, proc)) < 0)
-		*why = xasprintf("cannot create the sandbox: %s", strerror(-r));
+	/*
+	 * The agent's spare, set up already (spare.c): it is in the agent's cgroups, and nothing froze
+	 * them since the check before the command that asked for it (a snapshot job drops it). Else a
+	 * sandbox of its own, as fast as before, after that check, joining the cgroups opened here.
+	 */
+	if (spare_take(a->name, &spec, proc) < 0) {
+		user_thaw_leftover(a->name);
+		if ((r = sandbox_join_fds(a, &spec, &parts, why)) == 0 && (r = user_launch(&spec, proc)) < 0)
+			*why = xasprintf("cannot create the sandbox: %s", strerror(-r));
+	}
 	if (r == 0)
-		spare_want(f, a->name, &spec);	/* for the next command */
+		spare_want(f, a->name, &spec);	/* for the next command: its maker opens the cgroup files */
 	sandbox_parts_free(&parts);
 	return r;
 }

@@ -349,6 +349,13 @@ static struct snap_job *job_new(struct fleetd *f, enum snap_job_kind kind, const
 {
 	struct snap_job *j = xcalloc(1, sizeof(*j));
 
+	/*
+	 * A job's agent keeps no spare: a create freezes its cgroups, and a spare made
+	 * before the job is taken without the leftover-freeze check (keeper.c,
+	 * sandbox_launch_command); no exec, so no new spare, while the job runs.
+	 */
+	if (agent)
+		spare_drop(agent);
 	j->kind = kind;
 	j->agent = agent ? xstrdup(agent) : NULL;
 	j->snap = snap ? xstrdup(snap) : NULL;

@@ -62,6 +62,9 @@ struct spare {
 	/* Until it is launched (made on the loop, after the command that asked for it): its spec. */
 	struct user_launch_spec spec;
 	char *home, *netns_path, *resolv_conf, *users_dir;
+	/* The agent's cgroup.procs files, opened by the maker (off the loop): n_cg of them, on cg. */
+	const struct cgroup_host *cg;
+	size_t n_cg;
 	int cg_fds[USER_LAUNCH_MAX_CGROUPS];
 	bool making;			/* the maker has it: only the maker touches spec and proc */
 	bool dropped;			/* dropped while making: freed once made */
@@ -225,6 +228,24 @@ static void on_made(evutil_socket_t fd, short what, void *arg)
 		spare_made(&m);
 }
 
+/*
+ * On the maker: the cgroup files s joins, as many as its key counted (a
+ * group made or removed since is a stale spare). Here, not on the loop:
+ * the command whose spec s copies is running already, and the command that
+ * takes s needs none of them (s is in the cgroups by then).
+ */
+static int spare_join_fds(struct spare *s)
+{
+	int n;
+
+	if (s->n_cg == 0)
+		return 0;
+	if ((n = cgroup_open_join_fds(s->cg, s->agent, s->cg_fds, ARRAY_SIZE(s->cg_fds))) < 0)
+		return n;
+	s->spec.n_cgroup_fds = (size_t)n;
+	return (size_t)n == s->n_cg ? 0 : -ESTALE;
+}
+
 static void *maker_main(void *arg)
 {
 	sigset_t all;
@@ -243,7 +264,9 @@ static void *maker_main(void *arg)
 			return NULL;	/* shutdown */
 		memset(&m, 0, sizeof(m));	/* written whole to the pipe: its padding too */
 		m.s = s;
-		m.r = user_launch(&s->spec, &s->proc);
+		m.r = spare_join_fds(s);
+		if (m.r == 0)
+			m.r = user_launch(&s->spec, &s->proc);
 		while (write(maker_rep[1], &m, sizeof(m)) < 0 && errno == EINTR)
 			;
 	}
@@ -347,13 +370,9 @@ void spare_want(struct fleetd *f, const char *agent, const struct user_launch_sp
 	s->spec.netns_path = s->netns_path = spec->netns_path ? xstrdup(spec->netns_path) : NULL;
 	s->spec.resolv_conf = s->resolv_conf = spec->resolv_conf ? xstrdup(spec->resolv_conf) : NULL;
 	s->spec.users_dir = s->users_dir = spec->users_dir ? xstrdup(spec->users_dir) : NULL;
-	for (size_t i = 0; i < spec->n_cgroup_fds; i++) {
-		if ((s->cg_fds[i] = fcntl(spec->cgroup_fds[i], F_DUPFD_CLOEXEC, 3)) < 0) {
-			spare_free(s);
-			return;
-		}
-		s->spec.n_cgroup_fds = i + 1;
-	}
+	/* The cgroup files: the maker opens them (spare_join_fds); the key counted them already. */
+	s->cg = us->cg;
+	s->n_cg = spec->n_cgroup_fds;
 	s->spec.cgroup_fds = s->cg_fds;
 	/* The oldest go beyond SPARES_MAX. */
 	for (struct spare *o = spares, *next; o; o = next) {

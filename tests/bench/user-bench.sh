@@ -5,6 +5,9 @@
 #   1. trigger-to-process-start: `fleetctl exec A -- date +%s%N` against a
 #      plain fork/exec of the same `date +%s%N` from this shell (again once
 #      the N agents below exist: their stores are mounts each sandbox copies);
+#      and the same exec through fleetd's API from one process, no client
+#      program started per call (tests/bench/exec-api-bench.c, built here
+#      with cc and libcurl), against posix_spawn of date by that process;
 #   2. N agents (default 500): create time per agent against plain
 #      groupadd+useradd+mkdir of a user; `fleetctl list` with N agents
 #      against with 0; fleetd's RSS with N agents against with 0; starting
@@ -27,6 +30,7 @@ if [ $QUICK = 1 ]; then N=${1:-10}; SAMPLES=${SAMPLES:-30}; REPS=${REPS:-5}; NBA
 else N=${1:-1000}; SAMPLES=${SAMPLES:-200}; REPS=${REPS:-15}; NBASE=50; fi
 FLEETD=${FLEETD:-$PWD/daemon/fleetd}
 FLEETCTL=${FLEETCTL:-$PWD/ctl/fleetctl}
+SRCDIR=${FLEET_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 
 [ "$(id -u)" = 0 ] || { echo "user-bench: needs root" >&2; exit 77; }
 [ -x "$FLEETD" ] && [ -x "$FLEETCTL" ] || { echo "user-bench: no fleetd/fleetctl at $FLEETD (set FLEETD, FLEETCTL)" >&2; exit 77; }
@@ -60,7 +64,7 @@ cleanup() {
 	# devices go with them), deepest first: rm -rf stops at each.
 	awk -v a="$STATE/" -v b="$STATE.empty/" 'index($2, a) == 1 || index($2, b) == 1 {print $2}' /proc/self/mounts |
 		sort -r | while read -r m; do umount -l "$m"; done
-	rm -rf "$STATE" "$STATE.empty" "$SOCK" "$STATE.base" "$STATE.lat" "$STATE.conf" "$STATE.t"
+	rm -rf "$STATE" "$STATE.empty" "$SOCK" "$STATE.base" "$STATE.lat" "$STATE.conf" "$STATE.t" "$STATE.apibench" "$STATE.apibench.log"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM	# the cleanup above, also when stopped
@@ -116,6 +120,18 @@ echo "start latency (median): fleetctl exec $(ms "$lat") ms, plain fork/exec $(m
 echo "start latency (p95):    fleetctl exec $(ms "$lat95") ms, plain fork/exec $(ms "$base95") ms, ratio $(ratio "$lat95" "$base95")"
 row "user agent: exec start latency" "$(ms "$lat") ms" "$(ms "$base") ms plain fork/exec" "$(ratio2 "$lat" "$base")" "<= 1.5x"
 rm -f "$STATE.lat" "$STATE.base"
+# The same exec with no client program started per call (a trigger, an API caller): one process, one
+# libcurl handle, against posix_spawn of the same date by that process (tests/bench/exec-api-bench.c).
+if cc -O2 -Wall -Wextra -o "$STATE.apibench" "$SRCDIR/tests/bench/exec-api-bench.c" \
+	$(pkg-config --cflags --libs libcurl) 2>"$STATE.apibench.log"; then
+	"$STATE.apibench" "$SOCK" $P-lat "$SAMPLES" || {
+		echo "user-bench: exec-api-bench failed" >&2
+		row "user agent: exec start latency, API call" "not measured: exec-api-bench failed (its error is in this script's log)" "" "" ""
+	}
+else
+	echo "user-bench: cannot build exec-api-bench: $(head -3 "$STATE.apibench.log")" >&2
+	row "user agent: exec start latency, API call" "not measured: cannot build tests/bench/exec-api-bench.c" "" "" ""
+fi
 # The same with no spare sandbox (FLEET_TEST_NO_SPARES, a benchmark's switch): each exec clones its own.
 stop_fleetd
 export FLEET_TEST_NO_SPARES=1; start_fleetd "$STATE"; unset FLEET_TEST_NO_SPARES

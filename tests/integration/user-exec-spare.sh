@@ -38,7 +38,8 @@ gone() {
 state_of() { "$FLEETCTL" --json show "$1" | jq -r .state; }
 
 is "$(spare_of $A)" "" "no spare before the first exec"
-"$FLEETCTL" exec $A --no-stdin -- true; ok $? "first exec (a sandbox of its own)"
+cg_fresh=$("$FLEETCTL" exec $A --no-stdin -- cat /proc/self/cgroup); ok $? "first exec (a sandbox of its own)"
+like "$cg_fresh" ":/fleet/$A\$" "it runs in $A's cgroups"
 s1=$(wait_spare $A); ok $? "then a spare waits in $A's cgroup (pid ${s1:-none})"
 is "$(stat -c %u /proc/$s1 2>/dev/null)" 0 "it is root's, like every sandbox init"
 is "$(cat /proc/$s1/task/$s1/children 2>/dev/null)" "" "it runs nothing: no child"
@@ -54,6 +55,22 @@ wait $ex; ok $? "that exec ends well"
 gone $s1; ok $? "the used spare ended with its command"
 s2=$(wait_spare $A); ok $? "and a new spare waits"
 ok "$([ "$s2" != "$s1" ]; echo $?)" "another process"
+
+# A command a spare takes is in the agent's cgroups, the same as one in a sandbox of its own: fleetd
+# opens no cgroup file for it (the spare joined them when it was made: user/keeper.c).
+cg_s2=$(cat /proc/$s2/cgroup)
+cg_spare=$("$FLEETCTL" exec $A --no-stdin -- cat /proc/self/cgroup); ok $? "an exec through the spare"
+gone $s2; ok $? "it took the spare"
+is "$cg_spare" "$cg_fresh" "its command is in the same cgroups as the first exec's, in every hierarchy"
+is "$cg_s2" "$cg_fresh" "as the spare was while it waited"
+
+# A snapshot freezes the agent's cgroups: it drops the waiting spare (taken without the leftover-freeze
+# check), and the exec after it gets a sandbox of its own, after that check.
+s2=$(wait_spare $A); ok $? "a spare waits"
+"$FLEETCTL" snapshot $A sp1 >/dev/null; ok $? "a snapshot of $A while a spare waits"
+gone $s2; ok $? "the snapshot dropped the spare"
+is "$(timeout 20 "$FLEETCTL" exec $A --no-stdin -- cat /proc/self/cgroup 2>&1)" "$cg_fresh" "the exec after it runs, in $A's cgroups"
+s2=$(wait_spare $A); ok $? "and a new spare waits"
 
 # Nothing of one exec reaches the next: environment, secret files, /tmp, processes.
 printf 'tok-%s' "$(test_run_id)" | "$FLEETCTL" secret set $A TOKEN >/dev/null; ok $? "set a secret"

@@ -271,9 +271,10 @@ void vm_host_facts(struct fleetd *f, const char *host, const char *uri, struct h
 		ret->error = xasprintf("cannot open a connection to %s", uri ? uri : host);
 		return;
 	}
-	/* What the host said last: asked again on a worker when a few seconds old, never here. */
+	/* What the host said last; this read asks again on a worker when they are 5 s old, never here. */
 	have = virt_facts(v, &vf, &age, &error) == 0;
 	ret->refreshing = virt_facts_refreshing(v);
+	ret->refreshing_s = virt_facts_refreshing_s(v);
 	if (have) {
 		snprintf(ret->libvirt, sizeof(ret->libvirt), "%s", vf.libvirt);
 		snprintf(ret->qemu, sizeof(ret->qemu), "%s", vf.qemu);

@@ -85,6 +85,8 @@ static void host_added(void *arg, int r, const char *why)
 
 	if (r == -ENOTCONN)
 		api_error(d, 400, "unreachable", "host '%s': cannot connect: %s", name, why);
+	else if (r == -ECANCELED)	/* fleetd stopping: api_stop said 503 already; this frees d */
+		api_error(d, 503, "unavailable", "host '%s': not added: %s", name, why);
 	else if (r < 0)
 		api_error_errno(d, r, "%s", why ? why : strerror(-r));
 	else {

@@ -171,12 +171,17 @@ struct virt *vm_agent_virt(struct vm_backend *b, const struct agent *a, char **w
 
 void vm_hosts_close(struct vm_backend *b)
 {
-	/* A `host add` still connecting at shutdown is never answered: fleetd's API is gone with it. */
+	/*
+	 * A `host add` still connecting at shutdown is answered (the API said
+	 * 503 as it stopped; this frees its call) and forgotten; its worker is
+	 * left to end by itself, its result dropped, as virt_close does.
+	 */
 	while (b->openings) {
 		struct vm_host_opening *o = b->openings;
 
 		b->openings = o->next;
 		virt_close(o->virt);
+		o->done(o->f, o->arg, -ECANCELED, "fleetd is stopping");
 		opening_free(o);
 	}
 	while (b->hosts) {

@@ -7,9 +7,9 @@
 # stale, never waiting for them); and once h2 answers again, fleetd
 # reconnects by itself. A `host add` of a black-holed URI connects on a
 # worker and is answered unreachable once its bound (20 s,
-# HOSTS_CONNECT_TIMEOUT_S) passes, every other call answered meanwhile. A
-# host's facts are read only when someone reads them: an idle fleetd asks h2
-# nothing.
+# HOSTS_CONNECT_TIMEOUT_S) passes, every other call answered meanwhile; one
+# still connecting when fleetd stops is answered 503. A host's facts are read
+# only when someone reads them: an idle fleetd asks h2 nothing.
 . "$FLEET_SRCDIR/tests/lib/common.sh"
 
 . "$FLEET_SRCDIR/tests/lib/vmfleet.sh"
@@ -108,7 +108,19 @@ wait "$add_pid"
 like "$(tr '\n' ' ' < "$TEST_TMP/add-h4.out")" "host 'h4': cannot connect: qemu\+tcp://$BH2_ADDR/system: no answer within 20 s rc=1" \
 	"fleetctl host add h4 was refused unreachable too, exit 1: $(tr '\n' ' ' < "$TEST_TMP/add-h4.out")"
 
+# --- fleetd stopped with a host add still connecting: answered 503, nothing left behind ----------
+add_bh h5 "$BH_ADDR" &
+add_pid=$!
+wait_for 10 connecting "$BH_ADDR"; ok $? "a host add of h5 at $BH_ADDR is connecting"
+stop_fleetd TERM; ok $? "fleetd stops on SIGTERM meanwhile"
+wait "$add_pid"
+like "$(cat "$TEST_TMP/add-h5.out")" 'fleetd is stopping; this call was not finished.*"unavailable".* 503$' \
+	"the pending host add is answered 503: $(cat "$TEST_TMP/add-h5.out")"
+like "$(grep "h5" "$STATE/fleetd.log" | tail -1)" "host 'h5' not added: fleetd is stopping" "fleetd's log says why"
+! grep -qE "AddressSanitizer|Segmentation|double free|corrupted" "$STATE/fleetd.log"; ok $? "nothing freed twice or used after"
 vmns_exec nft delete table ip fleet_test_blackhole; ok $? "h2 answers again"
+fleetd_ns_start; ok $? "fleetd starts again"
+is "$("$FLEETCTL" --json host ls | jq -r '.[].name' | tr '\n' ' ')" "local h2 " "h5 is not recorded"
 wait_for 200 h2_up; ok $? "fleetd reconnects to h2 by itself"
 "$FLEETCTL" host rm h2 >/dev/null; ok $? "host rm h2"
 done_testing

@@ -93,6 +93,7 @@ int main(void)
 	/* One that answers: connected, its facts read on the worker with the connect. */
 	ok(virt_fixture_write_node(path) == 0, "the host's definition is written");
 	uri = xasprintf("test://%s", path);
+	free(a.why);
 	a = (struct answer){ 0 };
 	r = virt_open_async(base, uri, virt_fixture_on_event, NULL, 10, on_opened, &a, &v, &why);
 	is_int(r, 0, "virt_open_async of a host that answers starts");
@@ -119,6 +120,7 @@ int main(void)
 		ok(lfd >= 0 && bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(lfd, 4) == 0 &&
 		   getsockname(lfd, (struct sockaddr *)&sa, &len) == 0, "a silent listener on 127.0.0.1");
 		silent = xasprintf("qemu+tcp://127.0.0.1:%d/system", ntohs(sa.sin_port));
+		free(a.why);
 		a = (struct answer){ 0 };
 		event_add(tick, &every);
 		r = virt_open_async(base, silent, virt_fixture_on_event, NULL, 1, on_opened, &a, &v, &why);

@@ -109,9 +109,14 @@ like "$(tr '\n' ' ' < "$TEST_TMP/add-h4.out")" "host 'h4': cannot connect: qemu\
 	"fleetctl host add h4 was refused unreachable too, exit 1: $(tr '\n' ' ' < "$TEST_TMP/add-h4.out")"
 
 # --- fleetd stopped with a host add still connecting: answered 503, nothing left behind ----------
-add_bh h5 "$BH_ADDR" &
+# An address of its own (h3's orphaned connect to BH_ADDR may still be in SYN-SENT).
+BH3_ADDR=198.18.15.5
+vmns_exec ip route add "$BH3_ADDR/32" dev fleet-h1 &&
+	vmns_exec nft add rule ip fleet_test_blackhole out ip daddr "$BH3_ADDR" drop
+ok $? "every packet to $BH3_ADDR is dropped too"
+add_bh h5 "$BH3_ADDR" &
 add_pid=$!
-wait_for 10 connecting "$BH_ADDR"; ok $? "a host add of h5 at $BH_ADDR is connecting"
+wait_for 10 connecting "$BH3_ADDR"; ok $? "a host add of h5 at $BH3_ADDR is connecting"
 stop_fleetd TERM; ok $? "fleetd stops on SIGTERM meanwhile"
 wait "$add_pid"
 like "$(cat "$TEST_TMP/add-h5.out")" 'fleetd is stopping; this call was not finished.*"unavailable".* 503$' \

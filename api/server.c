@@ -149,6 +149,10 @@ void api_audit(struct api_call *c, const char *outcome, const char *detail)
 			  strerror(-r));
 }
 
+/*
+ * The api being served (one per fleetd): api_defer lists its calls there,
+ * and api_conn_set_closecb() gets only a connection.
+ */
 static struct api *serving;
 
 /* A deferred call is being answered: off the server's list. */
@@ -375,8 +379,6 @@ static bool peer_allowed(struct api *api, uid_t uid)
 }
 
 /* ---- connections: see struct conn ---- */
-
-/* serving (above api_reply): the api being served; api_conn_set_closecb() gets only a connection (one api per fleetd). */
 
 /* The body limit the HTTP layer enforces for method and path: JSON routes 4x theirs, so api_body_object answers 413 in JSON up to that. */
 static size_t route_http_limit(struct api *api, const char *method, const char *path)

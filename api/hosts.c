@@ -24,8 +24,14 @@ static json_t *host_to_json(const struct host *h)
 		"agents", h->agents,
 		"reachable", h->facts.reachable);
 
-	/* The facts are what the host said facts_age_s ago (read off the loop); refreshing: asked again now. */
+	/*
+	 * The facts are what the host said facts_age_s ago (read off the loop);
+	 * refreshing: asked again, refreshing_s ago (a read takes milliseconds:
+	 * seconds mean the host stopped answering).
+	 */
 	json_object_set_new(j, "refreshing", json_boolean(h->facts.refreshing));
+	if (h->facts.refreshing_s >= 0)
+		json_object_set_new(j, "refreshing_s", json_integer(h->facts.refreshing_s));
 	if (h->facts.age_s >= 0)
 		json_object_set_new(j, "facts_age_s", json_integer(h->facts.age_s));
 	if (!h->facts.reachable)
@@ -79,6 +85,8 @@ static void host_added(void *arg, int r, const char *why)
 
 	if (r == -ENOTCONN)
 		api_error(d, 400, "unreachable", "host '%s': cannot connect: %s", name, why);
+	else if (r == -ECANCELED)	/* fleetd stopping: api_stop said 503 already; this frees d */
+		api_error(d, 503, "unavailable", "host '%s': not added: %s", name, why);
 	else if (r < 0)
 		api_error_errno(d, r, "%s", why ? why : strerror(-r));
 	else {

@@ -52,6 +52,7 @@ struct api {
 	const struct api_route *routes;	/* routes.c's table */
 	size_t n_routes;
 	struct api_stream *streams;	/* replies in flight past their handler (api_stream_begin) */
+	struct api_call *deferred;	/* deferred calls not answered yet (api_defer), answered by api_stop */
 };
 
 /*
@@ -148,11 +149,46 @@ void api_audit(struct api_call *c, const char *outcome, const char *detail)
 			  strerror(-r));
 }
 
+/*
+ * The api being served (one per fleetd): api_defer lists its calls there,
+ * and api_conn_set_closecb() gets only a connection.
+ */
+static struct api *serving;
+
+/* A deferred call is being answered: off the server's list. */
+static void deferred_unlink(struct api_call *c)
+{
+	for (struct api_call **pp = serving ? &serving->deferred : NULL; pp && *pp; pp = &(*pp)->next_deferred)
+		if (*pp == c) {
+			*pp = c->next_deferred;
+			break;
+		}
+}
+
+/* A deferred call api_stop answered already: its owner's answer only frees it. */
+static bool orphan_done(struct api_call *c)
+{
+	if (!c->orphaned)
+		return false;
+	free(c);
+	return true;
+}
+
 void api_reply(struct api_call *c, int status, json_t *body)
 {
-	struct evbuffer *buf = evbuffer_new();
-	char *text = json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII);
-	const char *reason = status < 300 ? "OK" : status < 500 ? "Client Error" : "Server Error";
+	struct evbuffer *buf;
+	char *text;
+	const char *reason;
+
+	if (c->deferred)
+		deferred_unlink(c);
+	if (orphan_done(c)) {
+		json_decref(body);
+		return;
+	}
+	buf = evbuffer_new();
+	text = json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII);
+	reason = status < 300 ? "OK" : status < 500 ? "Client Error" : "Server Error";
 
 	if (!buf || !text)
 		abort();
@@ -175,9 +211,13 @@ void api_reply(struct api_call *c, int status, json_t *body)
 
 void api_reply_raw(struct api_call *c, int status, const char *ctype, const void *data, size_t len)
 {
-	struct evbuffer *buf = evbuffer_new();
+	struct evbuffer *buf;
 
-	if (!buf || evbuffer_add(buf, data, len) < 0)
+	if (c->deferred)
+		deferred_unlink(c);
+	if (orphan_done(c))
+		return;
+	if (!(buf = evbuffer_new()) || evbuffer_add(buf, data, len) < 0)
 		abort();
 	if (c->action)
 		api_audit(c, "ok", NULL);
@@ -222,6 +262,10 @@ struct api_call *api_defer(struct api_call *c)
 		d->target = d->target_buf;
 	}
 	c->replied = true;	/* the answer is the deferred copy's to give */
+	if (serving) {
+		d->next_deferred = serving->deferred;
+		serving->deferred = d;
+	}
 	return d;
 }
 
@@ -335,9 +379,6 @@ static bool peer_allowed(struct api *api, uid_t uid)
 }
 
 /* ---- connections: see struct conn ---- */
-
-/* The api being served: api_conn_set_closecb() gets only a connection (there is one api per fleetd). */
-static struct api *serving;
 
 /* The body limit the HTTP layer enforces for method and path: JSON routes 4x theirs, so api_body_object answers 413 in JSON up to that. */
 static size_t route_http_limit(struct api *api, const char *method, const char *path)
@@ -999,10 +1040,47 @@ int api_start(struct fleetd *fleetd, const struct api_route *routes, size_t n, s
 	return 0;
 }
 
+/*
+ * fleetd is stopping with c deferred (a host add still connecting, a start
+ * still booting): answer 503 now, while its connection is there, and write
+ * the answer out at once (the loop will not run again to do it). c stays
+ * its owner's, whose answer later only frees it.
+ */
+static void deferred_stop(struct api_call *c)
+{
+	const char *msg = "fleetd is stopping; this call was not finished";
+	json_t *body = json_pack("{s:s, s:s}", "error", msg, "code", "unavailable");
+	struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
+	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+	struct evbuffer *buf = evbuffer_new();
+	char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+
+	if (!buf || !text)
+		abort();
+	evbuffer_add_printf(buf, "%s\n", text);
+	if (c->action)
+		api_audit(c, "failed", msg);
+	evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type", "application/json");
+	evhttp_send_reply(c->req, 503, "Service Unavailable", buf);	/* frees req if its client went */
+	if (bev)
+		(void)evbuffer_write(bufferevent_get_output(bev), bufferevent_getfd(bev));
+	evbuffer_free(buf);
+	free(text);
+	json_decref(body);
+	c->req = NULL;
+	c->orphaned = true;
+}
+
 void api_stop(struct api *api)
 {
 	if (!api)
 		return;
+	while (api->deferred) {
+		struct api_call *c = api->deferred;
+
+		api->deferred = c->next_deferred;
+		deferred_stop(c);
+	}
 	if (api->http)
 		evhttp_free(api->http);	/* frees its connections: conn_closed for each set up */
 	while (api->conns)

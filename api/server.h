@@ -32,6 +32,8 @@ struct api_call {
 	size_t max_body;	/* body cap of this route */
 	bool replied;		/* set by api_reply, or by a handler that streams its answer */
 	bool deferred;		/* heap copy from api_defer(); api_reply frees it */
+	bool orphaned;		/* answered 503 by api_stop (fleetd stopping): api_reply only frees it */
+	struct api_call *next_deferred;	/* the server's list of deferred calls not answered yet */
 	char param_buf[64];	/* own param, param2 and target once deferred */
 	char param2_buf[MEMORY_KEY_MAX + 8];	/* a snapshot name, a memory key (names.h) */
 	char target_buf[112];
@@ -94,7 +96,9 @@ void api_stream_end(struct api_stream *st);
  * Keep the call for a reply after the handler returns (asynchronous
  * backend work). The returned copy owns its strings; api_reply() on it
  * sends the answer, audits, and frees it. libevent keeps the request alive
- * until it is answered, even if the client has gone.
+ * until it is answered, even if the client has gone. One still unanswered
+ * when fleetd stops is answered 503 by api_stop; its owner's later
+ * api_reply then only frees it (so the owner must still answer it).
  */
 struct api_call *api_defer(struct api_call *c);
 

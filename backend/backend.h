@@ -297,10 +297,11 @@ struct backend_ops {
 	 * configured one). host_connect opens it off the loop: 0, then
 	 * done(f, arg, r, why) on the loop once it answered (0: kept; -ENOTCONN
 	 * with *why the transport's own message, nothing kept) or timeout_s
-	 * passed (-ENOTCONN); or -errno with *why at once (-EEXIST: a connect
-	 * of that host is under way already), done never called. host_facts
-	 * says what the host said last (never waiting for it: the facts are
-	 * read again on a worker once they are a few seconds old), opening its
+	 * passed (-ENOTCONN), or the backend shut down first (-ECANCELED); or
+	 * -errno with *why at once (-EEXIST: a connect of that host is under
+	 * way already), done never called. host_facts says what the host said
+	 * last (never waiting for it: a call that finds them a few seconds old
+	 * starts a read on a worker, for the next call to see), opening its
 	 * connection if none is open (a failed one is retried in the
 	 * background, with backoff); never fails: an unreachable host is a
 	 * fact. host_forget closes it (host rm).

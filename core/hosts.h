@@ -34,7 +34,7 @@ int hosts_list(struct fleetd *f, bool facts, struct host **ret, size_t *n);
  * on a worker, recorded only once that answered. 0: done(arg, r, why)
  * follows on the loop (never before this returns): 0 recorded, -ENOTCONN
  * (libvirt's error, or no answer within HOSTS_CONNECT_TIMEOUT_S) in why,
- * or the store's -errno. At once: -EEXIST (recorded, or being added),
+ * -ECANCELED (fleetd stopping first: nothing recorded), or the store's -errno. At once: -EEXIST (recorded, or being added),
  * -EINVAL, -EOPNOTSUPP (no VM backend) with *why, and done is not called.
  */
 typedef void (*hosts_added_fn)(void *arg, int r, const char *why);

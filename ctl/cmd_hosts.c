@@ -49,8 +49,12 @@ static int host_opt(int c, const char *arg, void *data)
 	return -1;
 }
 
-/* A reachable host's facts this old mean its reads hang: fleetd reads them every 5 s. */
-#define FACTS_STALE_S 15
+/*
+ * A reachable host whose read of its facts has been under way this long has
+ * stopped answering (a read takes milliseconds): what is shown may be old.
+ * Old facts alone mean nothing: fleetd reads them only when asked.
+ */
+#define FACTS_STALE_S 10
 
 static void print_hosts(json_t *hosts)
 {
@@ -61,7 +65,8 @@ static void print_hosts(json_t *hosts)
 	       "AGENTS", "URI");
 	json_array_foreach(hosts, i, h) {
 		bool up = json_is_true(json_object_get(h, "reachable"));
-		bool stale = up && json_is_integer(json_object_get(h, "facts_age_s")) && num(h, "facts_age_s") >= FACTS_STALE_S;
+		bool stale = up && json_is_integer(json_object_get(h, "refreshing_s")) &&
+			     num(h, "refreshing_s") >= FACTS_STALE_S;
 		_cleanup_free_ char *agents = num(h, "max_agents") > 0
 			? xasprintf("%lld/%lld", num(h, "agents"), num(h, "max_agents")) : xasprintf("%lld", num(h, "agents"));
 		_cleanup_free_ char *mem = up && json_is_integer(json_object_get(h, "free_memory_mib"))
@@ -75,7 +80,8 @@ static void print_hosts(json_t *hosts)
 			printf("  %s: %s%s\n", str(h, "name"), str(h, "error"),
 			       json_is_true(json_object_get(h, "draining")) ? " (and draining)" : "");
 		else if (stale)
-			printf("  %s: facts from %lld s ago; it has not answered since%s\n", str(h, "name"), num(h, "facts_age_s"),
+			printf("  %s: facts from %lld s ago; asked again %lld s ago, no answer yet%s\n", str(h, "name"),
+			       num(h, "facts_age_s"), num(h, "refreshing_s"),
 			       json_is_true(json_object_get(h, "draining")) ? " (and draining)" : "");
 	}
 }

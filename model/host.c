@@ -6,7 +6,7 @@
 void host_facts_clear(struct host_facts *f)
 {
 	free(f->error);
-	*f = (struct host_facts){ .free_memory_bytes = -1, .age_s = -1 };
+	*f = (struct host_facts){ .free_memory_bytes = -1, .age_s = -1, .refreshing_s = -1 };
 }
 
 void host_clear(struct host *h)

@@ -25,6 +25,7 @@ struct host_facts {
 	char *error;			/* why not reachable (libvirt's message); NULL when reachable */
 	long long age_s;		/* seconds since the facts below were read; -1: none were */
 	bool refreshing;		/* a read is under way (a silent host holds one until its keepalive gives up) */
+	long long refreshing_s;		/* for how long (s); -1 when none is */
 	char libvirt[32];		/* "MAJOR.MINOR.RELEASE" of libvirtd; "" unknown */
 	char qemu[32];			/* of its hypervisor */
 	bool kvm;			/* KVM usable there (domain capabilities), else TCG */

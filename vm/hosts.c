@@ -171,12 +171,17 @@ struct virt *vm_agent_virt(struct vm_backend *b, const struct agent *a, char **w
 
 void vm_hosts_close(struct vm_backend *b)
 {
-	/* A `host add` still connecting at shutdown is never answered: fleetd's API is gone with it. */
+	/*
+	 * A `host add` still connecting at shutdown is answered (the API said
+	 * 503 as it stopped; this frees its call) and forgotten; its worker is
+	 * left to end by itself, its result dropped, as virt_close does.
+	 */
 	while (b->openings) {
 		struct vm_host_opening *o = b->openings;
 
 		b->openings = o->next;
 		virt_close(o->virt);
+		o->done(o->f, o->arg, -ECANCELED, "fleetd is stopping");
 		opening_free(o);
 	}
 	while (b->hosts) {
@@ -271,9 +276,10 @@ void vm_host_facts(struct fleetd *f, const char *host, const char *uri, struct h
 		ret->error = xasprintf("cannot open a connection to %s", uri ? uri : host);
 		return;
 	}
-	/* What the host said last: asked again on a worker when a few seconds old, never here. */
+	/* What the host said last; this read asks again on a worker when they are 5 s old, never here. */
 	have = virt_facts(v, &vf, &age, &error) == 0;
 	ret->refreshing = virt_facts_refreshing(v);
+	ret->refreshing_s = virt_facts_refreshing_s(v);
 	if (have) {
 		snprintf(ret->libvirt, sizeof(ret->libvirt), "%s", vf.libvirt);
 		snprintf(ret->qemu, sizeof(ret->qemu), "%s", vf.qemu);

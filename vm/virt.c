@@ -19,7 +19,7 @@
 #define RECONNECT_SECONDS 2		/* the first retry after a lost or failed connection */
 #define RECONNECT_MAX_SECONDS 16	/* doubled each failure up to this */
 #define EVENT_QUEUE_MAX 1024
-#define FACTS_FRESH_S 5			/* facts are read again (on a worker) this often while connected */
+#define FACTS_FRESH_S 5			/* a reader finding facts this old starts a read (on a worker) */
 
 struct virt_event {
 	char domain[128];
@@ -74,7 +74,8 @@ struct virt {
 	long long facts_at;		/* now_usec() when they were read */
 	char *facts_error;		/* why the last read failed; NULL when it did not */
 	struct facts_job *refreshing;	/* the worker's read under way, if any */
-	struct event *facts_timer;	/* every FACTS_FRESH_S: keeps them fresh for placement and host ls */
+	long long refresh_at;		/* now_usec() when the read under way started */
+	unsigned long long facts_reads;	/* reads a reader started (facts_refresh), for the debug log and tests */
 };
 
 struct connect_job {
@@ -616,13 +617,17 @@ static void facts_done(void *arg)
 	free(j);
 }
 
-/* On the loop: a read of the facts on a worker if they are FACTS_FRESH_S old, none is under way and v is connected. */
+/*
+ * On the loop, from a reader (virt_facts): a read of the facts on a worker if
+ * they are FACTS_FRESH_S old or missing, none is under way and v is
+ * connected. Nothing else starts one: an idle fleetd asks its hosts nothing.
+ */
 static void facts_refresh(struct virt *v)
 {
 	struct facts_job *j;
 	virConnectPtr c;
 
-	if (v->refreshing || (v->have_facts && now_usec() - v->facts_at < FACTS_FRESH_S * 1000000LL - 500000) ||
+	if (v->refreshing || (v->have_facts && now_usec() - v->facts_at < FACTS_FRESH_S * 1000000LL) ||
 	    !(c = conn_peek(v)))
 		return;
 	j = xcalloc(1, sizeof(*j));
@@ -633,11 +638,9 @@ static void facts_refresh(struct virt *v)
 		return;
 	}
 	v->refreshing = j;
-}
-
-static void on_facts_timer(evutil_socket_t fd, short what, void *arg)
-{
-	facts_refresh(arg);
+	v->refresh_at = now_usec();
+	v->facts_reads++;
+	log_debug("libvirt: reading the facts of %s on a worker (read %llu)", v->uri, v->facts_reads);
 }
 
 int virt_facts(struct virt *v, struct virt_facts *ret, long long *age_s, const char **error)
@@ -654,6 +657,16 @@ int virt_facts(struct virt *v, struct virt_facts *ret, long long *age_s, const c
 bool virt_facts_refreshing(struct virt *v)
 {
 	return v->refreshing != NULL;
+}
+
+long long virt_facts_refreshing_s(struct virt *v)
+{
+	return v->refreshing ? (now_usec() - v->refresh_at) / 1000000 : -1;
+}
+
+unsigned long long virt_facts_reads(struct virt *v)
+{
+	return v->facts_reads;
 }
 
 static void on_reconnect_timer(evutil_socket_t fd, short what, void *arg)
@@ -752,13 +765,7 @@ static int virt_new(struct event_base *base, const char *uri, virt_event_fn fn, 
 	}
 	v->wake_ev = event_new(base, v->wake[0], EV_READ | EV_PERSIST, on_wake, v);
 	v->reconnect_ev = evtimer_new(base, on_reconnect_timer, v);
-	v->facts_timer = event_new(base, -1, EV_PERSIST, on_facts_timer, v);
 	event_add(v->wake_ev, NULL);
-	{
-		struct timeval tv = { FACTS_FRESH_S, 0 };
-
-		event_add(v->facts_timer, &tv);
-	}
 	if (event_thread_users == 0) {
 		event_thread_stopping = 0;
 		if (pthread_create(&event_thread_id, NULL, event_thread, NULL) != 0) {
@@ -853,8 +860,6 @@ void virt_close(struct virt *v)
 		event_free(v->reconnect_ev);
 	if (v->open_timer)
 		event_free(v->open_timer);
-	if (v->facts_timer)
-		event_free(v->facts_timer);
 	close(v->wake[0]);
 	close(v->wake[1]);
 	pthread_mutex_destroy(&v->lock);

@@ -83,13 +83,19 @@ struct virt_facts {
  * On the loop, never waiting for the host: the facts read last (at the
  * connect, or by a later read) in *ret and their age in *age_s, or -ENOENT
  * when none were read yet. *error: why the last read failed (valid until
- * the next call; NULL when it did not). While connected they are read
- * again on a worker every few seconds (one read at a time): a host that
- * stopped answering holds its read, not the loop, and the age grows.
+ * the next call; NULL when it did not). A call that finds them 5 s old or
+ * more (or none) while connected starts one read on a worker (one at a
+ * time) and still answers with what it has: the next call sees the new
+ * ones. Nothing reads them while nobody asks. A host that stopped
+ * answering holds its read, not the loop, and the age grows.
  */
 int virt_facts(struct virt *v, struct virt_facts *ret, long long *age_s, const char **error);
 /* Whether a read of the facts is under way (a host that stopped answering holds one until the keepalive). */
 bool virt_facts_refreshing(struct virt *v);
+/* For how many seconds that read has been under way; -1 when none is. */
+long long virt_facts_refreshing_s(struct virt *v);
+/* How many reads virt_facts started since v was opened (the connect's own read not counted). */
+unsigned long long virt_facts_reads(struct virt *v);
 /* Whether QEMU can use KVM there (libvirt's domain capabilities for virttype kvm). */
 bool virt_kvm(struct virt *v);
 

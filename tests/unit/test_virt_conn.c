@@ -22,24 +22,9 @@
 
 #include "tests/tap.h"
 #include "common/util.h"
+#include "tests/unit/virt_fixture.h"
 #include "vm/virt.h"
 #include "vm/virt_conn.h"
-
-static const char node_xml[] =
-	"<node>\n"
-	"  <domain type='test'>\n"
-	"    <name>fleet-a</name>\n"
-	"    <memory>65536</memory>\n"
-	"    <os><type>hvm</type></os>\n"
-	"  </domain>\n"
-	"</node>\n";
-
-static void on_event(void *userdata, const char *domain, enum virt_event_kind kind)
-{
-	(void)userdata;
-	(void)domain;
-	(void)kind;
-}
 
 /* What a worker thread did, for the loop's thread to check after the join. */
 struct probe {
@@ -117,7 +102,6 @@ int main(void)
 	struct virt *v = NULL;
 	struct probe p = { 0 };
 	char *why = NULL, *uri, *path;
-	FILE *fp;
 	int r;
 
 	if (!mkdtemp(dir) || !base)
@@ -126,7 +110,7 @@ int main(void)
 	uri = xasprintf("test://%s", path);
 
 	/* The host is unreachable at first: its definition does not exist yet. */
-	r = virt_open(base, uri, on_event, NULL, &v, &why);
+	r = virt_open(base, uri, virt_fixture_on_event, NULL, &v, &why);
 	is_int(r, -ENOTCONN, "virt_open against an unreachable host fails with -ENOTCONN");
 	ok(v != NULL, "but gives the handle, to reconnect later");
 	free(why);
@@ -136,8 +120,7 @@ int main(void)
 	is_int(virt_generation(v), 0, "never connected: generation 0");
 
 	/* The host comes back; only the loop may notice. */
-	fp = fopen(path, "w");
-	ok(fp && fputs(node_xml, fp) >= 0 && fclose(fp) == 0, "the host's definition is written");
+	ok(virt_fixture_write_node(path) == 0, "the host's definition is written");
 	p.v = v;
 	ok(run_worker(list_on_worker, &p) == 0, "a worker thread ran");
 	is_int(p.list_r, -ENOTCONN, "on a worker, a list while disconnected fails with -ENOTCONN");

@@ -26,23 +26,8 @@
 
 #include "tests/tap.h"
 #include "common/util.h"
+#include "tests/unit/virt_fixture.h"
 #include "vm/virt.h"
-
-static const char node_xml[] =
-	"<node>\n"
-	"  <domain type='test'>\n"
-	"    <name>fleet-a</name>\n"
-	"    <memory>65536</memory>\n"
-	"    <os><type>hvm</type></os>\n"
-	"  </domain>\n"
-	"</node>\n";
-
-static void on_event(void *userdata, const char *domain, enum virt_event_kind kind)
-{
-	(void)userdata;
-	(void)domain;
-	(void)kind;
-}
 
 struct answer {
 	int calls;
@@ -86,7 +71,6 @@ int main(void)
 	const char *error = NULL;
 	long long age = -1;
 	char *why = NULL, *uri, *missing, *path;
-	FILE *fp;
 	int r;
 
 	if (!mkdtemp(dir) || !base)
@@ -95,7 +79,7 @@ int main(void)
 
 	/* A URI that fails: libvirt's words, naming it. */
 	missing = xasprintf("test://%s/no-such.xml", dir);
-	r = virt_open_async(base, missing, on_event, NULL, 10, on_opened, &a, &v, &why);
+	r = virt_open_async(base, missing, virt_fixture_on_event, NULL, 10, on_opened, &a, &v, &why);
 	is_int(r, 0, "virt_open_async starts: %s", why ? why : "");
 	is_int(a.calls, 0, "and has not answered before it returned");
 	run_until_answered(base, &a);
@@ -107,11 +91,11 @@ int main(void)
 	v = NULL;
 
 	/* One that answers: connected, its facts read on the worker with the connect. */
-	fp = fopen(path, "w");
-	ok(fp && fputs(node_xml, fp) >= 0 && fclose(fp) == 0, "the host's definition is written");
+	ok(virt_fixture_write_node(path) == 0, "the host's definition is written");
 	uri = xasprintf("test://%s", path);
+	free(a.why);
 	a = (struct answer){ 0 };
-	r = virt_open_async(base, uri, on_event, NULL, 10, on_opened, &a, &v, &why);
+	r = virt_open_async(base, uri, virt_fixture_on_event, NULL, 10, on_opened, &a, &v, &why);
 	is_int(r, 0, "virt_open_async of a host that answers starts");
 	run_until_answered(base, &a);
 	is_int(a.calls, 1, "it answers once");
@@ -136,9 +120,10 @@ int main(void)
 		ok(lfd >= 0 && bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(lfd, 4) == 0 &&
 		   getsockname(lfd, (struct sockaddr *)&sa, &len) == 0, "a silent listener on 127.0.0.1");
 		silent = xasprintf("qemu+tcp://127.0.0.1:%d/system", ntohs(sa.sin_port));
+		free(a.why);
 		a = (struct answer){ 0 };
 		event_add(tick, &every);
-		r = virt_open_async(base, silent, on_event, NULL, 1, on_opened, &a, &v, &why);
+		r = virt_open_async(base, silent, virt_fixture_on_event, NULL, 1, on_opened, &a, &v, &why);
 		is_int(r, 0, "virt_open_async of a silent host starts");
 		run_until_answered(base, &a);
 		is_int(a.calls, 1, "it answers once");

@@ -160,7 +160,7 @@ for sig in TERM KILL; do
 		! grep -qE "AddressSanitizer|Segmentation|double free|corrupted" "$STATE/fleetd.log"
 		ok $? "nothing freed under the worker"
 	fi
-	wait "$bk_pid"; isnt_rc $?; ok $? "the backup fails (its answer never came)"
+	wait "$bk_pid"; isnt_rc $?; ok $? "the backup fails (answered 503 on SIGTERM, never on SIGKILL)"
 	vmns_exec tc qdisc del dev fleet-h1 root; ok $? "the link to h2 at full speed again"
 	h2_paused; ok $? "its guest is still paused with fleetd gone"
 	fleetd_ns_start; ok $? "fleetd starts again"

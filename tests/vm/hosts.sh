@@ -158,7 +158,9 @@ if $slowed; then
 	like "$(cat "$STATE/fleetd.log")" "1 job\(s\) still on worker threads .*not waiting" \
 		"and says it leaves a job on a worker thread"
 	! grep -qE "AddressSanitizer|Segmentation|double free|corrupted" "$STATE/fleetd.log"; ok $? "nothing freed under the worker"
-	wait "$create_pid"; isnt_rc $?; ok $? "the create of far2 fails (its answer never came)"
+	wait "$create_pid"; isnt_rc $?; ok $? "the create of far2 fails"
+	like "$(cat "$TEST_TMP/create-far2.out")" "fleetd is stopping; this call was not finished" \
+		"answered as fleetd stopped: $(cat "$TEST_TMP/create-far2.out")"
 	vmns_exec tc qdisc del dev fleet-h1 root; ok $? "the link to h2 at full speed again"
 	fleetd_ns_start; ok $? "fleetd starts again"
 	is "$("$FLEETCTL" --json list | jq '[.[] | select(.name == "far2")] | length')" 0 \

@@ -595,7 +595,7 @@ int memfs_umount(struct fleetd *f, const char *agent, char **why_out)
 	 * then every spare has a copy of every store (its namespace is a copy
 	 * of fleetd's), and they all go; keepers and commands keep theirs.
 	 */
-	if (us && us->users_mnt && account_users_mounted(us->users_mnt))
+	if (us && us->users_mnt && account_mount_point(us->users_mnt))
 		spare_drop(agent);
 	else
 		spares_drop_all();

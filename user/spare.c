@@ -61,7 +61,7 @@ struct spare {
 	unsigned mounts_gen;		/* mounts_generation() at its clone */
 	/* Until it is launched (made on the loop, after the command that asked for it): its spec. */
 	struct user_launch_spec spec;
-	char *home, *netns_path, *resolv_conf, *users_dir;
+	char *home, *netns_path, *resolv_conf, *users_dir, *netns_dir;
 	int cg_fds[USER_LAUNCH_MAX_CGROUPS];
 	bool making;			/* the maker has it: only the maker touches spec and proc */
 	bool dropped;			/* dropped while making: freed once made */
@@ -129,6 +129,7 @@ static void spare_free(struct spare *s)
 	free(s->netns_path);
 	free(s->resolv_conf);
 	free(s->users_dir);
+	free(s->netns_dir);
 	free(s->key);
 	free(s->agent);
 	free(s);
@@ -347,6 +348,7 @@ void spare_want(struct fleetd *f, const char *agent, const struct user_launch_sp
 	s->spec.netns_path = s->netns_path = spec->netns_path ? xstrdup(spec->netns_path) : NULL;
 	s->spec.resolv_conf = s->resolv_conf = spec->resolv_conf ? xstrdup(spec->resolv_conf) : NULL;
 	s->spec.users_dir = s->users_dir = spec->users_dir ? xstrdup(spec->users_dir) : NULL;
+	s->spec.netns_dir = s->netns_dir = spec->netns_dir ? xstrdup(spec->netns_dir) : NULL;
 	for (size_t i = 0; i < spec->n_cgroup_fds; i++) {
 		if ((s->cg_fds[i] = fcntl(spec->cgroup_fds[i], F_DUPFD_CLOEXEC, 3)) < 0) {
 			spare_free(s);

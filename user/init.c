@@ -530,11 +530,11 @@ static void drop_other_stores(const struct launch_prep *p)
 
 /*
  * Nor any agent's network namespace mount (<state_dir>/netns/NAME, every
- * NAT agent's in fleetd's namespace): a copy of B's here kept B's removed
- * namespace (its veth end, addresses, nft state) alive for as long as this
- * sandbox lived, and is a handle to enter it. This sandbox joined its own
- * already (setns, by an fd since closed), and nothing here opens the path
- * again: none of them comes back (netns.c's netns_dir_mount).
+ * NAT agent's in fleetd's namespace): a copy of B's here is a handle on
+ * B's network (its veth end, addresses, nft state) for as long as this
+ * sandbox lives, and every sandbox copied one per NAT agent. This sandbox
+ * joined its own already (setns, by an fd since closed), and nothing here
+ * opens the path again: none of them comes back (netns.c's netns_dir_mount).
  */
 static void drop_netns_mounts(const struct launch_prep *p)
 {

@@ -62,7 +62,7 @@ char *account_user_name(const char *agent);
 char *account_users_dir(struct fleetd *f);
 char *account_home_dir(struct fleetd *f, const char *agent);
 /*
- * dir (made, root's) a mount point, a bind of itself if it is none, so
+ * dir (the caller made it, root's) a mount point, a bind of itself if it is none, so
  * whatever fleetd mounts below it (a store at NAME/sub, a namespace at
  * NAME: sub NULL) is in its subtree and a sandbox can drop the other
  * agents' in one detach (init.c). What an older fleetd mounted there

@@ -110,10 +110,11 @@ void memfs_sweep(struct fleetd *f);
 int memfs_remove(struct fleetd *f, const char *agent, char **why);
 /*
  * Worker-safe (reads nothing of fleetd's): build memdir/NAME.img.new holding a copy of src_name in
- * src_dir (NULL: empty), in a mount namespace without users_dir's mount (the stores; NULL: keep it).
+ * src_dir (NULL: empty), in a mount namespace without users_dir's mount (the stores) and netns_dir's
+ * (the agents' network namespaces; NULL: keep it).
  */
-int memfs_build(const char *memdir, const char *users_dir, const char *agent, uid_t uid, long long quota, int src_dir,
-		const char *src_name, char **why);
+int memfs_build(const char *memdir, const char *users_dir, const char *netns_dir, const char *agent, uid_t uid,
+		long long quota, int src_dir, const char *src_name, char **why);
 /* NAME.img.new becomes NAME.img (the store must be unmounted). */
 int memfs_swap_in(struct fleetd *f, const char *agent, char **why);
 /* set --memory-quota: running, grow online (else -EBUSY); stopped, build it again at the new size (-ENOSPC: too full). */

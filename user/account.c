@@ -305,7 +305,7 @@ static int ensure_users_dir(struct fleetd *f, char **why)
 	return root_dir(dir, 0711, why);
 }
 
-bool account_users_mounted(const char *dir)
+bool account_mount_point(const char *dir)
 {
 	struct statx sx, px;
 	_cleanup_free_ char *parent = xasprintf("%s/..", dir);
@@ -319,13 +319,15 @@ bool account_users_mounted(const char *dir)
 }
 
 /*
- * The stores an older fleetd mounted on homes in the mount below the users
- * mount (lower: the users directory opened before that went on top): their
- * copies above, made with it, hold the same file systems, so these only
- * pin them. Detached through the fd: no path reaches below a mount.
+ * What an older fleetd mounted at lower/NAME/sub (NAME/ itself: sub NULL)
+ * in the mount below dir's own mount (lower: dir opened before that went on
+ * top): their copies above, made with it, hold the same file systems (or
+ * namespaces), so these only pin them. Detached through the fd: no path
+ * reaches below a mount.
  */
-static void users_mount_drop_below(int lower)
+static void own_mount_drop_below(const char *dir, int lower, const char *sub, const char *what)
 {
+	const char *base = strrchr(dir, '/');
 	_cleanup_close_ int dfd = dup(lower);
 	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
 	struct dirent *de;
@@ -338,30 +340,27 @@ static void users_mount_drop_below(int lower)
 		char p[64 + 256];
 
 		if (de->d_name[0] == '.')
-			continue;	/* ".", "..", the trash: never an agent's home */
-		snprintf(p, sizeof(p), "/proc/self/fd/%d/%s/memory", lower, de->d_name);
+			continue;	/* ".", "..", the trash: never an agent's */
+		snprintf(p, sizeof(p), "/proc/self/fd/%d/%s%s%s", lower, de->d_name, sub ? "/" : "", sub ? sub : "");
 		if (umount2(p, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
 			n++;
 	}
 	closedir(d);
 	if (n > 0)
-		log_info("user backend: %d memory store%s moved into the users mount", n, n == 1 ? "" : "s");
+		log_info("user backend: %d %s%s moved into the %s mount", n, what, n == 1 ? "" : "s", base ? base + 1 : dir);
 }
 
-int account_users_mount(struct fleetd *f, char **why)
+int account_own_mount(const char *dir, const char *sub, const char *what, char **why)
 {
-	_cleanup_free_ char *dir = account_users_dir(f);
 	_cleanup_close_ int lower = -1, tree = -1;
 	int r;
 
-	if ((r = root_dir(dir, 0711, why)) < 0)
-		return r;
-	if (account_users_mounted(dir))
+	if (account_mount_point(dir))
 		return 0;	/* ours from an earlier start (also a killed one), or one of the host's */
 	/*
-	 * A copy of the directory and whatever is mounted below it (the stores of
-	 * agents an older fleetd mounted), attached on top of it: the stores
-	 * stay the same file systems, never mounted twice from one image.
+	 * A copy of the directory and whatever is mounted below it (what an
+	 * older fleetd mounted there), attached on top of it: those stay the
+	 * same file systems or namespaces, never mounted twice.
 	 */
 	if ((lower = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
 	    (tree = (int)open_tree(AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
@@ -371,9 +370,19 @@ int account_users_mount(struct fleetd *f, char **why)
 		*why = xasprintf("cannot make %s a mount point: %s", dir, strerror(-r));
 		return r;
 	}
-	users_mount_drop_below(lower);
-	log_info("user backend: %s is a mount of its own (sandboxes keep no other agent's memory store)", dir);
+	own_mount_drop_below(dir, lower, sub, what);
+	log_info("user backend: %s is a mount of its own (sandboxes keep no other agent's %s)", dir, what);
 	return 0;
+}
+
+int account_users_mount(struct fleetd *f, char **why)
+{
+	_cleanup_free_ char *dir = account_users_dir(f);
+	int r;
+
+	if ((r = root_dir(dir, 0711, why)) < 0)
+		return r;
+	return account_own_mount(dir, "memory", "memory store", why);
 }
 
 static int make_home(const char *home, uid_t uid, char **why)

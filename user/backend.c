@@ -179,6 +179,14 @@ int user_ensure_init(struct fleetd *f, char **why)
 		else
 			log_warning("user backend: %s; every sandbox keeps a copy of every agent's memory store", uwhy);
 	}
+	{
+		_cleanup_free_ char *nwhy = NULL;
+
+		if (netns_dir_mount(f, &nwhy) == 0)
+			us->netns_mnt = netns_dir(f);
+		else
+			log_warning("user backend: %s; every sandbox keeps a copy of every agent's network namespace", nwhy);
+	}
 	return 0;
 }
 
@@ -292,6 +300,7 @@ static void user_shutdown(struct fleetd *f)
 		free(us->shared_dirs[i]);
 	free(us->shared_dirs);
 	free(us->users_mnt);
+	free(us->netns_mnt);
 	free(us);
 	us = NULL;
 }

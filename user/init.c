@@ -478,21 +478,46 @@ static void install_agentd(const struct launch_prep *p, int agentd_fd)
 }
 
 /*
+ * Detach dir's mount with everything mounted below it, and put back a bare
+ * copy of it (nothing below) and, with keep (a path below dir), a copy of
+ * keep with what is mounted below it: three or five system calls, whatever
+ * the number of mounts that go. Until the detach nothing has changed: any
+ * failure before it (EINVAL: no mount point there; ENOSYS: no open_tree)
+ * leaves every mount as it was, and the sandbox works all the same.
+ */
+static void detach_keeping(int rep, const char *dir, const char *keep, enum user_launch_stage stage)
+{
+	int bare, kept = -1;
+
+	if ((bare = (int)open_tree(AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW)) < 0)
+		return;
+	if ((keep && (kept = (int)open_tree(AT_FDCWD, keep, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
+							       AT_SYMLINK_NOFOLLOW)) < 0) ||
+	    umount2(dir, MNT_DETACH | UMOUNT_NOFOLLOW) < 0) {
+		close(bare);
+		if (kept >= 0)
+			close(kept);
+		return;
+	}
+	if (move_mount(bare, "", AT_FDCWD, dir, MOVE_MOUNT_F_EMPTY_PATH) < 0 ||
+	    (kept >= 0 && move_mount(kept, "", AT_FDCWD, keep, MOVE_MOUNT_F_EMPTY_PATH) < 0))
+		child_fail(rep, stage, errno);
+	close(bare);
+	if (kept >= 0)
+		close(kept);
+}
+
+/*
  * Keep no other agent's memory store: a copy of B's store mount here kept
  * B's old file system, loop device and image alive long after fleetd
  * unmounted it (a restore, a removal), for as long as this sandbox lives
  * (a keeper: weeks). Every store is mounted below spec->users_dir, which
  * fleetd makes a mount of its own (account.c's account_users_mount), so
- * one detach takes them all, whatever the number of agents: a bare copy of
- * the users mount (no store below it) goes back in its place, and the home
- * with what is mounted below it (its own store), copied before, on top.
- * No users mount here (unmounted by hand), or a kernel without open_tree:
- * every store stays, as before; the sandbox works all the same.
+ * one detach takes them all: the home with its own store comes back.
  */
 static void drop_other_stores(const struct launch_prep *p)
 {
 	const struct user_launch_spec *s = p->spec;
-	int rep = p->report_fd, users, home;
 	size_t ul;
 
 	if (!s->users_dir)
@@ -500,21 +525,21 @@ static void drop_other_stores(const struct launch_prep *p)
 	ul = strlen(s->users_dir);
 	if (strncmp(s->home, s->users_dir, ul) != 0 || s->home[ul] != '/')
 		return;	/* a home elsewhere (the host probe's "/"): nothing to keep from below users */
-	/* Until the detach nothing has changed: any failure (EINVAL: no mount point there) is the fallback. */
-	if ((users = (int)open_tree(AT_FDCWD, s->users_dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW)) < 0)
-		return;
-	home = (int)open_tree(AT_FDCWD, s->home, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
-	if (home < 0 || umount2(s->users_dir, MNT_DETACH | UMOUNT_NOFOLLOW) < 0) {
-		close(users);
-		if (home >= 0)
-			close(home);
-		return;
-	}
-	if (move_mount(users, "", AT_FDCWD, s->users_dir, MOVE_MOUNT_F_EMPTY_PATH) < 0 ||
-	    move_mount(home, "", AT_FDCWD, s->home, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-		child_fail(rep, LAUNCH_STAGE_STORES, errno);
-	close(users);
-	close(home);
+	detach_keeping(p->report_fd, s->users_dir, s->home, LAUNCH_STAGE_STORES);
+}
+
+/*
+ * Nor any agent's network namespace mount (<state_dir>/netns/NAME, every
+ * NAT agent's in fleetd's namespace): a copy of B's here is a handle on
+ * B's network (its veth end, addresses, nft state) for as long as this
+ * sandbox lives, and every sandbox copied one per NAT agent. This sandbox
+ * joined its own already (setns, by an fd since closed), and nothing here
+ * opens the path again: none of them comes back (netns.c's netns_dir_mount).
+ */
+static void drop_netns_mounts(const struct launch_prep *p)
+{
+	if (p->spec->netns_dir)
+		detach_keeping(p->report_fd, p->spec->netns_dir, NULL, LAUNCH_STAGE_NETNS);
 }
 
 static void await_command(struct launch_prep *p);
@@ -552,6 +577,7 @@ _noreturn_ static void launch_init(struct launch_prep *p)
 		child_fail(rep, LAUNCH_STAGE_PROC, errno);
 	/* Before the private /tmp: a home below /tmp (a test's) is bound back into it from what this leaves. */
 	drop_other_stores(p);
+	drop_netns_mounts(p);
 	for (size_t i = 0; i < ARRAY_SIZE(private_dirs); i++) {
 		if (i > 0 && stat(private_dirs[i], &st) < 0)
 			continue;	/* /var/tmp or /dev/shm may be missing on a small host */
@@ -790,6 +816,7 @@ static int read_spec(struct user_launch_spec *s, json_t **rootp, unsigned char *
 	s->resolv_conf = opt_string(root, "resolv_conf");
 	s->agentd_path = opt_string(root, "agentd");
 	s->users_dir = opt_string(root, "users_dir");
+	s->netns_dir = opt_string(root, "netns_dir");
 	/* A spare's payload comes later (await_command); its FD_FILES is the socket it comes on. */
 	if (!s->spare && (r = read_payload(s, root, FD_FILES, blobp)) < 0)
 		return r;

@@ -45,6 +45,7 @@ struct user_state {
 	char **shared_dirs;		/* other world-writable host directories, private in each sandbox */
 	size_t n_shared_dirs;
 	char *users_mnt;		/* <state_dir>/users when it is a mount point (account_users_mount), else NULL */
+	char *netns_mnt;		/* <state_dir>/netns when it is a mount point (netns_dir_mount), else NULL */
 };
 extern struct user_state *us;
 
@@ -63,14 +64,19 @@ char *account_user_name(const char *agent);
 char *account_users_dir(struct fleetd *f);
 char *account_home_dir(struct fleetd *f, const char *agent);
 /*
- * <state_dir>/users made (0711 root) and a mount point, a bind of itself
- * if it is none, so every memory store is in its subtree and a sandbox can
- * drop the other agents' in one detach (init.c). -errno with *why: it is no
- * mount point, sandboxes keep every store.
+ * dir (the caller made it, root's) a mount point, a bind of itself if it is none, so
+ * whatever fleetd mounts below it (a store at NAME/sub, a namespace at
+ * NAME: sub NULL) is in its subtree and a sandbox can drop the other
+ * agents' in one detach (init.c). What an older fleetd mounted there
+ * before is carried into it, never mounted twice (what: "memory store",
+ * for the log). An existing mount point is used as it is. -errno with
+ * *why: it is no mount point, sandboxes keep every one.
  */
+int account_own_mount(const char *dir, const char *sub, const char *what, char **why);
+/* <state_dir>/users made (0711 root) and account_own_mount'ed: every memory store in its subtree. */
 int account_users_mount(struct fleetd *f, char **why);
 /* Is dir a mount point (the root of a mount)? */
-bool account_users_mounted(const char *dir);
+bool account_mount_point(const char *dir);
 /* A directory of fleet's in the state dir (snapshots/, memfs/): made if missing, root's, 0700 (set again if loosened); -errno with *why. */
 int account_private_dir(const char *dir, char **why);
 /* At start: what an interrupted write of the account files left (the uid mark's temp file). */
@@ -106,10 +112,11 @@ void memfs_sweep(struct fleetd *f);
 int memfs_remove(struct fleetd *f, const char *agent, char **why);
 /*
  * Worker-safe (reads nothing of fleetd's): build memdir/NAME.img.new holding a copy of src_name in
- * src_dir (NULL: empty), in a mount namespace without users_dir's mount (the stores; NULL: keep it).
+ * src_dir (NULL: empty), in a mount namespace without users_dir's mount (the stores) and netns_dir's
+ * (the agents' network namespaces; NULL: keep it).
  */
-int memfs_build(const char *memdir, const char *users_dir, const char *agent, uid_t uid, long long quota, int src_dir,
-		const char *src_name, char **why);
+int memfs_build(const char *memdir, const char *users_dir, const char *netns_dir, const char *agent, uid_t uid,
+		long long quota, int src_dir, const char *src_name, char **why);
 /* NAME.img.new becomes NAME.img (the store must be unmounted). */
 int memfs_swap_in(struct fleetd *f, const char *agent, char **why);
 /* set --memory-quota: running, grow online (else -EBUSY); stopped, build it again at the new size (-ENOSPC: too full). */
@@ -180,6 +187,12 @@ char *netns_path(struct fleetd *f, const char *agent);
 /* The /30 of uid in user_nat_subnet and its /126 of user_nat_subnet6; -ENOSPC (and *why) when uid is past an end. */
 int netns_addrs(struct fleetd *f, uid_t uid, struct netns_addrs *ret, char **why);
 bool netns_present(struct fleetd *f, const char *agent);
+/*
+ * <state_dir>/netns made (0700 root) and account_own_mount'ed: every
+ * agent's namespace mount in its subtree, so a sandbox drops the other
+ * agents' in one detach (init.c). -errno with *why: sandboxes keep them all.
+ */
+int netns_dir_mount(struct fleetd *f, char **why);
 /* Make whatever of a's network is missing and (re)apply its firewall rules; nothing for --network none. */
 int netns_ensure(struct fleetd *f, const struct agent *a, uid_t uid, char **why);
 /* Remove the agent's network (uid 0: its user is gone, only the namespace file goes); why may be NULL. */

@@ -281,6 +281,7 @@ static int sandbox_spec(struct fleetd *f, const struct agent *a, uid_t uid, cons
 	spec->shared_dirs = (const char *const *)us->shared_dirs;
 	spec->n_shared_dirs = us->n_shared_dirs;
 	spec->users_dir = us->users_mnt;
+	spec->netns_dir = us->netns_mnt;	/* any agent's: every sandbox has a copy of every NAT agent's namespace */
 	return 0;
 }
 

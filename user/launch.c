@@ -59,6 +59,7 @@ static const char *const stage_names[LAUNCH_STAGE__COUNT] = {
 	[LAUNCH_STAGE_AGENTD] = "show fleetd's agentd",
 	[LAUNCH_STAGE_INIT] = "start fleet-init",
 	[LAUNCH_STAGE_STORES] = "drop the other agents' memory stores",
+	[LAUNCH_STAGE_NETNS] = "drop the agents' network namespace mounts",
 };
 
 const char *user_launch_stage_to_string(enum user_launch_stage s)
@@ -165,14 +166,14 @@ static json_t *static_json(const struct user_launch_spec *s)
 		return NULL;
 	}
 	/* json_pack takes the array ("o"), also when it fails */
-	return json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:o, s:s?, s:s?, s:s?, s:s?}",
+	return json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:o, s:s?, s:s?, s:s?, s:s?, s:s?}",
 			 "uid", (json_int_t)s->uid, "gid", (json_int_t)s->gid, "home", s->home,
 			 "cgroups", (json_int_t)s->n_cgroup_fds,
 			 "rlimit_nproc", (json_int_t)s->rlimit_nproc, "rlimit_nofile", (json_int_t)s->rlimit_nofile,
 			 "tmp_size_mib", (json_int_t)s->tmp_size_mib, "shared_dirs", shared,
 			 "netns_path", s->netns_path, "resolv_conf", s->resolv_conf,
 			 "agentd", s->agentd_path ? s->agentd_path : user_launch_agentd_path(),
-			 "users_dir", s->users_dir);
+			 "users_dir", s->users_dir, "netns_dir", s->netns_dir);
 }
 
 /* Add the payload's part of s (argv, envp, files' names and lengths) to o; false: a string is not UTF-8. */

@@ -5,7 +5,8 @@
  * agent's cgroups, brings up lo (the only interface), mounts a fresh /proc,
  * private /tmp, /var/tmp and /dev/shm, and a fresh root-owned /run holding
  * only a 1777 /run/lock (so no host daemon's socket is reachable), keeps no
- * memory store but the agent's own (spec.users_dir), and starts the payload
+ * memory store but the agent's own (spec.users_dir) and no agent's network
+ * namespace mount (spec.netns_dir), and starts the payload
  * with no groups, the agent's uid/gid,
  * PR_SET_NO_NEW_PRIVS, umask 077, rlimits, exactly the given environment
  * and no inherited fd but stdin/stdout/stderr. When the payload exits the
@@ -78,6 +79,13 @@ struct user_launch_spec {
 	 */
 	const char *users_dir;
 	/*
+	 * fleetd's <state_dir>/netns, a mount of its own holding every NAT
+	 * agent's namespace mount below it: the sandbox (in its own namespace by
+	 * then, netns_path) detaches it whole, a bare copy put back. NULL, or no
+	 * mount point there in the sandbox: every mount stays.
+	 */
+	const char *netns_dir;
+	/*
 	 * A spare: the sandbox is set up (cgroups, namespaces, mounts, rlimits)
 	 * and then waits, with no payload, for user_launch_hand() to give it
 	 * one command (argv, envp, files, stdio), which it runs as if launched
@@ -99,7 +107,7 @@ enum user_launch_stage {
 	LAUNCH_STAGE_RLIMIT, LAUNCH_STAGE_FORK, LAUNCH_STAGE_FDS, LAUNCH_STAGE_GROUPS,
 	LAUNCH_STAGE_GID, LAUNCH_STAGE_UID, LAUNCH_STAGE_NO_NEW_PRIVS, LAUNCH_STAGE_CHDIR,
 	LAUNCH_STAGE_EXEC, LAUNCH_STAGE_NET, LAUNCH_STAGE_RUN, LAUNCH_STAGE_SECRETS, LAUNCH_STAGE_DNS,
-	LAUNCH_STAGE_AGENTD, LAUNCH_STAGE_INIT, LAUNCH_STAGE_STORES,
+	LAUNCH_STAGE_AGENTD, LAUNCH_STAGE_INIT, LAUNCH_STAGE_STORES, LAUNCH_STAGE_NETNS,
 	LAUNCH_STAGE__COUNT,
 };
 

@@ -510,7 +510,7 @@ int memfs_mount(struct fleetd *f, const char *agent, uid_t uid, long long quota,
 }
 
 struct build_args {
-	const char *memdir, *users_dir, *agent, *src_name;
+	const char *memdir, *users_dir, *netns_dir, *agent, *src_name;
 	uid_t uid;
 	long long quota;
 	int src_dir, r;
@@ -538,20 +538,23 @@ static void *build_thread(void *arg)
 	/*
 	 * Nor does the build hold the stores (its copies of them would pin an
 	 * old one unmounted meanwhile until the build ends): the users mount
-	 * goes, every store with it (not one: EINVAL). The source is an fd,
-	 * opened in fleetd's namespace, whose lookups cross fleetd's mounts.
+	 * goes, every store with it (not one: EINVAL), and so does the netns
+	 * mount with every agent's namespace. The source is an fd, opened in
+	 * fleetd's namespace, whose lookups cross fleetd's mounts.
 	 */
 	if (b->users_dir)
 		(void)umount2(b->users_dir, MNT_DETACH | UMOUNT_NOFOLLOW);
+	if (b->netns_dir)
+		(void)umount2(b->netns_dir, MNT_DETACH | UMOUNT_NOFOLLOW);
 	b->r = build_staged(b->memdir, b->agent, b->uid, b->quota, b->src_dir, b->src_name, b->why);
 	return NULL;
 }
 
-int memfs_build(const char *memdir, const char *users_dir, const char *agent, uid_t uid, long long quota, int src_dir,
-		const char *src_name, char **why)
+int memfs_build(const char *memdir, const char *users_dir, const char *netns_dir, const char *agent, uid_t uid,
+		long long quota, int src_dir, const char *src_name, char **why)
 {
-	struct build_args b = { .memdir = memdir, .users_dir = users_dir, .agent = agent, .src_name = src_name, .uid = uid,
-				.quota = quota, .src_dir = src_dir, .why = why };
+	struct build_args b = { .memdir = memdir, .users_dir = users_dir, .netns_dir = netns_dir, .agent = agent,
+				.src_name = src_name, .uid = uid, .quota = quota, .src_dir = src_dir, .why = why };
 	sigset_t all, old;
 	pthread_t t;
 	int r;
@@ -595,7 +598,7 @@ int memfs_umount(struct fleetd *f, const char *agent, char **why_out)
 	 * then every spare has a copy of every store (its namespace is a copy
 	 * of fleetd's), and they all go; keepers and commands keep theirs.
 	 */
-	if (us && us->users_mnt && account_users_mounted(us->users_mnt))
+	if (us && us->users_mnt && account_mount_point(us->users_mnt))
 		spare_drop(agent);
 	else
 		spares_drop_all();
@@ -607,11 +610,11 @@ int memfs_umount(struct fleetd *f, const char *agent, char **why_out)
 int memfs_create(struct fleetd *f, const char *agent, uid_t uid, long long quota, char **why)
 {
 	_cleanup_free_ char *dir = memfs_dir(f);
-	_cleanup_free_ char *users = account_users_dir(f);
+	_cleanup_free_ char *users = account_users_dir(f), *nsdir = netns_dir(f);
 	_cleanup_free_ char *img = image_path(dir, agent, ""), *tmp = image_path(dir, agent, ".new");
 	int r;
 
-	if ((r = memfs_build(dir, users, agent, uid, quota, -1, NULL, why)) == 0) {
+	if ((r = memfs_build(dir, users, nsdir, agent, uid, quota, -1, NULL, why)) == 0) {
 		if (rename(tmp, img) < 0) {
 			r = -errno;
 			*why = xasprintf("cannot rename %s: %s", tmp, strerror(-r));
@@ -631,7 +634,7 @@ int memfs_create(struct fleetd *f, const char *agent, uid_t uid, long long quota
 int memfs_ensure(struct fleetd *f, const char *agent, uid_t uid, long long quota, char **why)
 {
 	_cleanup_free_ char *dir = memfs_dir(f);
-	_cleanup_free_ char *users = account_users_dir(f);
+	_cleanup_free_ char *users = account_users_dir(f), *nsdir = netns_dir(f);
 	_cleanup_free_ char *img = image_path(dir, agent, ""), *tmp = image_path(dir, agent, ".new");
 	_cleanup_free_ char *home = account_home_dir(f, agent), *mem = xasprintf("%s/memory", home), *out = NULL;
 	_cleanup_close_ int hfd = -1;
@@ -642,7 +645,7 @@ int memfs_ensure(struct fleetd *f, const char *agent, uid_t uid, long long quota
 			r = hfd;
 			goto out;
 		}
-		if ((r = memfs_build(dir, users, agent, uid, quota, hfd, "memory", why)) < 0)
+		if ((r = memfs_build(dir, users, nsdir, agent, uid, quota, hfd, "memory", why)) < 0)
 			goto out;
 		const char *const argv[] = { "rm", "-rf", "--one-file-system", "--", mem, NULL };
 		if ((r = account_run_tool(argv, &out)) != 0 || rename(tmp, img) < 0) {
@@ -741,7 +744,7 @@ int memfs_resize(struct fleetd *f, const char *agent, uid_t uid, long long old_q
 		 char **why)
 {
 	_cleanup_free_ char *dir = memfs_dir(f), *img = image_path(dir, agent, "");
-	_cleanup_free_ char *users = account_users_dir(f);
+	_cleanup_free_ char *users = account_users_dir(f), *nsdir = netns_dir(f);
 	_cleanup_close_ int home = -1, target = -1;
 	int r;
 
@@ -765,7 +768,7 @@ int memfs_resize(struct fleetd *f, const char *agent, uid_t uid, long long old_q
 		}
 		return 0;
 	}
-	if ((r = memfs_build(dir, users, agent, uid, quota, home, "memory", why)) < 0) {
+	if ((r = memfs_build(dir, users, nsdir, agent, uid, quota, home, "memory", why)) < 0) {
 		if (r == -ENOSPC) {
 			free(*why);
 			*why = xasprintf("the memory store holds more than %lld MiB; remove some of it first", quota >> 20);

@@ -11,6 +11,10 @@
  * empty or the host has no IPv6. The host masquerades both subnets and
  * firewalls them (backend/firewall.c). Every sandbox of the agent (its
  * keeper and each exec) joins this namespace instead of making a new one.
+ * <state_dir>/netns is a mount of its own (netns_dir_mount, at the backend's
+ * init), which each sandbox detaches once it has joined its namespace
+ * (init.c): no sandbox holds another agent's namespace, so a removed one
+ * ends with fleetd's mount of it.
  */
 #include "user/internal.h"
 
@@ -174,6 +178,16 @@ static int dir_ensure(struct fleetd *f, char **why)
 	return 0;
 }
 
+int netns_dir_mount(struct fleetd *f, char **why)
+{
+	_cleanup_free_ char *dir = netns_dir(f);
+	int r;
+
+	if ((r = dir_ensure(f, why)) < 0)
+		return r;
+	return account_own_mount(dir, NULL, "network namespace", why);
+}
+
 /* The namespace file and its mount: made when missing (new agent, host rebooted). */
 static int ns_make(struct fleetd *f, const char *agent, char **why)
 {
@@ -321,7 +335,11 @@ int netns_remove(struct fleetd *f, const char *agent, uid_t uid, char **why)
 		if ((r = firewall_agent_remove(agent, ad.iface, ret ? NULL : why)) < 0 && ret == 0)
 			ret = r;
 	}
-	/* Detached: sandboxes started meanwhile hold copies of this mount; the namespace goes with the last. */
+	/*
+	 * Detached: the namespace goes with its last user (a process still in it,
+	 * an fd). No sandbox holds a copy of this mount (init.c drops the netns
+	 * mount) unless the netns dir is no mount point (logged at start).
+	 */
 	if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT && ret == 0) {
 		*why = xasprintf("cannot unmount %s: %s", path, strerror(errno));
 		ret = -errno;

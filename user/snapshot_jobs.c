@@ -55,7 +55,7 @@ struct snap_job {
 	uid_t uid;
 	const struct cgroup_host *cg;
 	bool freeze;
-	char *snaps_dir, *users_dir, *trash_dir, *memfs_dir;	/* copies: the worker reads nothing of fleetd's */
+	char *snaps_dir, *users_dir, *trash_dir, *memfs_dir, *netns_dir;	/* copies: the worker reads nothing of fleetd's */
 	char *home_trash;		/* users/.trash: a home's trash, on the users mount (a rename cannot leave it) */
 	long long memory_quota;		/* restore: the new store's size, bytes */
 	struct worker_job *w;		/* until done: cancel, finish at shutdown */
@@ -126,6 +126,7 @@ static void job_free(struct snap_job *j)
 	free(j->trash_dir);
 	free(j->home_trash);
 	free(j->memfs_dir);
+	free(j->netns_dir);
 	free(j->why);
 	free(j);
 }
@@ -324,7 +325,7 @@ static void restore_worker(void *arg)
 	}
 	/* the snapshot's memory/ into a new store (a snapshot without one: an empty store) */
 	if (j->r == 0)
-		j->r = memfs_build(j->memfs_dir, j->users_dir, j->agent, j->uid, j->memory_quota, sfd,
+		j->r = memfs_build(j->memfs_dir, j->users_dir, j->netns_dir, j->agent, j->uid, j->memory_quota, sfd,
 				   faccessat(sfd, "home/memory", F_OK, AT_SYMLINK_NOFOLLOW) == 0 ? "home/memory" : NULL,
 				   &j->why);
 	j->copy_usec = now_usec() - t0;
@@ -365,6 +366,7 @@ static struct snap_job *job_new(struct fleetd *f, enum snap_job_kind kind, const
 	j->trash_dir = xasprintf("%s/.trash", j->snaps_dir);
 	j->home_trash = home_trash_dir(j->users_dir);
 	j->memfs_dir = memfs_dir(f);
+	j->netns_dir = netns_dir(f);
 	return j;
 }
 

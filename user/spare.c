@@ -61,7 +61,7 @@ struct spare {
 	unsigned mounts_gen;		/* mounts_generation() at its clone */
 	/* Until it is launched (made on the loop, after the command that asked for it): its spec. */
 	struct user_launch_spec spec;
-	char *home, *netns_path, *resolv_conf, *users_dir;
+	char *home, *netns_path, *resolv_conf, *users_dir, *netns_dir;
 	/* The agent's cgroup.procs files, opened by the maker (off the loop): n_cg of them, on cg. */
 	const struct cgroup_host *cg;
 	size_t n_cg;
@@ -132,6 +132,7 @@ static void spare_free(struct spare *s)
 	free(s->netns_path);
 	free(s->resolv_conf);
 	free(s->users_dir);
+	free(s->netns_dir);
 	free(s->key);
 	free(s->agent);
 	free(s);
@@ -370,6 +371,7 @@ void spare_want(struct fleetd *f, const char *agent, const struct user_launch_sp
 	s->spec.netns_path = s->netns_path = spec->netns_path ? xstrdup(spec->netns_path) : NULL;
 	s->spec.resolv_conf = s->resolv_conf = spec->resolv_conf ? xstrdup(spec->resolv_conf) : NULL;
 	s->spec.users_dir = s->users_dir = spec->users_dir ? xstrdup(spec->users_dir) : NULL;
+	s->spec.netns_dir = s->netns_dir = spec->netns_dir ? xstrdup(spec->netns_dir) : NULL;
 	/* The cgroup files: the maker opens them (spare_join_fds); the key counted them already. */
 	s->cg = us->cg;
 	s->n_cg = spec->n_cgroup_fds;

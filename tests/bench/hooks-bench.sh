@@ -146,7 +146,7 @@ bench_cleanup() {
 		mkdir -p "$KEEP" && cp "$STATE/fleetd.log" "$BT"/*.out "$BT"/*.log "$KEEP/" 2>/dev/null
 	fi
 	[ -z "$VMNS_PID" ] || vmns_stop
-	umount -l "$STATE/users" 2>/dev/null	# a mount of its own (fleetd's account_users_mount)
+	umount -l "$STATE/users" "$STATE/netns" 2>/dev/null	# mounts of their own (fleetd's account_own_mount)
 	rm -rf "$BT" "$STATE" "$DURABLE"
 }
 trap bench_cleanup EXIT

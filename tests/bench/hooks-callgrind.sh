@@ -87,7 +87,7 @@ cleanup() {
 	fi
 	[ -n "$HU_EXISTED" ] || ! getent passwd "$HU" >/dev/null || userdel "$HU" 2>/dev/null
 	[ -z "$KEEP" ] || { mkdir -p "$KEEP" && cp -r "$W"/run-* "$KEEP/" 2>/dev/null; }
-	[ -z "$STATE" ] || { umount -l "$STATE/users" 2>/dev/null; rm -rf "$STATE"; }	# users/: a mount of its own
+	[ -z "$STATE" ] || { umount -l "$STATE/users" "$STATE/netns" 2>/dev/null; rm -rf "$STATE"; }	# mounts of their own
 	rm -rf "$W"
 }
 trap cleanup EXIT
@@ -189,7 +189,7 @@ one_run() {
 	kill -TERM "$FPID"
 	for _ in $(seq 300); do kill -0 "$FPID" 2>/dev/null || break; sleep 0.2; done
 	FPID=
-	umount -l "$STATE/users" 2>/dev/null
+	umount -l "$STATE/users" "$STATE/netns" 2>/dev/null
 	rm -rf "$STATE"
 	STATE=
 	for p in fleetd hooksd; do

@@ -71,7 +71,7 @@ cleanup() {
 		for a in rqb-hang rqb-true; do FC rm --force "$a" >/dev/null 2>&1; done
 		stop_pid "$FLEETD_PID"
 	fi
-	case $STATE in /var/lib/fleet-rqbench.?*) umount -l "$STATE/users" 2>/dev/null; rm -rf "$STATE" ;; esac
+	case $STATE in /var/lib/fleet-rqbench.?*) umount -l "$STATE/users" "$STATE/netns" 2>/dev/null; rm -rf "$STATE" ;; esac
 	case $BT in /tmp/fleet-runq-bench.?*) rm -rf "$BT" ;; esac
 }
 trap cleanup EXIT

@@ -60,7 +60,7 @@ cleanup() {
 	getent passwd | awk -F: -v lo=$UMIN -v hi=$UMAX '$1 ~ /^fleet-('"$P"'[0-9]+|'"$P"'-lat)$/ && $3 >= lo && $3 <= hi {print $1}' |
 		while read -r u; do userdel "$u" 2>/dev/null; groupdel "$u" 2>/dev/null; done
 	for i in $(seq 0 49); do userdel "${P}base-$i" 2>/dev/null; groupdel "${P}base-$i" 2>/dev/null; done
-	# What a failed removal left mounted (users/, a mount of its own, and the stores below it; loop
+	# What a failed removal left mounted (users/ and netns/, mounts of their own, what is below them; loop
 	# devices go with them), deepest first: rm -rf stops at each.
 	awk -v a="$STATE/" -v b="$STATE.empty/" 'index($2, a) == 1 || index($2, b) == 1 {print $2}' /proc/self/mounts |
 		sort -r | while read -r m; do umount -l "$m"; done

@@ -217,8 +217,9 @@ static void cleanup(void)
 	   "groupdel fleet-ubt-grp >/dev/null 2>&1; true");
 	if (F.base)
 		ops->shutdown(&F);
-	/* the users dir is a mount of its own (account_users_mount): lazily, with whatever is still below it */
-	_cleanup_free_ char *rm = xasprintf("umount -l %s/users 2>/dev/null; rm -rf %s", state_dir, state_dir);
+	/* users/ and netns/ are mounts of their own (account_own_mount): lazily, with whatever is still below */
+	_cleanup_free_ char *rm = xasprintf("umount -l %s/users %s/netns 2>/dev/null; rm -rf %s", state_dir, state_dir,
+					    state_dir);
 	sh(rm);
 }
 
@@ -295,6 +296,8 @@ int main(void)
 		ok(lstat(users, &st) == 0 && (st.st_mode & 07777) == 0711 && st.st_uid == 0, "users/ is 0711 root");
 		_cleanup_free_ char *mp = xasprintf("mountpoint -q '%s'", users);
 		ok(system(mp) == 0, "users/ is a mount of its own: every store is below it, a sandbox drops the others at once");
+		_cleanup_free_ char *nmp = xasprintf("mountpoint -q '%s/netns'", state_dir);
+		ok(system(nmp) == 0, "netns/ is a mount of its own: a sandbox drops every agent's namespace mount at once");
 	}
 	ub = getpwnam("fleet-ubt-b") ? getpwnam("fleet-ubt-b")->pw_uid : 0;
 	is_int(ub, min + 1, "ubt-b got the next uid");

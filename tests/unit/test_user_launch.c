@@ -33,6 +33,8 @@ static size_t run_n_files;
 static char agentd_dir[64], agentd_copy[96];
 /* spec.users_dir of the next runs (store_checks) */
 static const char *run_users_dir;
+/* spec.netns_path and spec.netns_dir of the next runs (netns_checks) */
+static const char *run_netns_path, *run_netns_dir;
 
 struct run {
 	char out[65536], err[8192];
@@ -127,6 +129,7 @@ static int run_(const char *const *argv, const char *const *extra_env, const cha
 		.rlimit_nproc = 64, .rlimit_nofile = 256, .tmp_size_mib = 16,
 		.cgroup_fds = cg_fds, .n_cgroup_fds = n_cg, .die_with_parent = true,
 		.agentd_path = agentd_copy, .users_dir = run_users_dir,
+		.netns_path = run_netns_path, .netns_dir = run_netns_dir,
 	};
 
 	memset(res, 0, sizeof(*res));
@@ -446,6 +449,83 @@ static void store_checks(void)
 	rmdir(users);
 }
 
+/* A new network namespace bound at path (what fleetd's `unshare --net=PATH` makes); the test stays in its own. */
+static int bind_new_netns(const char *path, ino_t *ino)
+{
+	_cleanup_close_ int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), fd = -1;
+	struct stat st;
+	int r = 0;
+
+	if (self < 0 || (fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) < 0 || unshare(CLONE_NEWNET) < 0)
+		return -errno;
+	if (mount("/proc/self/ns/net", path, NULL, MS_BIND, NULL) < 0 || stat("/proc/self/ns/net", &st) < 0)
+		r = -errno;
+	*ino = st.st_ino;
+	if (setns(self, CLONE_NEWNET) < 0)
+		return -errno;
+	return r;
+}
+
+/*
+ * A netns dir (a mount of its own, as netns.c's netns_dir_mount makes it)
+ * holding two agents' namespace mounts: a sandbox of the agent "own" is in
+ * own's namespace and holds a mount of neither (directly and through a
+ * spare); with the dir no mount point, it works and keeps both, as before.
+ */
+static void netns_checks(void)
+{
+	char dir[64] = "/tmp/fleet-launch-netns-XXXXXX", want[64];
+	_cleanup_free_ char *own = NULL, *other = NULL;
+	ino_t own_ino = 0, other_ino = 0;
+	struct run res;
+	int r;
+
+	if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 || !mkdtemp(dir)) {
+		ok(false, "a mount namespace of the test's own for the netns dir: %s", strerror(errno));
+		return;
+	}
+	own = xasprintf("%s/own", dir);
+	other = xasprintf("%s/other", dir);
+	if (mount(dir, dir, NULL, MS_BIND, NULL) < 0 || (r = bind_new_netns(own, &own_ino)) < 0 ||
+	    (r = bind_new_netns(other, &other_ino)) < 0) {
+		ok(false, "set up a netns mount with two namespaces: %s", strerror(errno));
+		return;
+	}
+	run_netns_path = own;
+	run_netns_dir = dir;
+	snprintf(want, sizeof(want), "0\nnet:[%lu]\n", (unsigned long)own_ino);
+	for (int spare = 0; spare < 2; spare++) {
+		char sh[256];
+
+		snprintf(sh, sizeof(sh), "grep -c ' %s/' /proc/self/mountinfo; readlink /proc/self/ns/net", dir);
+		via_spare = spare;
+		run((const char *const[]){ "/bin/sh", "-c", sh, NULL }, NULL, NULL, NULL, 0, &res);
+		is_str(res.out, want, "%s: in its own network namespace, no mount of its own or the other agent's",
+		       spare ? "through a spare" : "a sandbox");
+		ok(!res.failed, "%s: set up without a failure (stage %d)", spare ? "through a spare" : "a sandbox",
+		   res.fail.stage);
+	}
+	via_spare = false;
+	/* The netns dir no mount point (unmounted by hand): every mount stays, as before. */
+	umount2(dir, MNT_DETACH);
+	if (bind_new_netns(own, &own_ino) == 0 && bind_new_netns(other, &other_ino) == 0) {
+		char sh[256];
+
+		snprintf(sh, sizeof(sh), "grep -c ' %s/' /proc/self/mountinfo; readlink /proc/self/ns/net", dir);
+		snprintf(want, sizeof(want), "2\nnet:[%lu]\n", (unsigned long)own_ino);
+		run((const char *const[]){ "/bin/sh", "-c", sh, NULL }, NULL, NULL, NULL, 0, &res);
+		is_str(res.out, want, "netns dir not a mount point: the sandbox works and keeps both, as before");
+	} else {
+		ok(false, "bind the namespaces again without a netns mount: %s", strerror(errno));
+	}
+	run_netns_path = run_netns_dir = NULL;
+	umount2(own, MNT_DETACH);
+	umount2(other, MNT_DETACH);
+	unlink(own);
+	unlink(other);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const char *bad_env[] = { "NOEQUALS", NULL };
@@ -617,6 +697,7 @@ int main(void)
 	}
 
 	store_checks();
+	netns_checks();
 
 	(void)user_launch_kill_uid(test_uid, 2000);
 	rmdir(home);

@@ -364,9 +364,9 @@ static void cleanup(void)
 	if (F.base)
 		ops->shutdown(&F);
 	if (made_state_dir) {
-		/* users/ is a mount of its own (account_users_mount): lazily, with whatever is below it */
-		_cleanup_free_ char *rm = xasprintf("umount -l '%s/users' 2>/dev/null; rm -rf --one-file-system '%s'",
-						    state_dir, state_dir);
+		/* users/ and netns/ are mounts of their own (account_own_mount): lazily, with whatever is below */
+		_cleanup_free_ char *rm = xasprintf("umount -l '%s/users' '%s/netns' 2>/dev/null; "
+						    "rm -rf --one-file-system '%s'", state_dir, state_dir, state_dir);
 		sh(rm);
 	}
 	cgroup_host_free(cg);
@@ -394,9 +394,9 @@ static void on_fatal(int sig)
 		}
 	}
 	if (made_state_dir) {
-		/* users/ is a mount of its own (account_users_mount): lazily, with whatever is below it */
-		_cleanup_free_ char *rm = xasprintf("umount -l '%s/users' 2>/dev/null; rm -rf --one-file-system '%s'",
-						    state_dir, state_dir);
+		/* users/ and netns/ are mounts of their own (account_own_mount): lazily, with whatever is below */
+		_cleanup_free_ char *rm = xasprintf("umount -l '%s/users' '%s/netns' 2>/dev/null; "
+						    "rm -rf --one-file-system '%s'", state_dir, state_dir, state_dir);
 		(void)!system(rm);
 	}
 	signal(sig, SIG_DFL);

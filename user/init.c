@@ -13,7 +13,8 @@
  *   6...      the cgroup.procs files to join, in the spec's order
  *
  * Everything here runs as root in the sandbox's namespaces and never runs
- * agent code; the payload is forked from here (a small process to copy).
+ * agent code; the payload is cloned from here as posix_spawn does
+ * (CLONE_VM | CLONE_VFORK, start_payload): nothing of ours is copied.
  * Not meant to be run by hand: without the fds above it reports nothing and
  * exits 127.
  */
@@ -25,6 +26,7 @@
 #include <limits.h>
 #include <linux/sched.h>
 #include <net/if.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,10 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
 #include "common/procstatus.h"
 #include "common/util.h"
@@ -150,8 +156,9 @@ _noreturn_ static void launch_payload(const struct launch_prep *p)
 	/*
 	 * fleetd ignores SIGPIPE; an ignored signal would survive execve. Our own
 	 * handlers go too: one must not run here between the unblock below and
-	 * execve (which resets them anyway). Only those, when main() could tell
-	 * which were ignored: every signal one by one is 64 system calls.
+	 * execve (which resets them anyway), on this stack and in PID 1's memory,
+	 * which we share until then (start_payload). Only those, when main()
+	 * could tell which were ignored: every signal one by one is 64 system calls.
 	 */
 	if (p->ignored_known) {
 		signal_default(SIGTERM);
@@ -197,6 +204,57 @@ _noreturn_ static void launch_payload(const struct launch_prep *p)
 		child_fail(3, LAUNCH_STAGE_CHDIR, errno);
 	err = exec_search(s->argv, s->envp);
 	child_fail(3, LAUNCH_STAGE_EXEC, err);
+}
+
+static int payload_main(void *arg)
+{
+	launch_payload(arg);
+}
+
+/*
+ * Start the command as posix_spawn does: clone(CLONE_VM | CLONE_VFORK), the
+ * child on a stack of its own in our memory until its execve, so nothing of
+ * ours is copied (a fork copied our page tables and then took copy-on-write
+ * faults in both). We are suspended until the child's execve or _exit,
+ * which is why the READY report now follows the command's execve. The
+ * child writes nothing of ours but errno (launch_payload: system calls,
+ * locals, no malloc) and reports a failure through the report fd as a
+ * forked one did. Every signal is blocked across the clone, and the child
+ * resets the handlers (ours: on_term, on_chld) before it unblocks any: a
+ * handler of ours must not run on its stack, in our memory. The stack is
+ * returned once the child no longer uses it (execve or _exit: the vfork
+ * wait is over). Returns the child's PID; a failure to clone is reported
+ * here, as the fork's was.
+ */
+static pid_t start_payload(struct launch_prep *p)
+{
+	/* launch_payload and exec_search use about 5 KiB; the rest is room for libc's wrappers and sanitizers. */
+	enum { STACK_SIZE = 64 * 1024, GUARD = 4096 };
+	sigset_t all, old;
+	char *stack;
+	pid_t pid;
+	int err = 0;
+
+	stack = mmap(NULL, STACK_SIZE + GUARD, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED)
+		child_fail(p->report_fd, LAUNCH_STAGE_FORK, errno);
+	/* The lowest page: an overflow faults (SIGSEGV kills the child) instead of writing over our memory. */
+	if (mprotect(stack, GUARD, PROT_NONE) < 0)
+		child_fail(p->report_fd, LAUNCH_STAGE_FORK, errno);
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	pid = clone(payload_main, stack + GUARD + STACK_SIZE, CLONE_VM | CLONE_VFORK | SIGCHLD, p);
+	if (pid < 0)
+		err = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+#if defined(__SANITIZE_ADDRESS__)
+	/* The child's frames never returned (execve): their redzones' poison must not outlive the mapping. */
+	ASAN_UNPOISON_MEMORY_REGION(stack + GUARD, STACK_SIZE);
+#endif
+	(void)munmap(stack, STACK_SIZE + GUARD);
+	if (pid < 0)
+		child_fail(p->report_fd, LAUNCH_STAGE_FORK, err);
+	return pid;
 }
 
 /* "/proc/self/fd/N" without snprintf (not async-signal-safe). */
@@ -619,13 +677,7 @@ _noreturn_ static void launch_init(struct launch_prep *p)
 		await_command(p);
 
 	if (s->argv) {
-		struct clone_args args = { .exit_signal = SIGCHLD };
-
-		payload = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
-		if (payload < 0)
-			child_fail(rep, LAUNCH_STAGE_FORK, errno);
-		if (payload == 0)
-			launch_payload(p);
+		payload = start_payload(p);
 		/* A spare that took its command is a sandbox like any other; only now, with a child (is_keeper). */
 		if (s->spare)
 			(void)prctl(PR_SET_NAME, "fleet-init");

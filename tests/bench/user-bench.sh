@@ -8,6 +8,9 @@
 #      and the same exec through fleetd's API from one process, no client
 #      program started per call (tests/bench/exec-api-bench.c, built here
 #      with cc and libcurl), against posix_spawn of date by that process;
+#      and the floor of any client program: the same date started through
+#      a static program that only execs it (tests/bench/exec-trampoline.c),
+#      in the same interleaved loop;
 #   2. N agents (default 500): create time per agent against plain
 #      groupadd+useradd+mkdir of a user; `fleetctl list` with N agents
 #      against with 0; fleetd's RSS with N agents against with 0; starting
@@ -64,7 +67,7 @@ cleanup() {
 	# devices go with them), deepest first: rm -rf stops at each.
 	awk -v a="$STATE/" -v b="$STATE.empty/" 'index($2, a) == 1 || index($2, b) == 1 {print $2}' /proc/self/mounts |
 		sort -r | while read -r m; do umount -l "$m"; done
-	rm -rf "$STATE" "$STATE.empty" "$SOCK" "$STATE.base" "$STATE.lat" "$STATE.conf" "$STATE.t" "$STATE.apibench" "$STATE.apibench.log"
+	rm -rf "$STATE" "$STATE.empty" "$SOCK" "$STATE.base" "$STATE.lat" "$STATE.conf" "$STATE.t" "$STATE.apibench" "$STATE.apibench.log" "$STATE.tramp" "$STATE.floor"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM	# the cleanup above, also when stopped
@@ -105,21 +108,36 @@ echo "# user backend benchmark: $(nproc) CPUs, kernel $(uname -r), $N agents, $S
 
 # ---- 1. trigger-to-process-start ----
 # SAMPLES of each, interleaved: an exec in the agent and the same date from this shell; sets lat, base.
+# With $1 = a trampoline (tests/bench/exec-trampoline.c), also the same date started through it: sets floor.
 latency_samples() {
+	local tramp=${1:-} datebin; datebin=$(command -v date)
 	"$FLEETCTL" exec $P-lat -- true </dev/null	# warm up
-	: > "$STATE.lat"; : > "$STATE.base"
+	: > "$STATE.lat"; : > "$STATE.base"; : > "$STATE.floor"
 	for i in $(seq "$SAMPLES"); do
 		t0=$(now_ns); t1=$("$FLEETCTL" exec $P-lat --no-stdin -- date +%s%N); echo $((t1 - t0)) >> "$STATE.lat"
 		t0=$(now_ns); t1=$(date +%s%N); echo $((t1 - t0)) >> "$STATE.base"
+		[ -z "$tramp" ] || { t0=$(now_ns); t1=$("$tramp" "$datebin" +%s%N); echo $((t1 - t0)) >> "$STATE.floor"; }
 	done
 	lat=$(median < "$STATE.lat"); base=$(median < "$STATE.base")
+	floor=; [ -z "$tramp" ] || floor=$(median < "$STATE.floor")
 }
-latency_samples
+# The floor of any client program: a static program that only execs the same date, started the same way.
+# A client that asks a daemon to start a command pays at least this before the daemon's path.
+tramp=
+if cc -O2 -static -o "$STATE.tramp" "$SRCDIR/tests/bench/exec-trampoline.c" 2>"$STATE.apibench.log"; then tramp=$STATE.tramp
+else echo "user-bench: cannot build exec-trampoline (static): $(head -3 "$STATE.apibench.log")" >&2; fi
+latency_samples "$tramp"
 lat95=$(p95 < "$STATE.lat"); base95=$(p95 < "$STATE.base")
 echo "start latency (median): fleetctl exec $(ms "$lat") ms, plain fork/exec $(ms "$base") ms, ratio $(ratio "$lat" "$base")"
 echo "start latency (p95):    fleetctl exec $(ms "$lat95") ms, plain fork/exec $(ms "$base95") ms, ratio $(ratio "$lat95" "$base95")"
 row "user agent: exec start latency" "$(ms "$lat") ms" "$(ms "$base") ms plain fork/exec" "$(ratio2 "$lat" "$base")" "<= 1.5x"
-rm -f "$STATE.lat" "$STATE.base"
+if [ -n "$floor" ]; then
+	echo "start latency (median): static exec trampoline $(ms "$floor") ms, ratio $(ratio "$floor" "$base")"
+	row "user agent: exec start latency, floor of any client program" "$(ms "$floor") ms" "$(ms "$base") ms plain fork/exec" "$(ratio2 "$floor" "$base")" "(the floor)"
+else
+	row "user agent: exec start latency, floor of any client program" "not measured: cannot build tests/bench/exec-trampoline.c statically" "" "" ""
+fi
+rm -f "$STATE.lat" "$STATE.base" "$STATE.floor"
 # The same exec with no client program started per call (a trigger, an API caller): one process, one
 # libcurl handle, against posix_spawn of the same date by that process (tests/bench/exec-api-bench.c).
 if cc -O2 -Wall -Wextra -o "$STATE.apibench" "$SRCDIR/tests/bench/exec-api-bench.c" \

@@ -38,6 +38,9 @@ struct snap_job {
 	char *memdisk;			/* non-NULL: make the memory disk first (an agent never started yet) */
 	int memdisk_mib;
 	bool revert, was_running;
+	bool in_place;			/* a revert loaded in the running QEMU (virt_snapshot_load_in_place) */
+	int in_place_r;			/* what virt_snapshot_load_in_place() returned, when it was asked */
+	char *not_in_place;		/* and why not */
 	long long size_before;
 	long long libvirt_usec;		/* how long the libvirt call took, on the worker */
 	int r;
@@ -74,10 +77,23 @@ static void snap_job_work(void *arg)
 		return;
 	long long t0 = now_usec();
 
-	if (j->revert)
-		j->r = virt_snapshot_revert(j->virt, j->domain, j->snap, &j->why);
-	else
+	/*
+	 * A running guest's revert loads the checkpoint in its running QEMU
+	 * when that is all libvirt's revert would do, and goes through libvirt
+	 * (a new QEMU) otherwise, also after a failed loadvm: that replaces
+	 * whatever the failure left.
+	 */
+	if (!j->revert)
 		j->r = virt_snapshot_create(j->virt, j->domain, j->snap, &j->why);
+	else if (j->was_running &&
+		 (j->in_place_r = virt_snapshot_load_in_place(j->virt, j->domain, j->snap, &j->not_in_place)) == 0)
+		j->in_place = true;
+	else if (j->was_running && j->in_place_r == -ENOENT) {
+		j->r = -ENOENT;		/* no such snapshot (or domain): libvirt's revert would say the same */
+		j->why = j->not_in_place;
+		j->not_in_place = NULL;
+	} else
+		j->r = virt_snapshot_revert(j->virt, j->domain, j->snap, &j->why);
 	j->libvirt_usec = now_usec() - t0;
 }
 
@@ -89,6 +105,7 @@ static void snap_job_free(struct snap_job *j)
 	free(j->disk_vol);
 	free(j->memdisk);
 	free(j->why);
+	free(j->not_in_place);
 	agent_free(j->agent);
 	free(j);
 }
@@ -160,7 +177,17 @@ static void snap_reverted(void *arg)
 
 	j->vm->busy = false;
 	vm_memdisk_forget(j->vm);	/* the snapshot's memory disk may be smaller (even a failed revert's) */
-	log_debug("agent '%s': libvirt's revert took %.3f s", j->vm->name, j->libvirt_usec / 1e6);
+	if (j->in_place)
+		log_debug("agent '%s': checkpoint loaded in its running QEMU in %.3f s", j->vm->name,
+			  j->libvirt_usec / 1e6);
+	else if (j->not_in_place && j->in_place_r != -EOPNOTSUPP)
+		log_warning("agent '%s': loading snapshot '%s' in the running QEMU failed (%s); libvirt's revert "
+			    "(a new QEMU) took %.3f s in all", j->vm->name, j->snap, j->not_in_place,
+			    j->libvirt_usec / 1e6);
+	else
+		log_debug("agent '%s': libvirt's revert took %.3f s%s%s%s", j->vm->name, j->libvirt_usec / 1e6,
+			  j->not_in_place ? " (not loaded in place: " : "", j->not_in_place ? j->not_in_place : "",
+			  j->not_in_place ? ")" : "");
 	if (j->r < 0) {
 		j->reverted(j->userdata, j->r, j->why);
 		snap_job_free(j);

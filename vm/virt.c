@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
+#include <libvirt/libvirt-qemu.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 #include <pthread.h>
@@ -13,8 +14,10 @@
 
 #include "backend/worker.h"
 #include "common/log.h"
+#include "common/names.h"
 #include "common/util.h"
 #include "vm/virt_conn.h"
+#include "vm/virt_xml.h"
 
 #define RECONNECT_SECONDS 2		/* the first retry after a lost or failed connection */
 #define RECONNECT_MAX_SECONDS 16	/* doubled each failure up to this */
@@ -1266,6 +1269,86 @@ int virt_snapshot_revert(struct virt *v, const char *domain, const char *snap, c
 int virt_snapshot_delete(struct virt *v, const char *domain, const char *snap, char **why)
 {
 	return with_snapshot(v, domain, snap, delete_snapshot, "cannot delete snapshot", why);
+}
+
+/* Why snapshot s of running domain d cannot be loaded in place (a static string), or NULL when it can. */
+static const char *in_place_refusal(virDomainPtr d, virDomainSnapshotPtr s, const char *snap)
+{
+	_cleanup_free_ char *sx = virDomainSnapshotGetXMLDesc(s, VIR_DOMAIN_SNAPSHOT_XML_SECURE);
+	_cleanup_free_ char *live = virDomainGetXMLDesc(d, VIR_DOMAIN_XML_MIGRATABLE | VIR_DOMAIN_XML_SECURE);
+	_cleanup_free_ char *saved = virDomainGetXMLDesc(d, VIR_DOMAIN_XML_INACTIVE | VIR_DOMAIN_XML_SECURE);
+	int state;
+
+	/* Names are checked as fleet's (common/names.c); the monitor's command line gets nothing else. */
+	if (snapshot_name_check(snap, NULL) < 0)
+		return "its name is not one fleet makes";
+	if (virDomainGetState(d, &state, NULL, 0) < 0 || state != VIR_DOMAIN_RUNNING)
+		return "the domain is not running";
+	if (!sx || !live || !saved)
+		return "libvirt did not give the definitions to compare";
+	if (virt_xml_has(sx, "/domainsnapshot/state", "running") != 1 ||
+	    virt_xml_has(sx, "/domainsnapshot/memory/@snapshot", "internal") != 1)
+		return "the snapshot holds no running guest's memory";
+	/* The migratable form is what libvirt keeps in a snapshot and checks a revert's ABI against. */
+	if (virt_xml_same_element(sx, "/domainsnapshot/domain", live, "/domain") != 1)
+		return "the running definition is not the one the snapshot saved";
+	if (virt_xml_same_element(sx, "/domainsnapshot/inactiveDomain", saved, "/domain") != 1)
+		return "the persistent definition is not the one the snapshot saved";
+	return NULL;
+}
+
+int virt_snapshot_load_in_place(struct virt *v, const char *domain, const char *snap, char **why)
+{
+	_cleanup_free_ char *cmd = NULL, *out = NULL;
+	virDomainSnapshotPtr s;
+	const char *refusal;
+	virDomainPtr d;
+	int r, state;
+
+	if ((r = lookup(v, domain, &d, why)) < 0)
+		return r;
+	if (!(s = virDomainSnapshotLookupByName(d, snap, 0))) {
+		virErrorPtr e = virGetLastError();
+
+		r = e && e->code == VIR_ERR_NO_DOMAIN_SNAPSHOT ? -ENOENT : last_error("cannot find snapshot", why);
+		if (r == -ENOENT)
+			*why = xasprintf("no snapshot %s of %s", snap, domain);
+		virDomainFree(d);
+		return r;
+	}
+	if ((refusal = in_place_refusal(d, s, snap))) {
+		*why = xstrdup(refusal);
+		r = -EOPNOTSUPP;
+		goto out;
+	}
+	/*
+	 * HMP's loadvm stops the guest, loads every snapshot-capable disk's
+	 * internal snapshot and the RAM and device state, and runs it again if
+	 * it ran: what the new QEMU of libvirt's revert does with -loadvm. It
+	 * prints nothing on success, the error otherwise. libvirt marks the
+	 * domain tainted (custom-monitor) in its log.
+	 */
+	cmd = xasprintf("loadvm %s", snap);
+	if (virDomainQemuMonitorCommand(d, cmd, &out, VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP) < 0) {
+		r = last_error("cannot load the checkpoint in place", why);
+		goto out;
+	}
+	if (out && out[strspn(out, " \t\r\n")]) {
+		out[strcspn(out, "\r\n")] = '\0';
+		*why = xasprintf("loadvm %s: %.200s", snap, out);
+		r = -EIO;
+		goto out;
+	}
+	if (virDomainGetState(d, &state, NULL, 0) < 0 || state != VIR_DOMAIN_RUNNING) {
+		*why = xasprintf("the guest is not running after loadvm %s", snap);
+		r = -EIO;
+		goto out;
+	}
+	r = 0;
+out:
+	virDomainSnapshotFree(s);
+	virDomainFree(d);
+	return r;
 }
 
 int virt_snapshot_exists(struct virt *v, const char *domain, const char *snap)

@@ -155,6 +155,18 @@ int virt_nwfilter_undefine(struct virt *v, const char *name, char **why);
 int virt_snapshot_create(struct virt *v, const char *domain, const char *snap, char **why);
 int virt_snapshot_revert(struct virt *v, const char *domain, const char *snap, char **why);
 int virt_snapshot_delete(struct virt *v, const char *domain, const char *snap, char **why);
+/*
+ * A running snapshot's checkpoint loaded into the domain's running QEMU
+ * (QEMU's loadvm, through libvirt's monitor pass-through), where libvirt's
+ * revert stops that QEMU and starts a new one to load it. Only when that is
+ * all libvirt's revert would do: the domain runs, the snapshot holds its
+ * RAM, and both the running and the persistent definitions are the ones the
+ * snapshot saved. Blocks like the others. 0: loaded, running; -EOPNOTSUPP
+ * with *why: it does not apply (nothing was touched); -ENOENT: no such
+ * domain or snapshot; another -errno with *why: loadvm failed, and the
+ * guest's state is unknown (revert with virt_snapshot_revert()).
+ */
+int virt_snapshot_load_in_place(struct virt *v, const char *domain, const char *snap, char **why);
 /* 1 if it exists, 0 if not, -errno. */
 int virt_snapshot_exists(struct virt *v, const char *domain, const char *snap);
 

@@ -37,4 +37,14 @@ int virt_xml_string(const char *xml, const char *expr, char **ret);
  */
 int virt_xml_has(const char *xml, const char *expr, const char *value);
 
+/*
+ * Whether the element expr_a names in xml_a and the one expr_b names in
+ * xml_b hold the same definition: 1 or 0. Compared as parsed: blank text
+ * between elements, attribute quoting and the two top elements' own names
+ * and "id" attributes (libvirt numbers each run of a domain) do not count.
+ * -EINVAL when either is not XML or its expression names not exactly one
+ * element.
+ */
+int virt_xml_same_element(const char *xml_a, const char *expr_a, const char *xml_b, const char *expr_b);
+
 #endif

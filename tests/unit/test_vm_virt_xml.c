@@ -71,5 +71,44 @@ int main(void)
 		is_int(virt_xml_doc_string(NULL, "string(/domain/@type)", &s), -EINVAL, "  both kinds");
 		virt_xml_free(NULL);
 	}
+	{
+		/* a snapshot's saved definitions against the domain's: what a restore in place needs */
+		static const char snap[] =
+			"<domainsnapshot><name>s1</name><state>running</state>\n"
+			"  <domain type='qemu'>\n    <name>fleet-a</name>\n    <memory unit='KiB'>262144</memory>\n"
+			"    <devices><disk type='file'><source file='/v/a/disk.qcow2'/></disk></devices>\n  </domain>\n"
+			"  <inactiveDomain type='qemu'><name>fleet-a</name><memory unit='KiB'>524288</memory>"
+			"<devices><disk type='file'><source file='/v/a/disk.qcow2'/></disk></devices></inactiveDomain>\n"
+			"</domainsnapshot>\n";
+
+		is_int(virt_xml_same_element(snap, "/domainsnapshot/domain",
+					     "<domain id='7' type=\"qemu\"><name>fleet-a</name><memory unit=\"KiB\">262144</memory>"
+					     "<devices>\n\n<disk type='file'><source file='/v/a/disk.qcow2'/></disk></devices></domain>",
+					     "/domain"), 1,
+		       "the same definition: other spacing and quoting, and an id (a run's number)");
+		is_int(virt_xml_same_element(snap, "/domainsnapshot/inactiveDomain",
+					     "<domain type='qemu'><name>fleet-a</name><memory unit='KiB'>524288</memory>"
+					     "<devices><disk type='file'><source file='/v/a/disk.qcow2'/></disk></devices></domain>",
+					     "/domain"), 1, "the persistent one, under another element name");
+		is_int(virt_xml_same_element(snap, "/domainsnapshot/domain",
+					     "<domain type='qemu'><name>fleet-a</name><memory unit='KiB'>524288</memory>"
+					     "<devices><disk type='file'><source file='/v/a/disk.qcow2'/></disk></devices></domain>",
+					     "/domain"), 0, "more memory: not the same");
+		is_int(virt_xml_same_element(snap, "/domainsnapshot/domain",
+					     "<domain type='qemu'><name>fleet-a</name><memory unit='KiB'>262144</memory>"
+					     "<devices><disk type='file'><source file='/v/a/disk.qcow2'/></disk>"
+					     "<interface type='network'/></devices></domain>", "/domain"), 0,
+		       "a device more: not the same");
+		is_int(virt_xml_same_element(snap, "/domainsnapshot/domain",
+					     "<domain type='kvm'><name>fleet-a</name><memory unit='KiB'>262144</memory>"
+					     "<devices><disk type='file'><source file='/v/a/disk.qcow2'/></disk></devices></domain>",
+					     "/domain"), 0, "another attribute of the top element: not the same");
+		is_int(virt_xml_same_element(snap, "/domainsnapshot/nothing", domain, "/domain"), -EINVAL,
+		       "no such element: -EINVAL");
+		is_int(virt_xml_same_element(snap, "/domainsnapshot/*", domain, "/domain"), -EINVAL,
+		       "several elements: -EINVAL");
+		is_int(virt_xml_same_element(snap, "/domainsnapshot/domain", "<domain>", "/domain"), -EINVAL,
+		       "not XML: -EINVAL");
+	}
 	return tap_done();
 }

@@ -31,7 +31,7 @@
 #include "agentd/memdisk.h"
 #include "agentd/relay.h"
 #include "agentd/shell.h"
-#include "agentd/users.h"
+#include "common/users.h"
 
 /* Where --files-stdin puts the files, as a user agent's sandbox does (user/launch.h). */
 #define SECRETS_DIR "/run/secrets"

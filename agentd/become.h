@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "agentd/users.h"
+#include "common/users.h"
 
 /*
  * Look user up in /etc/passwd and its groups in /etc/group. 0, or 126

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "agentd/health_memo.h"
-#include "agentd/users.h"
+#include "common/users.h"
 
 #define HEALTH_SHELL "/bin/sh"	/* the program that must start */
 #define HEALTH_KEPT_NAME ".fleet-health"	/* in the home: the file the write check syncs */

@@ -21,7 +21,7 @@
 #include "agentd/become.h"
 #include "agentd/health.h"
 #include "agentd/health_memo.h"
-#include "agentd/users.h"
+#include "common/users.h"
 
 #define REQUEST_MAX 64
 #define USER_NAME_MAX 32

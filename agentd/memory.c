@@ -14,7 +14,7 @@
  * neither piles up nor counts against the quota.
  */
 #include "agentd/memory.h"
-#include "agentd/users.h"
+#include "common/users.h"
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -22,7 +22,7 @@ int relay_run(const char *port_name, const char *host, int port);
 /*
  * host (a numeric IPv4 or IPv6 address) and port as a socket address: 0,
  * or -EINVAL. No names: agentd is linked statically, and a static glibc's
- * getaddrinfo would load NSS modules into it (agentd/users.h).
+ * getaddrinfo would load NSS modules into it (common/users.h).
  */
 int relay_address(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len);
 

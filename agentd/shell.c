@@ -4,7 +4,7 @@
  * those words again gives back exactly what came: then the words are what
  * /bin/sh would have made of it, with no expansion, glob or operator in
  * play. Not wordexp(3): its tilde expansion links getpwnam_r, whose NSS
- * must not be in a static agentd (agentd/users.h); the round trip makes
+ * must not be in a static agentd (common/users.h); the round trip makes
  * this small inverse of ssh_quote() as strict as the quoting itself.
  */
 #include "agentd/shell.h"

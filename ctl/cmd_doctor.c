@@ -9,12 +9,12 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/timex.h>
 #include <unistd.h>
 
+#include "common/users.h"
 #include "ctl/http_client.h"
 
 struct findings {
@@ -53,18 +53,19 @@ static bool in_group(gid_t gid)
 	return false;
 }
 
-/* Who may connect: the socket's owner, group and mode, and whether this user is one of them. */
+/*
+ * Who may connect: the socket's owner, group and mode, and whether this user is one of them.
+ * The group is named from /etc/group itself (common/users.h: fleetctl may be static, with no
+ * NSS); a gid without a line there (or known only to sssd, userdb...) is shown by number.
+ */
 static void check_socket_group(struct ctl *ctl, struct findings *fs)
 {
 	struct stat st;
-	struct group *g;
-	char gname[32];
+	char gname[64];
 
 	if (lstat(ctl->socket, &st) < 0 || !S_ISSOCK(st.st_mode))
 		return;
-	if ((g = getgrgid(st.st_gid)))
-		snprintf(gname, sizeof(gname), "%s", g->gr_name);
-	else
+	if (group_name_by_gid(USERS_GROUP, st.st_gid, gname, sizeof(gname)) < 0)
 		snprintf(gname, sizeof(gname), "%u", (unsigned)st.st_gid);
 	if (geteuid() == 0 || geteuid() == st.st_uid)
 		add(fs, "socket-group", "OK", NULL, "group %s, mode %04o; you own it or are root", gname,

@@ -30,7 +30,8 @@ PACKAGES=(
 	curl jq socat sqlite3 openssh-client procps valgrind
 	# tests/integration/clock-jump.sh: fleetd alone under a moved clock (LD_PRELOAD)
 	libfaketime
-	# tests/integration/agentd-shell.sh counts the programs an exec starts
+	# tests/integration/agentd-shell.sh counts the programs an exec starts; ctl-noresolve.sh
+	# traces what fleetctl opens
 	strace
 	# the webhook tests' raw HTTP client (tests/lib/hookraw.py, standard library only)
 	python3

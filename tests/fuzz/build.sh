@@ -55,7 +55,7 @@ declare -A NEEDS=(
 	[names]="$HOOKS $COMMON"
 	[config]="$MODEL $COMMON"
 	[api]="api/parse.c $COMMON"
-	[memory]="agentd/memory.c agentd/users.c $COMMON"
+	[memory]="agentd/memory.c $COMMON"
 	[listener]="listener/http.c listener/conn.c listener/link.c $HOOKS $MODEL $COMMON"
 )
 

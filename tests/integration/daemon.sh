@@ -60,7 +60,7 @@ is "$("$AGENTD" run-as nobody -- id -G)" "$(id -g nobody)" "with no supplementar
 is "$("$AGENTD" run-as nobody -- sh -c 'echo $HOME $USER')" "$(getent passwd nobody | cut -d: -f6) nobody" "and its HOME and USER"
 err=$("$AGENTD" run-as no-such-user -- true 2>&1); is "$?" 126 "run-as an unknown user exits 126"
 is "$err" "agentd: run-as: no user 'no-such-user' in /etc/passwd" "and says so (no NSS crash in the static agentd)"
-# A user with supplementary groups gets /etc/group's, as a login does (agentd/users.h).
+# A user with supplementary groups gets /etc/group's, as a login does (common/users.h).
 groupadd "fltdg$$" && on_exit "groupdel fltdg$$"
 if useradd -M -N -g nogroup -G "fltdg$$" -s /usr/sbin/nologin "fltd$$"; then
 	on_exit "userdel fltd$$"

@@ -53,6 +53,29 @@ fi
 like "$(line fleetd)" "^OK +fleetd +fleetd answers at $SOCK" "the client reached fleetd"
 like "$(line socket-group)" "^OK +socket-group +group root, mode 0660" "the socket's group and mode"
 
+# ---- the socket's group named from /etc/group (fleetctl reads it itself, no NSS) ----------------
+# A group of the test's own, then a gid that /etc/group has no line for (shown by number); the
+# socket goes back to root's group after (fleetd lets in its socket_group, not the file's group:
+# the file's group is what doctor reads).
+SGROUP=fd$U
+groupadd --system "$SGROUP" || fail_all "cannot add the group $SGROUP"
+on_exit "groupdel '$SGROUP'"
+chgrp "$SGROUP" "$SOCK"
+out=$("$FLEETCTL" doctor)
+like "$(line socket-group)" "^OK +socket-group +group $SGROUP, mode 0660; you own it or are root" \
+	"a socket group with a name: shown by its name" || diag "$out"
+NOGID=64000
+while awk -F: -v g="$NOGID" '$3 == g { found = 1 } END { exit !found }' /etc/group; do NOGID=$((NOGID + 1)); done
+chgrp "$NOGID" "$SOCK"
+out=$("$FLEETCTL" doctor)
+like "$(line socket-group)" "^OK +socket-group +group $NOGID, mode 0660; you own it or are root" \
+	"a gid without an /etc/group line: shown by number" || diag "$out"
+out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups "$FLEETCTL" -s "$SOCK" doctor)
+like "$(line socket-group)" "^FAIL socket-group +group $NOGID, mode 0660: you may not connect" \
+	"as nobody outside it: FAIL, by number" || diag "$out"
+chgrp root "$SOCK"
+out=$("$FLEETCTL" doctor)
+
 # ---- the guest image: missing, then not this fleet's agentd, then matching --------------------
 like "$(line guest-image)" "^FAIL guest-image +no complete guest image: $IMG/vmlinuz" "no image: FAIL naming the file"
 like "$(line guest-image)" "fix: build it: images/build-image.sh --out $IMG" "with the command to build it"

@@ -4,7 +4,7 @@
  * lines are skipped), and say ERANGE, with the stream back at the line's
  * start, when the buffer is too small: it doubles up to LINE_MAX_BUF.
  */
-#include "agentd/users.h"
+#include "common/users.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -168,4 +168,41 @@ int user_groups(const char *path, const char *user, gid_t gid, gid_t **ret, size
 	*ret = v;
 	*n = count;
 	return 0;
+}
+
+int group_name_by_gid(const char *path, gid_t gid, char *buf, size_t size)
+{
+	struct group gr, *found;
+	char *line = NULL;
+	size_t len = 0;
+	FILE *f;
+	int r;
+
+	if (size == 0)
+		return -ERANGE;
+	buf[0] = '\0';
+	if (!(f = open_db(path)))
+		return -errno;
+	r = grow(&line, &len);
+	while (r == 0) {
+		int e = fgetgrent_r(f, &gr, line, len, &found);
+
+		if (e == ERANGE) {
+			r = grow(&line, &len);
+		} else if (e != 0) {
+			r = e == ENOENT ? -ENOENT : -e;
+		} else if (gr.gr_gid == gid) {
+			size_t n = strlen(gr.gr_name);
+
+			if (n >= size) {
+				r = -ERANGE;
+			} else {
+				memcpy(buf, gr.gr_name, n + 1);
+				r = 1;
+			}
+		}
+	}
+	free(line);
+	fclose(f);
+	return r < 0 ? r : 0;
 }

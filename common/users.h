@@ -5,13 +5,16 @@
  * a static glibc's NSS loads the modules nsswitch.conf names (libnss_systemd,
  * sss...) into the static program, which crashed it (SIGSEGV on run-as of an
  * unknown user). agentd's users (the guest image's root and agent, a user
- * agent's fleet-NAME made by useradd) are all in the files.
+ * agent's fleet-NAME made by useradd) are all in the files. fleetctl, static
+ * too where it can be (configure.ac), names the control socket's group in
+ * doctor with it: a group known only through NSS (sssd, userdb) is shown by
+ * number there.
  *
- * The paths are parameters for the unit test (tests/unit/test_agentd_users.c);
- * agentd passes USERS_PASSWD and USERS_GROUP.
+ * The paths are parameters for the unit test (tests/unit/test_users.c);
+ * the programs pass USERS_PASSWD and USERS_GROUP.
  */
-#ifndef FLEET_AGENTD_USERS_H
-#define FLEET_AGENTD_USERS_H
+#ifndef FLEET_COMMON_USERS_H
+#define FLEET_COMMON_USERS_H
 
 #include <pwd.h>
 #include <stddef.h>
@@ -42,5 +45,14 @@ void user_free(struct user *u);
  * 0 or -errno (the file cannot be read).
  */
 int user_groups(const char *path, const char *user, gid_t gid, gid_t **ret, size_t *n);
+
+/*
+ * The name of the first group with gid gid in the group file at path, copied
+ * into buf (size bytes, NUL-terminated): 0, -ENOENT when no line has that
+ * gid, -ERANGE when the name does not fit in buf (buf is then ""), another
+ * -errno when the file cannot be read (as user_by_name). buf is "" on every
+ * failure, so a caller may show the number instead.
+ */
+int group_name_by_gid(const char *path, gid_t gid, char *buf, size_t size);
 
 #endif

@@ -1,9 +1,11 @@
 /*
- * agentd/users.c: users and their groups from passwd and group files in a
- * temp dir, as agentd reads /etc/passwd and /etc/group (no NSS): the first
- * entry wins, comments and malformed lines are skipped, a line longer than
- * the first buffer is read whole, an unknown user is -ENOENT, and a symlink
- * or a FIFO in the file's place is refused, never followed or waited on.
+ * common/users.c: users and their groups from passwd and group files in a
+ * temp dir, as agentd and fleetctl read /etc/passwd and /etc/group (no NSS):
+ * the first entry wins, comments and malformed lines are skipped, a line
+ * longer than the first buffer is read whole, an unknown user or gid is
+ * -ENOENT, a group name too long for the caller's buffer is -ERANGE, and a
+ * symlink or a FIFO in the file's place is refused, never followed or
+ * waited on.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,10 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agentd/users.h"
+#include "common/users.h"
 #include "tests/tap.h"
 
-static char dir[] = "/tmp/test_agentd_users.XXXXXX";
+static char dir[] = "/tmp/test_users.XXXXXX";
 static char passwd_path[64], group_path[64];
 
 static void write_file(const char *path, const char *text)
@@ -150,6 +152,44 @@ static void test_groups(void)
 	is_str(groups_of(group_path, "agent", 1000), "1000 300", "a member at the end of a 30000-byte line is seen");
 }
 
+/* The name of a gid, as fleetctl doctor shows the control socket's group. */
+static void test_group_name(void)
+{
+	char name[32], tiny[4], *line;
+	size_t len;
+
+	write_file(group_path,
+		   "# fleet:x:4242:\n"
+		   "garbage\n"
+		   "root:x:0:\n"
+		   "fleet:x:4242:alice,bob\n"
+		   "fleet-again:x:4242:\n"
+		   "longname-group:x:4343:\n");
+	is_int(group_name_by_gid(group_path, 4242, name, sizeof(name)), 0, "gid 4242 is named");
+	is_str(name, "fleet", "  by its first line, not a comment's");
+	is_int(group_name_by_gid(group_path, 0, name, sizeof(name)), 0, "gid 0 is named");
+	is_str(name, "root", "  root");
+	strcpy(name, "stale");
+	is_int(group_name_by_gid(group_path, 5555, name, sizeof(name)), -ENOENT, "a gid without a line: -ENOENT");
+	is_str(name, "", "  and the buffer is empty, not what it held");
+	is_int(group_name_by_gid(group_path, 4343, tiny, sizeof(tiny)), -ERANGE, "a name longer than the buffer: -ERANGE");
+	is_str(tiny, "", "  nothing half-copied");
+	is_int(group_name_by_gid(group_path, 4242, tiny, 0), -ERANGE, "a buffer of 0 bytes: -ERANGE, nothing written");
+
+	/* The group wanted after a line far over the first buffer (a group with 5000 members). */
+	line = malloc(60000);
+	len = (size_t)sprintf(line, "crowd:x:300:");
+	for (int i = 0; i < 5000; i++)
+		len += (size_t)sprintf(line + len, "u%d,", i);
+	strcpy(line + len, "last\nafter:x:301:\n");
+	write_file(group_path, line);
+	free(line);
+	is_int(group_name_by_gid(group_path, 301, name, sizeof(name)), 0, "a gid after a 30000-byte line is found");
+	is_str(name, "after", "  with its name");
+	is_int(group_name_by_gid(group_path, 300, name, sizeof(name)), 0, "the long line's own gid too");
+	is_str(name, "crowd", "  crowd");
+}
+
 static void test_refused(void)
 {
 	char link_path[96], fifo_path[96], missing[96], want[32];
@@ -170,6 +210,14 @@ static void test_refused(void)
 	is_int(user_by_name(missing, "agent", &u), -ENOENT, "a missing file: -ENOENT");
 	snprintf(want, sizeof(want), "error %d", ENOENT);
 	is_str(groups_of(missing, "agent", 1000), want, "  for the groups too");
+	{
+		char name[32] = "stale";
+
+		is_int(group_name_by_gid(link_path, 0, name, sizeof(name)), -ELOOP, "a group name: a symlink is refused too");
+		is_str(name, "", "  the buffer empty");
+		is_int(group_name_by_gid(fifo_path, 0, name, sizeof(name)), -EINVAL, "  a FIFO at once (-EINVAL)");
+		is_int(group_name_by_gid(missing, 0, name, sizeof(name)), -ENOENT, "  a missing file: -ENOENT");
+	}
 	unlink(link_path);
 	unlink(fifo_path);
 }
@@ -184,6 +232,7 @@ int main(void)
 	snprintf(group_path, sizeof(group_path), "%s/group", dir);
 	test_passwd();
 	test_groups();
+	test_group_name();
 	test_refused();
 	unlink(passwd_path);
 	unlink(group_path);

@@ -108,6 +108,7 @@ void vm_free(struct vm *v)
 	if (*pp)
 		*pp = v->next;
 	vm_drop_session(v);
+	vm_run_snaps_forget(v);
 	vm_remote_console_close(v);
 	vm_waiters_finish(v, -ECANCELED, "the environment went away (removed, or fleetd is stopping)");
 	if (v->stop_waiter.done)

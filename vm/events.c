@@ -50,6 +50,8 @@ void vm_on_virt_event(void *userdata, const char *domain, enum virt_event_kind k
 	struct vm *v;
 
 	if (kind == VIRT_EV_RECONNECTED) {
+		for (v = b->vms; v; v = v->next)
+			vm_run_snaps_forget(v);	/* whatever ran while libvirtd was away */
 		report(b, BACKEND_EV_RESYNC, NULL, false, false, NULL);
 		vm_report_orphans(b);
 		return;
@@ -59,14 +61,18 @@ void vm_on_virt_event(void *userdata, const char *domain, enum virt_event_kind k
 	name = domain + strlen(DOMAIN_PREFIX);
 	switch (kind) {
 	case VIRT_EV_STARTED:
+		if ((v = vm_find(b, name)))
+			vm_run_snaps_forget(v);	/* a new QEMU process */
 		report(b, BACKEND_EV_STARTED, name, false, false, NULL);
 		break;
 	case VIRT_EV_STOPPED_SHUTDOWN:
 	case VIRT_EV_STOPPED_DESTROYED:
 	case VIRT_EV_STOPPED_CRASHED:
 	case VIRT_EV_STOPPED_OTHER:
-		if ((v = vm_find(b, name)))
+		if ((v = vm_find(b, name))) {
 			vm_drop_session(v);
+			vm_run_snaps_forget(v);
+		}
 		/* Its last output: the console timer caps only guests that run. */
 		vm_console_cap(b, name);
 		report(b, BACKEND_EV_STOPPED, name, v && v->stopping, kind == VIRT_EV_STOPPED_SHUTDOWN,

@@ -23,7 +23,8 @@
  * run on a worker thread. fleetd's SSH session stays open across a
  * checkpoint (no exec is running on it: checked): the guest carries on
  * after the checkpoint as if nothing happened, so the next exec needs no
- * new session. A revert drops it (its QEMU goes away); the restored guest's
+ * new session. A revert drops it (the guest goes back in time, in its QEMU
+ * or in a new one); the restored guest's
  * relay is then inside the session the checkpoint held, and starts a new
  * sshd connection when fleetd's new banner arrives (agentd/relay.c,
  * docs/vm-backend.md "Reconnecting to a running guest").
@@ -38,6 +39,7 @@ struct snap_job {
 	char *memdisk;			/* non-NULL: make the memory disk first (an agent never started yet) */
 	int memdisk_mib;
 	bool revert, was_running;
+	int run_id;			/* create: the QEMU run it was taken in; revert: that run, if it is the current one */
 	bool in_place;			/* a revert loaded in the running QEMU (virt_snapshot_load_in_place) */
 	int in_place_r;			/* what virt_snapshot_load_in_place() returned, when it was asked */
 	char *not_in_place;		/* and why not */
@@ -83,18 +85,61 @@ static void snap_job_work(void *arg)
 	 * (a new QEMU) otherwise, also after a failed loadvm: that replaces
 	 * whatever the failure left.
 	 */
-	if (!j->revert)
+	if (!j->revert) {
 		j->r = virt_snapshot_create(j->virt, j->domain, j->snap, &j->why);
-	else if (j->was_running &&
-		 (j->in_place_r = virt_snapshot_load_in_place(j->virt, j->domain, j->snap, &j->not_in_place)) == 0)
+		if (j->r == 0 && j->was_running && virt_domain_run_id(j->virt, j->domain, &j->run_id) < 0)
+			j->run_id = 0;
+	} else if (j->was_running && j->run_id > 0 &&
+		   (j->in_place_r = virt_snapshot_load_in_place(j->virt, j->domain, j->snap, j->run_id,
+								&j->not_in_place)) == 0)
 		j->in_place = true;
-	else if (j->was_running && j->in_place_r == -ENOENT) {
+	else if (j->was_running && j->run_id > 0 && j->in_place_r == -ENOENT) {
 		j->r = -ENOENT;		/* no such snapshot (or domain): libvirt's revert would say the same */
 		j->why = j->not_in_place;
 		j->not_in_place = NULL;
 	} else
 		j->r = virt_snapshot_revert(j->virt, j->domain, j->snap, &j->why);
 	j->libvirt_usec = now_usec() - t0;
+}
+
+void vm_run_snaps_forget(struct vm *v)
+{
+	for (size_t i = 0; i < v->n_run_snaps; i++)
+		free(v->run_snaps[i]);
+	free(v->run_snaps);
+	v->run_snaps = NULL;
+	v->n_run_snaps = 0;
+	v->run_id = 0;
+}
+
+static bool run_snaps_has(const struct vm *v, const char *snap)
+{
+	for (size_t i = 0; i < v->n_run_snaps; i++)
+		if (strcmp(v->run_snaps[i], snap) == 0)
+			return true;
+	return false;
+}
+
+static void run_snaps_remove(struct vm *v, const char *snap)
+{
+	for (size_t i = 0; i < v->n_run_snaps; i++)
+		if (strcmp(v->run_snaps[i], snap) == 0) {
+			free(v->run_snaps[i]);
+			v->run_snaps[i] = v->run_snaps[--v->n_run_snaps];
+			return;
+		}
+}
+
+/* Snapshot snap was taken in QEMU run run_id: a new run forgets the last one's. */
+static void run_snaps_add(struct vm *v, int run_id, const char *snap)
+{
+	if (v->run_id != run_id)
+		vm_run_snaps_forget(v);
+	v->run_id = run_id;
+	if (run_snaps_has(v, snap))
+		return;
+	v->run_snaps = xrealloc(v->run_snaps, (v->n_run_snaps + 1) * sizeof(*v->run_snaps));
+	v->run_snaps[v->n_run_snaps++] = xstrdup(snap);
 }
 
 static void snap_job_free(struct snap_job *j)
@@ -156,6 +201,8 @@ static void snap_created(void *arg)
 		res.why = why;
 	}
 	j->vm->busy = false;
+	if (j->r == 0 && j->run_id > 0)
+		run_snaps_add(j->vm, j->run_id, j->snap);
 	log_debug("agent '%s': libvirt's snapshot create took %.3f s", j->vm->name, j->libvirt_usec / 1e6);
 	j->created(j->userdata, &res);
 	snap_job_free(j);
@@ -177,6 +224,8 @@ static void snap_reverted(void *arg)
 
 	j->vm->busy = false;
 	vm_memdisk_forget(j->vm);	/* the snapshot's memory disk may be smaller (even a failed revert's) */
+	if (!j->in_place)
+		vm_run_snaps_forget(j->vm);	/* libvirt's revert: a new QEMU process (or none) */
 	if (j->in_place)
 		log_debug("agent '%s': checkpoint loaded in its running QEMU in %.3f s", j->vm->name,
 			  j->libvirt_usec / 1e6);
@@ -296,6 +345,9 @@ int vm_snapshot_restore(struct fleetd *f, const struct agent *a, const char *sna
 	if (!(j = snap_job_new(b, a, snap, why)))
 		return -EBUSY;
 	j->revert = true;
+	j->run_id = run_snaps_has(j->vm, snap) ? j->vm->run_id : 0;
+	if (j->was_running && !j->run_id)
+		j->not_in_place = xstrdup("not taken in the guest's current QEMU process since fleetd started");
 	j->reverted = done;
 	j->userdata = userdata;
 	/* Reverting is fleet's doing: the guest's stop and start are not a crash. */
@@ -325,6 +377,7 @@ int vm_snapshot_delete(struct fleetd *f, const struct agent *a, const char *snap
 				 (double)avail / (1 << 20), dir);
 		return -ENOSPC;
 	}
+	run_snaps_remove(vm_get(vm_backend_of(f), a->name), snap);	/* gone or not: never loaded in place */
 	return virt_snapshot_delete(virt, dom, snap, why);
 }
 

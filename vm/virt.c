@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <libvirt/libvirt-qemu.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
@@ -962,6 +963,22 @@ int virt_domain_undefine(struct virt *v, const char *name, char **why)
 	return with_domain(v, name, undefine_all, "cannot undefine domain", why);
 }
 
+int virt_domain_run_id(struct virt *v, const char *name, int *ret)
+{
+	virDomainPtr d;
+	unsigned int id;
+	int r;
+
+	if ((r = lookup(v, name, &d, NULL)) < 0)
+		return r;
+	id = virDomainGetID(d);
+	virDomainFree(d);
+	if (id == (unsigned int)-1 || id == 0 || id > INT_MAX)
+		return -ENOENT;
+	*ret = (int)id;
+	return 0;
+}
+
 int virt_domain_state(struct virt *v, const char *name, enum virt_state *ret)
 {
 	virDomainPtr d;
@@ -1271,11 +1288,10 @@ int virt_snapshot_delete(struct virt *v, const char *domain, const char *snap, c
 	return with_snapshot(v, domain, snap, delete_snapshot, "cannot delete snapshot", why);
 }
 
-/* Why snapshot s of running domain d cannot be loaded in place (a static string), or NULL when it can. */
-static const char *in_place_refusal(virDomainPtr d, virDomainSnapshotPtr s, const char *snap)
+/* Why snapshot s of domain d cannot be loaded in its QEMU run run_id (a static string), or NULL when it can. */
+static const char *in_place_refusal(virDomainPtr d, virDomainSnapshotPtr s, const char *snap, int run_id)
 {
 	_cleanup_free_ char *sx = virDomainSnapshotGetXMLDesc(s, VIR_DOMAIN_SNAPSHOT_XML_SECURE);
-	_cleanup_free_ char *live = virDomainGetXMLDesc(d, VIR_DOMAIN_XML_MIGRATABLE | VIR_DOMAIN_XML_SECURE);
 	_cleanup_free_ char *saved = virDomainGetXMLDesc(d, VIR_DOMAIN_XML_INACTIVE | VIR_DOMAIN_XML_SECURE);
 	int state;
 
@@ -1284,20 +1300,21 @@ static const char *in_place_refusal(virDomainPtr d, virDomainSnapshotPtr s, cons
 		return "its name is not one fleet makes";
 	if (virDomainGetState(d, &state, NULL, 0) < 0 || state != VIR_DOMAIN_RUNNING)
 		return "the domain is not running";
-	if (!sx || !live || !saved)
+	/* The same QEMU process (no hot-plug in fleet): the device configuration the checkpoint holds. */
+	if (run_id <= 0 || (int)virDomainGetID(d) != run_id)
+		return "the snapshot was not taken in the QEMU process that runs the guest now";
+	if (!sx || !saved)
 		return "libvirt did not give the definitions to compare";
 	if (virt_xml_has(sx, "/domainsnapshot/state", "running") != 1 ||
 	    virt_xml_has(sx, "/domainsnapshot/memory/@snapshot", "internal") != 1)
 		return "the snapshot holds no running guest's memory";
-	/* The migratable form is what libvirt keeps in a snapshot and checks a revert's ABI against. */
-	if (virt_xml_same_element(sx, "/domainsnapshot/domain", live, "/domain") != 1)
-		return "the running definition is not the one the snapshot saved";
+	/* libvirt's revert would also make the snapshot's persistent definition the domain's again. */
 	if (virt_xml_same_element(sx, "/domainsnapshot/inactiveDomain", saved, "/domain") != 1)
 		return "the persistent definition is not the one the snapshot saved";
 	return NULL;
 }
 
-int virt_snapshot_load_in_place(struct virt *v, const char *domain, const char *snap, char **why)
+int virt_snapshot_load_in_place(struct virt *v, const char *domain, const char *snap, int run_id, char **why)
 {
 	_cleanup_free_ char *cmd = NULL, *out = NULL;
 	virDomainSnapshotPtr s;
@@ -1316,7 +1333,7 @@ int virt_snapshot_load_in_place(struct virt *v, const char *domain, const char *
 		virDomainFree(d);
 		return r;
 	}
-	if ((refusal = in_place_refusal(d, s, snap))) {
+	if ((refusal = in_place_refusal(d, s, snap, run_id))) {
 		*why = xstrdup(refusal);
 		r = -EOPNOTSUPP;
 		goto out;

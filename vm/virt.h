@@ -109,6 +109,8 @@ int virt_domain_destroy(struct virt *v, const char *name, char **why);
 /* Undefine, removing snapshot metadata with it (the disk files are the caller's). */
 int virt_domain_undefine(struct virt *v, const char *name, char **why);
 int virt_domain_state(struct virt *v, const char *name, enum virt_state *ret);
+/* The running domain's libvirt id, new for each QEMU process it gets; -ENOENT when it is not running. */
+int virt_domain_run_id(struct virt *v, const char *name, int *ret);
 /* The live XML of a domain (caller frees). */
 int virt_domain_xml(struct virt *v, const char *name, char **ret_xml);
 /* The domain's UUID as a 36-character string (buf of at least 37 bytes). */
@@ -159,14 +161,16 @@ int virt_snapshot_delete(struct virt *v, const char *domain, const char *snap, c
  * A running snapshot's checkpoint loaded into the domain's running QEMU
  * (QEMU's loadvm, through libvirt's monitor pass-through), where libvirt's
  * revert stops that QEMU and starts a new one to load it. Only when that is
- * all libvirt's revert would do: the domain runs, the snapshot holds its
- * RAM, and both the running and the persistent definitions are the ones the
- * snapshot saved. Blocks like the others. 0: loaded, running; -EOPNOTSUPP
- * with *why: it does not apply (nothing was touched); -ENOENT: no such
- * domain or snapshot; another -errno with *why: loadvm failed, and the
- * guest's state is unknown (revert with virt_snapshot_revert()).
+ * all libvirt's revert would do: the domain runs in QEMU run run_id (its
+ * libvirt id, virt_domain_run_id()) and the snapshot was taken in that same
+ * process (the caller knows; the same devices), it holds the guest's RAM,
+ * and the persistent definition is the one it saved. Blocks like the
+ * others. 0: loaded, running; -EOPNOTSUPP with *why: it does not apply
+ * (nothing was touched); -ENOENT: no such domain or snapshot; another
+ * -errno with *why: loadvm failed, and the guest's state is unknown (revert
+ * with virt_snapshot_revert()).
  */
-int virt_snapshot_load_in_place(struct virt *v, const char *domain, const char *snap, char **why);
+int virt_snapshot_load_in_place(struct virt *v, const char *domain, const char *snap, int run_id, char **why);
 /* 1 if it exists, 0 if not, -errno. */
 int virt_snapshot_exists(struct virt *v, const char *domain, const char *snap);
 

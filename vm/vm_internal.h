@@ -89,6 +89,15 @@ struct vm {
 	int memdisk_mib;		/* its memory disk's size as last made, grown or read (0: unknown; a revert forgets it) */
 	struct vm_remote_console *console;	/* a remote guest's console stream into its log (remote_console.c) */
 	bool remote_boot_ready;		/* remote_boot.c's work for the start that waits is done */
+	/*
+	 * Running snapshots taken in the QEMU process that runs the guest now
+	 * (libvirt id run_id): a restore of one loads it in that process
+	 * (snapshots.c). Forgotten at every start and stop of the domain, a
+	 * revert through libvirt and a reconnect to libvirtd.
+	 */
+	int run_id;
+	char **run_snaps;
+	size_t n_run_snaps;
 	struct vm *next;
 };
 
@@ -123,6 +132,8 @@ struct vm *vm_get(struct vm_backend *b, const char *name);
 /* Frees v; its waiters and a stop in progress are told -ECANCELED. */
 void vm_free(struct vm *v);
 void vm_drop_session(struct vm *v);
+/* Forget the snapshots taken in the guest's current QEMU process (struct vm's run_snaps). */
+void vm_run_snaps_forget(struct vm *v);
 /* The agent's dir, opened without following a symlink; an fd or -errno. */
 int vm_dir_open(struct vm_backend *b, const char *agent);
 /* The first line of a small file of ours (no symlink, FIFO or device is followed); -errno. */

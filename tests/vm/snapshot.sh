@@ -15,6 +15,7 @@ vmfleet_setup --tcg
 
 ex() { "$FLEETCTL" exec snap "$@"; }
 job_idle() { vmns_exec virsh -q -c qemu:///system domjobinfo fleet-snap 2>/dev/null | grep -q 'Job type: *None'; }
+qemu_pid() { vmns_exec cat /run/libvirt/qemu/fleet-snap.pid 2>/dev/null; }
 no_libvirt_snapshot() { ! vmns_exec virsh -q -c qemu:///system snapshot-list fleet-snap --name | grep -q "$1"; }
 
 fleetd_ns_start --log-level debug; ok $? "fleetd starts inside the namespace"
@@ -41,13 +42,32 @@ ex --root -- kill "$bgpid"
 ex --root -- sh -c 'rm -rf /usr /sbin /bin' >/dev/null 2>&1
 err=$(ex -- true 2>&1); rc=$?
 ok $([ $rc -ne 0 ] && echo 0 || echo 1) "the broken guest can no longer run commands"
+qpid=$(qemu_pid)
 t0=$(date +%s.%N)
 out=$("$FLEETCTL" restore snap before 2>&1); ok $? "restore the checkpoint"
-diag "restore (revert + control channel ready): $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+diag "restore (loadvm in place + control channel ready): $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
 is "$out" "agent 'snap' restored to snapshot 'before' (state running)" "restore says what it did"
 is "$(ex -- cat /home/agent/memory/keep)" precious "exec works at once, and the file is back"
 ex -- test -e /home/agent/memory/junk; is "$?" 1 "what was written after the snapshot is gone"
 ex --root -- kill -0 "$bgpid"; ok $? "the background process is running again"
+# Nothing changed in its definitions: the checkpoint was loaded in the QEMU that runs it (vm/virt.c).
+is "$(qemu_pid)" "$qpid" "restored in place: the same QEMU process runs the guest"
+like "$(cat "$STATE/fleetd.log")" "agent 'snap': checkpoint loaded in its running QEMU" "fleetd's log says so"
+
+# A persistent definition changed since the snapshot: libvirt's revert (a new QEMU), which puts back the
+# snapshot's definition too.
+virsh_ns dumpxml --inactive --security-info fleet-snap |
+	sed 's|</name>|</name><description>changed after the snapshot</description>|' > "$STATE/changed.xml"
+virsh_ns define "$STATE/changed.xml" >/dev/null; ok $? "the domain's definition changed by hand"
+ex -- sh -c 'echo junk > ~/memory/junk2'
+out=$("$FLEETCTL" restore snap before 2>&1); ok $? "restore again"
+is "$(ex -- cat /home/agent/memory/keep)" precious "exec works, the file is there"
+ex -- test -e /home/agent/memory/junk2; is "$?" 1 "and what was written since is gone"
+ok "$([ -n "$(qemu_pid)" ] && [ "$(qemu_pid)" != "$qpid" ] && echo 0 || echo 1)" "a new QEMU process runs it (libvirt's revert)"
+like "$(cat "$STATE/fleetd.log")" "not loaded in place: the persistent definition is not the one the snapshot saved" \
+	"fleetd's log says why"
+virsh_ns dumpxml --inactive fleet-snap | grep -q "changed after the snapshot"
+is "$?" 1 "the snapshot's definition is back"
 
 # --- the health check inside a snapshot: the guest's service, or an exec without it ---------
 service_requests() { grep -c "health request to the guest's service" "$STATE/fleetd.log"; }

@@ -165,13 +165,35 @@ static void deferred_unlink(struct api_call *c)
 		}
 }
 
+/*
+ * Deferred calls api_stop answered 503 whose owners have not answered yet
+ * (linked by next_deferred): an owner's late answer frees its own, and
+ * api_free_orphans() the ones never answered.
+ */
+static struct api_call *orphans;
+
 /* A deferred call api_stop answered already: its owner's answer only frees it. */
 static bool orphan_done(struct api_call *c)
 {
 	if (!c->orphaned)
 		return false;
+	for (struct api_call **pp = &orphans; *pp; pp = &(*pp)->next_deferred)
+		if (*pp == c) {
+			*pp = c->next_deferred;
+			break;
+		}
 	free(c);
 	return true;
+}
+
+void api_free_orphans(void)
+{
+	while (orphans) {
+		struct api_call *c = orphans;
+
+		orphans = c->next_deferred;
+		free(c);
+	}
 }
 
 void api_reply(struct api_call *c, int status, json_t *body)
@@ -1080,6 +1102,8 @@ void api_stop(struct api *api)
 
 		api->deferred = c->next_deferred;
 		deferred_stop(c);
+		c->next_deferred = orphans;
+		orphans = c;
 	}
 	if (api->http)
 		evhttp_free(api->http);	/* frees its connections: conn_closed for each set up */

@@ -11,6 +11,8 @@
  * - One unanswered at the stop: its client reads 503 and the wording.
  * - Its owner's api_reply after the stop frees it and sends nothing.
  * - One whose owner never answers is freed by api_free_orphans() (valgrind).
+ * - The first client's connection is kept after its answer (keep-alive)
+ *   and closed by the stop, with nothing more sent on it.
  */
 #include <errno.h>
 #include <event2/event.h>

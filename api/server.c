@@ -61,26 +61,43 @@ struct api {
  * asks us for each connection's bufferevent (evhttp_set_bevcb) right after
  * accept(); the setup event, made active there, runs before the event loop
  * polls again, so before a byte of the request is read: that is where the
- * peer is checked and the connection counted. Each connection carries one
- * request (the answer says Connection: close), so its request line tells
- * the body limit before evhttp reads a header, and one deadline covers
- * receiving the whole request.
+ * peer is checked and the connection counted.
+ *
+ * HTTP/1.1 keep-alive: evhttp reads the next request on the connection
+ * after an answer that does not close it (every answer >= 400, HTTP/1.0
+ * without keep-alive and a request's Connection: close do). The guards are
+ * per request: each request line tells its own body limit before evhttp
+ * reads a header; when an answer has gone out (the request's on_complete,
+ * conn_request_done) the limit drops back to API_NO_BODY, the bytes being
+ * received restart from what is buffered (pipelined), and the deadline
+ * restarts: from the answer's end while no byte of the next request is in
+ * (an idle connection is closed when it runs out), from its first byte
+ * otherwise. While a request is handled and answered, evhttp reads on
+ * (to see a hang-up) into the input buffer: at most API_PIPELINE_MAX is
+ * buffered then (a read watermark), so pipelined input cannot grow it.
+ * Reading stopped there, evhttp would not see the client hang up (a
+ * watcher's stream could wait for its next event): the hangup event
+ * (EPOLLRDHUP) lifts the watermark, and evhttp reads on to the EOF.
  */
 struct conn {
 	struct conn *next;
 	struct api *api;
-	struct bufferevent *bev;	/* evhttp's: never touched after setup */
+	struct bufferevent *bev;	/* evhttp's: only its read watermark is set here after setup */
 	struct evhttp_connection *evcon;	/* NULL until set up */
 	struct event *setup;
 	struct event *deadline;
+	struct event *hangup;		/* the peer's hang-up while a request is handled (EV_CLOSED), or NULL */
 	bool limited;			/* the request line was seen, its route's limit set */
+	bool http11;			/* that line said HTTP/1.1 */
 	bool dispatched;		/* the whole request arrived */
+	bool idle;			/* kept alive after an answer, no byte of the next request yet */
 	bool refused;			/* answered at connect, never read; closes when deadline fires */
 	bool overflow;			/* its bytes passed API_RECEIVING_MAX: closes when deadline fires */
 	bool large;			/* its route takes bodies larger than BODY_CHUNK: read into chunks of their own */
 	size_t room;			/* bytes the last chunk made ready still has, at least (body_room) */
-	size_t received;		/* bytes of its request read so far (in api->receiving until dispatched) */
-	size_t sent;			/* bytes of its answer handed to evhttp (a reply, a stream) */
+	size_t received;		/* bytes read and not dispatched yet (its part of api->receiving) */
+	size_t moved;			/* bytes read since the last heap_policy check */
+	size_t sent;			/* bytes of its answers handed to evhttp since then (a reply, a stream) */
 	void (*closecb)(struct evhttp_connection *, void *);	/* a handler's (api_conn_set_closecb) */
 	void *closecb_arg;
 };
@@ -94,7 +111,7 @@ struct conn {
  * finish them could otherwise hold that much of fleetd's memory.
  */
 #define API_RECEIVING_MAX ((size_t)288 << 20)
-/* A connection that moved this much, in and out, gives the freed memory back when it closes (heap_policy). */
+/* A connection that moved this much, in and out, gives the freed memory back when it closes or an answer is done (heap_policy). */
 #define API_TRIM_AFTER ((size_t)1 << 20)
 /*
  * Large request bodies are read into chunks of about BODY_CHUNK made ready
@@ -110,6 +127,8 @@ struct conn {
 #define BODY_CHUNKS_AFTER ((size_t)64 << 10)
 #define BODY_READ_MAX ((size_t)16 << 10)
 #define API_MMAP_MIN (512 << 10)
+/* While a request is handled and answered, the most of the next ones' bytes read ahead (pipelined). */
+#define API_PIPELINE_MAX ((size_t)64 << 10)
 
 static const char *method_name(enum evhttp_cmd_type t)
 {
@@ -165,13 +184,35 @@ static void deferred_unlink(struct api_call *c)
 		}
 }
 
+/*
+ * Deferred calls api_stop answered 503 whose owners have not answered yet
+ * (linked by next_deferred): an owner's late answer frees its own, and
+ * api_free_orphans() the ones never answered.
+ */
+static struct api_call *orphans;
+
 /* A deferred call api_stop answered already: its owner's answer only frees it. */
 static bool orphan_done(struct api_call *c)
 {
 	if (!c->orphaned)
 		return false;
+	for (struct api_call **pp = &orphans; *pp; pp = &(*pp)->next_deferred)
+		if (*pp == c) {
+			*pp = c->next_deferred;
+			break;
+		}
 	free(c);
 	return true;
+}
+
+void api_free_orphans(void)
+{
+	while (orphans) {
+		struct api_call *c = orphans;
+
+		orphans = c->next_deferred;
+		free(c);
+	}
 }
 
 void api_reply(struct api_call *c, int status, json_t *body)
@@ -200,6 +241,8 @@ void api_reply(struct api_call *c, int status, json_t *body)
 		api_audit(c, outcome, err ? json_string_value(err) : NULL);
 	}
 	evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type", "application/json");
+	if (status >= 400)	/* whatever the client sends next on it follows a refusal: not read */
+		evhttp_add_header(evhttp_request_get_output_headers(c->req), "Connection", "close");
 	evhttp_send_reply(c->req, status, reason, buf);
 	evbuffer_free(buf);
 	free(text);
@@ -222,6 +265,8 @@ void api_reply_raw(struct api_call *c, int status, const char *ctype, const void
 	if (c->action)
 		api_audit(c, "ok", NULL);
 	evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type", ctype);
+	if (status >= 400)
+		evhttp_add_header(evhttp_request_get_output_headers(c->req), "Connection", "close");
 	evhttp_send_reply(c->req, status, "OK", buf);
 	evbuffer_free(buf);
 	c->replied = true;
@@ -426,17 +471,20 @@ static void trim_memory(evutil_socket_t unused, short what, void *arg)
  * peak of the largest bodies for good. Measured: 15812 kB before 288 MiB
  * of request bodies, 227188 kB after; 15408 kB before three GETs of a
  * 200 MiB memory value, 211828 kB after. So a connection that moved
- * API_TRIM_AFTER or more marks the heap when it closes, and it is trimmed
+ * API_TRIM_AFTER or more marks the heap when it closes or when an answer
+ * on it is done (a kept connection), and it is trimmed
  * once no request is being received (trimming walks the whole heap: not
  * while a stream of large bodies goes on), later in this loop pass, when
- * evhttp has freed the connection's buffers (it calls conn_closed first).
+ * evhttp has freed the connection's buffers or the request (it calls
+ * conn_closed and conn_request_done first).
  * If the event cannot be made, memory is only kept. Not glibc: nothing.
  */
 static void heap_policy(struct conn *cn)
 {
 #ifdef __GLIBC__
-	if (cn->received + cn->sent >= API_TRIM_AFTER)
+	if (cn->moved + cn->sent >= API_TRIM_AFTER)
 		cn->api->trim = true;
+	cn->moved = cn->sent = 0;
 	if (cn->api->trim && cn->api->receiving == 0) {
 		struct timeval now = { 0, 0 };
 
@@ -457,11 +505,12 @@ static void conn_free(struct conn *cn)
 	if (*pp)
 		*pp = cn->next;
 	cn->api->n_conns--;
-	if (!cn->dispatched)
-		cn->api->receiving -= cn->received;
+	cn->api->receiving -= cn->received;
 	heap_policy(cn);
 	event_free(cn->setup);
 	event_free(cn->deadline);
+	if (cn->hangup)
+		event_free(cn->hangup);
 	free(cn);
 }
 
@@ -541,6 +590,20 @@ static void conn_refuse(struct conn *cn, int status, const char *reason, const c
 	evtimer_add(cn->deadline, &linger);
 }
 
+/*
+ * The client hung up (or shut its side) while its request was handled or
+ * answered: read on past the watermark, so evhttp reaches the EOF and ends
+ * the connection as it does (what is left is the socket's queue: bounded).
+ */
+static void conn_hangup(evutil_socket_t unused, short what, void *arg)
+{
+	struct conn *cn = arg;
+
+	(void)unused;
+	(void)what;
+	bufferevent_setwatermark(cn->bev, EV_READ, 0, 0);
+}
+
 /* Right after accept, before any read: who is it, and is there room. */
 static void conn_setup(evutil_socket_t unused, short what, void *arg)
 {
@@ -591,6 +654,8 @@ static void conn_setup(evutil_socket_t unused, short what, void *arg)
 		return;
 	}
 	evhttp_connection_set_max_body_size(cn->evcon, API_NO_BODY);
+	if (!(cn->hangup = event_new(api->fleetd->base, bufferevent_getfd(cn->bev), EV_CLOSED, conn_hangup, cn)))
+		abort();
 	evtimer_add(cn->deadline, &tv);
 }
 
@@ -604,6 +669,12 @@ static void conn_deadline(evutil_socket_t unused, short what, void *arg)
 	(void)what;
 	if (cn->dispatched)
 		return;
+	if (cn->idle) {
+		/* No request within request_timeout of the last answer: closed, nothing to answer. */
+		log_debug("api: closed a kept connection idle for %ld s (request_timeout)", cn->api->request_timeout_s);
+		evhttp_connection_free(cn->evcon);	/* conn_closed frees cn */
+		return;
+	}
 	if (cn->refused) {
 		evhttp_connection_free(cn->evcon);	/* its answer had its time to be read */
 		return;
@@ -616,7 +687,8 @@ static void conn_deadline(evutil_socket_t unused, short what, void *arg)
 		evhttp_connection_free(cn->evcon);
 		return;
 	}
-	log_info("api: a client did not send its whole request within %ld s (request_timeout); disconnected",
+	log_info("api: a client did not send its whole request within %ld s (request_timeout) of connecting, or"
+		 " of its first byte on a kept connection; disconnected",
 		 cn->api->request_timeout_s);
 	evhttp_connection_free(cn->evcon);	/* conn_closed frees cn */
 }
@@ -641,35 +713,17 @@ static void body_room(struct conn *cn, struct evbuffer *buf, size_t added)
 }
 
 /*
- * Data arrived, before evhttp parses it: once the request line is complete,
- * its route sets the body limit, so an over-long body is refused (413) from
- * its Content-Length, before it is read.
+ * The request line is in buf (evhttp has not parsed it yet): its route sets
+ * the body limit, so an over-long body is refused (413) from its
+ * Content-Length, before it is read. Any other line keeps API_NO_BODY.
  */
-static void conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+static void conn_limit(struct conn *cn, struct evbuffer *buf)
 {
-	struct conn *cn = arg;
 	char line[FIRST_LINE_MAX + 1], *sp, *target, *end;
 	struct evhttp_uri *uri;
 	struct evbuffer_ptr eol;
 	size_t eol_len = 0, limit;
 
-	if (!cn->evcon || info->n_added == 0 || cn->dispatched)
-		return;
-	cn->received += info->n_added;
-	cn->api->receiving += info->n_added;
-	if (cn->api->receiving > API_RECEIVING_MAX && !cn->overflow) {
-		/* Not freed here, inside evhttp's read: the deadline event closes it next. */
-		struct timeval now = { 0, 0 };
-
-		cn->overflow = true;
-		bufferevent_disable(cn->bev, EV_READ);
-		evtimer_add(cn->deadline, &now);
-		return;
-	}
-	if (cn->limited) {
-		body_room(cn, buf, info->n_added);
-		return;
-	}
 	eol = evbuffer_search_eol(buf, NULL, &eol_len, EVBUFFER_EOL_CRLF);
 	if (eol.pos < 0)
 		return;		/* not yet; evhttp refuses a line longer than max_headers_size */
@@ -683,14 +737,92 @@ static void conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info
 		return;
 	*sp = '\0';
 	target = sp + 1;
-	if ((end = strchr(target, ' ')))
+	if ((end = strchr(target, ' '))) {
 		*end = '\0';
+		cn->http11 = strcmp(end + 1, "HTTP/1.1") == 0;
+	}
 	if (!(uri = evhttp_uri_parse(target)))
 		return;
 	limit = route_http_limit(cn->api, line, evhttp_uri_get_path(uri) ? evhttp_uri_get_path(uri) : "");
 	cn->large = limit > BODY_CHUNK;
 	evhttp_connection_set_max_body_size(cn->evcon, (ev_ssize_t)limit);
 	evhttp_uri_free(uri);
+}
+
+/* Its bytes passed API_RECEIVING_MAX: not freed here, inside evhttp's read: the deadline event closes it next. */
+static void conn_overflow(struct conn *cn)
+{
+	struct timeval now = { 0, 0 };
+
+	cn->overflow = true;
+	bufferevent_disable(cn->bev, EV_READ);
+	evtimer_add(cn->deadline, &now);
+}
+
+/*
+ * Data arrived, before evhttp parses it: counted as being received; the
+ * request line sets the body limit (conn_limit). Bytes that arrive while a
+ * request is dispatched are the next one's (pipelined, at most about
+ * API_PIPELINE_MAX): counted, and their line is read when the answer is done.
+ */
+static void conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct conn *cn = arg;
+
+	if (!cn->evcon || info->n_added == 0 || cn->overflow)
+		return;
+	if (cn->idle) {
+		/* The next request on a kept connection begins: its own deadline, from its first byte. */
+		struct timeval tv = { cn->api->request_timeout_s, 0 };
+
+		cn->idle = false;
+		evtimer_add(cn->deadline, &tv);
+	}
+	cn->received += info->n_added;
+	cn->moved += info->n_added;
+	cn->api->receiving += info->n_added;
+	if (cn->api->receiving > API_RECEIVING_MAX) {
+		conn_overflow(cn);
+		return;
+	}
+	if (cn->dispatched)
+		return;
+	if (cn->limited) {
+		body_room(cn, buf, info->n_added);
+		return;
+	}
+	conn_limit(cn, buf);
+}
+
+/*
+ * The answer to cn's request has gone out (evhttp's on_complete, before it
+ * closes the connection or reads the next request on it): every per-request
+ * guard is set up again for the next request, as at accept.
+ */
+static void conn_request_done(struct evhttp_request *req, void *arg)
+{
+	struct conn *cn = arg;
+	struct evbuffer *buf = bufferevent_get_input(cn->bev);
+	struct timeval tv = { cn->api->request_timeout_s, 0 };
+
+	(void)req;
+	cn->dispatched = false;
+	cn->limited = false;
+	cn->http11 = false;
+	cn->large = false;
+	cn->room = 0;
+	cn->closecb = NULL;	/* a stream's, for its request only */
+	cn->closecb_arg = NULL;
+	heap_policy(cn);
+	if (cn->hangup)
+		event_del(cn->hangup);
+	bufferevent_setwatermark(cn->bev, EV_READ, 0, 0);	/* evhttp reads the next request whole */
+	evhttp_connection_set_max_body_size(cn->evcon, API_NO_BODY);
+	/* Pipelined bytes, counted in received as they came: the next request has begun. */
+	cn->idle = evbuffer_get_length(buf) == 0;
+	evtimer_add(cn->deadline, &tv);
+	if (!cn->idle)
+		conn_limit(cn, buf);
 }
 
 /*
@@ -733,9 +865,18 @@ static struct bufferevent *conn_new(struct event_base *base, void *arg)
 
 void api_stream_begin(struct api_call *c, struct api_stream *st, void (*failed)(void *arg), void *arg)
 {
+	struct conn *cn;
+
 	*st = (struct api_stream){ .req = c->req, .failed = failed, .arg = arg };
 	if (!serving)
 		return;
+	/*
+	 * Not HTTP/1.1: the stream is not chunked, its end is the connection's
+	 * (HTTP/1.0 with keep-alive included). evhttp decides to close at the
+	 * stream's end from the headers then.
+	 */
+	if ((cn = conn_find(serving, evhttp_request_get_connection(c->req))) && !cn->http11)
+		evhttp_add_header(evhttp_request_get_output_headers(c->req), "Connection", "close");
 	st->next = serving->streams;
 	serving->streams = st;
 }
@@ -781,12 +922,19 @@ static void api_dispatch(struct evhttp_request *req, void *arg)
 	if (stream_claim(api, req))
 		return;		/* libevent reporting a write error on a stream: the stream ends itself */
 	if ((cn = conn_find(api, conn)) && !cn->dispatched) {
+		size_t next = evbuffer_get_length(bufferevent_get_input(cn->bev));	/* read ahead: the next request's */
+
 		cn->dispatched = true;	/* the request is in: no deadline for the answer */
-		api->receiving -= cn->received;
+		next = next < cn->received ? next : cn->received;
+		api->receiving -= cn->received - next;
+		cn->received = next;
 		evtimer_del(cn->deadline);
+		/* Read on to see a hang-up, but buffer no more than this of the next requests meanwhile. */
+		bufferevent_setwatermark(cn->bev, EV_READ, 0, API_PIPELINE_MAX);
+		if (cn->hangup)
+			event_add(cn->hangup, NULL);
+		evhttp_request_set_on_complete_cb(req, conn_request_done, cn);
 	}
-	/* One request per connection: the next one's limits are set from its own request line. */
-	evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
 	/* Checked at connect already; again here, as it costs nothing. */
 	fd = bufferevent_getfd(evhttp_connection_get_bufferevent(conn));
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
@@ -1080,6 +1228,8 @@ void api_stop(struct api *api)
 
 		api->deferred = c->next_deferred;
 		deferred_stop(c);
+		c->next_deferred = orphans;
+		orphans = c;
 	}
 	if (api->http)
 		evhttp_free(api->http);	/* frees its connections: conn_closed for each set up */

@@ -98,9 +98,15 @@ void api_stream_end(struct api_stream *st);
  * sends the answer, audits, and frees it. libevent keeps the request alive
  * until it is answered, even if the client has gone. One still unanswered
  * when fleetd stops is answered 503 by api_stop; its owner's later
- * api_reply then only frees it (so the owner must still answer it).
+ * api_reply then only frees it, and api_free_orphans() frees the ones
+ * whose owners never answer.
  */
 struct api_call *api_defer(struct api_call *c);
+/*
+ * Free the calls api_stop answered that their owners never answered: at
+ * exit, once no owner (a backend's worker) can answer any more.
+ */
+void api_free_orphans(void);
 
 /* Write this call's audit record now (a streaming handler does, as it starts). */
 void api_audit(struct api_call *c, const char *outcome, const char *detail);

@@ -123,8 +123,41 @@ static int curl_errno(struct transfer *t, CURLcode c)
 }
 
 /*
- * Set up and run one request; t->curl is created here and cleaned up by the
- * caller. Returns the HTTP status or -errno.
+ * One easy handle for the whole process, so its connection to fleetd is
+ * kept (fleetd's API keeps HTTP/1.1 connections alive) and reused by the
+ * next request: `fleetctl apply` makes its lists and changes on one
+ * connection. Reset before each request (curl_easy_reset keeps live
+ * connections), freed at exit. libcurl connects again by itself when
+ * fleetd has closed the kept connection (request_timeout, an error).
+ */
+static CURL *shared;
+
+static void shared_free(void)
+{
+	curl_easy_cleanup(shared);
+	shared = NULL;
+	curl_global_cleanup();
+}
+
+static CURL *shared_handle(void)
+{
+	if (shared) {
+		curl_easy_reset(shared);
+		return shared;
+	}
+	if (curl_global_init(CURL_GLOBAL_NOTHING) != CURLE_OK || !(shared = curl_easy_init()))
+		return NULL;
+	if (atexit(shared_free) != 0) {
+		curl_easy_cleanup(shared);
+		shared = NULL;
+		return NULL;
+	}
+	return shared;
+}
+
+/*
+ * Set up and run one request on the shared handle (t->curl). Returns the
+ * HTTP status or -errno.
  */
 static int perform(struct transfer *t, const char *socket_path, const char *method, const char *path,
 		   const char *ctype, const void *body, size_t body_len, curl_write_callback write_cb)
@@ -138,7 +171,7 @@ static int perform(struct transfer *t, const char *socket_path, const char *meth
 
 	if (strlen(socket_path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
 		return -ENAMETOOLONG;
-	if (curl_global_init(CURL_GLOBAL_NOTHING) != CURLE_OK || !(t->curl = curl_easy_init()))
+	if (!(t->curl = shared_handle()))
 		return -ENOMEM;
 	url = xasprintf("http://fleet%s", path);
 	/* No "Expect: 100-continue" round trip; a Content-Type only with a body. */
@@ -154,7 +187,6 @@ static int perform(struct transfer *t, const char *socket_path, const char *meth
 	curl_easy_setopt(t->curl, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(t->curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(t->curl, CURLOPT_CONNECTTIMEOUT, (long)CONNECT_TIMEOUT_S);
-	curl_easy_setopt(t->curl, CURLOPT_FORBID_REUSE, 1L);
 	if (has_body) {
 		/* Content-Length: 0 for a bodiless POST/DELETE, as fleetd wants a length. */
 		curl_easy_setopt(t->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? body_len : 0));
@@ -179,7 +211,6 @@ int http_request_raw(const char *socket_path, const char *method, const char *pa
 	out->body = NULL;
 	out->body_len = 0;
 	r = perform(&t, socket_path, method, path, ctype, body, body_len, on_body);
-	curl_easy_cleanup(t.curl);
 	if (r < 0) {
 		http_response_free(out);
 		return r;
@@ -214,7 +245,6 @@ int http_request_lines(const char *socket_path, const char *method, const char *
 	err_out->body = NULL;
 	err_out->body_len = 0;
 	r = perform(&t, socket_path, method, path, "application/json", json_body, body_len, on_stream);
-	curl_easy_cleanup(t.curl);
 	free(t.line);
 	if (r < 0 || r == 200) {
 		http_response_free(err_out);

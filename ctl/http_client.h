@@ -1,6 +1,7 @@
 /*
  * http_client: fleetctl's HTTP to fleetd's Unix socket, through libcurl
- * (CURLOPT_UNIX_SOCKET_PATH): one blocking request per call. libcurl does
+ * (CURLOPT_UNIX_SOCKET_PATH): one blocking request per call, all of a
+ * process's on one connection kept alive while fleetd keeps it. libcurl does
  * the protocol (lengths, chunked bodies, partial reads); this file only
  * bounds what it keeps and turns libcurl's errors into -errno.
  */

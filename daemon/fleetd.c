@@ -236,6 +236,7 @@ static int finish(struct fleetd *f, int code)
 	activity_free(f);
 	watch_free(f);	/* after the last publisher */
 	metrics_free(f);
+	api_free_orphans();	/* deferred calls answered 503 at api_stop whose owners never answered */
 	if (f->base)
 		event_base_free(f->base);
 	f->base = NULL;

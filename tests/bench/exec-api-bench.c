@@ -11,9 +11,9 @@
  *         stdout on a pipe; t1 = the number it printed
  *
  * interleaved, SAMPLES of each after one warm-up of each. libcurl keeps
- * the connection when the server lets it; fleetd answers every request
- * "Connection: close" (one request per connection, api/server.c), so
- * each call connects anew from this same process: "connections" in the
+ * the connection when the server lets it; fleetd keeps HTTP/1.1
+ * connections alive (api/server.c), so the calls share one connection
+ * (before keep-alive each call connected anew): "connections" in the
  * output says how many connects the calls took (CURLINFO_NUM_CONNECTS).
  *
  * Prints the medians and p95 of both and a ratio line for

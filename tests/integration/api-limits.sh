@@ -77,7 +77,7 @@ elif mode == "hold":                # N: N idle connections, then one more asks 
     held = [connect() for _ in range(int(args[0]))]
     time.sleep(0.5)                 # not a bound: lets fleetd see them before the extra one
     s = connect()
-    send(s, b"GET /v1/status HTTP/1.1\r\nHost: fleet\r\n\r\n")
+    send(s, b"GET /v1/status HTTP/1.1\r\nHost: fleet\r\nConnection: close\r\n\r\n")
     print(answer(s))
     for h in held:
         h.close()

@@ -53,16 +53,6 @@ struct exec_out {
 	struct exec_result res;
 };
 
-static void skip_all(const char *why)
-{
-	if (in_ci) {
-		printf("not ok 1 - prerequisite missing under CI: %s\n1..1\n", why);
-		exit(1);
-	}
-	printf("1..0 # SKIP %s\n", why);
-	exit(0);
-}
-
 static void on_output(void *ud, enum exec_stream s, const char *data, size_t len)
 {
 	struct exec_out *o = ud;
@@ -489,11 +479,11 @@ int main(void)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	in_ci = getenv("CI") && strcmp(getenv("CI"), "true") == 0;
 	if (geteuid() != 0)
-		skip_all("needs root (creates users)");
+		tap_skip_all("needs root (creates users)");
 	if (access("/usr/sbin/useradd", X_OK) < 0)
-		skip_all("useradd missing");
+		tap_skip_all("useradd missing");
 	if (!mkdtemp(state_dir))
-		skip_all("cannot create a state dir in /var/lib");
+		tap_skip_all("cannot create a state dir in /var/lib");
 	made_state_dir = true;
 	chmod(state_dir, 0711);
 	min = uid_min = 4300000 + 100 * (long)(getpid() % 500);
@@ -512,7 +502,7 @@ int main(void)
 	cgroup_host_detect(&cg);
 
 	if (ops->init(&F, NULL, &why) < 0)
-		skip_all(why);
+		tap_skip_all(why);
 	ok(ops->snapshot_create && ops->snapshot_restore && ops->snapshot_delete && ops->snapshot_exists,
 	   "the user backend has the four snapshot verbs");
 

@@ -197,13 +197,13 @@ row "\`fleetctl show\`, $N user agents" "$(ms "$showN") ms" "same, alone: $(ms "
 # the cost is the same) and removed again before anything else reads them.
 if [ $QUICK = 1 ] && [ "$N" -lt 999 ] && command -v sqlite3 >/dev/null; then
 	extra=$((1000 - N - 1))
-	sqlite3 "$STATE/fleet.db" "PRAGMA busy_timeout = 5000; WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $extra)
+	sqlite3 -cmd '.timeout 5000' "$STATE/fleet.db" "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $extra)
 		INSERT INTO agents (name, backend, state, memory_mib, vcpus, disk_gib, created_at, updated_at)
 		SELECT printf('qr%04d', i), 'user', 'defined', 64, 1, 2, strftime('%s', 'now'), strftime('%s', 'now') FROM n;"
 	"$FLEETCTL" list >/dev/null
 	list1k=$(median_of "$FLEETCTL" list)
 	lines=$("$FLEETCTL" list | wc -l)
-	sqlite3 "$STATE/fleet.db" "PRAGMA busy_timeout = 5000; DELETE FROM agents WHERE name GLOB 'qr[0-9][0-9][0-9][0-9]';"
+	sqlite3 -cmd '.timeout 5000' "$STATE/fleet.db" "DELETE FROM agents WHERE name GLOB 'qr[0-9][0-9][0-9][0-9]';"
 	echo "list: $(ms "$list1k") ms with 1000 agents ($N real, $extra records; $((lines - 1)) rows printed), $(ms "$list0") ms with 1, ratio $(ratio "$list1k" "$list0")"
 	row "\`fleetctl list\`, 1000 user agents ($extra of them records only)" "$(ms "$list1k") ms" "same, 1 agent: $(ms "$list0") ms" \
 		"$(ratio2 "$list1k" "$list0")" "<= 2x"

@@ -22,13 +22,6 @@ wait_log() {	# wait_log PATTERN: until the log has PATTERN (bounded; the asserti
 	done
 	return 1
 }
-wait_state() {	# wait_state NAME STATE: until show says STATE (bounded; the assertion follows)
-	for ((i = 0; i < 6000; i++)); do
-		[ "$("$FLEETCTL" --json show $1 | jq -r .state)" = "$2" ] && return 0
-		sleep 0.05
-	done
-	return 1
-}
 
 "$FLEETCTL" create $A --backend user >/dev/null; ok $? "create $A (restart on-failure, the default)"
 "$FLEETCTL" start $A >/dev/null; ok $? "start $A"
@@ -47,7 +40,7 @@ wait_log "agent '$A': restarted and reachable again"
 like "$(cat "$LOG")" "agent '$A': its environment stopped without fleet asking" \
 	"fleetd notices that the adopted sandbox died"
 like "$(cat "$LOG")" "agent '$A': restarted and reachable again" "and restarts it (on-failure)"
-wait_state $A running
+wait_agent_state $A running
 is "$("$FLEETCTL" --json show $A | jq -r .state)" running "$A runs again"
 after=$(keeper_of $A)
 ok $([ -n "$after" ] && [ "$after" != "$before" ] && echo 0 || echo 1) "in a new sandbox (${after:-none})"

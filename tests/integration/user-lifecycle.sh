@@ -92,13 +92,6 @@ keeper_of() {	# the agent's keeper: the child of fleetd in the agent's cgroup (i
 		grep -qE ":/fleet/$1\$" /proc/$c/cgroup 2>/dev/null && echo $c
 	done
 }
-wait_state() {	# wait_state NAME STATE: until show says STATE (bounded; the assertion follows)
-	for ((i = 0; i < 6000; i++)); do
-		[ "$("$FLEETCTL" --json show $1 | jq -r .state)" = "$2" ] && return 0
-		sleep 0.05
-	done
-	return 1
-}
 "$FLEETCTL" create $U-rs --backend user >/dev/null; ok $? "create $U-rs (restart on-failure, the default)"
 "$FLEETCTL" create $U-nr --backend user --restart never >/dev/null; ok $? "create $U-nr (restart never)"
 "$FLEETCTL" start $U-rs >/dev/null && "$FLEETCTL" start $U-nr >/dev/null; ok $? "start both"
@@ -112,11 +105,11 @@ done
 like "$(cat "$LOG")" "agent '$U-rs': its environment stopped without fleet asking \(its sandbox was killed by signal 9\)" \
 	"fleetd notices the sandbox was killed"
 like "$(cat "$LOG")" "agent '$U-rs': restarted and reachable again" "and restarts it (on-failure)"
-wait_state $U-rs running
+wait_agent_state $U-rs running
 is "$("$FLEETCTL" --json show $U-rs | jq -r .state)" running "$U-rs runs again"
 after=$(keeper_of $U-rs)
 ok $([ -n "$after" ] && [ "$after" != "$before" ] && echo 0 || echo 1) "with a new sandbox ($(echo $after))"
-wait_state $U-nr stopped
+wait_agent_state $U-nr stopped
 is "$("$FLEETCTL" --json show $U-nr | jq -r .state)" stopped "$U-nr (restart never) stays stopped"
 grep -q "agent '$U-nr': restarting" "$LOG"; is "$?" 1 "and is not restarted"
 "$FLEETCTL" stop $U-rs >/dev/null; ok $? "stop $U-rs"

@@ -103,9 +103,7 @@ like "$(from_a)" '^outside-two 198\.51\.100\.1$' "$A still reaches the outside"
 kill $ex 2>/dev/null; wait $ex 2>/dev/null
 
 # kill -9 leaves the netns mount: the next fleetd uses it as it is (no second one on top).
-kill -9 "$FLEETD_PID"
-for ((i = 0; i < 500; i++)); do kill -0 "$FLEETD_PID" 2>/dev/null || break; sleep 0.01; done
-user_fleetd_start; ok $? "fleetd restarts after kill -9"
+user_fleetd_kill_restart; ok $? "fleetd restarts after kill -9"
 is "$(grep -c " $NS " /proc/self/mountinfo)" 1 "one netns mount, the one it found"
 is "$(holds $FLEETD_PID $A)" 1 "$A's namespace is bound once"
 is "net:[$(stat -L -c %i "$NS/$A")] $(netof $kA)" "$netA $netA" "the same namespace, its keeper still in it"

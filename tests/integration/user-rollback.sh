@@ -77,8 +77,7 @@ until state_is bad || [ $SECONDS -ge $deadline ]; do sleep 0.3; done
 like "$("$FLEETCTL" show $A)" "rolled back 3 times within 3600 s already; not again" "the fourth is refused: state bad"
 is "$(rollbacks | sort)" $'fleet_rollbacks_total{outcome="failed"} 1\nfleet_rollbacks_total{outcome="ok"} 3' \
 	"GET /metrics counts 3 rollbacks that ended healthy and the refused one as failed"
-kill -9 "$FLEETD_PID"; sleep 0.3
-user_fleetd_start; ok $? "fleetd starts again after kill -9"
+user_fleetd_kill_restart; ok $? "fleetd starts again after kill -9"
 ex -- rm -f broken
 deadline=$((SECONDS + 30))
 until state_is running || [ $SECONDS -ge $deadline ]; do sleep 0.3; done

@@ -90,8 +90,7 @@ out=$(api POST /v1/agents/$U-a/runs '{"payload": "%%%"}'); is "${out##* }" 400 "
 "$FLEETCTL" set $U-a --command 'sleep 3; cat' >/dev/null
 r1=$("$FLEETCTL" --json trigger $U-a | jq -r .id)
 r2=$(printf 'kept' | "$FLEETCTL" --json trigger $U-a --payload - | jq -r .id)
-kill -9 "$FLEETD_PID"; sleep 0.5
-user_fleetd_start; ok $? "fleetd starts again after kill -9 with a run queued"
+user_fleetd_kill_restart; ok $? "fleetd starts again after kill -9 with a run queued"
 wait_run $U-a "$r2"; ok $? "the queued run runs after the restart"
 like "$("$FLEETCTL" logs $U-a "$r2")" '"body":"kept"' "with its payload"
 
@@ -146,9 +145,7 @@ line 3" "the API reads from an offset"
 id=$("$FLEETCTL" --json trigger $U-a | jq -r .id)
 wait_state $U-a "$id" running; ok $? "a run is under way"
 sleep 0.5
-kill -9 "$FLEETD_PID"; sleep 0.5
-"$FLEETCTL" create $U-b --backend user --command 'sleep 300' >/dev/null 2>&1 # (fleetd is down: fails)
-user_fleetd_start --max-concurrent-runs 1; ok $? "fleetd starts again after kill -9 (max_concurrent_runs 1)"
+user_fleetd_kill_restart --max-concurrent-runs 1; ok $? "fleetd starts again after kill -9 (max_concurrent_runs 1)"
 wait_run $U-a "$id"; ok $? "the cut-off run ran again"
 is "$(runj $U-a "$id" | jq -r '.state + " " + (.retries|tostring)')" "succeeded 1" "and succeeded, retried once"
 is "$("$FLEETCTL" exec $U-a -- sh -c "grep -c '^$id\$' seen")" 2 "its command ran twice"

@@ -100,8 +100,7 @@ a=$("$FLEETCTL" --json trigger $A | jq -r .id); b=$("$FLEETCTL" --json trigger $
 deadline=$((SECONDS + 30))
 until [ "$(runj $A "$a" | jq -r .state)" = running ] || [ $SECONDS -ge $deadline ]; do sleep 0.1; done
 is "$(runj $A "$a" | jq -r .state)" running "the first run is under way"
-kill -9 "$FLEETD_PID"; sleep 0.5
-user_fleetd_start; ok $? "fleetd starts again after kill -9"
+user_fleetd_kill_restart; ok $? "fleetd starts again after kill -9"
 is "$(runj $A "$a" | jq -r '.state + ": " + .error')" \
 	"interrupted: fleetd stopped during the run; it was not run again" "the run under way is marked interrupted"
 wait_run $A "$b"; ok $? "the queued run still runs after the restart"

@@ -187,6 +187,25 @@ user_fleetd_start() {
 	FLEETD_PID=$(head -1 "$STATE/fleetd.lock"); _pids+=("$FLEETD_PID"); _sockets+=("$SOCK")
 }
 
+# user_fleetd_kill_restart [ARGS...]: kill -9 the current fleetd, wait until its
+# pid is really gone (stop_fleetd KILL), and start it again on the same state
+# (user_fleetd_start ARGS). Fails when fleetd had already exited, or does not start.
+user_fleetd_kill_restart() {
+	stop_fleetd KILL || return 1
+	user_fleetd_start "$@"
+}
+
+# wait_agent_state NAME STATE: until `fleetctl show NAME` says STATE, at most
+# about 5 minutes; fails past that (the test's assertion follows).
+wait_agent_state() {
+	local i
+	for ((i = 0; i < 6000; i++)); do
+		[ "$("$FLEETCTL" --json show "$1" | jq -r .state)" = "$2" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
 # spare_of AGENT: the pid of the agent's waiting spare (named fleet-spare, in its cgroup), if one waits.
 spare_of() {
 	local p

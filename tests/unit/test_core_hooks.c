@@ -197,12 +197,28 @@ static void insert_rows(const char *path, long now)
 	sqlite3_close(h);
 }
 
+/* The first column of the first row of sql on the test's database, as text in got (size bytes; "" when there is none). */
+static void text_of(const char *sql, char *got, size_t size)
+{
+	_cleanup_free_ char *path = xasprintf("%s/fleet.db", X.dir);
+	sqlite3_stmt *st = NULL;
+	sqlite3 *h = NULL;
+
+	got[0] = '\0';
+	if (sqlite3_open(path, &h) == SQLITE_OK && sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+		snprintf(got, size, "%s", sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	sqlite3_close(h);
+}
+
 static void test_prune(void)
 {
 	_cleanup_free_ char *path = xasprintf("%s/fleet.db", X.dir);
 	struct db_event *ev = NULL;
 	size_t n = 0;
 	long now = 2000000000L;
+	char got[64];
 
 	fixture_open(&X, 0, settings);
 	insert_rows(path, now);
@@ -211,20 +227,9 @@ static void test_prune(void)
 	ok(n == 1 && strcmp(ev[0].delivery_id, "new") == 0, "the 11-day-old event is gone, the 9-day-old one kept");
 	db_events_free(ev, n);
 	fixture_close(&X);
-	{
-		sqlite3 *h = NULL;
-		sqlite3_stmt *st = NULL;
-		char got[64] = "";
-
-		if (sqlite3_open(path, &h) == SQLITE_OK &&
-		    sqlite3_prepare_v2(h, "SELECT group_concat(delivery_id) FROM (SELECT delivery_id FROM hook_deliveries"
-					  " ORDER BY received_at)", -1, &st, NULL) == SQLITE_OK &&
-		    sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-			snprintf(got, sizeof(got), "%s", sqlite3_column_text(st, 0));
-		sqlite3_finalize(st);
-		sqlite3_close(h);
-		is_str(got, "d-8days,d-new", "delivery ids older than 10 days go, younger ones stay");
-	}
+	text_of("SELECT group_concat(delivery_id) FROM (SELECT delivery_id FROM hook_deliveries ORDER BY received_at)",
+		got, sizeof(got));
+	is_str(got, "d-8days,d-new", "delivery ids older than 10 days go, younger ones stay");
 	/* Dedup keys live at least 7 days whatever events_keep_days says. */
 	{
 		static const char *const short_keep[] = { "events_keep_days", "1", NULL };
@@ -236,19 +241,8 @@ static void test_prune(void)
 		db_events_free(ev, n);
 		fixture_close(&X);
 	}
-	{
-		sqlite3 *h = NULL;
-		sqlite3_stmt *st = NULL;
-		char got[64] = "";
-
-		if (sqlite3_open(path, &h) == SQLITE_OK &&
-		    sqlite3_prepare_v2(h, "SELECT group_concat(delivery_id) FROM hook_deliveries", -1, &st, NULL) == SQLITE_OK &&
-		    sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-			snprintf(got, sizeof(got), "%s", sqlite3_column_text(st, 0));
-		sqlite3_finalize(st);
-		sqlite3_close(h);
-		is_str(got, "d-new", "but a delivery id is kept 7 days: only the 8-day-old one went");
-	}
+	text_of("SELECT group_concat(delivery_id) FROM hook_deliveries", got, sizeof(got));
+	is_str(got, "d-new", "but a delivery id is kept 7 days: only the 8-day-old one went");
 }
 
 /* The first column of the first row of sql on the test's database, as a number; -1 on error. */

@@ -149,18 +149,6 @@ static _noreturn_ void fail_all(const char *why)
 	exit(1);
 }
 
-static _noreturn_ void skip_all(const char *why)
-{
-	const char *ci = getenv("CI");
-
-	if (ci && strcmp(ci, "true") == 0) {
-		printf("not ok 1 - prerequisite missing under CI: %s\n1..1\n", why);
-		exit(1);
-	}
-	printf("1..0 # SKIP %s\n", why);
-	exit(0);
-}
-
 /* --- setup ---------------------------------------------------------------------- */
 
 static char *tmp_path(const char *name)
@@ -226,7 +214,7 @@ static void setup(void)
 	size_t n, len = 0;
 
 	if (geteuid() != 0)
-		skip_all("needs root (dropbear must switch to the test user)");
+		tap_skip_all("needs root (dropbear must switch to the test user)");
 	patched_dropbear = getenv("FLEET_DROPBEAR");
 	if (!patched_dropbear || !*patched_dropbear)
 		fail_all("FLEET_DROPBEAR is not set: run through make check, which builds fleet's patched dropbear");
@@ -235,9 +223,9 @@ static void setup(void)
 			 "then make check (images/build-dropbear.sh builds it)");
 	dropbear_bin = patched_dropbear;
 	if (getpwnam(USER))
-		skip_all("a user named " USER " already exists");
+		tap_skip_all("a user named " USER " already exists");
 	if (!can_unshare_mount())
-		skip_all("cannot create mount and network namespaces");
+		tap_skip_all("cannot create mount and network namespaces");
 	/* From a pid-chosen start: two runs at once (several worktrees on one host)
 	 * must not share a uid, since each kills its uid's leftover processes. */
 	for (uid_t i = 0, first = (uid_t)getpid() % 500; i < 500 && !test_uid; i++) {
@@ -247,10 +235,10 @@ static void setup(void)
 			test_uid = u;
 	}
 	if (!test_uid)
-		skip_all("no free uid in 60500..60999");
+		tap_skip_all("no free uid in 60500..60999");
 
 	if (!mkdtemp(tmpdir))
-		skip_all("mkdtemp failed");
+		tap_skip_all("mkdtemp failed");
 	have_tmpdir = true;
 	chmod(tmpdir, 0755);	/* the test user must reach its home inside */
 
@@ -263,14 +251,14 @@ static void setup(void)
 	    ssh_keygen(other, SSH_KEY_DROPBEAR, "", NULL, &other_fp) < 0 ||
 	    ssh_keygen(stranger_key, SSH_KEY_OPENSSH, "", &stranger_pub, NULL) < 0) {
 		cleanup();
-		skip_all("ssh_keygen failed");
+		tap_skip_all("ssh_keygen failed");
 	}
 
 	/* /etc/passwd plus the test user, for dropbear's mount namespace only */
 	f = fopen("/etc/passwd", "r");
 	if (!f) {
 		cleanup();
-		skip_all("cannot read /etc/passwd");
+		tap_skip_all("cannot read /etc/passwd");
 	}
 	passwd = xstrdup("");
 	while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
@@ -300,7 +288,7 @@ static void setup(void)
 		log_sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (log_sock < 0 || bind(log_sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 			cleanup();
-			skip_all("cannot make a syslog socket");
+			tap_skip_all("cannot make a syslog socket");
 		}
 		chmod(logpath, 0666);
 	}
@@ -309,14 +297,14 @@ static void setup(void)
 
 		if (mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0) {
 			cleanup();
-			skip_all("cannot make the /etc overlay's directories");
+			tap_skip_all("cannot make the /etc overlay's directories");
 		}
 	}
 	if (write_text(passwd_copy, line, 0644) < 0 || mkdir(home, 0700) < 0 || mkdir(sshdir, 0700) < 0 ||
 	    write_text(auth, auth_text, 0600) < 0 || chown(home, test_uid, test_uid) < 0 || chown(sshdir, test_uid, test_uid) < 0 ||
 	    chown(auth, test_uid, test_uid) < 0) {
 		cleanup();
-		skip_all("cannot prepare the test user's home");
+		tap_skip_all("cannot prepare the test user's home");
 	}
 }
 

@@ -24,51 +24,11 @@
 #include "user/launch.h"
 #include "common/util.h"
 #include "../tap.h"
+#include "tests/unit/exec_out.h"
 
 static struct fleetd F;
 static const struct backend_ops *ops = &backend_user_ops;
 static char state_dir[] = "/tmp/fleet-ubt-XXXXXX";
-
-struct exec_out {
-	char out[65536], err[8192];
-	size_t lo, le;
-	bool done;
-	struct exec_result res;
-	char why[512];
-};
-
-static void skip_all(const char *why)
-{
-	if (getenv("CI") && strcmp(getenv("CI"), "true") == 0) {
-		printf("not ok 1 - prerequisite missing under CI: %s\n1..1\n", why);
-		exit(1);
-	}
-	printf("1..0 # SKIP %s\n", why);
-	exit(0);
-}
-
-static void on_output(void *ud, enum exec_stream s, const char *data, size_t len)
-{
-	struct exec_out *o = ud;
-	char *buf = s == EXEC_STDOUT ? o->out : o->err;
-	size_t cap = s == EXEC_STDOUT ? sizeof(o->out) : sizeof(o->err), *l = s == EXEC_STDOUT ? &o->lo : &o->le;
-
-	if (*l + len >= cap)
-		len = cap - 1 - *l;
-	memcpy(buf + *l, data, len);
-	*l += len;
-	buf[*l] = '\0';
-}
-
-static void on_done(void *ud, const struct exec_result *r)
-{
-	struct exec_out *o = ud;
-
-	o->done = true;
-	o->res = *r;
-	snprintf(o->why, sizeof(o->why), "%s", r->why ? r->why : "");
-	o->res.why = o->why;
-}
 
 static struct agent *mk_agent(const char *name)
 {
@@ -95,7 +55,7 @@ static int start_exec(struct agent *a, const char *const *argv, const char *cons
 {
 	struct exec_request req = { .argv = argv, .env = env, .stdin_data = in, .stdin_len = in ? strlen(in) : 0,
 				    .timeout_s = timeout };
-	struct exec_callbacks cb = { on_output, on_done, o };
+	struct exec_callbacks cb = { exec_out_on_output, exec_out_on_done, o };
 	char *why = NULL;
 	int r;
 
@@ -238,9 +198,9 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (geteuid() != 0)
-		skip_all("needs root (creates users)");
+		tap_skip_all("needs root (creates users)");
 	if (access("/usr/sbin/useradd", X_OK) < 0)
-		skip_all("useradd missing");
+		tap_skip_all("useradd missing");
 	if (!mkdtemp(state_dir))
 		return 1;
 	chmod(state_dir, 0711);
@@ -344,7 +304,7 @@ int main(void)
 	{
 		const char *const *bad = (const char *const[]){ "BAD ENTRY", NULL };
 		struct exec_request req = { .argv = SH("true"), .env = bad };
-		struct exec_callbacks cb = { on_output, on_done, &o };
+		struct exec_callbacks cb = { exec_out_on_output, exec_out_on_done, &o };
 		ok(ops->exec(&F, a, &req, &cb, &h, &why) == -EINVAL, "a malformed env entry is refused");
 		free(why);
 		why = NULL;

@@ -38,6 +38,7 @@
 #include "user/snapshot.h"
 #include "common/util.h"
 #include "../tap.h"
+#include "tests/unit/exec_out.h"
 
 static struct fleetd F;
 static const struct backend_ops *ops = &backend_user_ops;
@@ -45,45 +46,6 @@ static char state_dir[] = "/var/lib/fleet-ust-XXXXXX";
 static bool made_state_dir;
 static struct cgroup_host *cg;
 static bool in_ci;
-
-struct exec_out {
-	char out[65536], err[8192];
-	size_t lo, le;
-	bool done;
-	struct exec_result res;
-};
-
-static void skip_all(const char *why)
-{
-	if (in_ci) {
-		printf("not ok 1 - prerequisite missing under CI: %s\n1..1\n", why);
-		exit(1);
-	}
-	printf("1..0 # SKIP %s\n", why);
-	exit(0);
-}
-
-static void on_output(void *ud, enum exec_stream s, const char *data, size_t len)
-{
-	struct exec_out *o = ud;
-	char *buf = s == EXEC_STDOUT ? o->out : o->err;
-	size_t cap = s == EXEC_STDOUT ? sizeof(o->out) : sizeof(o->err), *l = s == EXEC_STDOUT ? &o->lo : &o->le;
-
-	if (*l + len >= cap)
-		len = cap - 1 - *l;
-	memcpy(buf + *l, data, len);
-	*l += len;
-	buf[*l] = '\0';
-}
-
-static void on_exec_done(void *ud, const struct exec_result *r)
-{
-	struct exec_out *o = ud;
-
-	o->done = true;
-	o->res = *r;
-	o->res.why = NULL;
-}
 
 static struct agent *mk_agent(const char *name)
 {
@@ -110,7 +72,7 @@ static struct agent *mk_agent(const char *name)
 static int start_exec(struct agent *a, const char *const *argv, struct exec_out *o, struct exec_handle **h, char **why)
 {
 	struct exec_request req = { .argv = argv };
-	struct exec_callbacks cb = { on_output, on_exec_done, o };
+	struct exec_callbacks cb = { exec_out_on_output, exec_out_on_done, o };
 
 	memset(o, 0, sizeof(*o));
 	return ops->exec(&F, a, &req, &cb, h, why);
@@ -489,11 +451,11 @@ int main(void)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	in_ci = getenv("CI") && strcmp(getenv("CI"), "true") == 0;
 	if (geteuid() != 0)
-		skip_all("needs root (creates users)");
+		tap_skip_all("needs root (creates users)");
 	if (access("/usr/sbin/useradd", X_OK) < 0)
-		skip_all("useradd missing");
+		tap_skip_all("useradd missing");
 	if (!mkdtemp(state_dir))
-		skip_all("cannot create a state dir in /var/lib");
+		tap_skip_all("cannot create a state dir in /var/lib");
 	made_state_dir = true;
 	chmod(state_dir, 0711);
 	min = uid_min = 4300000 + 100 * (long)(getpid() % 500);
@@ -512,7 +474,7 @@ int main(void)
 	cgroup_host_detect(&cg);
 
 	if (ops->init(&F, NULL, &why) < 0)
-		skip_all(why);
+		tap_skip_all(why);
 	ok(ops->snapshot_create && ops->snapshot_restore && ops->snapshot_delete && ops->snapshot_exists,
 	   "the user backend has the four snapshot verbs");
 

@@ -97,20 +97,17 @@ static void *hold_on_worker(void *arg)
 
 int main(void)
 {
-	char dir[] = "/tmp/test_virt_conn.XXXXXX";
-	struct event_base *base = event_base_new();
+	struct virt_fixture f;
 	struct virt *v = NULL;
 	struct probe p = { 0 };
-	char *why = NULL, *uri, *path;
+	char *why = NULL;
 	int r;
 
-	if (!mkdtemp(dir) || !base)
+	if (virt_fixture_setup(&f, "test_virt_conn") < 0)
 		return printf("not ok 1 - setup\n1..1\n"), 1;
-	path = xasprintf("%s/node.xml", dir);
-	uri = xasprintf("test://%s", path);
 
 	/* The host is unreachable at first: its definition does not exist yet. */
-	r = virt_open(base, uri, virt_fixture_on_event, NULL, &v, &why);
+	r = virt_open(f.base, f.uri, virt_fixture_on_event, NULL, &v, &why);
 	is_int(r, -ENOTCONN, "virt_open against an unreachable host fails with -ENOTCONN");
 	ok(v != NULL, "but gives the handle, to reconnect later");
 	free(why);
@@ -120,7 +117,7 @@ int main(void)
 	is_int(virt_generation(v), 0, "never connected: generation 0");
 
 	/* The host comes back; only the loop may notice. */
-	ok(virt_fixture_write_node(path) == 0, "the host's definition is written");
+	ok(virt_fixture_write_node(f.path) == 0, "the host's definition is written");
 	p.v = v;
 	ok(run_worker(list_on_worker, &p) == 0, "a worker thread ran");
 	is_int(p.list_r, -ENOTCONN, "on a worker, a list while disconnected fails with -ENOTCONN");
@@ -157,10 +154,6 @@ int main(void)
 	pthread_join(t, NULL);
 	is_int(h.domains, 1, "the worker's connection still answers after the loop closed its own");
 
-	unlink(path);
-	rmdir(dir);
-	free(path);
-	free(uri);
-	event_base_free(base);
+	virt_fixture_cleanup(&f);
 	return tap_done();
 }

@@ -24,38 +24,26 @@
 #include "tests/unit/virt_fixture.h"
 #include "vm/virt.h"
 
-/* Run base's events for ms milliseconds (the loop a reader lives on). */
-static void run_for(struct event_base *base, int ms)
-{
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-
-	event_base_loopexit(base, &tv);
-	event_base_dispatch(base);
-}
-
 int main(void)
 {
-	char dir[] = "/tmp/test_virt_facts.XXXXXX";
-	struct event_base *base = event_base_new();
+	struct virt_fixture f;
 	struct virt *v = NULL;
 	struct virt_facts facts;
 	const char *error = NULL;
 	long long age = -1;
-	char *why = NULL, *uri, *path;
+	char *why = NULL;
 	int r;
 
-	if (!mkdtemp(dir) || !base)
+	if (virt_fixture_setup(&f, "test_virt_facts") < 0)
 		return printf("not ok 1 - setup\n1..1\n"), 1;
-	path = xasprintf("%s/node.xml", dir);
-	uri = xasprintf("test://%s", path);
-	ok(virt_fixture_write_node(path) == 0, "the host's definition is written");
-	r = virt_open(base, uri, virt_fixture_on_event, NULL, &v, &why);
+	ok(virt_fixture_write_node(f.path) == 0, "the host's definition is written");
+	r = virt_open(f.base, f.uri, virt_fixture_on_event, NULL, &v, &why);
 	is_int(r, 0, "connected: %s", why ? why : "");
 	if (r < 0)
 		return tap_done();
 
 	/* Nobody reads: nothing is read, however long. */
-	run_for(base, 5600);
+	virt_fixture_run_for(f.base, 5600);
 	is_int((int)virt_facts_reads(v), 0, "idle 5.6 s with nobody reading: no read started");
 	ok(!virt_facts_refreshing(v), "and none under way");
 
@@ -69,7 +57,7 @@ int main(void)
 	is_int((int)virt_facts_reads(v), 1, "and starts no second read");
 
 	for (int i = 0; i < 100 && virt_facts_refreshing(v); i++)
-		run_for(base, 100);
+		virt_fixture_run_for(f.base, 100);
 	ok(!virt_facts_refreshing(v), "the read is in");
 	is_int(virt_facts(v, &facts, &age, &error), 0, "a reader after it");
 	ok(age >= 0 && age < 5, "gets fresh facts: %lld s old", age);
@@ -79,10 +67,6 @@ int main(void)
 
 	virt_close(v);
 	free(why);
-	unlink(path);
-	rmdir(dir);
-	free(path);
-	free(uri);
-	event_base_free(base);
+	virt_fixture_cleanup(&f);
 	return tap_done();
 }

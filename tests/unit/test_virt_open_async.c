@@ -53,36 +53,30 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 /* Run base until a is answered (or 30 s of loop passed: then the test fails, it does not hang). */
 static void run_until_answered(struct event_base *base, struct answer *a)
 {
-	for (int i = 0; i < 300 && !a->calls; i++) {
-		struct timeval tv = { 0, 100000 };
-
-		event_base_loopexit(base, &tv);
-		event_base_dispatch(base);
-	}
+	for (int i = 0; i < 300 && !a->calls; i++)
+		virt_fixture_run_for(base, 100);
 }
 
 int main(void)
 {
-	char dir[] = "/tmp/test_virt_open_async.XXXXXX";
-	struct event_base *base = event_base_new();
+	struct virt_fixture f;
 	struct answer a = { 0 };
 	struct virt *v = NULL;
 	struct virt_facts facts;
 	const char *error = NULL;
 	long long age = -1;
-	char *why = NULL, *uri, *missing, *path;
+	char *why = NULL, *missing;
 	int r;
 
-	if (!mkdtemp(dir) || !base)
+	if (virt_fixture_setup(&f, "test_virt_open_async") < 0)
 		return printf("not ok 1 - setup\n1..1\n"), 1;
-	path = xasprintf("%s/node.xml", dir);
 
 	/* A URI that fails: libvirt's words, naming it. */
-	missing = xasprintf("test://%s/no-such.xml", dir);
-	r = virt_open_async(base, missing, virt_fixture_on_event, NULL, 10, on_opened, &a, &v, &why);
+	missing = xasprintf("test://%s/no-such.xml", f.dir);
+	r = virt_open_async(f.base, missing, virt_fixture_on_event, NULL, 10, on_opened, &a, &v, &why);
 	is_int(r, 0, "virt_open_async starts: %s", why ? why : "");
 	is_int(a.calls, 0, "and has not answered before it returned");
-	run_until_answered(base, &a);
+	run_until_answered(f.base, &a);
 	is_int(a.calls, 1, "it answers once");
 	is_int(a.r, -ENOTCONN, "a URI that fails: -ENOTCONN");
 	ok(a.why && strstr(a.why, missing) && strstr(a.why, "no-such.xml: "), "in libvirt's words, naming the URI: %s",
@@ -91,13 +85,12 @@ int main(void)
 	v = NULL;
 
 	/* One that answers: connected, its facts read on the worker with the connect. */
-	ok(virt_fixture_write_node(path) == 0, "the host's definition is written");
-	uri = xasprintf("test://%s", path);
+	ok(virt_fixture_write_node(f.path) == 0, "the host's definition is written");
 	free(a.why);
 	a = (struct answer){ 0 };
-	r = virt_open_async(base, uri, virt_fixture_on_event, NULL, 10, on_opened, &a, &v, &why);
+	r = virt_open_async(f.base, f.uri, virt_fixture_on_event, NULL, 10, on_opened, &a, &v, &why);
 	is_int(r, 0, "virt_open_async of a host that answers starts");
-	run_until_answered(base, &a);
+	run_until_answered(f.base, &a);
 	is_int(a.calls, 1, "it answers once");
 	is_int(a.r, 0, "connected");
 	ok(virt_is_connected(v), "the connection is live");
@@ -113,7 +106,7 @@ int main(void)
 		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 		socklen_t len = sizeof(sa);
 		int ticks = 0, lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		struct event *tick = event_new(base, -1, EV_PERSIST, on_tick, &ticks);
+		struct event *tick = event_new(f.base, -1, EV_PERSIST, on_tick, &ticks);
 		struct timeval every = { 0, 100000 };
 		char *silent;
 
@@ -123,9 +116,9 @@ int main(void)
 		free(a.why);
 		a = (struct answer){ 0 };
 		event_add(tick, &every);
-		r = virt_open_async(base, silent, virt_fixture_on_event, NULL, 1, on_opened, &a, &v, &why);
+		r = virt_open_async(f.base, silent, virt_fixture_on_event, NULL, 1, on_opened, &a, &v, &why);
 		is_int(r, 0, "virt_open_async of a silent host starts");
-		run_until_answered(base, &a);
+		run_until_answered(f.base, &a);
 		is_int(a.calls, 1, "it answers once");
 		is_int(a.r, -ENOTCONN, "unreachable: -ENOTCONN");
 		ok(a.why && strstr(a.why, "no answer within 1 s"), "past its bound: %s", a.why ? a.why : "(null)");
@@ -133,12 +126,7 @@ int main(void)
 		virt_close(v);	/* its worker still waits: dropped when it ends */
 		v = NULL;
 		close(lfd);	/* the queued connection is reset: the orphaned worker ends */
-		for (int i = 0; i < 20; i++) {
-			struct timeval tv = { 0, 100000 };
-
-			event_base_loopexit(base, &tv);
-			event_base_dispatch(base);
-		}
+		virt_fixture_run_for(f.base, 2000);
 		is_int(a.calls, 1, "the orphaned worker's late result is dropped, not answered again");
 		event_free(tick);
 		free(silent);
@@ -146,11 +134,7 @@ int main(void)
 
 	free(a.why);
 	free(why);
-	unlink(path);
-	rmdir(dir);
-	free(path);
 	free(missing);
-	free(uri);
-	event_base_free(base);
+	virt_fixture_cleanup(&f);
 	return tap_done();
 }

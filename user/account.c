@@ -30,6 +30,7 @@
 #include "model/config.h"
 #include "model/fleetd.h"
 #include "user/backend.h"
+#include "user/pwcache.h"
 
 static const char *const tool_path_dirs[] = { "/usr/sbin", "/sbin", "/usr/bin", "/bin", NULL };
 
@@ -120,22 +121,53 @@ static int tool(char **why, const char *const *argv)
 }
 
 /*
+ * The passwd entries of the agents' users, kept between lookups (pwcache.h:
+ * dropped when /etc/passwd changes, and here whenever fleet runs useradd or
+ * userdel). Only account_lookup reads it, on fleetd's loop thread, as every
+ * caller of it runs there (user/internal.h); freed at the backend's
+ * shutdown.
+ */
+#define ACCOUNT_PWCACHE_MAX 4096
+static struct pwcache *pwc;
+
+struct pwcache *account_pwcache(void)
+{
+	if (!pwc)
+		pwc = pwcache_new(ACCOUNT_PWCACHE_MAX);
+	return pwc;
+}
+
+void account_pwcache_drop(void)
+{
+	pwcache_drop(pwc);
+}
+
+void account_pwcache_free(void)
+{
+	pwcache_free(pwc);
+	pwc = NULL;
+}
+
+/*
  * The passwd entry of an agent's user, if it is fleet's: in the uid range,
  * gid == uid, home where fleet puts it. -ENOENT when there is no such user,
- * -EPERM when the name belongs to someone else.
+ * -EPERM when the name belongs to someone else. The entry may be the
+ * cache's; these checks run on it every time (the range is configuration).
  */
 int account_lookup(struct fleetd *f, const char *agent, uid_t *uid)
 {
 	_cleanup_free_ char *name = account_user_name(agent), *home = account_home_dir(f, agent);
 	long min = config_get_long(&f->cfg, CFG_USER_UID_MIN), max = config_get_long(&f->cfg, CFG_USER_UID_MAX);
-	struct passwd *pw;
+	const char *pw_home;
+	uid_t pw_uid;
+	gid_t pw_gid;
+	int r;
 
-	errno = 0;
-	if (!(pw = getpwnam(name)))
-		return errno && errno != ENOENT && errno != ESRCH ? -errno : -ENOENT;
-	if ((long)pw->pw_uid < min || (long)pw->pw_uid > max || pw->pw_gid != pw->pw_uid || strcmp(pw->pw_dir, home) != 0)
+	if ((r = pwcache_get(account_pwcache(), name, &pw_uid, &pw_gid, &pw_home)) < 0)
+		return r;
+	if ((long)pw_uid < min || (long)pw_uid > max || pw_gid != pw_uid || strcmp(pw_home, home) != 0)
 		return -EPERM;
-	*uid = pw->pw_uid;
+	*uid = pw_uid;
 	return 0;
 }
 
@@ -425,6 +457,7 @@ static int remove_user(const char *user, char **why)
 	const char *const del_group[] = { "groupdel", user, NULL };
 	int r = 0;
 
+	account_pwcache_drop();	/* whatever happens below, the user's entry is not to be trusted */
 	if (getpwnam(user) && tool(why, del_user) != 0)
 		r = -EIO;
 	if (getgrnam(user) && tool(why, del_group) != 0)
@@ -499,6 +532,7 @@ int account_create(struct fleetd *f, const struct agent *a, uid_t *uid, char **w
 			return r == 9 ? -EEXIST : -EIO;
 		}
 		r = tool(&uwhy, useradd);
+		account_pwcache_drop();	/* a new user, or what a failed useradd left */
 		if (r == 0)
 			break;
 		(void)remove_user(user, NULL);	/* the group just made */

@@ -281,6 +281,7 @@ static void stop_force(struct pending_op *op);
 
 static void user_shutdown(struct fleetd *f)
 {
+	account_pwcache_free();	/* account_lookup may have made it without the rest */
 	if (!us)
 		return;
 	/* Snapshot work is cancelled (its worker thaws and cleans up) and reported. */

@@ -3,7 +3,8 @@
  * outside user/ includes it. Who owns what:
  *   backend.c        the verbs and the ops table, init and shutdown, the
  *                    starts and stops in flight (pending ops)
- *   account.c        users, groups, homes, the uid high-water mark, and the
+ *   account.c        users, groups, homes, the uid high-water mark, the
+ *                    cache of their passwd entries (pwcache.h), and the
  *                    backend's way of running a host tool
  *   keeper.c         the sandboxes of an agent: launching one, the keeper
  *                    (what makes an agent 'running'), watching and adopting
@@ -28,6 +29,7 @@
 struct cgroup_host;
 struct keeper;
 struct pending_op;
+struct pwcache;
 struct snap_job;
 
 /* The backend's state: NULL until the first verb or init sets it up. */
@@ -85,8 +87,15 @@ void account_sweep(struct fleetd *f);
 char *account_find_tool(const char *name);
 /* Run a host tool with a fixed environment: its exit status (128+N for signal N) or -errno, *out its last words. */
 int account_run_tool(const char *const *argv, char **out);
-/* The agent's uid if its user is fleet's; -ENOENT without one, -EPERM when fleet-NAME is someone else's. */
+/*
+ * The agent's uid if its user is fleet's; -ENOENT without one, -EPERM when fleet-NAME is someone else's.
+ * Its passwd entry comes from account.c's cache (user/pwcache.h), dropped when /etc/passwd changes.
+ */
 int account_lookup(struct fleetd *f, const char *agent, uid_t *uid);
+/* account_lookup's cache (made on first use; loop thread only), its drop (fleet changed users), its end (shutdown). */
+struct pwcache *account_pwcache(void);
+void account_pwcache_drop(void);
+void account_pwcache_free(void);
 /* Provision's checks: the name fits, no such user, group or home yet; the users dir is fleet's. */
 int account_check_free(struct fleetd *f, const struct agent *a, char **why);
 /* A new uid (never handed out before), the user, its group and its home; nothing is left on failure. */

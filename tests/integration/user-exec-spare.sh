@@ -5,7 +5,8 @@
 # /tmp); it counts as no process of the agent (the agent stays stopped);
 # a mount made since its clone is seen all the same (a stale spare is not
 # used); it never outlives the agent's stop, its removal, fleetd or its idle
-# limit; and it never stands in a restore's way: restores of one agent while
+# limit; a spare set up for a uid the agent's user no longer has (made
+# again by hand) is not used; and it never stands in a restore's way: restores of one agent while
 # another execs (a spare made after each exec) all work, no spare of the
 # other agent holds a copy of the restored store (user/init.c drops every
 # other agent's store), and a restore cut
@@ -157,6 +158,26 @@ sa=$(wait_spare $A)
 is "$(cat /proc/${sa:-0}/comm 2>/dev/null) $(grep -c " $STATE/users/$R/memory " /proc/${sa:-0}/mountinfo 2>/dev/null)" \
 	"fleet-spare 0" "$A's spare waits on, with no mount of $R's store (none to drop for its sake)"
 "$FLEETCTL" exec $A --no-stdin -- true; ok $? "an exec of $A"
+
+# Its user recreated by hand with another uid (userdel, then useradd -u): the next exec runs as the new
+# uid (fleetd keeps passwd entries, user/pwcache.h, but drops them when /etc/passwd changes), and the
+# spare set up for the old uid is not used (its launch key holds the uid: user/spare.c) but dropped.
+old_uid=$(id -u fleet-$A) new_uid=$((_uid_base + 900)) home=$(getent passwd fleet-$A | cut -d: -f6)
+is "$("$FLEETCTL" exec $A --no-stdin -- id -u)" "$old_uid" "an exec runs as $A's uid $old_uid"
+s8=$(wait_spare $A); ok $? "a spare waits, set up for uid $old_uid"
+userdel fleet-$A; ok $? "userdel fleet-$A by hand"
+getent group fleet-$A >/dev/null && groupdel fleet-$A
+groupadd -g $new_uid fleet-$A &&
+	useradd --system -M -N -l -u $new_uid -g $new_uid -d "$home" -s /usr/sbin/nologin fleet-$A &&
+	chown -R $new_uid:$new_uid "$home"
+ok $? "fleet-$A made again by hand: uid and gid $new_uid, the same home (given to it)"
+is "$("$FLEETCTL" exec $A --no-stdin -- id -u 2>&1)" "$new_uid" "the next exec runs as the new uid $new_uid"
+gone $s8; ok $? "the spare set up for the old uid was dropped"
+s8=$(wait_spare $A); ok $? "a new spare waits"
+is "$(stat -c %u /proc/$s8 2>/dev/null) $(awk '/^Uid:/ { print $2 }' /proc/$s8/status 2>/dev/null)" "0 0" \
+	"it is root's, as every sandbox init"
+is "$("$FLEETCTL" exec $A --no-stdin -- id -u 2>&1)" "$new_uid" "the exec that takes it runs as $new_uid"
+gone $s8; ok $? "it took the new spare"
 
 # Stop, start, removal and fleetd's end: no spare outlives them.
 s5=$(wait_spare $A); ok $? "a spare waits"

@@ -2,9 +2,9 @@
  * test_user_account_lock: shadow's tools refuse at once ("cannot lock
  * /etc/group; try again later", exit 10) while another of them holds
  * /etc/group.lock; account_create tries again with a backoff. In a private
- * mount namespace with an overlay on /etc (the host's files and locks are
- * never touched), the lock is held as shadow holds it (a file with a live
- * pid, made by link()):
+ * mount namespace with an overlay on /etc (etc_overlay.h: the host's files
+ * and locks are never touched), the lock is held as shadow holds it (a file
+ * with a live pid, made by link()):
  *   - by a process that lets it go only after it saw groupadd fail on it
  *     (groupadd's own temp file /etc/group.PID removed, by inotify): the
  *     user is made;
@@ -16,13 +16,11 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,10 +31,9 @@
 #include "model/fleetd.h"
 #include "user/internal.h"
 #include "../tap.h"
+#include "etc_overlay.h"
 
 static struct fleetd F;
-static char state_dir[] = "/tmp/fleet-ual-XXXXXX";
-static char etc_dir[] = "/tmp/fleet-ual-etc-XXXXXX";
 
 /* /etc/group.lock as shadow's do_lock_file makes it: a temp file with the pid, linked to the lock's name. */
 static int hold_lock(pid_t pid)
@@ -106,8 +103,10 @@ static struct agent *mk_agent(const char *name)
 
 int main(void)
 {
-	_cleanup_free_ char *upper = NULL, *work = NULL, *opts = NULL, *smin = NULL, *smax = NULL;
-	const char *why_c;
+	static const char *const tools[] = { "useradd", "groupadd", NULL };
+	_cleanup_free_ char *smin = NULL, *smax = NULL;
+	struct etc_overlay eo;
+	const char *why_c, *skip;
 	struct agent *a;
 	struct passwd *pw;
 	char *why = NULL, c;
@@ -117,32 +116,13 @@ int main(void)
 	pid_t pid;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (geteuid() != 0)
-		tap_skip_all("needs root (creates users, mounts an overlay on /etc)");
-	if (access("/usr/sbin/useradd", X_OK) < 0 || access("/usr/sbin/groupadd", X_OK) < 0)
-		tap_skip_all("useradd or groupadd missing");
-	if (!mkdtemp(state_dir) || !mkdtemp(etc_dir))
-		return 1;
-	upper = xasprintf("%s/upper", etc_dir);
-	work = xasprintf("%s/work", etc_dir);
-	opts = xasprintf("lowerdir=/etc,upperdir=%s,workdir=%s", upper, work);
-	if (mkdir(upper, 0755) < 0 || mkdir(work, 0755) < 0)
-		return 1;
-	/* Our own mount namespace: the overlay, and everything useradd writes, goes with the process. */
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-	    mount("overlay", "/etc", "overlay", 0, opts) < 0) {
-		rmdir(upper);
-		rmdir(work);
-		rmdir(etc_dir);
-		rmdir(state_dir);
-		tap_skip_all("cannot mount an overlay on /etc in a mount namespace of our own");
-	}
-	chmod(state_dir, 0711);
-	min = 4150000 + 100 * (long)(getpid() % 500);
+	if ((skip = etc_overlay_enter(&eo, "ual", 4150000, tools)))
+		tap_skip_all(skip);
+	min = eo.uid_min;
 	smin = xasprintf("%ld", min);
 	smax = xasprintf("%ld", min + 99);
 	config_init(&F.cfg);
-	config_set(&F.cfg, CFG_STATE_DIR, state_dir, CFG_FROM_CMDLINE, 0, &why_c);
+	config_set(&F.cfg, CFG_STATE_DIR, eo.state_dir, CFG_FROM_CMDLINE, 0, &why_c);
 	config_set(&F.cfg, CFG_USER_UID_MIN, smin, CFG_FROM_CMDLINE, 0, &why_c);
 	config_set(&F.cfg, CFG_USER_UID_MAX, smax, CFG_FROM_CMDLINE, 0, &why_c);
 
@@ -182,7 +162,7 @@ int main(void)
 	   "saying the group file stayed locked: %s", why ? why : "(no message)");
 	ok(!getpwnam("fleet-ualheld") && !getgrnam("fleet-ualheld"), "no user or group is left");
 	{
-		_cleanup_free_ char *home = xasprintf("%s/users/ualheld", state_dir);
+		_cleanup_free_ char *home = xasprintf("%s/users/ualheld", eo.state_dir);
 		struct stat sb;
 
 		ok(lstat(home, &sb) < 0 && errno == ENOENT, "no home is left");
@@ -191,11 +171,6 @@ int main(void)
 	free(why);
 	agent_free(a);
 
-	/* The overlay goes with this namespace; its upper layer and the state dir are ours to remove. */
-	(void)umount2("/etc", MNT_DETACH);
-	{
-		_cleanup_free_ char *cmd = xasprintf("rm -rf --one-file-system -- '%s' '%s'", etc_dir, state_dir);
-		(void)!system(cmd);
-	}
+	etc_overlay_leave(&eo);
 	return tap_done();
 }

@@ -526,6 +526,62 @@ static void netns_checks(void)
 	rmdir(dir);
 }
 
+/*
+ * The command's search in USER_LAUNCH_PATH (user/init.c's exec_search), as
+ * execvp searches its PATH: an earlier match that cannot be executed (no
+ * execute bit, a directory) is passed over for a later one; when nothing
+ * runs, EACCES if something matched but could not be executed, else ENOENT,
+ * both at the execute stage. A tmpfs on /usr/local/bin (second on the path,
+ * after agentd's directory), in a mount namespace of this test's own that
+ * the sandboxes copy, holds the earlier matches: the host's is untouched.
+ * Last in the test: its namespace stays the test's.
+ */
+static void path_checks(void)
+{
+	static const char *const dir = "/usr/local/bin";
+	struct run res;
+	char want[32];
+	int fd;
+
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("fleet-launch-path", dir, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0) {
+		ok(getenv("CI") == NULL || strcmp(getenv("CI"), "true") != 0,
+		   "a tmpfs on %s in a namespace of our own # SKIP cannot mount it: %s", dir, strerror(errno));
+		return;
+	}
+	/* id: not executable in /usr/local/bin, a directory there for printf; both found later, in /usr/bin or /bin. */
+	fd = open("/usr/local/bin/id", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	ok(fd >= 0 && write(fd, "#!/bin/sh\necho wrong-id\n", 24) == 24 && close(fd) == 0 &&
+	   chmod("/usr/local/bin/id", 0644) == 0 && mkdir("/usr/local/bin/printf", 0755) == 0,
+	   "%s/id not executable (0644), %s/printf a directory", dir, dir);
+	run((const char *const[]){ "id", "-u", NULL }, NULL, NULL, NULL, 0, &res);
+	snprintf(want, sizeof(want), "%ld\n", (long)test_uid);
+	is_str(res.out, want, "a non-executable earlier match on the path is passed over: the later id runs");
+	run((const char *const[]){ "printf", "later", NULL }, NULL, NULL, NULL, 0, &res);
+	is_str(res.out, "later", "so is a directory of the command's name");
+	/* Only a non-executable match anywhere: EACCES, not ENOENT; a directory alone the same. */
+	fd = open("/usr/local/bin/fleet-launch-noexec", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+	ok(fd >= 0 && close(fd) == 0 && chmod("/usr/local/bin/fleet-launch-noexec", 0644) == 0,
+	   "fleet-launch-noexec: only in %s, not executable", dir);
+	run((const char *const[]){ "fleet-launch-noexec", NULL }, NULL, NULL, NULL, 0, &res);
+	ok(res.failed && res.fail.stage == LAUNCH_STAGE_EXEC && res.fail.value == EACCES,
+	   "found but not executable: execute: EACCES (stage %d, %s)", res.failed ? res.fail.stage : -1,
+	   res.failed ? strerror(res.fail.value) : "not failed");
+	ok(mkdir("/usr/local/bin/fleet-launch-dir", 0755) == 0, "fleet-launch-dir: only a directory in %s", dir);
+	run((const char *const[]){ "fleet-launch-dir", NULL }, NULL, NULL, NULL, 0, &res);
+	ok(res.failed && res.fail.stage == LAUNCH_STAGE_EXEC && res.fail.value == EACCES,
+	   "a directory alone: execute: EACCES");
+	/* Nowhere at all: ENOENT at the execute stage, not at a stage of the setup. */
+	run((const char *const[]){ "fleet-launch-nowhere", NULL }, NULL, NULL, NULL, 0, &res);
+	ok(res.failed && res.fail.stage == LAUNCH_STAGE_EXEC && res.fail.value == ENOENT,
+	   "in no directory of the path: execute: ENOENT");
+	/* A name with a slash is no search: the file itself, even where a later one on the path would run. */
+	run((const char *const[]){ "/usr/local/bin/id", NULL }, NULL, NULL, NULL, 0, &res);
+	ok(res.failed && res.fail.stage == LAUNCH_STAGE_EXEC && res.fail.value == EACCES,
+	   "/usr/local/bin/id by its path: execute: EACCES, no search");
+	(void)umount2(dir, MNT_DETACH);
+}
+
 int main(void)
 {
 	const char *bad_env[] = { "NOEQUALS", NULL };
@@ -698,6 +754,11 @@ int main(void)
 
 	store_checks();
 	netns_checks();
+	path_checks();
+	via_spare = true;
+	printf("# the path's search through a spare\n");
+	path_checks();
+	via_spare = false;
 
 	(void)user_launch_kill_uid(test_uid, 2000);
 	rmdir(home);

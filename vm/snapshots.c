@@ -346,8 +346,10 @@ int vm_snapshot_restore(struct fleetd *f, const struct agent *a, const char *sna
 		return -EBUSY;
 	j->revert = true;
 	j->run_id = run_snaps_has(j->vm, snap) ? j->vm->run_id : 0;
-	if (j->was_running && !j->run_id)
+	if (j->was_running && !j->run_id) {
+		j->in_place_r = -EOPNOTSUPP;	/* not asked: said in the debug log, not a failure */
 		j->not_in_place = xstrdup("not taken in the guest's current QEMU process since fleetd started");
+	}
 	j->reverted = done;
 	j->userdata = userdata;
 	/* Reverting is fleet's doing: the guest's stop and start are not a crash. */

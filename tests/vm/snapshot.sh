@@ -190,13 +190,17 @@ ok $? "the restore is under way (the agent's row names its snapshot)"
 kill -9 "$FLEETD_PID"; ok $? "kill -9 fleetd while it restores"
 wait "$restbg" 2>/dev/null
 wait_for 60 job_idle
-fleetd_ns_start; ok $? "fleetd starts again"
+fleetd_ns_start --log-level debug; ok $? "fleetd starts again"
 wait_for 120 restoring_is none
 is "$(restoring)" none "the interrupted restore is finished at start"
 like "$("$FLEETCTL" audit --limit 100)" "snapshot.restore.recover +snap/before +ok" "the audit log says fleet finished it"
 is "$(ex -- cat /home/agent/memory/keep)" precious "the guest is the snapshot's: exec works, the file is as it was"
 wait_for 30 ex --root -- kill -0 "$bgpid"; ok $? "and the snapshot's background process runs"
 is "$("$FLEETCTL" --json show snap | jq -r .state)" running "the agent runs"
+# Its snapshot was taken before this fleetd started: libvirt's revert, said in the debug log, no warning.
+like "$(cat "$STATE/fleetd.log")" "not loaded in place: not taken in the guest's current QEMU process since fleetd started" \
+	"fleetd's log says why the recovery was not in place"
+grep -q "in the running QEMU failed" "$STATE/fleetd.log"; is "$?" 1 "and logs no failed load"
 
 # --- a run in the guest, with a checkpoint before it -------------------------------------------
 "$FLEETCTL" set snap --snapshot-policy before-run --snapshot-keep 2 \

@@ -155,17 +155,27 @@ static char *sanitize(const char *s)
 	return out;
 }
 
-void api_audit(struct api_call *c, const char *outcome, const char *detail)
+static void audit(struct api_call *c, const char *outcome, const char *detail, bool synced)
 {
 	_cleanup_free_ char *clean = sanitize(c->target ? c->target : c->param);
 	int r;
 
 	if (!c->action)
 		return;
-	r = db_audit_add(c->fleetd->db, (long)c->uid, c->action, clean, outcome, detail);
+	r = (synced ? db_audit_add : db_audit_add_unsynced)(c->fleetd->db, (long)c->uid, c->action, clean, outcome, detail);
 	if (r < 0)
 		log_error("audit: cannot record %s of '%s' by uid %ld: %s", c->action, clean, (long)c->uid,
 			  strerror(-r));
+}
+
+void api_audit(struct api_call *c, const char *outcome, const char *detail)
+{
+	audit(c, outcome, detail, true);
+}
+
+void api_audit_unsynced(struct api_call *c, const char *outcome, const char *detail)
+{
+	audit(c, outcome, detail, false);
 }
 
 /*

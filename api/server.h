@@ -110,6 +110,8 @@ void api_free_orphans(void);
 
 /* Write this call's audit record now (a streaming handler does, as it starts). */
 void api_audit(struct api_call *c, const char *outcome, const char *detail);
+/* The same without its fsync (db_audit_add_unsynced): an exec's, written beside the command's start. */
+void api_audit_unsynced(struct api_call *c, const char *outcome, const char *detail);
 
 /*
  * Reply with a JSON document (stolen). For a route that changes state this

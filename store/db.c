@@ -3,7 +3,9 @@
  * (keyed on PRAGMA user_version), and the statement helpers every table
  * family's file shares (db_internal.h). Durability: WAL with
  * synchronous=FULL, so a row is on disk when its statement returns and
- * survives kill -9 (and power loss).
+ * survives kill -9 (and power loss). The exception: an exec's audit row
+ * (audit.c's db_audit_add_unsynced) survives kill -9, and is on disk at the
+ * next synced commit.
  */
 #include "store/db.h"
 

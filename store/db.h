@@ -334,6 +334,9 @@ void db_rollback(struct db *db);
 /* Append one audit record. */
 int db_audit_add(struct db *db, long uid, const char *action, const char *target,
 		 const char *outcome, const char *detail);
+/* The same, not fsynced: survives kill -9, not a power loss before the next synced write (audit.c). */
+int db_audit_add_unsynced(struct db *db, long uid, const char *action, const char *target,
+			  const char *outcome, const char *detail);
 /* How many records of action about agent (target NAME or NAME/...) since since_ms. */
 int db_audit_count(struct db *db, const char *action, const char *agent, int64_t since_ms, int *ret);
 /* The newest `limit` records, oldest first. */

@@ -193,6 +193,7 @@ static void on_init_exit(evutil_socket_t fd, short what, void *arg)
 		return;
 	h->reaped = true;
 	h->init_status = status;
+	spare_now(h->agent);	/* the command is over: the spare it deferred has the host now (spare.c) */
 	event_free(h->ev_pid);
 	h->ev_pid = NULL;
 	if (h->ev_timer) {

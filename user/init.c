@@ -7,7 +7,9 @@
  *
  *   0, 1, 2   the payload's stdin, stdout, stderr
  *   3         the report pipe (struct user_launch_report records)
- *   4         a memfd: the spec as JSON (launch.c's spec_json())
+ *   4         a memfd: the spec as JSON (launch.c's spec_json()); a spare's
+ *             command comes later, on 5, in the message itself up to
+ *             USER_LAUNCH_HAND_INLINE_MAX, else in a memfd
  *   5         a memfd: the secret files' bytes, one after another (only with files);
  *             a spare's: a socket where its command comes (await_command)
  *   6...      the cgroup.procs files to join, in the spec's order
@@ -174,20 +176,27 @@ _noreturn_ static void launch_payload(const struct launch_prep *p)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	setsid();
 
-	/* Lift every source above 10 first, so dup2 onto 0..3 cannot clobber one. */
-	for (int i = 0; i < 4; i++) {
+	/*
+	 * A source at 0..3 could be clobbered by a dup2 onto its number (or kept
+	 * close-on-exec by a dup2 onto itself): lift every source above 10 first
+	 * then. The usual case has none (a spare's come as it waited: above 3;
+	 * the report fd is 3 already), and each move is a system call.
+	 */
+	for (int i = 0; i < 4; i++)
 		if (src[i] < 0) {
 			if (devnull < 0 && (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
 				child_fail(p->report_fd, LAUNCH_STAGE_FDS, errno);
 			src[i] = devnull;
 		}
-		if ((src[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 10)) < 0)
-			child_fail(p->report_fd, LAUNCH_STAGE_FDS, errno);
-	}
+	if (src[0] <= 3 || src[1] <= 3 || src[2] <= 3 || src[3] < 3)
+		for (int i = 0; i < 4; i++)
+			if ((src[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 10)) < 0)
+				child_fail(p->report_fd, LAUNCH_STAGE_FDS, errno);
 	for (int i = 0; i < 3; i++)
 		if (dup2(src[i], i) < 0)
 			child_fail(src[3], LAUNCH_STAGE_FDS, errno);
-	if (dup3(src[3], 3, O_CLOEXEC) < 0)	/* the report fd: gone at execve */
+	/* The report fd: gone at execve. */
+	if (src[3] == 3 ? fcntl(3, F_SETFD, FD_CLOEXEC) < 0 : dup3(src[3], 3, O_CLOEXEC) < 0)
 		child_fail(src[3], LAUNCH_STAGE_FDS, errno);
 	close_from(4);
 
@@ -226,21 +235,40 @@ static int payload_main(void *arg)
  * wait is over). Returns the child's PID; a failure to clone is reported
  * here, as the fork's was.
  */
+/* launch_payload and exec_search use about 5 KiB; the rest is room for libc's wrappers and sanitizers. */
+enum { STACK_SIZE = 64 * 1024, GUARD = 4096, STACK_WARM = 16 * 1024 };
+static char *payload_stack;	/* mapped ahead by a spare (payload_stack_map), else by start_payload */
+
+/*
+ * The payload's stack, its lowest page a guard: an overflow faults (SIGSEGV
+ * kills the child) instead of writing over our memory. A spare maps it
+ * while it waits, and touches the top pages the child's frames use: each
+ * first touch is a page fault the command's start would wait for.
+ */
+static void payload_stack_map(int report_fd, bool warm)
+{
+	char *stack = mmap(NULL, STACK_SIZE + GUARD, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+
+	if (stack == MAP_FAILED)
+		child_fail(report_fd, LAUNCH_STAGE_FORK, errno);
+	if (mprotect(stack, GUARD, PROT_NONE) < 0)
+		child_fail(report_fd, LAUNCH_STAGE_FORK, errno);
+	if (warm)
+		memset(stack + GUARD + STACK_SIZE - STACK_WARM, 0, STACK_WARM);
+	payload_stack = stack;
+}
+
 static pid_t start_payload(struct launch_prep *p)
 {
-	/* launch_payload and exec_search use about 5 KiB; the rest is room for libc's wrappers and sanitizers. */
-	enum { STACK_SIZE = 64 * 1024, GUARD = 4096 };
 	sigset_t all, old;
 	char *stack;
 	pid_t pid;
 	int err = 0;
 
-	stack = mmap(NULL, STACK_SIZE + GUARD, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-	if (stack == MAP_FAILED)
-		child_fail(p->report_fd, LAUNCH_STAGE_FORK, errno);
-	/* The lowest page: an overflow faults (SIGSEGV kills the child) instead of writing over our memory. */
-	if (mprotect(stack, GUARD, PROT_NONE) < 0)
-		child_fail(p->report_fd, LAUNCH_STAGE_FORK, errno);
+	if (!payload_stack)
+		payload_stack_map(p->report_fd, false);
+	stack = payload_stack;
+	payload_stack = NULL;
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, &old);
 	pid = clone(payload_main, stack + GUARD + STACK_SIZE, CLONE_VM | CLONE_VFORK | SIGCHLD, p);
@@ -877,8 +905,8 @@ static int read_spec(struct user_launch_spec *s, json_t **rootp, unsigned char *
 
 /*
  * A spare, set up: wait for its one command on FD_CTL (launch.c's
- * user_launch_hand: the payload's spec in a memfd, stdin, stdout, stderr and
- * the files' bytes, as fds) and take it as if it had been in the spec from
+ * user_launch_hand: the payload's spec in the message, or in a memfd when
+ * it is larger, stdin, stdout, stderr and the files' bytes, as fds) and take it as if it had been in the spec from
  * the start. fleetd closing its end instead (the spare is dropped) ends us
  * here, before anything of an agent's ran. Nothing of a command was here
  * before: a spare serves one command and never another.
@@ -891,15 +919,18 @@ static void await_command(struct launch_prep *p)
 		struct cmsghdr h;
 		char buf[CMSG_SPACE(sizeof(int) * HAND__COUNT)];
 	} cm;
+	/* The spec, when it comes in the message (USER_LAUNCH_HAND_INLINE_MAX); its first page touched ahead. */
+	static char msg[USER_LAUNCH_HAND_INLINE_MAX];
 	int fds[HAND__COUNT], rep = p->report_fd, r;
-	char byte;
-	struct iovec iov = { &byte, 1 };
+	struct iovec iov = { msg, sizeof(msg) };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
 	struct cmsghdr *c;
 	unsigned char *blob = NULL;
 	json_t *root;
 	ssize_t n;
 
+	payload_stack_map(rep, true);	/* now, not after the command came */
+	memset(msg, 0, 4096);
 	while ((n = recvmsg(FD_CTL, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
 		;
 	if (n == 0)
@@ -912,8 +943,19 @@ static void await_command(struct launch_prep *p)
 		child_fail(rep, LAUNCH_STAGE_INIT, EPROTO);
 	memcpy(fds, CMSG_DATA(c), sizeof(fds));
 	close(FD_CTL);
-	if (!(root = load_json_fd(fds[HAND_SPEC])))
+	if (msg[0] == '{') {	/* the spec is the message; its fd is /dev/null */
+		json_error_t jerr;
+
+		close(fds[HAND_SPEC]);
+		root = json_loadb(msg, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
+		explicit_bzero(msg, (size_t)n);	/* the environment, secrets among it: in root now */
+		if (!json_is_object(root)) {
+			json_decref(root);
+			child_fail(rep, LAUNCH_STAGE_INIT, EINVAL);
+		}
+	} else if (n != 1 || msg[0] != 'c' || !(root = load_json_fd(fds[HAND_SPEC]))) {
 		child_fail(rep, LAUNCH_STAGE_INIT, EINVAL);
+	}
 	if ((r = read_payload(s, root, fds[HAND_FILES], &blob)) < 0 || !s->argv || !s->argv[0])
 		child_fail(rep, LAUNCH_STAGE_INIT, r < 0 ? -r : EINVAL);
 	s->stdin_fd = fds[HAND_STDIN];

@@ -161,8 +161,13 @@ int user_kill_everything(const char *agent, uid_t uid);
 /* spare.c: a sandbox set up ahead for an agent's next command */
 /* Hand the command of spec to the agent's spare: 0 and *proc as user_launch's, -ENOENT if none can take it. */
 int spare_take(const char *agent, const struct user_launch_spec *spec, struct user_launch_proc *proc);
-/* Have a spare set up from spec (its argv, envp, files and stdio aside) for the agent's next command, soon. */
+/*
+ * Have a spare set up from spec (its argv, envp, files and stdio aside) for the agent's next command:
+ * once the command just started ends (spare_now) or has run SPARE_DEFER_MS, so its start has the host to itself.
+ */
 void spare_want(struct fleetd *f, const char *agent, const struct user_launch_spec *spec);
+/* The agent's command ended: make its wanted spare now, if one waits for that. */
+void spare_now(const char *agent);
 /* Kill and reap the agent's spare, if it has one (anything of the agent stops or changes). */
 void spare_drop(const char *agent);
 /* Kill and reap every spare, and those being made once made (a store is unmounted while users/ is no mount point: each has a copy). */

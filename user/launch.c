@@ -242,6 +242,19 @@ static void scrub_strings(json_t *arr)
 			explicit_bzero((char *)json_string_value(v), json_string_length(v));
 }
 
+/* /dev/null, opened once and kept (O_CLOEXEC): each hand-over sends it for what it lacks; -errno. */
+static int devnull_kept(void)
+{
+	static int fd = -1;
+
+	if (fd < 0 && (fd = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
+		int r = -errno;
+		fd = -1;
+		return r;
+	}
+	return fd;
+}
+
 /* A memfd holding len bytes of data, at offset 0; -errno. */
 static int memfd_with(const char *name, const void *data, size_t len)
 {
@@ -270,6 +283,16 @@ static int memfd_with(const char *name, const void *data, size_t len)
 	return fd;
 }
 
+/* The spec j (consumed) as compact JSON, or NULL; j's environment strings are wiped (wipe the text too). */
+static char *spec_text(json_t *j)
+{
+	char *text = json_dumps(j, JSON_COMPACT);
+
+	scrub_strings(json_object_get(j, "envp"));
+	json_decref(j);
+	return text;
+}
+
 /*
  * The spec j (consumed) as compact JSON in a new memfd, for fleet-init:
  * the fd, or -errno. The agent's environment is among it, secrets
@@ -277,11 +300,9 @@ static int memfd_with(const char *name, const void *data, size_t len)
  */
 static int spec_memfd(json_t *j)
 {
-	_cleanup_free_ char *text = json_dumps(j, JSON_COMPACT);
+	_cleanup_free_ char *text = spec_text(j);
 	int fd;
 
-	scrub_strings(json_object_get(j, "envp"));
-	json_decref(j);
 	if (!text)
 		return -ENOMEM;
 	fd = memfd_with("fleet-launch-spec", text, strlen(text));
@@ -470,27 +491,45 @@ enum { HAND_SPEC, HAND_STDIN, HAND_STDOUT, HAND_STDERR, HAND_FILES, HAND__COUNT 
 
 int user_launch_hand(int ctl_fd, const struct user_launch_spec *spec)
 {
-	_cleanup_close_ int spec_fd = -1, files_fd = -1, devnull = -1;
+	_cleanup_close_ int spec_fd = -1, files_fd = -1;
 	union {
 		struct cmsghdr h;
 		char buf[CMSG_SPACE(sizeof(int) * HAND__COUNT)];
 	} cm;
-	int fds[HAND__COUNT];
+	int fds[HAND__COUNT], devnull;
 	char byte = 'c';
+	_cleanup_free_ char *text = NULL;
+	size_t text_len = 0;
 	struct iovec iov = { &byte, 1 };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
 	struct cmsghdr *c;
 	json_t *j = json_object();
 	ssize_t n;
 
-	if (!spec->argv || !spec->argv[0] || !spec->envp)
+	if (!spec->argv || !spec->argv[0] || !spec->envp) {
+		json_decref(j);
 		return -EINVAL;
+	}
 	if (!payload_json(j, spec)) {
 		json_decref(j);
 		return -EINVAL;	/* a string that is not UTF-8 */
 	}
-	if ((spec_fd = spec_memfd(j)) < 0)
-		return spec_fd;
+	if ((devnull = devnull_kept()) < 0) {
+		json_decref(j);
+		return devnull;
+	}
+	/* The spec in the message when it fits (USER_LAUNCH_HAND_INLINE_MAX), else in a memfd. */
+	if (!(text = spec_text(j)))
+		return -ENOMEM;
+	text_len = strlen(text);
+	if (text[0] == '{' && text_len <= USER_LAUNCH_HAND_INLINE_MAX) {
+		iov = (struct iovec){ text, text_len };
+	} else {
+		spec_fd = memfd_with("fleet-launch-spec", text, text_len);
+		explicit_bzero(text, text_len);
+		if (spec_fd < 0)
+			return spec_fd;
+	}
 	if (spec->n_files > 0) {
 		size_t total = 0;
 		_cleanup_free_ unsigned char *all = NULL;
@@ -505,10 +544,7 @@ int user_launch_hand(int ctl_fd, const struct user_launch_spec *spec)
 		if (files_fd < 0)
 			return files_fd;
 	}
-	if ((spec->stdin_fd < 0 || spec->stdout_fd < 0 || spec->stderr_fd < 0 || files_fd < 0) &&
-	    (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
-		return -errno;
-	fds[HAND_SPEC] = spec_fd;
+	fds[HAND_SPEC] = spec_fd >= 0 ? spec_fd : devnull;
 	fds[HAND_STDIN] = spec->stdin_fd >= 0 ? spec->stdin_fd : devnull;
 	fds[HAND_STDOUT] = spec->stdout_fd >= 0 ? spec->stdout_fd : devnull;
 	fds[HAND_STDERR] = spec->stderr_fd >= 0 ? spec->stderr_fd : devnull;
@@ -522,8 +558,9 @@ int user_launch_hand(int ctl_fd, const struct user_launch_spec *spec)
 	while ((n = sendmsg(ctl_fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR)
 		;
 	if (n < 0)
-		return errno == ECONNREFUSED || errno == ECONNRESET ? -EPIPE : -errno;
-	return 0;
+		n = errno == ECONNREFUSED || errno == ECONNRESET ? -EPIPE : -errno;
+	explicit_bzero(text, text_len);	/* the agent's environment, secrets among it */
+	return n < 0 ? (int)n : 0;
 }
 
 bool user_launch_uid_alive(uid_t uid)

@@ -166,6 +166,13 @@ void user_launch_clones_wait(void);
  * the spare reports and ends like any launch with that payload.
  */
 int user_launch_hand(int ctl_fd, const struct user_launch_spec *spec);
+/*
+ * The hand-over's message (init.c's await_command): '{' and the rest of the
+ * payload's spec as JSON, up to this size, else 'c' and the spec in the
+ * first fd (a memfd). In the message, a memfd's three system calls on each
+ * side and a page fault are gone from a command's start.
+ */
+#define USER_LAUNCH_HAND_INLINE_MAX (32 * 1024)
 
 /*
  * What a spare set up from spec is made of (identity, home, limits, mounts,

@@ -6,7 +6,13 @@
  *
  * After a command of an agent starts, fleetd starts one spare for it: a
  * sandbox like every other (user/launch.h), set up from the same spec but
- * with no payload yet, waiting (user_launch_hand). The agent's next command
+ * with no payload yet, waiting (user_launch_hand). Not at once: when that
+ * command ends, or SPARE_DEFER_MS after it started if it runs longer
+ * (spare_now, on_defer). A spare's setup (new namespaces, mounts, cgroup
+ * joins) slowed the start of the command beside it by about 1 ms of its
+ * 2 ms from execve to its first write on the development host (2 CPUs),
+ * and no less with the maker at nice 19: it is the kernel's work, not a
+ * share of CPU. The agent's next command
  * is handed to it if it still matches (spare_take): same identity, home,
  * limits, network and mounts (user_launch_key), and no mount of fleetd's
  * namespace changed since its clone. The isolation is the same as a fresh
@@ -53,6 +59,8 @@
 #define SPARE_IDLE_S 60
 /* At most this many spares (the most recently used agents'): each is a process and three fds of fleetd's. */
 #define SPARES_MAX 32
+/* A spare is made this long after the command that asked for it started, or when it ends if sooner. */
+#define SPARE_DEFER_MS 50
 
 struct spare {
 	struct spare *next;
@@ -66,6 +74,7 @@ struct spare {
 	const struct cgroup_host *cg;
 	size_t n_cg;
 	int cg_fds[USER_LAUNCH_MAX_CGROUPS];
+	struct event *ev_defer;		/* until the maker gets it (SPARE_DEFER_MS, or spare_now) */
 	bool making;			/* the maker has it: only the maker touches spec and proc */
 	bool dropped;			/* dropped while making: freed once made */
 	bool launched;
@@ -113,6 +122,8 @@ static void spare_free(struct spare *s)
 {
 	int status;
 
+	if (s->ev_defer)
+		event_free(s->ev_defer);
 	if (s->ev_idle)
 		event_free(s->ev_idle);
 	if (s->ev_dead)
@@ -344,9 +355,47 @@ static void on_spare_gone(evutil_socket_t fd, short what, void *arg)
 	spare_free(s);
 }
 
+/* Hand s (in the list, not yet made) to the maker; dropped if the maker cannot take it. */
+static void spare_make(struct spare *s)
+{
+	ssize_t w;
+
+	if (s->ev_defer) {
+		event_free(s->ev_defer);
+		s->ev_defer = NULL;
+	}
+	s->mounts_gen = mounts_generation();	/* before the clone: a mount made between is a stale spare */
+	s->making = true;
+	while ((w = write(maker_req[1], &s, sizeof(s))) < 0 && errno == EINTR)
+		;
+	if (w != (ssize_t)sizeof(s)) {
+		s->making = false;
+		spare_discard(s);
+	}
+}
+
+static void on_defer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	spare_make(arg);
+}
+
+/* SPARE_DEFER_MS, or FLEET_TEST_SPARE_DEFER_MS (0-600000) for a test of the deferral. */
+static struct timeval spare_defer(void)
+{
+	const char *e = getenv("FLEET_TEST_SPARE_DEFER_MS");
+	int ms = e && *e ? atoi(e) : -1;
+
+	if (ms < 0 || ms > 600000)
+		ms = SPARE_DEFER_MS;
+	return (struct timeval){ ms / 1000, (ms % 1000) * 1000 };
+}
+
 void spare_want(struct fleetd *f, const char *agent, const struct user_launch_spec *spec)
 {
 	struct spare *s;
+	struct timeval defer = spare_defer();
 	size_t n = 0;
 
 	if (spare_find(agent) || getenv("FLEET_TEST_NO_SPARES") || !maker_start(f))
@@ -382,35 +431,32 @@ void spare_want(struct fleetd *f, const char *agent, const struct user_launch_sp
 		if (++n >= SPARES_MAX)
 			spare_discard(o);
 	}
-	s->mounts_gen = mounts_generation();
-	s->making = true;
 	s->next = spares;
 	spares = s;
-	{
-		ssize_t w;
+	if (!(s->ev_defer = evtimer_new(f->base, on_defer, s)) || evtimer_add(s->ev_defer, &defer) < 0)
+		spare_make(s);
+}
 
-		while ((w = write(maker_req[1], &s, sizeof(s))) < 0 && errno == EINTR)
-			;
-		if (w != (ssize_t)sizeof(s)) {
-			s->making = false;
-			spare_discard(s);
-		}
-	}
+void spare_now(const char *agent)
+{
+	struct spare *s = spare_find(agent);
+
+	if (s && s->ev_defer)
+		spare_make(s);
 }
 
 int spare_take(const char *agent, const struct user_launch_spec *spec, struct user_launch_proc *proc)
 {
 	struct spare *s = spare_find(agent);
 	_cleanup_free_ char *key = NULL;
-	struct pollfd p;
 	int r;
 
 	if (!s || !s->launched)
-		return -ENOENT;	/* none, or the maker is at it: a fresh launch is as fast */
+		return -ENOENT;	/* none, not made yet, or the maker is at it: a fresh launch is as fast */
 	spare_unlink(s);
 	key = user_launch_key(spec);
-	p = (struct pollfd){ .fd = s->proc.pidfd, .events = POLLIN };
-	if (!key || strcmp(key, s->key) != 0 || s->mounts_gen != mounts_generation() || poll(&p, 1, 0) != 0) {
+	/* A spare that died is no poll away: the hand-over below finds its socket closed (-EPIPE). */
+	if (!key || strcmp(key, s->key) != 0 || s->mounts_gen != mounts_generation()) {
 		log_debug("agent '%s': spare sandbox stale or gone: dropped", agent);
 		spare_free(s);
 		return -ENOENT;

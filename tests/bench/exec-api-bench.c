@@ -10,7 +10,10 @@
  *   base  t0 just before posix_spawnp of the same `date +%s%N` with its
  *         stdout on a pipe; t1 = the number it printed
  *
- * interleaved, SAMPLES of each after one warm-up of each. libcurl keeps
+ * interleaved, SAMPLES of each after one warm-up of each, each sample
+ * after a quiet GAP_MS: what one sample left running (fleetd makes the
+ * agent's next spare once a command ends, user/spare.c) is not timed in
+ * the next one, fleet's or the baseline's. libcurl keeps
  * the connection when the server lets it; fleetd keeps HTTP/1.1
  * connections alive (api/server.c), so the calls share one connection
  * (before keep-alive each call connected anew): "connections" in the
@@ -38,6 +41,16 @@
 extern char **environ;
 
 #define BODY_MAX (64 * 1024)
+/* Quiet time before each sample: longer than fleetd's spare setup after a command (a few ms). */
+#define GAP_MS 50
+
+static void gap(void)
+{
+	struct timespec ts = { 0, GAP_MS * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
 
 struct body {
 	char buf[BODY_MAX];
@@ -255,7 +268,11 @@ int main(int argc, char **argv)
 		return 1;
 	connects = 0;
 	for (int i = 0; i < n; i++) {
-		if ((api[i] = api_sample(c, &b, &connects)) < 0 || (base[i] = base_sample()) < 0)
+		gap();
+		if ((api[i] = api_sample(c, &b, &connects)) < 0)
+			return 1;
+		gap();
+		if ((base[i] = base_sample()) < 0)
 			return 1;
 	}
 	curl_easy_cleanup(c);

@@ -10,7 +10,9 @@
 #      with cc and libcurl), against posix_spawn of date by that process;
 #      and the floor of any client program: the same date started through
 #      a static program that only execs it (tests/bench/exec-trampoline.c),
-#      in the same interleaved loop;
+#      in the same interleaved loop; each sample after a quiet GAP (0.05 s),
+#      so what one left running (fleetd makes the agent's next spare once a
+#      command ends) is timed in no other, fleet's or the baseline's;
 #   2. N agents (default 500): create time per agent against plain
 #      groupadd+useradd+mkdir of a user; `fleetctl list` with N agents
 #      against with 0; fleetd's RSS with N agents against with 0; starting
@@ -34,6 +36,7 @@ else N=${1:-1000}; SAMPLES=${SAMPLES:-200}; REPS=${REPS:-15}; NBASE=50; fi
 FLEETD=${FLEETD:-$PWD/daemon/fleetd}
 FLEETCTL=${FLEETCTL:-$PWD/ctl/fleetctl}
 SRCDIR=${FLEET_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+GAP=0.05	# quiet seconds before each latency sample (see 1. above)
 
 [ "$(id -u)" = 0 ] || { echo "user-bench: needs root" >&2; exit 77; }
 [ -x "$FLEETD" ] && [ -x "$FLEETCTL" ] || { echo "user-bench: no fleetd/fleetctl at $FLEETD (set FLEETD, FLEETCTL)" >&2; exit 77; }
@@ -114,9 +117,9 @@ latency_samples() {
 	"$FLEETCTL" exec $P-lat -- true </dev/null	# warm up
 	: > "$STATE.lat"; : > "$STATE.base"; : > "$STATE.floor"
 	for i in $(seq "$SAMPLES"); do
-		t0=$(now_ns); t1=$("$FLEETCTL" exec $P-lat --no-stdin -- date +%s%N); echo $((t1 - t0)) >> "$STATE.lat"
-		t0=$(now_ns); t1=$(date +%s%N); echo $((t1 - t0)) >> "$STATE.base"
-		[ -z "$tramp" ] || { t0=$(now_ns); t1=$("$tramp" "$datebin" +%s%N); echo $((t1 - t0)) >> "$STATE.floor"; }
+		sleep "$GAP"; t0=$(now_ns); t1=$("$FLEETCTL" exec $P-lat --no-stdin -- date +%s%N); echo $((t1 - t0)) >> "$STATE.lat"
+		sleep "$GAP"; t0=$(now_ns); t1=$(date +%s%N); echo $((t1 - t0)) >> "$STATE.base"
+		[ -z "$tramp" ] || { sleep "$GAP"; t0=$(now_ns); t1=$("$tramp" "$datebin" +%s%N); echo $((t1 - t0)) >> "$STATE.floor"; }
 	done
 	lat=$(median < "$STATE.lat"); base=$(median < "$STATE.base")
 	floor=; [ -z "$tramp" ] || floor=$(median < "$STATE.floor")

@@ -28,6 +28,14 @@ stop_fleetd KILL
 start_fleetd dur
 check "an acknowledged remove survives kill -9 too" -- bash -c "! '$FLEETCTL' show $U-bulk-1"
 like "$("$FLEETCTL" audit --limit 1000)" "agent.remove +$U-bulk-1 +ok" "the audit record survives kill -9"
+# An exec's audit record is written without an fsync (store/audit.c: it ran beside the command's
+# start): in the WAL, it survives kill -9 all the same.
+if [ "$(id -u)" = 0 ]; then
+	"$FLEETCTL" exec $U-bulk-2 --no-stdin -- true; ok $? "an exec"
+	stop_fleetd KILL
+	start_fleetd dur
+	like "$("$FLEETCTL" audit --limit 1000)" "agent.exec +$U-bulk-2 +ok" "its audit record survives kill -9 right after it"
+fi	# (not root: no user agent can run a command)
 
 is "$(stat -c %a "$STATE")" 711 "state dir is 0711 (traversable for user agents' homes, not listable)"
 is "$(stat -c %a "$STATE/fleetd.log")" 600 "log file is 0600"

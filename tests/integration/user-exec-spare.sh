@@ -5,7 +5,8 @@
 # /tmp); it counts as no process of the agent (the agent stays stopped);
 # a mount made since its clone is seen all the same (a stale spare is not
 # used); it never outlives the agent's stop, its removal, fleetd or its idle
-# limit; a spare set up for a uid the agent's user no longer has (made
+# limit; it is made once the command that took the last one ends, or
+# SPARE_DEFER_MS into it if it runs longer; a spare set up for a uid the agent's user no longer has (made
 # again by hand) is not used; and it never stands in a restore's way: restores of one agent while
 # another execs (a spare made after each exec) all work, no spare of the
 # other agent holds a copy of the restored store (user/init.c drops every
@@ -201,8 +202,34 @@ for ((i = 0; i < 100; i++)); do [ -z "$(spare_of $A)" ] && break; sleep 0.1; don
 gone $s7; ok $? "unused for its idle limit, it went"
 "$FLEETCTL" exec $A --no-stdin -- true; ok $? "another exec"
 s7=$(wait_spare $A); ok $? "a spare waits"
+
+# The next spare is made once the command that took the last one ends, or SPARE_DEFER_MS after its
+# start if it runs longer (user/spare.c: a spare's setup slowed the command's own start beside it).
+export FLEET_TEST_SPARE_DEFER_MS=2000	# a test's: 50 ms otherwise
+user_fleetd_kill_restart; ok $? "fleetd restarts (spares deferred 2 s)"
+gone $s7
+"$FLEETCTL" exec $A --no-stdin -- sleep 8 & ex=$!
+wait_agent_state $A running; ok $? "a long command runs"
+sleep 1
+is "$(spare_of $A)" "" "1 s into it, no spare yet"
+s8=$(wait_spare $A); ok $? "one waits 2 s into it"
+ok "$(kill -0 $ex 2>/dev/null; echo $?)" "while the command still runs"
+kill $ex 2>/dev/null; wait $ex 2>/dev/null
+export FLEET_TEST_SPARE_DEFER_MS=600000
+user_fleetd_kill_restart; ok $? "fleetd restarts (spares deferred 600 s)"
+unset FLEET_TEST_SPARE_DEFER_MS
+gone $s8
+"$FLEETCTL" exec $A --no-stdin -- true; ok $? "a short command"
+s8=$(wait_spare $A); ok $? "its spare waits as soon as it ended, not 600 s later"
+"$FLEETCTL" exec $A --no-stdin -- sleep 3 & ex=$!
+for ((i = 0; i < 300; i++)); do [ "$(cat /proc/$s8/comm 2>/dev/null)" = fleet-init ] && break; sleep 0.01; done
+is "$(cat /proc/$s8/comm 2>/dev/null)" fleet-init "the next command took it"
+sleep 1
+is "$(spare_of $A)" "" "and, running, has no spare made yet"
+wait $ex; ok $? "it ends well"
+s8=$(wait_spare $A); ok $? "and then its spare waits"
 "$FLEETCTL" rm --force $A >/dev/null; ok $? "rm --force $A"
-gone $s7; ok $? "the removal killed the spare"
+gone $s8; ok $? "the removal killed the spare"
 is "$(spare_of $A)" "" "nothing of $A is left"
 
 done_testing

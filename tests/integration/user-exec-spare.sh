@@ -203,18 +203,6 @@ gone $s7; ok $? "unused for its idle limit, it went"
 "$FLEETCTL" exec $A --no-stdin -- true; ok $? "another exec"
 s7=$(wait_spare $A); ok $? "a spare waits"
 
-# The command comes to the spare in the hand-over's message up to 32 KiB of JSON, beyond that in a
-# memfd (user/launch.h, USER_LAUNCH_HAND_INLINE_MAX): both are taken, and arrive whole.
-for n in 20000 40000; do
-	s9=$(wait_spare $A)
-	"$FLEETCTL" exec $A --no-stdin --env BIG="$(head -c $n /dev/zero | tr '\0' x)" -- sh -c 'echo ${#BIG}; sleep 1' > "$STATE.big" & ex=$!
-	for ((i = 0; i < 300; i++)); do [ "$(cat /proc/$s9/comm 2>/dev/null)" = fleet-init ] && break; sleep 0.01; done
-	is "$(cat /proc/$s9/comm 2>/dev/null)" fleet-init "an exec with a $n-byte variable takes the spare"
-	wait $ex; ok $? "and ends well"
-	is "$(cat "$STATE.big")" $n "the variable arrived whole"
-done
-rm -f "$STATE.big"
-
 # The next spare is made once the command that took the last one ends, or SPARE_DEFER_MS after its
 # start if it runs longer (user/spare.c: a spare's setup slowed the command's own start beside it).
 export FLEET_TEST_SPARE_DEFER_MS=2000	# a test's: 50 ms otherwise
@@ -240,8 +228,21 @@ sleep 1
 is "$(spare_of $A)" "" "and, running, has no spare made yet"
 wait $ex; ok $? "it ends well"
 s8=$(wait_spare $A); ok $? "and then its spare waits"
+
+# The command comes to the spare in the hand-over's message up to 32 KiB of JSON, beyond that in a
+# memfd (user/launch.h, USER_LAUNCH_HAND_INLINE_MAX): both are taken, and arrive whole.
+for n in 20000 40000; do
+	s9=$(wait_spare $A)
+	"$FLEETCTL" exec $A --no-stdin --env BIG="$(head -c $n /dev/zero | tr '\0' x)" -- sh -c 'echo ${#BIG}; sleep 1' > "$STATE.big" & ex=$!
+	for ((i = 0; i < 300; i++)); do [ "$(cat /proc/$s9/comm 2>/dev/null)" = fleet-init ] && break; sleep 0.01; done
+	is "$(cat /proc/$s9/comm 2>/dev/null)" fleet-init "an exec with a $n-byte variable takes the spare"
+	wait $ex; ok $? "and ends well"
+	is "$(cat "$STATE.big")" $n "the variable arrived whole"
+done
+rm -f "$STATE.big"
+s9=$(wait_spare $A); ok $? "a spare waits"
 "$FLEETCTL" rm --force $A >/dev/null; ok $? "rm --force $A"
-gone $s8; ok $? "the removal killed the spare"
+gone $s9; ok $? "the removal killed the spare"
 is "$(spare_of $A)" "" "nothing of $A is left"
 
 done_testing

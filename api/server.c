@@ -225,6 +225,20 @@ void api_free_orphans(void)
 	}
 }
 
+/*
+ * An answer's Content-Type, and for a refusal or failure (>= 400)
+ * Connection: close: whatever the client sends next on it follows a
+ * refusal, and is not read.
+ */
+static void reply_headers(struct api_call *c, int status, const char *ctype)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(c->req);
+
+	evhttp_add_header(h, "Content-Type", ctype);
+	if (status >= 400)
+		evhttp_add_header(h, "Connection", "close");
+}
+
 void api_reply(struct api_call *c, int status, json_t *body)
 {
 	struct evbuffer *buf;
@@ -250,9 +264,7 @@ void api_reply(struct api_call *c, int status, json_t *body)
 
 		api_audit(c, outcome, err ? json_string_value(err) : NULL);
 	}
-	evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type", "application/json");
-	if (status >= 400)	/* whatever the client sends next on it follows a refusal: not read */
-		evhttp_add_header(evhttp_request_get_output_headers(c->req), "Connection", "close");
+	reply_headers(c, status, "application/json");
 	evhttp_send_reply(c->req, status, reason, buf);
 	evbuffer_free(buf);
 	free(text);
@@ -274,9 +286,7 @@ void api_reply_raw(struct api_call *c, int status, const char *ctype, const void
 		abort();
 	if (c->action)
 		api_audit(c, "ok", NULL);
-	evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type", ctype);
-	if (status >= 400)
-		evhttp_add_header(evhttp_request_get_output_headers(c->req), "Connection", "close");
+	reply_headers(c, status, ctype);
 	evhttp_send_reply(c->req, status, "OK", buf);
 	evbuffer_free(buf);
 	c->replied = true;

@@ -224,19 +224,20 @@ static void snap_reverted(void *arg)
 
 	j->vm->busy = false;
 	vm_memdisk_forget(j->vm);	/* the snapshot's memory disk may be smaller (even a failed revert's) */
-	if (!j->in_place)
-		vm_run_snaps_forget(j->vm);	/* libvirt's revert: a new QEMU process (or none) */
 	if (j->in_place)
 		log_debug("agent '%s': checkpoint loaded in its running QEMU in %.3f s", j->vm->name,
 			  j->libvirt_usec / 1e6);
-	else if (j->not_in_place && j->in_place_r != -EOPNOTSUPP)
-		log_warning("agent '%s': loading snapshot '%s' in the running QEMU failed (%s); libvirt's revert "
-			    "(a new QEMU) took %.3f s in all", j->vm->name, j->snap, j->not_in_place,
-			    j->libvirt_usec / 1e6);
-	else
-		log_debug("agent '%s': libvirt's revert took %.3f s%s%s%s", j->vm->name, j->libvirt_usec / 1e6,
-			  j->not_in_place ? " (not loaded in place: " : "", j->not_in_place ? j->not_in_place : "",
-			  j->not_in_place ? ")" : "");
+	else {
+		vm_run_snaps_forget(j->vm);	/* libvirt's revert: a new QEMU process (or none) */
+		if (j->not_in_place && j->in_place_r != -EOPNOTSUPP)
+			log_warning("agent '%s': loading snapshot '%s' in the running QEMU failed (%s); libvirt's "
+				    "revert (a new QEMU) took %.3f s in all", j->vm->name, j->snap, j->not_in_place,
+				    j->libvirt_usec / 1e6);
+		else
+			log_debug("agent '%s': libvirt's revert took %.3f s%s%s%s", j->vm->name,
+				  j->libvirt_usec / 1e6, j->not_in_place ? " (not loaded in place: " : "",
+				  j->not_in_place ? j->not_in_place : "", j->not_in_place ? ")" : "");
+	}
 	if (j->r < 0) {
 		j->reverted(j->userdata, j->r, j->why);
 		snap_job_free(j);

@@ -1238,9 +1238,13 @@ int virt_snapshot_redefine(struct virt *v, const char *domain, const char *xml, 
 				   why);
 }
 
-/* Run op on the named snapshot of domain. */
-static int with_snapshot(struct virt *v, const char *domain, const char *snap,
-			 int (*op)(virDomainSnapshotPtr), const char *what, char **why)
+/*
+ * The named snapshot of domain, in *ret_d and *ret_s (the caller frees
+ * both), or nothing: -ENOENT with "no snapshot SNAP of DOMAIN" when libvirt
+ * knows no such snapshot, else lookup's or last_error(what)'s answer.
+ */
+static int lookup_snapshot(struct virt *v, const char *domain, const char *snap, virDomainPtr *ret_d,
+			   virDomainSnapshotPtr *ret_s, const char *what, char **why)
 {
 	virDomainSnapshotPtr s;
 	virDomainPtr d;
@@ -1251,12 +1255,28 @@ static int with_snapshot(struct virt *v, const char *domain, const char *snap,
 	s = virDomainSnapshotLookupByName(d, snap, 0);
 	if (!s) {
 		virErrorPtr e = virGetLastError();
+
 		r = e && e->code == VIR_ERR_NO_DOMAIN_SNAPSHOT ? -ENOENT : last_error(what, why);
 		if (r == -ENOENT && why)
 			*why = xasprintf("no snapshot %s of %s", snap, domain);
 		virDomainFree(d);
 		return r;
 	}
+	*ret_d = d;
+	*ret_s = s;
+	return 0;
+}
+
+/* Run op on the named snapshot of domain. */
+static int with_snapshot(struct virt *v, const char *domain, const char *snap,
+			 int (*op)(virDomainSnapshotPtr), const char *what, char **why)
+{
+	virDomainSnapshotPtr s;
+	virDomainPtr d;
+	int r;
+
+	if ((r = lookup_snapshot(v, domain, snap, &d, &s, what, why)) < 0)
+		return r;
 	r = op(s) < 0 ? last_error(what, why) : 0;
 	virDomainSnapshotFree(s);
 	virDomainFree(d);
@@ -1291,8 +1311,7 @@ int virt_snapshot_delete(struct virt *v, const char *domain, const char *snap, c
 /* Why snapshot s of domain d cannot be loaded in its QEMU run run_id (a static string), or NULL when it can. */
 static const char *in_place_refusal(virDomainPtr d, virDomainSnapshotPtr s, const char *snap, int run_id)
 {
-	_cleanup_free_ char *sx = virDomainSnapshotGetXMLDesc(s, VIR_DOMAIN_SNAPSHOT_XML_SECURE);
-	_cleanup_free_ char *saved = virDomainGetXMLDesc(d, VIR_DOMAIN_XML_INACTIVE | VIR_DOMAIN_XML_SECURE);
+	_cleanup_free_ char *sx = NULL, *saved = NULL;
 	int state;
 
 	/* Names are checked as fleet's (common/names.c); the monitor's command line gets nothing else. */
@@ -1303,6 +1322,9 @@ static const char *in_place_refusal(virDomainPtr d, virDomainSnapshotPtr s, cons
 	/* The same QEMU process (no hot-plug in fleet): the device configuration the checkpoint holds. */
 	if (run_id <= 0 || (int)virDomainGetID(d) != run_id)
 		return "the snapshot was not taken in the QEMU process that runs the guest now";
+	/* The definitions last: the checks above cost no document each. */
+	sx = virDomainSnapshotGetXMLDesc(s, VIR_DOMAIN_SNAPSHOT_XML_SECURE);
+	saved = virDomainGetXMLDesc(d, VIR_DOMAIN_XML_INACTIVE | VIR_DOMAIN_XML_SECURE);
 	if (!sx || !saved)
 		return "libvirt did not give the definitions to compare";
 	if (virt_xml_has(sx, "/domainsnapshot/state", "running") != 1 ||
@@ -1322,17 +1344,8 @@ int virt_snapshot_load_in_place(struct virt *v, const char *domain, const char *
 	virDomainPtr d;
 	int r, state;
 
-	if ((r = lookup(v, domain, &d, why)) < 0)
+	if ((r = lookup_snapshot(v, domain, snap, &d, &s, "cannot find snapshot", why)) < 0)
 		return r;
-	if (!(s = virDomainSnapshotLookupByName(d, snap, 0))) {
-		virErrorPtr e = virGetLastError();
-
-		r = e && e->code == VIR_ERR_NO_DOMAIN_SNAPSHOT ? -ENOENT : last_error("cannot find snapshot", why);
-		if (r == -ENOENT)
-			*why = xasprintf("no snapshot %s of %s", snap, domain);
-		virDomainFree(d);
-		return r;
-	}
 	if ((refusal = in_place_refusal(d, s, snap, run_id))) {
 		*why = xstrdup(refusal);
 		r = -EOPNOTSUPP;

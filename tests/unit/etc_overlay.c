@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "model/config.h"
 
 const char *etc_overlay_enter(struct etc_overlay *o, const char *tag, long uid_base, const char *const *tools)
 {
@@ -48,6 +49,22 @@ const char *etc_overlay_enter(struct etc_overlay *o, const char *tag, long uid_b
 	(void)chmod(o->state_dir, 0711);
 	o->uid_min = uid_base + 100 * (long)(getpid() % 500);
 	return NULL;
+}
+
+int etc_overlay_config(struct etc_overlay *o, struct config *cfg)
+{
+	_cleanup_free_ char *smin = xasprintf("%ld", o->uid_min), *smax = xasprintf("%ld", o->uid_min + 99);
+	const char *why = NULL;
+
+	config_init(cfg);
+	if (config_set(cfg, CFG_STATE_DIR, o->state_dir, CFG_FROM_CMDLINE, 0, &why) < 0 ||
+	    config_set(cfg, CFG_USER_UID_MIN, smin, CFG_FROM_CMDLINE, 0, &why) < 0 ||
+	    config_set(cfg, CFG_USER_UID_MAX, smax, CFG_FROM_CMDLINE, 0, &why) < 0) {
+		printf("Bail out! cannot set the state dir and the uid range: %s\n", why ? why : "unknown key");
+		etc_overlay_leave(o);
+		return -1;
+	}
+	return 0;
 }
 
 void etc_overlay_leave(struct etc_overlay *o)

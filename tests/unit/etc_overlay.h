@@ -25,6 +25,15 @@ struct etc_overlay {
  */
 const char *etc_overlay_enter(struct etc_overlay *o, const char *tag, long uid_base, const char *const *tools);
 
+struct config;
+
+/*
+ * config_init cfg, then set, as from the command line, the state dir and
+ * the uid range (uid_min to uid_min + 99). 0 when set; else -1 after a TAP
+ * "Bail out!" line that says why and etc_overlay_leave (the test ends).
+ */
+int etc_overlay_config(struct etc_overlay *o, struct config *cfg);
+
 /* Unmount the overlay and remove both directories. */
 void etc_overlay_leave(struct etc_overlay *o);
 

@@ -104,9 +104,8 @@ static struct agent *mk_agent(const char *name)
 int main(void)
 {
 	static const char *const tools[] = { "useradd", "groupadd", NULL };
-	_cleanup_free_ char *smin = NULL, *smax = NULL;
 	struct etc_overlay eo;
-	const char *why_c, *skip;
+	const char *skip;
 	struct agent *a;
 	struct passwd *pw;
 	char *why = NULL, c;
@@ -118,13 +117,9 @@ int main(void)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if ((skip = etc_overlay_enter(&eo, "ual", 4150000, tools)))
 		tap_skip_all(skip);
+	if (etc_overlay_config(&eo, &F.cfg) < 0)
+		return 1;
 	min = eo.uid_min;
-	smin = xasprintf("%ld", min);
-	smax = xasprintf("%ld", min + 99);
-	config_init(&F.cfg);
-	config_set(&F.cfg, CFG_STATE_DIR, eo.state_dir, CFG_FROM_CMDLINE, 0, &why_c);
-	config_set(&F.cfg, CFG_USER_UID_MIN, smin, CFG_FROM_CMDLINE, 0, &why_c);
-	config_set(&F.cfg, CFG_USER_UID_MAX, smax, CFG_FROM_CMDLINE, 0, &why_c);
 
 	/* 1. Held until groupadd has failed on it once, then released: create succeeds. */
 	a = mk_agent("ualfree");

@@ -196,7 +196,7 @@ static void measure(int ahead, long filler_uid)
 int main(void)
 {
 	static const char *const tools[] = { "useradd", "usermod", "userdel", "groupadd", "groupdel", NULL };
-	_cleanup_free_ char *smin = NULL, *smax = NULL, *home_b = NULL;
+	_cleanup_free_ char *home_b = NULL;
 	struct pwcache_stats s0, s1;
 	struct etc_overlay eo;
 	const char *why_c, *skip, *home;
@@ -210,13 +210,9 @@ int main(void)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if ((skip = etc_overlay_enter(&eo, "pwc", 4400000, tools)))
 		tap_skip_all(skip);
+	if (etc_overlay_config(&eo, &F.cfg) < 0)
+		return 1;
 	min = eo.uid_min;
-	smin = xasprintf("%ld", min);
-	smax = xasprintf("%ld", min + 99);
-	config_init(&F.cfg);
-	config_set(&F.cfg, CFG_STATE_DIR, eo.state_dir, CFG_FROM_CMDLINE, 0, &why_c);
-	config_set(&F.cfg, CFG_USER_UID_MIN, smin, CFG_FROM_CMDLINE, 0, &why_c);
-	config_set(&F.cfg, CFG_USER_UID_MAX, smax, CFG_FROM_CMDLINE, 0, &why_c);
 
 	/* fleet's own useradd drops the cache. */
 	a = mk_agent("pwca");
@@ -248,13 +244,13 @@ int main(void)
 
 	/* The checks run on a cached entry: a range that no longer holds the uid. */
 	{
-		_cleanup_free_ char *above = xasprintf("%ld", (long)uid + 1);
+		_cleanup_free_ char *above = xasprintf("%ld", (long)uid + 1), *back = xasprintf("%ld", min);
 
 		config_set(&F.cfg, CFG_USER_UID_MIN, above, CFG_FROM_CMDLINE, 0, &why_c);
 		is_int(account_lookup(&F, "pwca", &u), -EPERM, "with uid_min above its uid, the cached entry is refused");
 		s1 = stats();
 		ok(s1.hits == s0.hits + 1, "and that was a hit: the check ran on the cached values");
-		config_set(&F.cfg, CFG_USER_UID_MIN, smin, CFG_FROM_CMDLINE, 0, &why_c);
+		config_set(&F.cfg, CFG_USER_UID_MIN, back, CFG_FROM_CMDLINE, 0, &why_c);
 	}
 
 	/* A miss is never kept: made by hand after it, the user is found at once. */

@@ -87,6 +87,8 @@ struct conn {
 	struct event *setup;
 	struct event *deadline;
 	struct event *hangup;		/* the peer's hang-up while a request is handled (EV_CLOSED), or NULL */
+	struct ucred cred;		/* the caller's, read at connect: a Unix socket's peer never changes */
+	bool have_cred;
 	bool limited;			/* the request line was seen, its route's limit set */
 	bool http11;			/* that line said HTTP/1.1 */
 	bool dispatched;		/* the whole request arrived */
@@ -652,6 +654,8 @@ static void conn_setup(evutil_socket_t unused, short what, void *arg)
 		conn_refuse(cn, 403, "Forbidden", "forbidden", "caller credentials unavailable");
 		return;
 	}
+	cn->cred = cred;
+	cn->have_cred = true;
 	if (!peer_allowed(api, cred.uid)) {
 		msg = xasprintf("uid %ld may not use fleetd", (long)cred.uid);
 		if (refusal_note(api, &quiet)) {
@@ -955,9 +959,15 @@ static void api_dispatch(struct evhttp_request *req, void *arg)
 			event_add(cn->hangup, NULL);
 		evhttp_request_set_on_complete_cb(req, conn_request_done, cn);
 	}
-	/* Checked at connect already; again here, as it costs nothing. */
+	/*
+	 * Checked at connect already; again here, for each request: the socket
+	 * group may have changed since. The credentials are the connect's (the
+	 * kernel's too: SO_PEERCRED reports the peer at connect()).
+	 */
 	fd = bufferevent_getfd(evhttp_connection_get_bufferevent(conn));
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+	if (cn && cn->have_cred)
+		cred = cn->cred;
+	else if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
 		log_warning("api: cannot read the caller's credentials: %s", strerror(errno));
 		api_error(&c, 403, "forbidden", "caller credentials unavailable");
 		return;

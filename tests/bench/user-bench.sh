@@ -36,7 +36,7 @@ else N=${1:-1000}; SAMPLES=${SAMPLES:-200}; REPS=${REPS:-15}; NBASE=50; fi
 FLEETD=${FLEETD:-$PWD/daemon/fleetd}
 FLEETCTL=${FLEETCTL:-$PWD/ctl/fleetctl}
 SRCDIR=${FLEET_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-GAP=0.05	# quiet seconds before each latency sample (see 1. above)
+GAP=${BENCH_GAP:-0.05}	# quiet seconds before each latency sample (see 1. above); BENCH_GAP=0: back to back
 
 [ "$(id -u)" = 0 ] || { echo "user-bench: needs root" >&2; exit 77; }
 [ -x "$FLEETD" ] && [ -x "$FLEETCTL" ] || { echo "user-bench: no fleetd/fleetctl at $FLEETD (set FLEETD, FLEETCTL)" >&2; exit 77; }

@@ -220,21 +220,6 @@ static int payload_main(void *arg)
 	launch_payload(arg);
 }
 
-/*
- * Start the command as posix_spawn does: clone(CLONE_VM | CLONE_VFORK), the
- * child on a stack of its own in our memory until its execve, so nothing of
- * ours is copied (a fork copied our page tables and then took copy-on-write
- * faults in both). We are suspended until the child's execve or _exit,
- * which is why the READY report now follows the command's execve. The
- * child writes nothing of ours but errno (launch_payload: system calls,
- * locals, no malloc) and reports a failure through the report fd as a
- * forked one did. Every signal is blocked across the clone, and the child
- * resets the handlers (ours: on_term, on_chld) before it unblocks any: a
- * handler of ours must not run on its stack, in our memory. The stack is
- * returned once the child no longer uses it (execve or _exit: the vfork
- * wait is over). Returns the child's PID; a failure to clone is reported
- * here, as the fork's was.
- */
 /* launch_payload and exec_search use about 5 KiB; the rest is room for libc's wrappers and sanitizers. */
 enum { STACK_SIZE = 64 * 1024, GUARD = 4096, STACK_WARM = 16 * 1024 };
 static char *payload_stack;	/* mapped ahead by a spare (payload_stack_map), else by start_payload */
@@ -258,6 +243,21 @@ static void payload_stack_map(int report_fd, bool warm)
 	payload_stack = stack;
 }
 
+/*
+ * Start the command as posix_spawn does: clone(CLONE_VM | CLONE_VFORK), the
+ * child on a stack of its own in our memory until its execve, so nothing of
+ * ours is copied (a fork copied our page tables and then took copy-on-write
+ * faults in both). We are suspended until the child's execve or _exit,
+ * which is why the READY report now follows the command's execve. The
+ * child writes nothing of ours but errno (launch_payload: system calls,
+ * locals, no malloc) and reports a failure through the report fd as a
+ * forked one did. Every signal is blocked across the clone, and the child
+ * resets the handlers (ours: on_term, on_chld) before it unblocks any: a
+ * handler of ours must not run on its stack, in our memory. The stack is
+ * returned once the child no longer uses it (execve or _exit: the vfork
+ * wait is over). Returns the child's PID; a failure to clone is reported
+ * here, as the fork's was.
+ */
 static pid_t start_payload(struct launch_prep *p)
 {
 	sigset_t all, old;
@@ -906,8 +906,8 @@ static int read_spec(struct user_launch_spec *s, json_t **rootp, unsigned char *
 /*
  * A spare, set up: wait for its one command on FD_CTL (launch.c's
  * user_launch_hand: the payload's spec in the message, or in a memfd when
- * it is larger, stdin, stdout, stderr and the files' bytes, as fds) and take it as if it had been in the spec from
- * the start. fleetd closing its end instead (the spare is dropped) ends us
+ * it is larger; stdin, stdout, stderr and the files' bytes as fds) and take
+ * it as if it had been in the spec from the start. fleetd closing its end instead (the spare is dropped) ends us
  * here, before anything of an agent's ran. Nothing of a command was here
  * before: a spare serves one command and never another.
  */
